@@ -1,0 +1,38 @@
+# talos-ccm build, test and demo entry points.
+
+GO ?= go
+BIN := $(CURDIR)/bin
+GOTEST_FLAGS ?= -race -count=1 -timeout 25m
+
+.PHONY: all build test envtest generate check-generate demo lint clean
+
+all: build
+
+## build: compile talos-ccm, ccmctl and talos-sim into ./bin.
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+## envtest: build kube-apiserver and etcd from Go modules (once per version) and print their directory.
+envtest:
+	@hack/envtest.sh
+
+## test: every unit, controller and end-to-end test (builds the envtest binaries when missing).
+test:
+	@assets="$$(hack/envtest.sh)" && \
+		echo "using envtest binaries in $$assets" && \
+		KUBEBUILDER_ASSETS="$$assets" $(GO) test $(GOTEST_FLAGS) ./...
+
+## generate: regenerate protobuf Go code from api/proto.
+generate:
+	@hack/generate.sh
+
+## demo: a local control plane, a simulated Talos fleet and talos-ccm initializing it.
+demo: build
+	@hack/demo.sh
+
+## lint: go vet (golangci-lint comes later).
+lint:
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN)
