@@ -101,3 +101,5 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 	zombiezen.com/go/sqlite v1.4.2 // indirect
 )
+
+tool google.golang.org/protobuf/cmd/protoc-gen-go

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Regenerates the Go code of the resource specs from api/proto with protoc and the pinned protoc-gen-go.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v protoc >/dev/null 2>&1; then
+	echo "protoc not found: install Debian's protobuf-compiler (apt-get install -y protobuf-compiler)" >&2
+	exit 1
+fi
+
+bindir=$(mktemp -d)
+trap 'rm -rf "$bindir"' EXIT
+go build -o "$bindir/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go
+
+PATH="$bindir:$PATH" protoc \
+	--proto_path=api/proto \
+	--go_out=. --go_opt=module=github.com/talos-ccm/talos-ccm \
+	api/proto/specs/*.proto
