@@ -36,9 +36,11 @@ type NodeTransformSpec struct {
 	// Why the node is not ready to be initialized yet (empty when initialize is true).
 	Pending string `protobuf:"bytes,7,opt,name=pending,proto3" json:"pending,omitempty"`
 	// For every key ("providerID", "label/KEY", "address/TYPE/ADDR"), the fact or rule that produced it.
-	Origins       map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	MatchedRules  []string          `protobuf:"bytes,9,rep,name=matched_rules,json=matchedRules,proto3" json:"matched_rules,omitempty"`
-	Platform      string            `protobuf:"bytes,10,opt,name=platform,proto3" json:"platform,omitempty"`
+	Origins      map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	MatchedRules []string          `protobuf:"bytes,9,rep,name=matched_rules,json=matchedRules,proto3" json:"matched_rules,omitempty"`
+	Platform     string            `protobuf:"bytes,10,opt,name=platform,proto3" json:"platform,omitempty"`
+	// Values that were left out because they are invalid for Kubernetes, with the reason.
+	Warnings      []string `protobuf:"bytes,11,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,12 +145,19 @@ func (x *NodeTransformSpec) GetPlatform() string {
 	return ""
 }
 
+func (x *NodeTransformSpec) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 var File_specs_node_proto protoreflect.FileDescriptor
 
 const file_specs_node_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/node.proto\x12\n" +
-	"tccm.specs\x1a\x10specs/kube.proto\"\xa3\x05\n" +
+	"tccm.specs\x1a\x10specs/kube.proto\"\xbf\x05\n" +
 	"\x11NodeTransformSpec\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerID\x12A\n" +
@@ -163,7 +172,8 @@ const file_specs_node_proto_rawDesc = "" +
 	"\aorigins\x18\b \x03(\v2*.tccm.specs.NodeTransformSpec.OriginsEntryR\aorigins\x12#\n" +
 	"\rmatched_rules\x18\t \x03(\tR\fmatchedRules\x12\x1a\n" +
 	"\bplatform\x18\n" +
-	" \x01(\tR\bplatform\x1a9\n" +
+	" \x01(\tR\bplatform\x12\x1a\n" +
+	"\bwarnings\x18\v \x03(\tR\bwarnings\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

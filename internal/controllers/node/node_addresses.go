@@ -1,0 +1,234 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// Kubernetes node address types.
+const (
+	AddressInternalIP   = "InternalIP"
+	AddressExternalIP   = "ExternalIP"
+	AddressHostname     = "Hostname"
+	AddressInternalDNS  = "InternalDNS"
+	AddressExternalDNS  = "ExternalDNS"
+	externalLinkName    = "external"
+	scopeGlobal         = "global"
+	originProvidedIP    = "kubelet provided-node-ip annotation"
+	originNodeAddress   = "Node status.addresses"
+	originTalosTarget   = "Talos API target address"
+	originExternalLink  = "Talos address on link external"
+	originGlobalAddress = "Talos global address on link "
+)
+
+// platformsWithPublicLinkAddresses are the platforms whose public addresses sit on ordinary links (there is
+// no separate "external" link): their global non-private addresses are the ExternalIPs.
+var platformsWithPublicLinkAddresses = []string{"metal", "nocloud", "openstack", "oracle"}
+
+// virtualLinkPrefixes are links whose addresses never identify the machine to the outside.
+var virtualLinkPrefixes = []string{"kubespan", "siderolink", "lo", "cilium_host", "dummy"}
+
+// addressWithOrigin is one desired Node address and the fact that produced it.
+type addressWithOrigin struct {
+	address *specs.NodeAddress
+	origin  string
+}
+
+// nodeIPs returns the node's InternalIPs: the kubelet's provided IPs, else the Node's own InternalIPs, else the
+// IP the Talos API was asked through; IPv4 first unless preferIPv6.
+func nodeIPs(node *specs.KubeNodeSpec, talosTarget string, preferIPv6 bool) ([]netip.Addr, string) {
+	candidates := []struct {
+		values []string
+		origin string
+	}{
+		{node.GetProvidedNodeIps(), originProvidedIP},
+		{internalIPs(node), originNodeAddress},
+		{[]string{talosTarget}, originTalosTarget},
+	}
+
+	for _, c := range candidates {
+		ips := parseAddrs(c.values)
+		if len(ips) > 0 {
+			return orderByFamily(ips, preferIPv6), c.origin
+		}
+	}
+
+	return nil, ""
+}
+
+func internalIPs(node *specs.KubeNodeSpec) []string {
+	var out []string
+
+	for _, a := range node.GetAddresses() {
+		if a.GetType() == AddressInternalIP {
+			out = append(out, a.GetAddress())
+		}
+	}
+
+	return out
+}
+
+func parseAddrs(values []string) []netip.Addr {
+	var out []netip.Addr
+
+	for _, v := range values {
+		ip, err := netip.ParseAddr(strings.TrimSpace(v))
+		if err != nil || !ip.IsValid() {
+			continue
+		}
+
+		ip = ip.Unmap()
+
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+
+	return out
+}
+
+// orderByFamily keeps at most one address per family, the preferred family first.
+func orderByFamily(ips []netip.Addr, preferIPv6 bool) []netip.Addr {
+	var v4, v6 []netip.Addr
+
+	for _, ip := range ips {
+		if ip.Is4() {
+			v4 = append(v4, ip)
+		} else {
+			v6 = append(v6, ip)
+		}
+	}
+
+	first, second := v4, v6
+	if preferIPv6 {
+		first, second = v6, v4
+	}
+
+	var out []netip.Addr
+
+	if len(first) > 0 {
+		out = append(out, first[0])
+	}
+
+	if len(second) > 0 {
+		out = append(out, second[0])
+	}
+
+	return out
+}
+
+// externalIPs picks the machine's ExternalIPs: the addresses on the "external" link, or, on platforms
+// without one, the global non-private addresses of real links; at most one per family, never an InternalIP.
+func externalIPs(platform string, addrs []*specs.MachineAddress, internal []netip.Addr, preferIPv6 bool) ([]netip.Addr, string) {
+	var onExternal, public []netip.Addr
+
+	publicOrigin := ""
+
+	for _, a := range addrs {
+		prefix, err := netip.ParsePrefix(a.GetAddress())
+		if err != nil {
+			continue
+		}
+
+		ip := prefix.Addr().Unmap()
+		if slices.Contains(internal, ip) {
+			continue
+		}
+
+		if a.GetLinkName() == externalLinkName {
+			onExternal = append(onExternal, ip)
+
+			continue
+		}
+
+		if isPublic(ip, a.GetScope()) && !isVirtualLink(a.GetLinkName()) {
+			if publicOrigin == "" {
+				publicOrigin = originGlobalAddress + a.GetLinkName()
+			}
+
+			public = append(public, ip)
+		}
+	}
+
+	if len(onExternal) > 0 {
+		return orderByFamily(onExternal, preferIPv6), originExternalLink
+	}
+
+	if slices.Contains(platformsWithPublicLinkAddresses, platform) && len(public) > 0 {
+		return orderByFamily(public, preferIPv6), publicOrigin
+	}
+
+	return nil, ""
+}
+
+func isPublic(ip netip.Addr, scope string) bool {
+	if scope != "" && scope != scopeGlobal {
+		return false
+	}
+
+	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !isSharedAddressSpace(ip)
+}
+
+// isSharedAddressSpace reports carrier-grade NAT addresses (100.64.0.0/10), which are not public.
+func isSharedAddressSpace(ip netip.Addr) bool {
+	return netip.MustParsePrefix("100.64.0.0/10").Contains(ip)
+}
+
+func isVirtualLink(link string) bool {
+	for _, p := range virtualLinkPrefixes {
+		if strings.HasPrefix(link, p) {
+			return true
+		}
+	}
+
+	return false
+}
+
+// nodeAddresses builds the Node's status.addresses: InternalIPs, ExternalIPs, Hostname, and the DNS names.
+func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool) []addressWithOrigin {
+	var out []addressWithOrigin
+
+	add := func(typ, value, origin string) {
+		for _, existing := range out {
+			if existing.address.GetType() == typ && existing.address.GetAddress() == value {
+				return
+			}
+		}
+
+		out = append(out, addressWithOrigin{address: &specs.NodeAddress{Type: typ, Address: value}, origin: origin})
+	}
+
+	internal, internalOrigin := nodeIPs(node, ma.GetNodeIp(), preferIPv6)
+	for _, ip := range internal {
+		add(AddressInternalIP, ip.String(), internalOrigin)
+	}
+
+	external, externalOrigin := externalIPs(pm.GetPlatform(), ma.GetAddresses(), internal, preferIPv6)
+	for _, ip := range external {
+		add(AddressExternalIP, ip.String(), externalOrigin)
+	}
+
+	hostname, hostnameOrigin := pm.GetHostname(), "Talos platformMetadata.hostname"
+	if hostname == "" {
+		hostname, hostnameOrigin = nodeName, "Node name"
+	}
+
+	add(AddressHostname, hostname, hostnameOrigin)
+
+	if strings.Contains(hostname, ".") {
+		add(AddressInternalDNS, hostname, hostnameOrigin+" (FQDN)")
+	}
+
+	if dns := pm.GetInternalDns(); dns != "" {
+		add(AddressInternalDNS, dns, "Talos platformMetadata.internalDNS")
+	}
+
+	if dns := pm.GetExternalDns(); dns != "" {
+		add(AddressExternalDNS, dns, "Talos platformMetadata.externalDNS")
+	}
+
+	return out
+}

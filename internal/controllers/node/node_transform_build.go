@@ -1,0 +1,179 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// Well-known labels that talos-ccm sets.
+const (
+	LabelRegion       = "topology.kubernetes.io/region"
+	LabelZone         = "topology.kubernetes.io/zone"
+	LabelInstanceType = "node.kubernetes.io/instance-type"
+	LabelPlatform     = "node.cloudprovider.kubernetes.io/platform"
+	LabelLifecycle    = "node.cloudprovider.kubernetes.io/lifecycle"
+	LabelClusterName  = "node.cloudprovider.kubernetes.io/clustername"
+)
+
+// fallbackPlatform is the platform assumed for a machine without PlatformMetadata.
+const fallbackPlatform = "metal"
+
+// platformsWithoutProviderID never get an authoritative providerID from Talos: they get the fallback at once.
+var platformsWithoutProviderID = map[string]bool{"metal": true, "nocloud": true, "": true}
+
+// TransformInput is everything a NodeTransform is computed from. Platform and Addresses are nil until the
+// Talos source has read the machine.
+type TransformInput struct {
+	Now       time.Time
+	Node      *specs.KubeNodeSpec
+	Platform  *specs.PlatformMetadataSpec
+	Addresses *specs.MachineAddressesSpec
+	Config    *specs.ConfigSpec
+	NodeName  string
+}
+
+// BuildNodeTransform computes the desired state of one Node from its facts. It is a pure function: the
+// clock is an input. The duration is when the result should be computed again because it depends on
+// time (the providerID wait); zero means only a change of the inputs matters.
+func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Duration) {
+	out := &specs.NodeTransformSpec{
+		Labels:  map[string]string{},
+		Origins: map[string]string{},
+	}
+
+	if in.Platform == nil || in.Addresses == nil {
+		out.Pending = "waiting for the machine's Talos facts (PlatformMetadata and addresses)"
+
+		return out, 0
+	}
+
+	pm := in.Platform
+
+	out.Platform = pm.GetPlatform()
+	if out.Platform == "" {
+		out.Platform = fallbackPlatform
+	}
+
+	for _, a := range nodeAddresses(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6()) {
+		out.Addresses = append(out.Addresses, a.address)
+		out.Origins["address/"+a.address.GetType()+"/"+a.address.GetAddress()] = a.origin
+	}
+
+	setLabels(out, pm, in.Config)
+
+	requeue := setProviderID(out, in)
+
+	switch {
+	case out.Pending != "":
+	case !hasAddressType(out.Addresses, AddressInternalIP):
+		out.Pending = "no InternalIP: the Node has no provided-node-ip annotation or addresses, and Talos gave no node IP"
+	default:
+		out.Initialize = true
+	}
+
+	return out, requeue
+}
+
+func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg *specs.ConfigSpec) {
+	set := func(key, value, origin string) {
+		if value == "" {
+			return
+		}
+
+		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("label %s: value %q from %s left out: %s", key, value, origin, errs[0]))
+
+			return
+		}
+
+		out.Labels[key] = value
+		out.Origins["label/"+key] = origin
+	}
+
+	set(LabelRegion, pm.GetRegion(), "Talos platformMetadata.region")
+	set(LabelZone, pm.GetZone(), "Talos platformMetadata.zone")
+	set(LabelInstanceType, pm.GetInstanceType(), "Talos platformMetadata.instanceType")
+
+	if pm.GetHasPlatformMetadata() {
+		set(LabelPlatform, out.GetPlatform(), "Talos platformMetadata.platform")
+	} else {
+		set(LabelPlatform, out.GetPlatform(), "no Talos PlatformMetadata: assumed "+fallbackPlatform)
+	}
+
+	if pm.GetSpot() {
+		set(LabelLifecycle, "spot", "Talos platformMetadata.spot")
+	}
+
+	set(LabelClusterName, cfg.GetClusterName(), "cluster name ("+cfg.GetSource()+")")
+}
+
+// setProviderID picks the providerID: Talos's own, or the talos://<platform>/<ip> fallback, which is
+// written only where no authoritative ID will come (metal, nocloud, no PlatformMetadata) or once the wait for
+// one has run out. providerID is immutable on a Node, so a premature fallback could never be corrected.
+func setProviderID(out *specs.NodeTransformSpec, in TransformInput) time.Duration {
+	pm := in.Platform
+
+	if id := pm.GetProviderId(); id != "" {
+		out.ProviderId = id
+		out.Origins["providerID"] = "Talos platformMetadata.providerID"
+
+		return 0
+	}
+
+	fallback := func(origin string) {
+		ip := ""
+
+		for _, a := range out.GetAddresses() {
+			if a.GetType() == AddressInternalIP {
+				ip = a.GetAddress()
+
+				break
+			}
+		}
+
+		if ip == "" {
+			return
+		}
+
+		out.ProviderId = "talos://" + out.GetPlatform() + "/" + ip
+		out.Origins["providerID"] = origin
+	}
+
+	if !pm.GetHasPlatformMetadata() || platformsWithoutProviderID[pm.GetPlatform()] {
+		fallback("fallback: platform " + out.GetPlatform() + " has no providerID in Talos")
+
+		return 0
+	}
+
+	wait := time.Duration(in.Config.GetProviderIdWaitSeconds()) * time.Second
+	created := in.Node.GetCreated().AsTime()
+	deadline := created.Add(wait)
+
+	if in.Node.GetCreated() != nil && !in.Now.Before(deadline) {
+		fallback(fmt.Sprintf("fallback: no providerID from Talos platform %s within %s", pm.GetPlatform(), wait))
+
+		return 0
+	}
+
+	out.Pending = fmt.Sprintf("waiting for the providerID from Talos platform %s metadata (fallback at %s)", pm.GetPlatform(), deadline.UTC().Format(time.RFC3339))
+
+	if in.Node.GetCreated() == nil {
+		return wait
+	}
+
+	return deadline.Sub(in.Now)
+}
+
+func hasAddressType(addrs []*specs.NodeAddress, typ string) bool {
+	for _, a := range addrs {
+		if a.GetType() == typ {
+			return true
+		}
+	}
+
+	return false
+}

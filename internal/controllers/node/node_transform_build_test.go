@@ -1,0 +1,256 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+)
+
+func addrs(pairs ...string) *specs.MachineAddressesSpec {
+	out := &specs.MachineAddressesSpec{}
+
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out.Addresses = append(out.Addresses, &specs.MachineAddress{LinkName: pairs[i], Address: pairs[i+1], Scope: "global"})
+	}
+
+	return out
+}
+
+func nodeAddrs(spec *specs.NodeTransformSpec) []string {
+	var out []string
+
+	for _, a := range spec.GetAddresses() {
+		out = append(out, a.GetType()+"="+a.GetAddress())
+	}
+
+	return out
+}
+
+func TestNodeAddresses(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name       string
+		platform   string
+		hostname   string
+		provided   []string
+		preferIPv6 bool
+		addresses  *specs.MachineAddressesSpec
+		want       []string
+	}{
+		{
+			name:      "cloud: external link gives the ExternalIP",
+			platform:  "aws",
+			hostname:  "aws-1",
+			provided:  []string{"10.0.0.5"},
+			addresses: addrs("eth0", "10.0.0.5/24", "external", "203.0.113.7/32", "lo", "127.0.0.1/8"),
+			want:      []string{"InternalIP=10.0.0.5", "ExternalIP=203.0.113.7", "Hostname=aws-1"},
+		},
+		{
+			name:      "cloud without external link: public addresses on links are not ExternalIPs",
+			platform:  "gcp",
+			hostname:  "gcp-1",
+			provided:  []string{"10.0.0.5"},
+			addresses: addrs("eth0", "10.0.0.5/24", "eth1", "203.0.113.9/24"),
+			want:      []string{"InternalIP=10.0.0.5", "Hostname=gcp-1"},
+		},
+		{
+			name:      "metal: global non-private addresses of real links, one per family",
+			platform:  "metal",
+			hostname:  "m1",
+			provided:  []string{"10.0.0.5"},
+			addresses: addrs("eth0", "10.0.0.5/24", "eth0", "198.51.100.4/24", "eth1", "198.51.100.5/24", "eth0", "2001:db8::5/64", "kubespan", "2001:db8:ffff::1/128", "cilium_host", "192.0.2.1/32", "dummy0", "192.0.2.2/32"),
+			want:      []string{"InternalIP=10.0.0.5", "ExternalIP=198.51.100.4", "ExternalIP=2001:db8::5", "Hostname=m1"},
+		},
+		{
+			name:      "metal: private, CGNAT and ULA addresses are not external",
+			platform:  "nocloud",
+			hostname:  "n1",
+			provided:  []string{"10.0.0.5"},
+			addresses: addrs("eth0", "10.0.0.5/24", "eth1", "192.168.1.4/24", "eth2", "100.64.1.1/10", "eth3", "fd00::1/64"),
+			want:      []string{"InternalIP=10.0.0.5", "Hostname=n1"},
+		},
+		{
+			name:      "dual stack provided IPs, IPv4 first",
+			platform:  "hcloud",
+			hostname:  "h1",
+			provided:  []string{"2001:db8::10", "10.0.0.10"},
+			addresses: addrs("eth0", "10.0.0.10/24"),
+			want:      []string{"InternalIP=10.0.0.10", "InternalIP=2001:db8::10", "Hostname=h1"},
+		},
+		{
+			name:       "dual stack provided IPs, IPv6 preferred",
+			platform:   "hcloud",
+			hostname:   "h1",
+			provided:   []string{"10.0.0.10", "2001:db8::10"},
+			preferIPv6: true,
+			addresses:  addrs("eth0", "10.0.0.10/24"),
+			want:       []string{"InternalIP=2001:db8::10", "InternalIP=10.0.0.10", "Hostname=h1"},
+		},
+		{
+			name:      "an InternalIP is never also an ExternalIP",
+			platform:  "metal",
+			hostname:  "m2",
+			provided:  []string{"198.51.100.20"},
+			addresses: addrs("eth0", "198.51.100.20/24"),
+			want:      []string{"InternalIP=198.51.100.20", "Hostname=m2"},
+		},
+		{
+			name:      "FQDN hostname is also InternalDNS",
+			platform:  "openstack",
+			hostname:  "web-1.example.com",
+			provided:  []string{"10.0.0.7"},
+			addresses: addrs("eth0", "10.0.0.7/24"),
+			want:      []string{"InternalIP=10.0.0.7", "Hostname=web-1.example.com", "InternalDNS=web-1.example.com"},
+		},
+		{
+			name:      "no provided IP: the Talos target is the InternalIP",
+			platform:  "metal",
+			hostname:  "m3",
+			addresses: &specs.MachineAddressesSpec{NodeIp: "10.0.0.9"},
+			want:      []string{"InternalIP=10.0.0.9", "Hostname=m3"},
+		},
+		{
+			name:      "garbage in provided IPs and addresses is ignored",
+			platform:  "metal",
+			hostname:  "m4",
+			provided:  []string{"not-an-ip", "10.0.0.4"},
+			addresses: addrs("eth0", "bogus", "eth1", "203.0.113.300/24"),
+			want:      []string{"InternalIP=10.0.0.4", "Hostname=m4"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			spec, _ := node.BuildNodeTransform(node.TransformInput{
+				Now:       time.Now(),
+				NodeName:  tc.hostname,
+				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: tc.provided, Created: timestamppb.Now()},
+				Platform:  &specs.PlatformMetadataSpec{Platform: tc.platform, Hostname: tc.hostname, HasPlatformMetadata: true, ProviderId: "x://y"},
+				Addresses: tc.addresses,
+				Config:    &specs.ConfigSpec{PreferIpv6: tc.preferIPv6},
+			})
+
+			assert.Equal(t, tc.want, nodeAddrs(spec))
+		})
+	}
+}
+
+func TestProviderIDAndLabels(t *testing.T) {
+	t.Parallel()
+
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := &specs.ConfigSpec{ClusterName: "prod", ProviderIdWaitSeconds: 60, Source: "flags"}
+
+	for _, tc := range []struct {
+		name           string
+		now            time.Time
+		pm             *specs.PlatformMetadataSpec
+		wantProviderID string
+		wantInitialize bool
+		wantRequeue    time.Duration
+		wantLabels     map[string]string
+	}{
+		{
+			name: "cloud with Talos providerID",
+			now:  created,
+			pm: &specs.PlatformMetadataSpec{
+				HasPlatformMetadata: true, Platform: "aws", Region: "eu-west-1", Zone: "eu-west-1a", InstanceType: "m5.large",
+				ProviderId: "aws:///eu-west-1a/i-0abc", Spot: true,
+			},
+			wantProviderID: "aws:///eu-west-1a/i-0abc",
+			wantInitialize: true,
+			wantLabels: map[string]string{
+				node.LabelRegion: "eu-west-1", node.LabelZone: "eu-west-1a", node.LabelInstanceType: "m5.large",
+				node.LabelPlatform: "aws", node.LabelLifecycle: "spot", node.LabelClusterName: "prod",
+			},
+		},
+		{
+			name:           "metal gets the fallback at once",
+			now:            created,
+			pm:             &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal"},
+			wantProviderID: "talos://metal/10.0.0.5",
+			wantInitialize: true,
+			wantLabels:     map[string]string{node.LabelPlatform: "metal", node.LabelClusterName: "prod"},
+		},
+		{
+			name:           "no PlatformMetadata at all: metal fallback at once",
+			now:            created,
+			pm:             &specs.PlatformMetadataSpec{},
+			wantProviderID: "talos://metal/10.0.0.5",
+			wantInitialize: true,
+			wantLabels:     map[string]string{node.LabelPlatform: "metal", node.LabelClusterName: "prod"},
+		},
+		{
+			name:        "cloud without providerID waits",
+			now:         created.Add(10 * time.Second),
+			pm:          &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "gcp", Zone: "us-central1-a"},
+			wantRequeue: 50 * time.Second,
+			wantLabels:  map[string]string{node.LabelZone: "us-central1-a", node.LabelPlatform: "gcp", node.LabelClusterName: "prod"},
+		},
+		{
+			name:           "cloud without providerID after the wait gets the fallback",
+			now:            created.Add(61 * time.Second),
+			pm:             &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "gcp"},
+			wantProviderID: "talos://gcp/10.0.0.5",
+			wantInitialize: true,
+			wantLabels:     map[string]string{node.LabelPlatform: "gcp", node.LabelClusterName: "prod"},
+		},
+		{
+			name:           "invalid label values are left out",
+			now:            created,
+			pm:             &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", InstanceType: "Standard D2 v3 (bad)"},
+			wantProviderID: "talos://metal/10.0.0.5",
+			wantInitialize: true,
+			wantLabels:     map[string]string{node.LabelPlatform: "metal", node.LabelClusterName: "prod"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			spec, requeue := node.BuildNodeTransform(node.TransformInput{
+				Now:       tc.now,
+				NodeName:  "n1",
+				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}, Created: timestamppb.New(created)},
+				Platform:  tc.pm,
+				Addresses: addrs("eth0", "10.0.0.5/24"),
+				Config:    cfg,
+			})
+
+			assert.Equal(t, tc.wantProviderID, spec.GetProviderId())
+			assert.Equal(t, tc.wantInitialize, spec.GetInitialize(), spec.GetPending())
+			assert.Equal(t, tc.wantRequeue, requeue)
+			assert.Equal(t, tc.wantLabels, spec.GetLabels())
+
+			if !tc.wantInitialize {
+				assert.NotEmpty(t, spec.GetPending())
+			}
+
+			for k := range spec.GetLabels() {
+				assert.NotEmpty(t, spec.GetOrigins()["label/"+k], "every label has an origin")
+			}
+		})
+	}
+}
+
+func TestBuildNodeTransformWithoutFacts(t *testing.T) {
+	t.Parallel()
+
+	spec, requeue := node.BuildNodeTransform(node.TransformInput{
+		Now:      time.Now(),
+		NodeName: "n1",
+		Node:     &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}},
+		Config:   &specs.ConfigSpec{},
+	})
+
+	require.False(t, spec.GetInitialize())
+	require.Contains(t, spec.GetPending(), "Talos facts")
+	require.Zero(t, requeue)
+	require.Empty(t, spec.GetProviderId())
+}
