@@ -33,11 +33,13 @@ type ApplyStatusSpec struct {
 	AppliedVersion string                 `protobuf:"bytes,2,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
 	AppliedAt      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
 	// The writes the last apply issued (empty when nothing had to change).
-	Writes        []string `protobuf:"bytes,4,rep,name=writes,proto3" json:"writes,omitempty"`
-	Error         string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	Initialized   bool     `protobuf:"varint,6,opt,name=initialized,proto3" json:"initialized,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Writes      []string `protobuf:"bytes,4,rep,name=writes,proto3" json:"writes,omitempty"`
+	Error       string   `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Initialized bool     `protobuf:"varint,6,opt,name=initialized,proto3" json:"initialized,omitempty"`
+	// Failed applies in a row; drives the retry backoff and resets on success.
+	ConsecutiveFailures int32 `protobuf:"varint,7,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ApplyStatusSpec) Reset() {
@@ -112,12 +114,19 @@ func (x *ApplyStatusSpec) GetInitialized() bool {
 	return false
 }
 
+func (x *ApplyStatusSpec) GetConsecutiveFailures() int32 {
+	if x != nil {
+		return x.ConsecutiveFailures
+	}
+	return 0
+}
+
 var File_specs_sink_proto protoreflect.FileDescriptor
 
 const file_specs_sink_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/sink.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x01\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x02\n" +
 	"\x0fApplyStatusSpec\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12'\n" +
 	"\x0fapplied_version\x18\x02 \x01(\tR\x0eappliedVersion\x129\n" +
@@ -125,7 +134,8 @@ const file_specs_sink_proto_rawDesc = "" +
 	"applied_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tappliedAt\x12\x16\n" +
 	"\x06writes\x18\x04 \x03(\tR\x06writes\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12 \n" +
-	"\vinitialized\x18\x06 \x01(\bR\vinitializedB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\vinitialized\x18\x06 \x01(\bR\vinitialized\x121\n" +
+	"\x14consecutive_failures\x18\a \x01(\x05R\x13consecutiveFailuresB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_sink_proto_rawDescOnce sync.Once

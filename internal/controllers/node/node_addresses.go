@@ -37,9 +37,10 @@ type addressWithOrigin struct {
 	origin  string
 }
 
-// nodeIPs returns the node's InternalIPs: the kubelet's provided IPs, else the Node's own InternalIPs, else the
-// IP the Talos API was asked through; IPv4 first unless preferIPv6.
-func nodeIPs(node *specs.KubeNodeSpec, talosTarget string, preferIPv6 bool) ([]netip.Addr, string) {
+// NodeIPs returns the node's InternalIPs, at most one per family, with where they came from: the kubelet's
+// provided IPs, else the Node's own InternalIPs, else talosTarget (the IP the Talos API was asked through);
+// IPv4 first unless preferIPv6.
+func NodeIPs(node *specs.KubeNodeSpec, talosTarget string, preferIPv6 bool) ([]netip.Addr, string) {
 	candidates := []struct {
 		values []string
 		origin string
@@ -201,7 +202,7 @@ func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.Platform
 		out = append(out, addressWithOrigin{address: &specs.NodeAddress{Type: typ, Address: value}, origin: origin})
 	}
 
-	internal, internalOrigin := nodeIPs(node, ma.GetNodeIp(), preferIPv6)
+	internal, internalOrigin := NodeIPs(node, ma.GetNodeIp(), preferIPv6)
 	for _, ip := range internal {
 		add(AddressInternalIP, ip.String(), internalOrigin)
 	}

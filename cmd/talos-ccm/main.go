@@ -1,0 +1,104 @@
+// Command talos-ccm is the cloud controller manager for Kubernetes clusters whose nodes run Talos Linux.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/zapr"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "talos-ccm:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts, logLevel, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+
+	logger, err := newLogger(logLevel)
+	if err != nil {
+		return err
+	}
+
+	defer logger.Sync() //nolint:errcheck
+
+	// client-go logs through klog: send it to the same zap logger.
+	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if err = app.Run(ctx, opts, logger); err != nil {
+		logger.Error("talos-ccm failed", zap.Error(err))
+
+		return err
+	}
+
+	logger.Info("talos-ccm stopped")
+
+	return nil
+}
+
+func parseFlags(args []string) (app.Options, string, error) {
+	var (
+		opts      app.Options
+		endpoints string
+		logLevel  string
+	)
+
+	fs := pflag.NewFlagSet("talos-ccm", pflag.ContinueOnError)
+
+	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster configuration)")
+	fs.Float32Var(&opts.KubeAPIQPS, "kube-api-qps", app.Defaults.KubeAPIQPS, "queries per second to the Kubernetes API")
+	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", app.Defaults.KubeAPIBurst, "burst of queries to the Kubernetes API")
+	fs.StringVar(&opts.TalosConfig, "talosconfig", "", "talosconfig file (default: $TALOSCONFIG, then the in-cluster Talos API credentials)")
+	fs.StringVar(&endpoints, "talos-endpoints", os.Getenv("TALOS_ENDPOINTS"), "comma-separated Talos API endpoints replacing the talosconfig's ($TALOS_ENDPOINTS)")
+	fs.DurationVar(&opts.TalosTimeout, "talos-timeout", app.Defaults.TalosTimeout, "deadline of every Talos API call")
+	fs.StringVar(&opts.StateDir, "state-dir", "./state", `directory of the persisted decisions ("" keeps everything in memory)`)
+	fs.StringVar(&opts.ClusterName, "cluster-name", "", "value of the clustername label (default: the talosconfig context name)")
+	fs.BoolVar(&opts.PreferIPv6, "prefer-ipv6", false, "IPv6 first for node IPs and Talos API targets on dual-stack nodes")
+	fs.DurationVar(&opts.ProviderIDWait, "provider-id-wait", app.Defaults.ProviderIDWait, "how long a cloud machine waits for its providerID from Talos before the talos:// fallback")
+	fs.IntVar(&opts.Concurrency, "concurrency", app.Defaults.Concurrency, "Nodes written at once")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+
+	if err := fs.Parse(args); err != nil {
+		return opts, "", err
+	}
+
+	for e := range strings.SplitSeq(endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			opts.TalosEndpoints = append(opts.TalosEndpoints, e)
+		}
+	}
+
+	return opts, logLevel, nil
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
+	}
+
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+
+	return cfg.Build()
+}

@@ -1,0 +1,200 @@
+// Package app assembles talos-ccm: the state, the COSI runtime, the sources, decision controllers and
+// sinks, and the clients they use.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"go.uber.org/zap"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/resources"
+)
+
+// Options configure talos-ccm. The zero value of a field means its default.
+type Options struct {
+	// RestConfig, when set, is used instead of Kubeconfig (tests, embedding).
+	RestConfig *rest.Config
+	// Kubeconfig is the kubeconfig file; empty means in-cluster configuration.
+	Kubeconfig string
+	// TalosConfig is the talosconfig file; empty means $TALOSCONFIG or the in-cluster mount.
+	TalosConfig string
+	// TalosEndpoints replace the talosconfig's endpoints when set.
+	TalosEndpoints []string
+	// StateDir holds the persisted decisions; empty keeps everything in memory.
+	StateDir string
+	// ClusterName is the clustername label; empty means the talosconfig context name.
+	ClusterName string
+	// TalosTimeout bounds every Talos API call.
+	TalosTimeout time.Duration
+	// ProviderIDWait is how long a cloud machine's Node waits for an authoritative providerID.
+	ProviderIDWait time.Duration
+	// Concurrency bounds the Nodes written at once.
+	Concurrency int
+	// KubeAPIQPS and KubeAPIBurst rate-limit the Kubernetes client.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// PreferIPv6 makes IPv6 the first family for node IPs and Talos API targets.
+	PreferIPv6 bool
+}
+
+// Defaults are the values used for zero Options fields.
+var Defaults = Options{
+	TalosTimeout:   10 * time.Second,
+	ProviderIDWait: 5 * time.Minute,
+	Concurrency:    64,
+	KubeAPIQPS:     500,
+	KubeAPIBurst:   1000,
+}
+
+func (o Options) withDefaults() Options {
+	if o.TalosTimeout <= 0 {
+		o.TalosTimeout = Defaults.TalosTimeout
+	}
+
+	if o.ProviderIDWait < 0 {
+		o.ProviderIDWait = 0
+	}
+
+	if o.Concurrency <= 0 {
+		o.Concurrency = Defaults.Concurrency
+	}
+
+	if o.KubeAPIQPS <= 0 {
+		o.KubeAPIQPS = Defaults.KubeAPIQPS
+	}
+
+	if o.KubeAPIBurst <= 0 {
+		o.KubeAPIBurst = Defaults.KubeAPIBurst
+	}
+
+	return o
+}
+
+// Run runs talos-ccm until ctx is cancelled.
+func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
+	opts = opts.withDefaults()
+
+	restConfig, err := kubeRestConfig(opts)
+	if err != nil {
+		return err
+	}
+
+	clientset, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("failed to create Kubernetes client: %w", err)
+	}
+
+	talosPath, err := talosConfigPath(opts.TalosConfig)
+	if err != nil {
+		return err
+	}
+
+	talosClient, contextName, err := newTalosClient(ctx, talosPath, opts.TalosEndpoints)
+	if err != nil {
+		return err
+	}
+
+	defer talosClient.Close() //nolint:errcheck
+
+	cfg := &specs.ConfigSpec{
+		ClusterName:           opts.ClusterName,
+		PreferIpv6:            opts.PreferIPv6,
+		ProviderIdWaitSeconds: int64(opts.ProviderIDWait / time.Second),
+		Source:                "flags",
+	}
+
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = contextName
+		cfg.Source = "flags, cluster name from the talosconfig context"
+	}
+
+	st, closeState, err := NewState(ctx, opts.StateDir, logger)
+	if err != nil {
+		return err
+	}
+
+	defer closeState()
+
+	if err = resources.Register(ctx, st); err != nil {
+		return err
+	}
+
+	rt, err := runtime.NewRuntime(st, logger.Named("runtime"))
+	if err != nil {
+		return fmt.Errorf("failed to create controller runtime: %w", err)
+	}
+
+	factory := informers.NewSharedInformerFactory(clientset, 0)
+	nodes := factory.Core().V1().Nodes()
+	nodeInformer := nodes.Informer()
+
+	applier := k8ssink.NewNodeApplier(clientset.CoreV1().Nodes(), logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
+
+	if err = errors.Join(
+		rt.RegisterController(&configctrl.ConfigSourceController{Spec: cfg}),
+		rt.RegisterController(&kubectrl.KubeNodeController{Informer: nodeInformer}),
+		rt.RegisterController(&talosctrl.MachineSourceController{
+			COSI:    talosClient.COSI,
+			Options: talosctrl.MachineSourceOptions{CallTimeout: opts.TalosTimeout},
+		}),
+		rt.RegisterQController(nodectrl.NewNodeTransformController()),
+		rt.RegisterQController(k8ssink.NewNodeSinkController(applier, nodes.Lister(), uint(opts.Concurrency))),
+	); err != nil {
+		return fmt.Errorf("failed to register controllers: %w", err)
+	}
+
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+
+	logger.Info("talos-ccm started",
+		zap.String("state_dir", opts.StateDir),
+		zap.String("talosconfig", talosPath),
+		zap.String("cluster_name", cfg.ClusterName),
+	)
+
+	if err = rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("controller runtime failed: %w", err)
+	}
+
+	return nil
+}
+
+func kubeRestConfig(opts Options) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+
+	switch {
+	case opts.RestConfig != nil:
+		cfg = rest.CopyConfig(opts.RestConfig)
+	case opts.Kubeconfig != "":
+		cfg, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	default:
+		cfg, err = rest.InClusterConfig()
+	}
+
+	if err != nil {
+		return nil, fmt.Errorf("failed to load Kubernetes client configuration: %w", err)
+	}
+
+	cfg.QPS = opts.KubeAPIQPS
+	cfg.Burst = opts.KubeAPIBurst
+	cfg.UserAgent = "talos-ccm"
+
+	return cfg, nil
+}

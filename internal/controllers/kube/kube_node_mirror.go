@@ -1,0 +1,56 @@
+package kube
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// Node annotations and taints that talos-ccm reads.
+const (
+	// ProvidedNodeIPAnnotation is set by a kubelet started with --cloud-provider=external and --node-ip.
+	ProvidedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
+	// UninitializedTaint marks a Node that no cloud provider has initialized yet.
+	UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+)
+
+// MirrorNode extracts from a Node the parts talos-ccm decides from.
+func MirrorNode(node *corev1.Node) *specs.KubeNodeSpec {
+	spec := &specs.KubeNodeSpec{
+		Uid:        string(node.UID),
+		ProviderId: node.Spec.ProviderID,
+		Labels:     node.Labels,
+		Created:    timestamppb.New(node.CreationTimestamp.Time),
+	}
+
+	if v := node.Annotations[ProvidedNodeIPAnnotation]; v != "" {
+		for ip := range strings.SplitSeq(v, ",") {
+			if ip = strings.TrimSpace(ip); ip != "" {
+				spec.ProvidedNodeIps = append(spec.ProvidedNodeIps, ip)
+			}
+		}
+	}
+
+	for _, t := range node.Spec.Taints {
+		spec.Taints = append(spec.Taints, &specs.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+
+		if t.Key == UninitializedTaint {
+			spec.Uninitialized = true
+		}
+	}
+
+	for _, a := range node.Status.Addresses {
+		spec.Addresses = append(spec.Addresses, &specs.NodeAddress{Type: string(a.Type), Address: a.Address})
+	}
+
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			spec.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+
+	return spec
+}

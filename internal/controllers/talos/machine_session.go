@@ -1,0 +1,250 @@
+package talos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// machineFacts is what one session learned about one machine; nil fields are unchanged.
+type machineFacts struct {
+	platform  *specs.PlatformMetadataSpec
+	addresses *specs.MachineAddressesSpec
+	status    *specs.MachineStatusSpec
+	name      string
+	ip        string
+}
+
+// sessionOptions tune how a machine is read.
+type sessionOptions struct {
+	// CallTimeout bounds every Talos call, and the wait for a watch's first contents.
+	CallTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff after a failed session.
+	RetryMin, RetryMax time.Duration
+	// PlatformRefresh is how often PlatformMetadata is read again (it has no cheap watch on old Talos).
+	PlatformRefresh time.Duration
+}
+
+// machineSession reads one machine through the Talos API and keeps its facts current with watches. It
+// runs until its context is cancelled; failures back off for this machine only.
+type machineSession struct {
+	cosi    state.State
+	updates chan<- machineFacts
+	logger  *zap.Logger
+	name    string
+	ip      string
+	opts    sessionOptions
+}
+
+func (s *machineSession) run(ctx context.Context) {
+	backoff := s.opts.RetryMin
+
+	for {
+		started := time.Now()
+		err := s.session(ctx)
+
+		if ctx.Err() != nil {
+			return
+		}
+
+		s.logger.Debug("talos session ended", zap.String("node", s.name), zap.String("ip", s.ip), zap.Error(err))
+
+		s.send(ctx, machineFacts{status: &specs.MachineStatusSpec{
+			Reachable: false,
+			LastError: errorText(err),
+			NodeIp:    s.ip,
+		}})
+
+		if time.Since(started) > s.opts.RetryMax {
+			// The session worked for a while: start the backoff over.
+			backoff = s.opts.RetryMin
+		}
+
+		// Jitter spreads the retries of many machines that failed together (an endpoint outage).
+		wait := backoff/2 + rand.N(backoff/2+1)
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+
+		backoff = min(backoff*2, s.opts.RetryMax)
+	}
+}
+
+// session reads the machine once, then follows its addresses and machine status until something fails.
+func (s *machineSession) session(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(client.WithNode(ctx, s.ip))
+	defer cancel()
+
+	platform, err := s.readPlatform(ctx)
+	if err != nil {
+		return err
+	}
+
+	addrCh := make(chan state.Event, 64)
+	if err = s.cosi.WatchKind(ctx, network.NewAddressStatus(network.NamespaceName, "").Metadata(), addrCh, state.WithBootstrapContents(true)); err != nil {
+		return fmt.Errorf("failed to watch addresses: %w", err)
+	}
+
+	statusCh := make(chan state.Event, 8)
+	if err = s.cosi.Watch(ctx, runtime.NewMachineStatus().Metadata(), statusCh); err != nil {
+		return fmt.Errorf("failed to watch machine status: %w", err)
+	}
+
+	addresses := map[resource.ID]*network.AddressStatusSpec{}
+	bootstrapped := false
+	status := &specs.MachineStatusSpec{Reachable: true, NodeIp: s.ip, MachineUuid: platform.GetUuid()}
+
+	firstContents := time.NewTimer(s.opts.CallTimeout)
+	defer firstContents.Stop()
+
+	refresh := time.NewTimer(jitter(s.opts.PlatformRefresh))
+	defer refresh.Stop()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-firstContents.C:
+			if !bootstrapped {
+				return fmt.Errorf("no address list from the machine within %s", s.opts.CallTimeout)
+			}
+		case <-refresh.C:
+			refreshed, err := s.readPlatform(ctx)
+			if err != nil {
+				return err
+			}
+
+			s.send(ctx, machineFacts{platform: refreshed})
+			refresh.Reset(jitter(s.opts.PlatformRefresh))
+		case ev := <-statusCh:
+			switch ev.Type {
+			case state.Errored:
+				return fmt.Errorf("machine status watch failed: %w", ev.Error)
+			case state.Created, state.Updated:
+				if ms, ok := ev.Resource.(*runtime.MachineStatus); ok {
+					status.Stage = stageName(ms.TypedSpec())
+				}
+			case state.Destroyed:
+				status.Stage = ""
+			case state.Bootstrapped, state.Noop:
+				continue
+			}
+
+			status.LastSeen = timestamppb.Now()
+
+			if bootstrapped {
+				s.send(ctx, machineFacts{status: cloneStatus(status)})
+			}
+		case ev := <-addrCh:
+			switch ev.Type {
+			case state.Errored:
+				return fmt.Errorf("address watch failed: %w", ev.Error)
+			case state.Created, state.Updated:
+				if as, ok := ev.Resource.(*network.AddressStatus); ok {
+					addresses[as.Metadata().ID()] = as.TypedSpec()
+				}
+			case state.Destroyed:
+				delete(addresses, ev.Resource.Metadata().ID())
+			case state.Bootstrapped:
+				bootstrapped = true
+				status.LastSeen = timestamppb.Now()
+
+				s.send(ctx, machineFacts{platform: platform, status: cloneStatus(status)})
+			case state.Noop:
+				continue
+			}
+
+			if bootstrapped {
+				list := make([]*network.AddressStatusSpec, 0, len(addresses))
+				for _, a := range addresses {
+					list = append(list, a)
+				}
+
+				s.send(ctx, machineFacts{addresses: addressFacts(list, s.ip)})
+			}
+		}
+	}
+}
+
+// readPlatform reads PlatformMetadata and SystemInformation; either may be absent.
+func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetadataSpec, error) {
+	var (
+		pm *runtime.PlatformMetadataSpec
+		si *hardware.SystemInformationSpec
+	)
+
+	res, err := s.get(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("failed to read platform metadata: %w", err)
+	}
+
+	if typed, ok := res.(*runtime.PlatformMetadata); ok {
+		pm = typed.TypedSpec()
+	}
+
+	res, err = s.get(ctx, hardware.NewSystemInformation(hardware.SystemInformationID).Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("failed to read system information: %w", err)
+	}
+
+	if typed, ok := res.(*hardware.SystemInformation); ok {
+		si = typed.TypedSpec()
+	}
+
+	return platformFacts(pm, si, s.ip), nil
+}
+
+// get reads one resource with a deadline; a resource the machine does not have is nil, not an error.
+func (s *machineSession) get(ctx context.Context, ptr resource.Pointer) (resource.Resource, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+
+	res, err := s.cosi.Get(ctx, ptr)
+	if err != nil && state.IsNotFoundError(err) {
+		return nil, nil
+	}
+
+	return res, err
+}
+
+func (s *machineSession) send(ctx context.Context, f machineFacts) {
+	f.name, f.ip = s.name, s.ip
+
+	select {
+	case s.updates <- f:
+	case <-ctx.Done():
+	}
+}
+
+func cloneStatus(s *specs.MachineStatusSpec) *specs.MachineStatusSpec {
+	return proto.CloneOf(s)
+}
+
+func errorText(err error) string {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return "session ended"
+	}
+
+	return err.Error()
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}

@@ -1,0 +1,273 @@
+// Package talos holds the source that reads every machine's facts from its Talos API.
+package talos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/gen/optional"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+)
+
+// MachineSourceOptions tune the Talos source.
+type MachineSourceOptions struct {
+	// CallTimeout bounds every Talos API call.
+	CallTimeout time.Duration
+	// RetryMax caps the per-machine backoff after failures.
+	RetryMax time.Duration
+	// PlatformRefresh is how often PlatformMetadata is read again.
+	PlatformRefresh time.Duration
+}
+
+// MachineSourceController reads every Node's machine through the Talos API (one request per node,
+// addressed with client.WithNode to the node's IP) and mirrors its facts into PlatformMetadata,
+// MachineAddresses and MachineStatus. Each machine has its own session, so one slow or unreachable
+// machine never delays another. It decides nothing.
+type MachineSourceController struct {
+	// COSI is the Talos API's resource state, as the machinery client exposes it.
+	COSI    state.State
+	Options MachineSourceOptions
+}
+
+// Name implements controller.Controller interface.
+func (ctrl *MachineSourceController) Name() string {
+	return "talos.MachineSourceController"
+}
+
+// Inputs implements controller.Controller interface.
+func (ctrl *MachineSourceController) Inputs() []controller.Input {
+	return []controller.Input{
+		{Namespace: kube.NamespaceName, Type: kube.KubeNodeType, Kind: controller.InputWeak},
+		{Namespace: config.NamespaceName, Type: config.ConfigType, ID: optional.Some(config.ActiveID), Kind: controller.InputWeak},
+	}
+}
+
+// Outputs implements controller.Controller interface.
+func (ctrl *MachineSourceController) Outputs() []controller.Output {
+	return []controller.Output{
+		{Type: talos.PlatformMetadataType, Kind: controller.OutputExclusive},
+		{Type: talos.MachineAddressesType, Kind: controller.OutputExclusive},
+		{Type: talos.MachineStatusType, Kind: controller.OutputExclusive},
+	}
+}
+
+type runningSession struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	ip     string
+}
+
+// Run implements controller.Controller interface.
+func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
+	opts := ctrl.sessionOptions()
+	updates := make(chan machineFacts, 1024)
+	sessions := map[string]*runningSession{}
+
+	defer func() {
+		for _, s := range sessions {
+			s.cancel()
+			<-s.done
+		}
+	}()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.EventCh():
+			if err := ctrl.reconcileSessions(ctx, r, logger, sessions, updates, opts); err != nil {
+				return err
+			}
+		case f := <-updates:
+			if s, ok := sessions[f.name]; !ok || s.ip != f.ip {
+				continue // a session that was stopped meanwhile
+			}
+
+			if err := writeFacts(ctx, r, f); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
+	opts := sessionOptions{
+		CallTimeout:     ctrl.Options.CallTimeout,
+		RetryMin:        500 * time.Millisecond,
+		RetryMax:        ctrl.Options.RetryMax,
+		PlatformRefresh: ctrl.Options.PlatformRefresh,
+	}
+
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 10 * time.Second
+	}
+
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 30 * time.Second
+	}
+
+	if opts.PlatformRefresh <= 0 {
+		opts.PlatformRefresh = 30 * time.Minute
+	}
+
+	return opts
+}
+
+// reconcileSessions starts a session for every Node with an IP, restarts those whose IP changed, and stops
+// (and forgets the facts of) those whose Node is gone.
+func (ctrl *MachineSourceController) reconcileSessions(
+	ctx context.Context, r controller.Runtime, logger *zap.Logger,
+	sessions map[string]*runningSession, updates chan<- machineFacts, opts sessionOptions,
+) error {
+	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
+	if err != nil {
+		if state.IsNotFoundError(err) {
+			return nil
+		}
+
+		return fmt.Errorf("failed to read config: %w", err)
+	}
+
+	nodes, err := safe.ReaderListAll[*kube.KubeNode](ctx, r)
+	if err != nil {
+		return fmt.Errorf("failed to list nodes: %w", err)
+	}
+
+	wanted := make(map[string]string, nodes.Len())
+
+	for n := range nodes.All() {
+		if n.Metadata().Phase() != resource.PhaseRunning {
+			continue
+		}
+
+		ips, _ := nodectrl.NodeIPs(n.TypedSpec().Value, "", cfg.TypedSpec().Value.GetPreferIpv6())
+		if len(ips) == 0 {
+			logger.Debug("node has no IP to reach its Talos API yet", zap.String("node", n.Metadata().ID()))
+
+			continue
+		}
+
+		wanted[n.Metadata().ID()] = ips[0].String()
+	}
+
+	for name, s := range sessions {
+		if wanted[name] == s.ip {
+			continue
+		}
+
+		s.cancel()
+		<-s.done
+		delete(sessions, name)
+	}
+
+	for name, ip := range wanted {
+		if _, ok := sessions[name]; ok {
+			continue
+		}
+
+		sctx, cancel := context.WithCancel(ctx)
+		s := &runningSession{cancel: cancel, done: make(chan struct{}), ip: ip}
+		sessions[name] = s
+
+		session := &machineSession{cosi: ctrl.COSI, updates: updates, logger: logger, name: name, ip: ip, opts: opts}
+
+		go func() {
+			defer close(s.done)
+
+			session.run(sctx)
+		}()
+	}
+
+	return ctrl.forgetStale(ctx, r, sessions)
+}
+
+// forgetStale destroys the facts of machines that have no session any more.
+func (ctrl *MachineSourceController) forgetStale(ctx context.Context, r controller.Runtime, sessions map[string]*runningSession) error {
+	for _, kind := range []resource.Kind{
+		talos.NewPlatformMetadata(talos.NamespaceName, "").Metadata(),
+		talos.NewMachineAddresses(talos.NamespaceName, "").Metadata(),
+		talos.NewMachineStatus(talos.NamespaceName, "").Metadata(),
+	} {
+		list, err := r.List(ctx, kind)
+		if err != nil {
+			return fmt.Errorf("failed to list %s: %w", kind.Type(), err)
+		}
+
+		for _, res := range list.Items {
+			if _, ok := sessions[res.Metadata().ID()]; ok {
+				continue
+			}
+
+			if err = r.Destroy(ctx, res.Metadata()); err != nil && !state.IsNotFoundError(err) {
+				return fmt.Errorf("failed to destroy %s %q: %w", kind.Type(), res.Metadata().ID(), err)
+			}
+		}
+	}
+
+	return nil
+}
+
+// writeFacts mirrors what a session learned into the resources of its machine.
+func writeFacts(ctx context.Context, r controller.Runtime, f machineFacts) error {
+	if f.platform != nil {
+		if err := safe.WriterModify(ctx, r, talos.NewPlatformMetadata(talos.NamespaceName, f.name), func(res *talos.PlatformMetadata) error {
+			// The observed time moves only when a fact changes, so a re-read that finds nothing new writes nothing.
+			previous := res.TypedSpec().Value
+			next := proto.CloneOf(f.platform)
+			next.Observed = previous.GetObserved()
+
+			if !proto.Equal(previous, next) || next.Observed == nil {
+				next.Observed = timestamppb.Now()
+			}
+
+			res.TypedSpec().Value = next
+
+			return nil
+		}); err != nil {
+			return fmt.Errorf("failed to write platform metadata of %q: %w", f.name, err)
+		}
+	}
+
+	if f.addresses != nil {
+		if err := safe.WriterModify(ctx, r, talos.NewMachineAddresses(talos.NamespaceName, f.name), func(res *talos.MachineAddresses) error {
+			res.TypedSpec().Value = f.addresses
+
+			return nil
+		}); err != nil {
+			return fmt.Errorf("failed to write addresses of %q: %w", f.name, err)
+		}
+	}
+
+	if f.status != nil {
+		if err := safe.WriterModify(ctx, r, talos.NewMachineStatus(talos.NamespaceName, f.name), func(res *talos.MachineStatus) error {
+			next := f.status
+
+			// An unreachable machine keeps its last known stage and identity.
+			if !next.GetReachable() {
+				next.Stage = res.TypedSpec().Value.GetStage()
+				next.MachineUuid = res.TypedSpec().Value.GetMachineUuid()
+				next.LastSeen = res.TypedSpec().Value.GetLastSeen()
+			}
+
+			res.TypedSpec().Value = next
+
+			return nil
+		}); err != nil {
+			return fmt.Errorf("failed to write machine status of %q: %w", f.name, err)
+		}
+	}
+
+	return nil
+}
