@@ -78,8 +78,13 @@ func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.M
 			continue
 		}
 
+		prefix := s.Address
+		if prefix.Addr().Is4In6() {
+			prefix = netip.PrefixFrom(prefix.Addr().Unmap(), max(prefix.Bits()-96, 0))
+		}
+
 		out.Addresses = append(out.Addresses, &specs.MachineAddress{
-			Address:  netip.PrefixFrom(s.Address.Addr().Unmap(), s.Address.Bits()).String(),
+			Address:  prefix.String(),
 			LinkName: clean(s.LinkName),
 			Scope:    s.Scope.String(),
 			Family:   s.Family.String(),
