@@ -1,0 +1,18 @@
+// Package k8ssink is the only code in talos-ccm that writes to Kubernetes.
+//
+// A sink applies decisions computed elsewhere (by the decision controllers of the pipeline) and
+// never decides anything by itself: it does not compute a label, pick a providerID or choose when a
+// Node is initialized. What it owns is how a decision reaches the API server without clobbering
+// the fields of kubelet, operators and other controllers, and without writing when nothing changed:
+//
+//   - labels and annotations go through server-side apply with one field manager, so a key that is
+//     dropped from the desired set is removed while keys set by others survive;
+//   - taints (an atomic list shared with kubelet and operators) go through a read-modify-write
+//     update with conflict retry, and the taints talos-ccm owns are recorded on the Node itself;
+//   - status.addresses go through the status subresource as a JSON merge patch, which replaces the
+//     list (a strategic merge patch would merge addresses by type);
+//   - providerID is only ever set on a Node that has none.
+//
+// Each write is derived by pure planning functions from the object as last seen (typically from an
+// informer cache), so a resync with nothing to change issues no request at all.
+package k8ssink

@@ -1,0 +1,246 @@
+package k8ssink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/util/retry"
+)
+
+// DefaultFieldManager is the field manager of every write of talos-ccm.
+const DefaultFieldManager = "talos-ccm"
+
+// NodeClient is the part of the Kubernetes Node client the applier uses;
+// clientset.CoreV1().Nodes() implements it.
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	Update(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+	Apply(ctx context.Context, node *applycorev1.NodeApplyConfiguration, opts metav1.ApplyOptions) (*corev1.Node, error)
+}
+
+// NodeApplierOptions tunes a NodeApplier; the zero value is the default.
+type NodeApplierOptions struct {
+	// FieldManager names the writer in managedFields; empty means DefaultFieldManager.
+	FieldManager string
+	// ConflictBackoff bounds the retries of the taint update on a conflict; zero means
+	// retry.DefaultRetry.
+	ConflictBackoff wait.Backoff
+}
+
+// NodeApplier brings Nodes to the state talos-ccm decided for them. It keeps no state between
+// calls: it is safe for concurrent use, for different Nodes.
+type NodeApplier struct {
+	nodes   NodeClient
+	logger  *zap.Logger
+	manager string
+	backoff wait.Backoff
+}
+
+// NodeApplyResult is what one Apply wrote, and what it found.
+type NodeApplyResult struct {
+	// Node is the Node as returned by the last write, or the current Node when nothing was
+	// written (or a fresher one, read after a conflict).
+	Node *corev1.Node
+	// ProviderIDConflict is set when the Node has a providerID other than the desired one; the
+	// Node's providerID is left as it is, and the rest of the desired state is applied.
+	ProviderIDConflict *ProviderIDConflict
+	// Writes counts the write requests that succeeded.
+	Writes int
+	// Conflicts counts the taint updates that were refused on a conflict and retried.
+	Conflicts int
+	// MetadataApplied is true when labels and annotations were server-side applied.
+	MetadataApplied bool
+	// AddressesUpdated is true when status.addresses were written.
+	AddressesUpdated bool
+	// SpecUpdated is true when providerID, taints or the owned-taints annotation were updated.
+	SpecUpdated bool
+	// ProviderIDSet is true when this Apply set the providerID.
+	ProviderIDSet bool
+	// Initialized is true when this Apply removed the uninitialized taint.
+	Initialized bool
+}
+
+// NewNodeApplier returns an applier writing through nodes (clientset.CoreV1().Nodes()).
+func NewNodeApplier(nodes NodeClient, logger *zap.Logger, opts NodeApplierOptions) *NodeApplier {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+
+	if opts.FieldManager == "" {
+		opts.FieldManager = DefaultFieldManager
+	}
+
+	if opts.ConflictBackoff.Steps == 0 {
+		opts.ConflictBackoff = retry.DefaultRetry
+	}
+
+	return &NodeApplier{
+		nodes:   nodes,
+		logger:  logger,
+		manager: opts.FieldManager,
+		backoff: opts.ConflictBackoff,
+	}
+}
+
+// Apply brings the Node to the desired state. current is the Node as last seen, typically from an
+// informer cache, with its managedFields; when it already matches desired, Apply issues no request
+// at all. Otherwise it writes, in order and stopping at the first failure:
+//
+//  1. labels and annotations, by server-side apply;
+//  2. status.addresses, by a JSON merge patch of the status subresource;
+//  3. providerID (only if the Node has none), the taints talos-ccm owns and the removal of the
+//     uninitialized taint, by one update of the version returned by the previous write (read
+//     again only after a conflict).
+//
+// So the uninitialized taint goes away in the last write, atomically with the providerID, and only
+// after labels and addresses were applied. The result reports what was written, even on an error.
+func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired NodeDesired) (NodeApplyResult, error) {
+	result := NodeApplyResult{Node: current}
+
+	if err := desired.Validate(); err != nil {
+		return result, fmt.Errorf("failed to validate desired node %q: %w", desired.Name, err)
+	}
+
+	if current == nil || current.Name != desired.Name {
+		return result, fmt.Errorf("failed to apply node %q: current node is missing or has another name", desired.Name)
+	}
+
+	plan, err := planNode(current, desired, a.manager)
+	if err != nil {
+		return result, fmt.Errorf("failed to plan node %q: %w", desired.Name, err)
+	}
+
+	// Known before any write, so that it is reported even when a write fails.
+	result.ProviderIDConflict = plan.spec.providerIDConflict
+
+	logger := a.logger.With(zap.String("node", desired.Name))
+
+	if plan.metadata != nil {
+		node, err := a.nodes.Apply(ctx, plan.metadata, metav1.ApplyOptions{FieldManager: a.manager, Force: true})
+		if err != nil {
+			return result, fmt.Errorf("failed to apply labels and annotations of node %q: %w", desired.Name, err)
+		}
+
+		result.Node = node
+		result.Writes++
+		result.MetadataApplied = true
+
+		logger.Debug("applied node labels and annotations", zap.Int("labels", len(desired.Labels)), zap.Int("annotations", len(desired.Annotations)))
+	}
+
+	if plan.addresses != nil {
+		node, err := a.patchAddresses(ctx, desired.Name, plan.addresses)
+		if err != nil {
+			return result, fmt.Errorf("failed to patch addresses of node %q: %w", desired.Name, err)
+		}
+
+		result.Node = node
+		result.Writes++
+		result.AddressesUpdated = true
+
+		logger.Debug("patched node addresses", zap.Int("addresses", len(plan.addresses)))
+	}
+
+	if err := a.updateSpec(ctx, desired, plan.spec, &result); err != nil {
+		return result, fmt.Errorf("failed to update providerID and taints of node %q: %w", desired.Name, err)
+	}
+
+	if result.ProviderIDConflict != nil {
+		logger.Debug("node has another provider id", zap.String("current", result.ProviderIDConflict.Current), zap.String("desired", result.ProviderIDConflict.Desired))
+	}
+
+	if result.Initialized {
+		logger.Info("node initialized", zap.String("provider_id", result.Node.Spec.ProviderID))
+	}
+
+	return result, nil
+}
+
+// addressesPatch is a JSON merge patch that replaces status.addresses as a whole.
+type addressesPatch struct {
+	Status struct {
+		Addresses []corev1.NodeAddress `json:"addresses"`
+	} `json:"status"`
+}
+
+// patchAddresses replaces the Node's status.addresses with addresses. A strategic merge patch
+// would merge the list by address type and so keep only one address of each type.
+func (a *NodeApplier) patchAddresses(ctx context.Context, name string, addresses []corev1.NodeAddress) (*corev1.Node, error) {
+	var patch addressesPatch
+
+	patch.Status.Addresses = addresses
+
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("failed to marshal addresses patch: %w", err)
+	}
+
+	return a.nodes.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: a.manager}, "status")
+}
+
+// updateSpec writes the spec plan with a read-modify-write update of result.Node, the freshest
+// version known. first is the plan computed against current: it is reused while result.Node is
+// current, and recomputed against any newer version, so that no write happens when nothing is to
+// change. The Node is read again only after a conflict.
+func (a *NodeApplier) updateSpec(ctx context.Context, desired NodeDesired, first specPlan, result *NodeApplyResult) error {
+	base := result.Node
+	plan := first
+
+	if result.Writes > 0 {
+		plan = planSpec(base, desired)
+	}
+
+	attempt := 0
+
+	return retry.RetryOnConflict(a.backoff, func() error {
+		if attempt > 0 {
+			result.Conflicts++
+
+			fresh, err := a.nodes.Get(ctx, desired.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("failed to get node after a conflict: %w", err)
+			}
+
+			result.Node = fresh
+			base = fresh
+			plan = planSpec(base, desired)
+		}
+
+		attempt++
+
+		result.ProviderIDConflict = plan.providerIDConflict
+
+		if plan.empty() {
+			return nil
+		}
+
+		node := base.DeepCopy()
+		plan.applyTo(node)
+
+		// A nil list leaves managedFields as they are on the server; an object read from a cache
+		// that strips them would otherwise reset them.
+		node.ManagedFields = nil
+
+		updated, err := a.nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: a.manager})
+		if err != nil {
+			// Unwrapped: RetryOnConflict recognizes the conflict by the API error; Apply wraps it.
+			return err
+		}
+
+		result.Node = updated
+		result.Writes++
+		result.SpecUpdated = true
+		result.ProviderIDSet = plan.providerID != ""
+		result.Initialized = plan.initialize
+
+		return nil
+	})
+}

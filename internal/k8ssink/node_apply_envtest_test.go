@@ -1,0 +1,400 @@
+package k8ssink_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
+)
+
+// shared is the control plane of the end-to-end tests of the package, started by the first test
+// that needs it, so that the unit tests alone never start (or build) one; TestMain stops it.
+var shared struct {
+	once sync.Once
+	env  *testenv.Env
+	stop func()
+	err  error
+}
+
+func sharedEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+
+	if testing.Short() {
+		t.Skip("needs a control plane (kube-apiserver and etcd)")
+	}
+
+	shared.once.Do(func() {
+		shared.env, shared.stop, shared.err = testenv.StartShared()
+	})
+
+	require.NoError(t, shared.err)
+
+	return shared.env
+}
+
+func stopSharedEnv() {
+	if shared.stop != nil {
+		shared.stop()
+	}
+}
+
+// countingTransport counts the requests that go through it, and the writes among them.
+type countingTransport struct {
+	next     http.RoundTripper
+	requests atomic.Int64
+	writes   atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.requests.Add(1)
+
+	if req.Method != http.MethodGet {
+		c.writes.Add(1)
+	}
+
+	return c.next.RoundTrip(req)
+}
+
+// take returns the counts so far and resets them.
+func (c *countingTransport) take() (requests, writes int64) {
+	return c.requests.Swap(0), c.writes.Swap(0)
+}
+
+// countedApplier returns an applier whose requests are counted.
+func countedApplier(t *testing.T, env *testenv.Env) (*k8ssink.NodeApplier, *countingTransport) {
+	t.Helper()
+
+	counter := &countingTransport{}
+
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		counter.next = next
+
+		return counter
+	})
+
+	clientset, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	return k8ssink.NewNodeApplier(clientset.CoreV1().Nodes(), zaptest.NewLogger(t), k8ssink.NodeApplierOptions{}), counter
+}
+
+// createKubeletNode creates a Node the way kubelet registers one with an external cloud provider,
+// with a label and a taint of someone else's, as field manager "kubelet".
+func createKubeletNode(t *testing.T, clientset kubernetes.Interface, name, providerID string) *corev1.Node {
+	t.Helper()
+
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name,
+				"example.com/team":       "storage",
+			},
+		},
+		Spec: corev1.NodeSpec{
+			ProviderID: providerID,
+			Taints: []corev1.Taint{
+				{Key: k8ssink.UninitializedTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "example.com/maintenance", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			},
+		},
+	}
+
+	created, err := clientset.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{FieldManager: "kubelet"})
+	require.NoError(t, err)
+
+	t.Cleanup(func() {
+		// The test context is gone by now.
+		_ = clientset.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	return created
+}
+
+// foreignTaints returns the taints of node others own: all but the uninitialized taint. Besides
+// the ones createKubeletNode sets, the API server's TaintNodesByCondition admission adds
+// node.kubernetes.io/not-ready to a new Node.
+func foreignTaints(node *corev1.Node) []corev1.Taint {
+	var taints []corev1.Taint
+
+	for _, taint := range node.Spec.Taints {
+		if taint.Key != k8ssink.UninitializedTaintKey {
+			taints = append(taints, taint)
+		}
+	}
+
+	return taints
+}
+
+func getNode(t *testing.T, clientset kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+
+	node, err := clientset.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	return node
+}
+
+// applyExpectingNoRequest applies desired to the freshly read Node and checks that the applier
+// sends nothing to the API server.
+func applyExpectingNoRequest(t *testing.T, applier *k8ssink.NodeApplier, counter *countingTransport, clientset kubernetes.Interface, desired k8ssink.NodeDesired) k8ssink.NodeApplyResult {
+	t.Helper()
+
+	result, err := applier.Apply(t.Context(), getNode(t, clientset, desired.Name), desired)
+	require.NoError(t, err)
+
+	requests, _ := counter.take()
+	assert.Zero(t, requests, "a resync with nothing to change sends no request")
+	assert.Zero(t, result.Writes)
+
+	return result
+}
+
+func TestNodeApplierEnvtest(t *testing.T) {
+	t.Parallel()
+
+	env := sharedEnv(t)
+	clientset := env.Clientset()
+	applier, counter := countedApplier(t, env)
+
+	const name = "envtest-node-apply"
+
+	current := createKubeletNode(t, clientset, name, "")
+
+	spot := corev1.Taint{Key: "tccm.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	desired := k8ssink.NodeDesired{
+		Name:       name,
+		ProviderID: "talos://metal/10.0.0.1",
+		Labels: map[string]string{
+			"node.cloudprovider.kubernetes.io/platform": "metal",
+			"topology.kubernetes.io/zone":               "rack-1",
+		},
+		Annotations: map[string]string{"tccm.dev/matched-rules": "spot"},
+		Taints:      []corev1.Taint{spot},
+		Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "10.0.0.1"},
+			{Type: corev1.NodeInternalIP, Address: "fd00::1"},
+			{Type: corev1.NodeHostName, Address: name},
+		},
+		Initialize: true,
+	}
+
+	foreign := foreignTaints(current)
+	require.Contains(t, foreign, corev1.Taint{Key: "example.com/maintenance", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+
+	t.Run("initialize", func(t *testing.T) {
+		result, err := applier.Apply(t.Context(), current, desired)
+		require.NoError(t, err)
+
+		requests, writes := counter.take()
+		assert.EqualValues(t, 3, writes, "apply, status patch, update")
+		assert.EqualValues(t, 3, requests, "no read")
+		assert.True(t, result.Initialized)
+		assert.True(t, result.ProviderIDSet)
+		assert.Nil(t, result.ProviderIDConflict)
+
+		node := getNode(t, clientset, name)
+		assert.Equal(t, result.Node.ResourceVersion, node.ResourceVersion)
+
+		assert.Equal(t, map[string]string{
+			"kubernetes.io/hostname":                    name,
+			"example.com/team":                          "storage",
+			"node.cloudprovider.kubernetes.io/platform": "metal",
+			"topology.kubernetes.io/zone":               "rack-1",
+		}, node.Labels)
+		assert.Equal(t, "spot", node.Annotations["tccm.dev/matched-rules"])
+		assert.Equal(t, "tccm.dev/spot:NoSchedule", node.Annotations[k8ssink.OwnedTaintsAnnotation])
+		assert.Equal(t, "talos://metal/10.0.0.1", node.Spec.ProviderID)
+		assert.Equal(t, desired.Addresses, node.Status.Addresses, "both internal IPs, in the desired order")
+		assert.Equal(t, append(slices.Clone(foreign), spot), node.Spec.Taints)
+	})
+
+	t.Run("resync writes nothing", func(t *testing.T) {
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+
+		// Nor with the addresses desired in another order.
+		reordered := desired
+		reordered.Addresses = []corev1.NodeAddress{desired.Addresses[2], desired.Addresses[1], desired.Addresses[0]}
+		applyExpectingNoRequest(t, applier, counter, clientset, reordered)
+	})
+
+	t.Run("label dropped", func(t *testing.T) {
+		desired.Labels = map[string]string{"node.cloudprovider.kubernetes.io/platform": "metal"}
+
+		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
+		require.NoError(t, err)
+
+		_, writes := counter.take()
+		assert.EqualValues(t, 1, writes)
+		assert.True(t, result.MetadataApplied)
+
+		node := getNode(t, clientset, name)
+		assert.Equal(t, map[string]string{
+			"kubernetes.io/hostname":                    name,
+			"example.com/team":                          "storage",
+			"node.cloudprovider.kubernetes.io/platform": "metal",
+		}, node.Labels)
+		assert.Equal(t, "talos://metal/10.0.0.1", node.Spec.ProviderID)
+
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
+
+	t.Run("label taken over by someone else is taken back", func(t *testing.T) {
+		node := getNode(t, clientset, name)
+		node.Labels["node.cloudprovider.kubernetes.io/platform"] = "aws"
+
+		_, err := clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: "kubectl"})
+		require.NoError(t, err)
+
+		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
+		require.NoError(t, err)
+		assert.True(t, result.MetadataApplied)
+		counter.take()
+
+		assert.Equal(t, "metal", getNode(t, clientset, name).Labels["node.cloudprovider.kubernetes.io/platform"])
+
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
+
+	t.Run("taint dropped", func(t *testing.T) {
+		desired.Taints = nil
+
+		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
+		require.NoError(t, err)
+
+		_, writes := counter.take()
+		assert.EqualValues(t, 1, writes)
+		assert.True(t, result.SpecUpdated)
+
+		node := getNode(t, clientset, name)
+		assert.Equal(t, foreign, node.Spec.Taints)
+		assert.NotContains(t, node.Annotations, k8ssink.OwnedTaintsAnnotation)
+		assert.Equal(t, "spot", node.Annotations["tccm.dev/matched-rules"])
+
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
+
+	t.Run("addresses replaced", func(t *testing.T) {
+		desired.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "fd00::1"},
+			{Type: corev1.NodeInternalIP, Address: "10.0.0.2"},
+			{Type: corev1.NodeExternalIP, Address: "203.0.113.7"},
+		}
+
+		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
+		require.NoError(t, err)
+
+		_, writes := counter.take()
+		assert.EqualValues(t, 1, writes)
+		assert.True(t, result.AddressesUpdated)
+		assert.Equal(t, desired.Addresses, getNode(t, clientset, name).Status.Addresses)
+
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
+
+	t.Run("everything of ours dropped", func(t *testing.T) {
+		desired.Labels = nil
+		desired.Annotations = nil
+
+		_, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
+		require.NoError(t, err)
+		counter.take()
+
+		node := getNode(t, clientset, name)
+		assert.Equal(t, map[string]string{"kubernetes.io/hostname": name, "example.com/team": "storage"}, node.Labels)
+		assert.Empty(t, node.Annotations)
+		assert.Equal(t, "talos://metal/10.0.0.1", node.Spec.ProviderID, "a providerID is never removed")
+
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
+}
+
+func TestNodeApplierEnvtestProviderIDConflict(t *testing.T) {
+	t.Parallel()
+
+	env := sharedEnv(t)
+	clientset := env.Clientset()
+	applier, counter := countedApplier(t, env)
+
+	const (
+		name     = "envtest-node-provider-id"
+		existing = "aws:///us-east-1a/i-0123456789"
+	)
+
+	current := createKubeletNode(t, clientset, name, existing)
+
+	desired := k8ssink.NodeDesired{
+		Name:       name,
+		ProviderID: "talos://aws/10.0.0.9",
+		Labels:     map[string]string{"node.cloudprovider.kubernetes.io/platform": "aws"},
+		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.9"}},
+		Initialize: true,
+	}
+
+	result, err := applier.Apply(t.Context(), current, desired)
+	require.NoError(t, err)
+	counter.take()
+
+	assert.Equal(t, &k8ssink.ProviderIDConflict{Current: existing, Desired: desired.ProviderID}, result.ProviderIDConflict)
+	assert.False(t, result.ProviderIDSet)
+	assert.True(t, result.Initialized)
+
+	node := getNode(t, clientset, name)
+	assert.Equal(t, existing, node.Spec.ProviderID)
+	assert.Equal(t, "aws", node.Labels["node.cloudprovider.kubernetes.io/platform"])
+	assert.Equal(t, foreignTaints(current), node.Spec.Taints)
+
+	// The conflict is reported on every resync, without a write.
+	again := applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	assert.Equal(t, result.ProviderIDConflict, again.ProviderIDConflict)
+}
+
+func TestNodeApplierEnvtestStaleCache(t *testing.T) {
+	t.Parallel()
+
+	env := sharedEnv(t)
+	clientset := env.Clientset()
+	applier, counter := countedApplier(t, env)
+
+	const name = "envtest-node-stale"
+
+	stale := createKubeletNode(t, clientset, name, "")
+
+	// An operator adds a taint after the cache saw the Node: the update of the stale version
+	// conflicts, and the retry keeps the operator's taint.
+	node := getNode(t, clientset, name)
+	operatorTaint := corev1.Taint{Key: "example.com/drain", Value: "true", Effect: corev1.TaintEffectNoExecute}
+	node.Spec.Taints = append(node.Spec.Taints, operatorTaint)
+
+	_, err := clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: "kubectl"})
+	require.NoError(t, err)
+
+	desired := k8ssink.NodeDesired{Name: name, ProviderID: "talos://metal/10.0.0.3", Initialize: true}
+
+	result, err := applier.Apply(t.Context(), stale, desired)
+	require.NoError(t, err)
+
+	requests, writes := counter.take()
+	assert.EqualValues(t, 1, result.Conflicts)
+	assert.EqualValues(t, 3, requests, "update, get, update")
+	assert.EqualValues(t, 2, writes)
+	assert.True(t, result.Initialized)
+
+	node = getNode(t, clientset, name)
+	assert.Equal(t, "talos://metal/10.0.0.3", node.Spec.ProviderID)
+	assert.Equal(t, append(foreignTaints(stale), operatorTaint), node.Spec.Taints)
+}
