@@ -1,0 +1,587 @@
+package talossim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Kubernetes names a kubelet with --cloud-provider=external uses.
+const (
+	// TaintUninitialized is the taint a kubelet with an external cloud provider registers its Node with.
+	TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+	// AnnotationProvidedNodeIP carries the kubelet's --node-ip, comma-separated.
+	AnnotationProvidedNodeIP = "alpha.kubernetes.io/provided-node-ip"
+)
+
+// Defaults of KubeletOptions, sized to register 5,000 nodes quickly.
+const (
+	DefaultKubeletConcurrency = 64
+	DefaultKubeletQPS         = 1000
+	DefaultKubeletBurst       = 2000
+	DefaultKubeletVersion     = "v1.36.3"
+)
+
+// KubeletOptions tunes Kubelets; the zero value gives the defaults.
+type KubeletOptions struct {
+	// Logger receives progress and errors (a no-op logger when nil).
+	Logger *zap.Logger
+	// Concurrency is the number of workers creating Nodes and CSRs (DefaultKubeletConcurrency when 0).
+	Concurrency int
+	// QPS and Burst limit every request of the kubelets together (defaults DefaultKubeletQPS and
+	// DefaultKubeletBurst).
+	QPS   float32
+	Burst int
+	// KubeletVersion is reported in the Nodes' status (DefaultKubeletVersion when empty).
+	KubeletVersion string
+}
+
+// NodeTimes are the moments a simulated kubelet did something for its node, for benchmarks.
+type NodeTimes struct {
+	// Created is when the Node was created (or found existing).
+	Created time.Time `json:"created"`
+	// Ready is when the Ready condition was first posted.
+	Ready time.Time `json:"ready"`
+	// Initialized is when the kubelet first saw the Node without the uninitialized taint.
+	Initialized time.Time `json:"initialized,omitzero"`
+	// CSRSubmitted is when the serving CSR was created, CSRName its name.
+	CSRSubmitted time.Time `json:"csrSubmitted,omitzero"`
+	CSRName      string    `json:"csrName,omitempty"`
+}
+
+// Kubelets acts as the kubelets of a fleet: it registers a Node for every machine as a kubelet with
+// --cloud-provider=external does, then, once the cloud controller manager has removed a Node's
+// uninitialized taint and set its addresses, submits one kubelet-serving CSR as that node.
+//
+// More machines can join with Add, before or while it runs.
+type Kubelets struct {
+	opts      KubeletOptions
+	restCfg   *rest.Config
+	clientset kubernetes.Interface
+	logger    *zap.Logger
+
+	queue   workqueue.TypedRateLimitingInterface[kubeletTask]
+	factory informers.SharedInformerFactory
+	nodes   cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	machines map[string]Machine
+	times    map[string]*NodeTimes
+	// waiting holds the initial machines whose Node is not registered yet; registered closes when
+	// it becomes empty.
+	waiting    map[string]bool
+	registered chan struct{}
+}
+
+// kubeletTask is one unit of kubelet work on one node.
+type kubeletTask struct {
+	op   kubeletOp
+	name string
+}
+
+type kubeletOp int
+
+const (
+	opRegister kubeletOp = iota
+	opCSR
+)
+
+// NewKubelets prepares the kubelets of machines; Run starts them. config must authenticate as a
+// cluster admin allowed to impersonate nodes.
+func NewKubelets(config *rest.Config, machines []Machine, opts KubeletOptions) (*Kubelets, error) {
+	if config == nil {
+		return nil, errors.New("failed to create kubelets: no rest config")
+	}
+
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultKubeletConcurrency
+	}
+
+	if opts.QPS <= 0 {
+		opts.QPS = DefaultKubeletQPS
+	}
+
+	if opts.Burst <= 0 {
+		opts.Burst = DefaultKubeletBurst
+	}
+
+	if opts.KubeletVersion == "" {
+		opts.KubeletVersion = DefaultKubeletVersion
+	}
+
+	restCfg := rest.CopyConfig(config)
+	restCfg.QPS = opts.QPS
+	restCfg.Burst = opts.Burst
+	// One limiter for the admin client and every impersonating client: QPS and Burst bound them all.
+	restCfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, opts.Burst)
+	restCfg.UserAgent = "talos-sim-kubelets"
+
+	clientset, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create clientset: %w", err)
+	}
+
+	k := &Kubelets{
+		opts:       opts,
+		restCfg:    restCfg,
+		clientset:  clientset,
+		logger:     opts.Logger,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[kubeletTask]()),
+		machines:   make(map[string]Machine, len(machines)),
+		times:      make(map[string]*NodeTimes, len(machines)),
+		waiting:    make(map[string]bool, len(machines)),
+		registered: make(chan struct{}),
+	}
+
+	for _, m := range machines {
+		k.machines[m.Name] = m.Clone()
+		k.waiting[m.Name] = true
+		k.queue.Add(kubeletTask{op: opRegister, name: m.Name})
+	}
+
+	if len(k.waiting) == 0 {
+		close(k.registered)
+	}
+
+	k.factory = informers.NewSharedInformerFactory(clientset, 0)
+	k.nodes = k.factory.Core().V1().Nodes().Informer()
+
+	if _, err = k.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    k.observe,
+		UpdateFunc: func(_, obj any) { k.observe(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("failed to watch nodes: %w", err)
+	}
+
+	return k, nil
+}
+
+// Add registers the Node of one more machine (a machine already known is ignored).
+func (k *Kubelets) Add(m Machine) {
+	k.mu.Lock()
+
+	if _, ok := k.machines[m.Name]; ok {
+		k.mu.Unlock()
+
+		return
+	}
+
+	k.machines[m.Name] = m.Clone()
+	k.mu.Unlock()
+
+	k.queue.Add(kubeletTask{op: opRegister, name: m.Name})
+}
+
+// Run registers every machine's Node and serves CSRs until ctx ends.
+func (k *Kubelets) Run(ctx context.Context) error {
+	k.factory.Start(ctx.Done())
+
+	var wg sync.WaitGroup
+
+	for range k.opts.Concurrency {
+		wg.Go(func() {
+			for k.processNext(ctx) {
+			}
+		})
+	}
+
+	k.logger.Info("kubelets started", zap.Int("machines", k.count()), zap.Int("workers", k.opts.Concurrency))
+
+	<-ctx.Done()
+
+	k.queue.ShutDown()
+	wg.Wait()
+	k.factory.Shutdown()
+
+	return nil
+}
+
+// Registered is closed once every machine given to NewKubelets has its Node registered and Ready.
+func (k *Kubelets) Registered() <-chan struct{} {
+	return k.registered
+}
+
+// Times returns the timestamps of one node.
+func (k *Kubelets) Times(name string) (NodeTimes, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	t, ok := k.times[name]
+	if !ok {
+		return NodeTimes{}, false
+	}
+
+	return *t, true
+}
+
+// AllTimes returns the timestamps of every node registered so far.
+func (k *Kubelets) AllTimes() map[string]NodeTimes {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	res := make(map[string]NodeTimes, len(k.times))
+
+	for name, t := range k.times {
+		res[name] = *t
+	}
+
+	return res
+}
+
+// SetReady posts the node's Ready condition as True or False.
+func (k *Kubelets) SetReady(ctx context.Context, name string, ready bool) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := k.clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+
+		setReadyCondition(node, ready, time.Now())
+
+		_, err = k.clientset.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("failed to set node %q ready=%t: %w", name, ready, err)
+	}
+
+	return nil
+}
+
+// observe queues the CSR of a node that the CCM has just initialized.
+func (k *Kubelets) observe(obj any) {
+	node, ok := obj.(*corev1.Node)
+	if !ok || hasTaint(node, TaintUninitialized) || len(node.Status.Addresses) == 0 {
+		return
+	}
+
+	k.mu.Lock()
+	t, known := k.times[node.Name]
+	queue := known && t.CSRName == ""
+
+	if known && t.Initialized.IsZero() {
+		t.Initialized = time.Now()
+	}
+
+	k.mu.Unlock()
+
+	if queue {
+		k.queue.Add(kubeletTask{op: opCSR, name: node.Name})
+	}
+}
+
+func (k *Kubelets) processNext(ctx context.Context) bool {
+	task, shutdown := k.queue.Get()
+	if shutdown {
+		return false
+	}
+
+	defer k.queue.Done(task)
+
+	var err error
+
+	switch task.op {
+	case opRegister:
+		err = k.register(ctx, task.name)
+	case opCSR:
+		err = k.submitCSR(ctx, task.name)
+	}
+
+	switch {
+	case err == nil:
+		k.queue.Forget(task)
+	case ctx.Err() != nil:
+		// Shutting down.
+	default:
+		k.logger.Warn("kubelet task failed", zap.String("node", task.name), zap.Int("op", int(task.op)), zap.Error(err))
+		k.queue.AddRateLimited(task)
+	}
+
+	return true
+}
+
+// register creates the machine's Node, then posts its Ready status.
+func (k *Kubelets) register(ctx context.Context, name string) error {
+	k.mu.Lock()
+	m := k.machines[name]
+	k.mu.Unlock()
+
+	nodes := k.clientset.CoreV1().Nodes()
+
+	node, err := nodes.Create(ctx, newNode(m), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		node, err = nodes.Get(ctx, name, metav1.GetOptions{})
+	}
+
+	if err != nil {
+		return fmt.Errorf("failed to create node: %w", err)
+	}
+
+	k.mu.Lock()
+	if _, ok := k.times[name]; !ok {
+		k.times[name] = &NodeTimes{Created: time.Now()}
+	}
+	k.mu.Unlock()
+
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		setNodeStatus(node, m, k.opts.KubeletVersion, time.Now())
+
+		_, updateErr := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		if apierrors.IsConflict(updateErr) {
+			var getErr error
+
+			if node, getErr = nodes.Get(ctx, name, metav1.GetOptions{}); getErr != nil {
+				return getErr
+			}
+		}
+
+		return updateErr
+	})
+	if err != nil {
+		return fmt.Errorf("failed to post node status: %w", err)
+	}
+
+	k.markRegistered(name)
+
+	// The CCM may have initialized the Node before its status was posted.
+	if obj, exists, _ := k.nodes.GetStore().GetByKey(name); exists {
+		k.observe(obj)
+	}
+
+	return nil
+}
+
+func (k *Kubelets) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	return len(k.machines)
+}
+
+// markRegistered records the first Ready status of a node and counts down the initial machines.
+func (k *Kubelets) markRegistered(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	t := k.times[name]
+	if !t.Ready.IsZero() {
+		return
+	}
+
+	t.Ready = time.Now()
+
+	if k.waiting[name] {
+		delete(k.waiting, name)
+
+		if len(k.waiting) == 0 {
+			close(k.registered)
+		}
+	}
+}
+
+// submitCSR creates the node's kubelet-serving CSR, impersonating the node.
+func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
+	k.mu.Lock()
+	t, ok := k.times[name]
+	done := !ok || t.CSRName != ""
+	k.mu.Unlock()
+
+	if done {
+		return nil
+	}
+
+	obj, exists, err := k.nodes.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+
+	node, _ := obj.(*corev1.Node)
+
+	dnsNames, ips := servingSANs(node)
+	if len(dnsNames) == 0 && len(ips) == 0 {
+		// Like a kubelet, wait for addresses; the informer queues the node again when they come.
+		return nil
+	}
+
+	csr, err := newServingCSR(name, dnsNames, ips)
+	if err != nil {
+		return err
+	}
+
+	client, err := k.nodeClient(name)
+	if err != nil {
+		return err
+	}
+
+	created, err := client.CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("failed to create csr: %w", err)
+	}
+
+	k.mu.Lock()
+	t.CSRSubmitted = time.Now()
+	t.CSRName = created.Name
+	k.mu.Unlock()
+
+	k.logger.Debug("csr submitted", zap.String("node", name), zap.String("csr", created.Name))
+
+	return nil
+}
+
+// nodeClient returns a certificates client that acts as the node's kubelet. It shares the rate
+// limiter and (through client-go's transport cache) the connections of the admin client.
+func (k *Kubelets) nodeClient(name string) (*certificatesv1client.CertificatesV1Client, error) {
+	cfg := rest.CopyConfig(k.restCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: NodeUserPrefix + name,
+		Groups:   []string{NodesGroup, "system:authenticated"},
+	}
+
+	client, err := certificatesv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create node client: %w", err)
+	}
+
+	return client, nil
+}
+
+// newNode returns the Node a kubelet with --cloud-provider=external registers for the machine.
+func newNode(m Machine) *corev1.Node {
+	labels := map[string]string{
+		corev1.LabelHostname:      m.Name,
+		corev1.LabelOSStable:      "linux",
+		corev1.LabelArchStable:    "amd64",
+		"beta.kubernetes.io/os":   "linux",
+		"beta.kubernetes.io/arch": "amd64",
+	}
+
+	if m.ControlPlane {
+		labels["node-role.kubernetes.io/control-plane"] = ""
+	}
+
+	ips := make([]string, 0, len(m.NodeIPs))
+	for _, ip := range m.NodeIPs {
+		ips = append(ips, ip.String())
+	}
+
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        m.Name,
+			Labels:      labels,
+			Annotations: map[string]string{AnnotationProvidedNodeIP: strings.Join(ips, ",")},
+		},
+		Spec: corev1.NodeSpec{
+			Taints: []corev1.Taint{{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+}
+
+// setNodeStatus fills the status a kubelet posts: conditions (Ready), node info, capacity. Addresses
+// are left alone: with an external cloud provider the CCM sets them.
+func setNodeStatus(node *corev1.Node, m Machine, kubeletVersion string, now time.Time) {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("4"),
+		corev1.ResourceMemory:           resource.MustParse("16Gi"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+	}
+
+	node.Status.Capacity = capacity
+	node.Status.Allocatable = maps.Clone(capacity)
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+	node.Status.NodeInfo = corev1.NodeSystemInfo{
+		MachineID:               strings.ReplaceAll(m.System.UUID, "-", ""),
+		SystemUUID:              m.System.UUID,
+		BootID:                  randomHex(16),
+		KernelVersion:           "6.12.57-talos",
+		OSImage:                 "Talos (v1.13.5)",
+		ContainerRuntimeVersion: "containerd://2.1.5",
+		KubeletVersion:          kubeletVersion,
+		OperatingSystem:         "linux",
+		Architecture:            "amd64",
+	}
+
+	for _, cond := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		setCondition(node, corev1.NodeCondition{
+			Type: cond, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficient" + strings.TrimSuffix(string(cond), "Pressure"),
+		}, now)
+	}
+
+	setReadyCondition(node, true, now)
+}
+
+func setReadyCondition(node *corev1.Node, ready bool, now time.Time) {
+	cond := corev1.NodeCondition{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
+	}
+
+	if !ready {
+		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", "talos-sim: node set not ready"
+	}
+
+	setCondition(node, cond, now)
+}
+
+// setCondition sets a condition, keeping its transition time when the status does not change.
+func setCondition(node *corev1.Node, cond corev1.NodeCondition, now time.Time) {
+	cond.LastHeartbeatTime = metav1.NewTime(now)
+	cond.LastTransitionTime = metav1.NewTime(now)
+
+	for i, existing := range node.Status.Conditions {
+		if existing.Type != cond.Type {
+			continue
+		}
+
+		if existing.Status == cond.Status {
+			cond.LastTransitionTime = existing.LastTransitionTime
+		}
+
+		node.Status.Conditions[i] = cond
+
+		return
+	}
+
+	node.Status.Conditions = append(node.Status.Conditions, cond)
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == key {
+			return true
+		}
+	}
+
+	return false
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails.
+
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,175 @@
+package talossim_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
+)
+
+func TestKubelets(t *testing.T) {
+	t.Parallel()
+
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+
+	env := testenv.Start(t)
+	cs := env.Clientset()
+
+	kubelets, err := talossim.NewKubelets(env.Config, testMachines(), talossim.KubeletOptions{Logger: zaptest.NewLogger(t), Concurrency: 4})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+
+	go func() { done <- kubelets.Run(runCtx) }()
+
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-done)
+	})
+
+	select {
+	case <-kubelets.Registered():
+	case <-ctx.Done():
+		t.Fatal("timeout waiting for the nodes to register")
+	}
+
+	for _, m := range testMachines() {
+		node, err := cs.CoreV1().Nodes().Get(ctx, m.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+
+		// The apiserver's TaintNodesByCondition admission adds the not-ready taint to every new Node
+		// (in a cluster, the node lifecycle controller of kube-controller-manager removes it later).
+		assert.Equal(t, []corev1.Taint{
+			{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+		}, node.Spec.Taints)
+		assert.Equal(t, m.Name, node.Labels[corev1.LabelHostname])
+		assert.Empty(t, node.Spec.ProviderID)
+		assert.Empty(t, node.Status.Addresses)
+		assert.Equal(t, corev1.ConditionTrue, readyStatus(node), m.Name)
+
+		times, ok := kubelets.Times(m.Name)
+		require.True(t, ok)
+		assert.False(t, times.Created.IsZero())
+		assert.False(t, times.Ready.IsZero())
+	}
+
+	node, err := cs.CoreV1().Nodes().Get(ctx, "aws-0000", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.10,2001:db8:0:1::10", node.Annotations[talossim.AnnotationProvidedNodeIP])
+
+	// Initialize the node as the CCM would: addresses, then the taint removed.
+	node.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.0.0.10"},
+		{Type: corev1.NodeInternalIP, Address: "2001:db8:0:1::10"},
+		{Type: corev1.NodeExternalIP, Address: "203.0.113.7"},
+		{Type: corev1.NodeHostName, Address: "aws-0000"},
+		{Type: corev1.NodeInternalDNS, Address: "ip-10-0-0-10.ec2.internal"},
+	}
+	node, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == talossim.TaintUninitialized })
+	_, err = cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	csr := waitCSR(ctx, t, cs, "system:node:aws-0000")
+
+	assert.Equal(t, certificatesv1.KubeletServingSignerName, csr.Spec.SignerName)
+	assert.Contains(t, csr.Spec.Groups, "system:nodes")
+	assert.ElementsMatch(t, []certificatesv1.KeyUsage{
+		certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth,
+	}, csr.Spec.Usages)
+
+	block, _ := pem.Decode(csr.Spec.Request)
+	require.NotNil(t, block)
+
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	require.NoError(t, err)
+	assert.Equal(t, "system:node:aws-0000", req.Subject.CommonName)
+	assert.Equal(t, []string{"system:nodes"}, req.Subject.Organization)
+	assert.Equal(t, []string{"aws-0000", "ip-10-0-0-10.ec2.internal"}, req.DNSNames)
+	assert.Equal(t, []string{"10.0.0.10", "2001:db8:0:1::10", "203.0.113.7"}, ipStrings(req.IPAddresses))
+
+	// The kubelet records the CSR once the apiserver has answered, which may be after the test saw it.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		times, ok := kubelets.Times("aws-0000")
+		require.True(c, ok)
+		assert.Equal(c, csr.Name, times.CSRName)
+		assert.False(c, times.CSRSubmitted.IsZero())
+		assert.False(c, times.Initialized.IsZero())
+	}, 10*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, kubelets.SetReady(ctx, "gcp-0001", false))
+
+	node, err = cs.CoreV1().Nodes().Get(ctx, "gcp-0001", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, corev1.ConditionFalse, readyStatus(node))
+
+	// One CSR per node, and none for nodes still tainted.
+	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, csrs.Items, 1)
+}
+
+func readyStatus(node *corev1.Node) corev1.ConditionStatus {
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status
+		}
+	}
+
+	return corev1.ConditionUnknown
+}
+
+func waitCSR(ctx context.Context, t *testing.T, cs kubernetes.Interface, username string) certificatesv1.CertificateSigningRequest {
+	t.Helper()
+
+	var found certificatesv1.CertificateSigningRequest
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		list, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		require.NoError(c, err)
+
+		for _, csr := range list.Items {
+			if csr.Spec.Username == username {
+				found = csr
+
+				return
+			}
+		}
+
+		c.Errorf("no csr from %s yet", username)
+	}, 30*time.Second, 50*time.Millisecond)
+
+	return found
+}
+
+func ipStrings(ips []net.IP) []string {
+	res := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		res = append(res, ip.String())
+	}
+
+	return res
+}
