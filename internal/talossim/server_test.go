@@ -2,6 +2,8 @@ package talossim_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net/netip"
 	"testing"
 	"time"
@@ -174,6 +176,9 @@ func TestRefusals(t *testing.T) {
 
 		_, err = c.COSI.List(client.WithNode(ctx, "gcp-0001"), network.NewAddressStatus(network.NamespaceName, "").Metadata())
 		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+
+		err = c.COSI.WatchKind(client.WithNode(ctx, "gcp-0001"), network.NewAddressStatus(network.NamespaceName, "").Metadata(), make(chan state.Event))
+		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 	})
 
 	t.Run("nodes", func(t *testing.T) {
@@ -293,6 +298,37 @@ func TestLatencyAndRemovedResources(t *testing.T) {
 	require.NoError(t, err)
 
 	require.ErrorIs(t, fleet.SetLatency("nope", time.Second), talossim.ErrUnknownMachine)
+}
+
+func TestClientCertificateRequired(t *testing.T) {
+	t.Parallel()
+
+	_, srv := talossim.StartTest(t, testMachines())
+
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(srv.PKI().CAPEM))
+
+	// The right CA but no client certificate: the handshake fails.
+	c, err := client.New(t.Context(), client.WithEndpoints(srv.Endpoint()), client.WithTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}))
+	require.NoError(t, err)
+
+	t.Cleanup(func() { c.Close() }) //nolint:errcheck
+
+	_, err = c.COSI.Get(client.WithNode(testContext(t), "aws-0000"), platformMetadataPtr())
+	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+
+	// The same configuration with the client certificate works.
+	cert, err := tls.X509KeyPair(srv.PKI().ClientCertPEM, srv.PKI().ClientKeyPEM)
+	require.NoError(t, err)
+
+	withCert, err := client.New(t.Context(), client.WithEndpoints(srv.Endpoint()),
+		client.WithTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}))
+	require.NoError(t, err)
+
+	t.Cleanup(func() { withCert.Close() }) //nolint:errcheck
+
+	_, err = withCert.COSI.Get(client.WithNode(testContext(t), "aws-0000"), platformMetadataPtr())
+	require.NoError(t, err)
 }
 
 func TestUnixSocket(t *testing.T) {
