@@ -128,6 +128,10 @@ func (i *interceptors) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 
 func unavailable(sm *simMachine) error {
 	a := sm.admit()
+	if a.err == nil {
+		// Reachable again already: the stream was cut all the same.
+		a.err = errors.New("machine was unreachable")
+	}
 
 	return status.Errorf(codes.Unavailable, "talos-sim: node %s: %v", a.name, a.err)
 }
