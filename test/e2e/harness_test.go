@@ -1,0 +1,168 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+// writeCounter counts the requests that change something in the apiserver.
+type writeCounter struct {
+	next   http.RoundTripper
+	writes atomic.Int64
+}
+
+func (c *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		c.writes.Add(1)
+	}
+
+	return c.next.RoundTrip(req)
+}
+
+// ccm is one talos-ccm running in-process.
+type ccm struct {
+	writes   *writeCounter
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+}
+
+// startCCM runs talos-ccm against the shared control plane and the given simulated fleet.
+func startCCM(t *testing.T, srv *talossim.Server, opts app.Options) *ccm {
+	t.Helper()
+
+	counter := &writeCounter{}
+
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+
+		return counter
+	})
+
+	opts.RestConfig = cfg
+	opts.TalosConfig = srv.TalosconfigPath()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	c := &ccm{writes: counter, cancel: cancel, done: make(chan error, 1)}
+
+	go func() { c.done <- app.Run(ctx, opts, zaptest.NewLogger(t)) }()
+
+	t.Cleanup(c.stop)
+
+	return c
+}
+
+func (c *ccm) stop() {
+	c.stopOnce.Do(func() {
+		c.cancel()
+
+		select {
+		case <-c.done:
+		case <-time.After(30 * time.Second):
+			panic("talos-ccm did not stop within 30s")
+		}
+	})
+}
+
+// fleet generates count machines whose names start with prefix, so that tests sharing the apiserver never
+// see each other's Nodes.
+func fleet(prefix string, count int, seed int64) []talossim.Machine {
+	machines := talossim.Generate(count, seed)
+
+	for i := range machines {
+		machines[i].Name = prefix + "-" + machines[i].Name
+	}
+
+	return machines
+}
+
+// joinNodes registers the machines' Nodes as their kubelets (started with --cloud-provider=external) do,
+// and deletes them when the test ends.
+func joinNodes(t *testing.T, machines []talossim.Machine) {
+	t.Helper()
+
+	kubelets, err := talossim.NewKubelets(env.Config, machines, talossim.KubeletOptions{})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+
+	go func() {
+		defer close(done)
+
+		kubelets.Run(ctx) //nolint:errcheck
+	}()
+
+	t.Cleanup(func() {
+		cancel()
+		<-done
+
+		for _, m := range machines {
+			env.Clientset().CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{}) //nolint:errcheck
+		}
+	})
+}
+
+// waitNodes waits until cond holds for every named Node, or fails the test after timeout.
+func waitNodes(t *testing.T, names []string, timeout time.Duration, cond func(*corev1.Node) bool) {
+	t.Helper()
+
+	deadline := time.Now().Add(timeout)
+
+	for {
+		pending := []string{}
+
+		for _, name := range names {
+			n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil || !cond(n) {
+				pending = append(pending, name)
+			}
+		}
+
+		if len(pending) == 0 {
+			return
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes did not reach the expected state within %s: %s", len(pending), timeout, strings.Join(pending, ", "))
+		}
+
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func initialized(n *corev1.Node) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+			return false
+		}
+	}
+
+	return true
+}
+
+func names(machines []talossim.Machine) []string {
+	out := make([]string, len(machines))
+	for i, m := range machines {
+		out[i] = m.Name
+	}
+
+	return out
+}

@@ -1,0 +1,145 @@
+package e2e_test
+
+import (
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+func TestNodesInitializedWithExpectedFacts(t *testing.T) {
+	machines := fleet("init", 20, 7)
+
+	platforms := map[string]bool{}
+	for _, m := range machines {
+		platforms[m.Platform] = true
+	}
+
+	require.GreaterOrEqual(t, len(platforms), 5, "the fleet must cover several platforms")
+
+	_, srv := talossim.StartTest(t, machines)
+
+	startCCM(t, srv, app.Options{})
+	joinNodes(t, machines)
+
+	waitNodes(t, names(machines), 60*time.Second, initialized)
+
+	for _, m := range machines {
+		n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), m.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+
+		want := expect(m, talossim.DefaultClusterName)
+
+		assert.Equal(t, want.providerID, n.Spec.ProviderID, m.Name)
+		assert.Equal(t, want.addresses, n.Status.Addresses, m.Name)
+
+		for key, value := range want.labels {
+			assert.Equal(t, value, n.Labels[key], "%s: label %s", m.Name, key)
+		}
+
+		for key := range n.Labels {
+			if _, ok := want.labels[key]; !ok {
+				assert.NotContains(t, []string{
+					"topology.kubernetes.io/region", "topology.kubernetes.io/zone", "node.kubernetes.io/instance-type",
+					"node.cloudprovider.kubernetes.io/lifecycle",
+				}, key, "%s: unexpected label", m.Name)
+			}
+		}
+	}
+}
+
+func TestUnreachableMachineDoesNotDelayOthers(t *testing.T) {
+	machines := fleet("unreach", 6, 11)
+	slow := machines[0].Name
+
+	sim, srv := talossim.StartTest(t, machines)
+	require.NoError(t, sim.SetUnreachable(slow, true))
+
+	startCCM(t, srv, app.Options{})
+	joinNodes(t, machines)
+
+	others := names(machines)[1:]
+	waitNodes(t, others, 30*time.Second, initialized)
+
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), slow, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, initialized(n), "the unreachable machine's Node must stay uninitialized")
+	require.Empty(t, n.Spec.ProviderID, "no providerID without Talos facts")
+
+	require.NoError(t, sim.SetUnreachable(slow, false))
+
+	waitNodes(t, []string{slow}, 30*time.Second, initialized)
+}
+
+func TestAddressChangeReachesNode(t *testing.T) {
+	machines := fleet("addr", 3, 5)
+	target := machines[0]
+
+	sim, srv := talossim.StartTest(t, machines)
+
+	startCCM(t, srv, app.Options{})
+	joinNodes(t, machines)
+	waitNodes(t, names(machines), 30*time.Second, initialized)
+
+	// A new public address on the external link becomes an ExternalIP of the other family... or, where
+	// the machine already has one, the test swaps its external address.
+	newIP := netip.MustParseAddr("192.0.2.250")
+	addrs := slices.DeleteFunc(slices.Clone(target.Addresses), func(a talossim.Address) bool {
+		return a.LinkName == "external" && a.Prefix.Addr().Is4()
+	})
+	addrs = append(addrs, talossim.Address{LinkName: "external", Prefix: netip.PrefixFrom(newIP, 32), Scope: "global"})
+
+	changed := time.Now()
+
+	require.NoError(t, sim.SetAddresses(target.Name, addrs))
+
+	waitNodes(t, []string{target.Name}, 5*time.Second, func(n *corev1.Node) bool {
+		return slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: newIP.String()})
+	})
+
+	t.Logf("address change reached the Node in %s", time.Since(changed).Round(time.Millisecond))
+}
+
+func TestRestartWithSameStateWritesNothing(t *testing.T) {
+	machines := fleet("restart", 8, 3)
+	stateDir := filepath.Join(t.TempDir(), "state")
+
+	_, srv := talossim.StartTest(t, machines)
+
+	first := startCCM(t, srv, app.Options{StateDir: stateDir})
+	joinNodes(t, machines)
+	waitNodes(t, names(machines), 30*time.Second, initialized)
+
+	// Let the first instance settle, then stop it.
+	time.Sleep(2 * time.Second)
+	first.stop()
+
+	second := startCCM(t, srv, app.Options{StateDir: stateDir})
+
+	// The second instance reads everything and decides again; nothing on the Nodes has changed.
+	time.Sleep(5 * time.Second)
+	require.Zero(t, second.writes.writes.Load(), "a restart with nothing changed must not write to Kubernetes")
+
+	// It wrote nothing because nothing differed, not because it is idle: a label of talos-ccm's removed by
+	// someone else comes back.
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), machines[0].Name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	delete(n.Labels, "node.cloudprovider.kubernetes.io/platform")
+
+	_, err = env.Clientset().CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	waitNodes(t, []string{machines[0].Name}, 10*time.Second, func(n *corev1.Node) bool {
+		return n.Labels["node.cloudprovider.kubernetes.io/platform"] != ""
+	})
+}
