@@ -1,0 +1,194 @@
+// Package testenv runs a real control plane (etcd and kube-apiserver) for the end-to-end tests,
+// through controller-runtime's envtest, with binaries built from Go modules by hack/envtest.sh.
+//
+// A test that needs its own control plane calls Start; a package whose tests share one starts it
+// from TestMain with StartShared. Programs outside tests (test/controlplane) use StartShared too.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Request limits of the apiserver: end-to-end tests and benchmarks push thousands of concurrent
+// writes (nodes, CSRs, status updates) through one apiserver, well past its defaults (400/200),
+// and a test should measure talos-ccm, not the apiserver rejecting requests with 429.
+const (
+	maxRequestsInflight         = 3000
+	maxMutatingRequestsInflight = 1500
+)
+
+// Env is a running control plane.
+type Env struct {
+	// Config authenticates as an admin (user "admin" in group "system:masters"), which may also
+	// impersonate any user.
+	Config *rest.Config
+
+	env        *envtest.Environment
+	clientset  kubernetes.Interface
+	kubeconfig []byte
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts a control plane for one test, or fails the test, and stops it when the test ends.
+func Start(t testing.TB) *Env {
+	t.Helper()
+
+	env, err := start()
+	if err != nil {
+		t.Fatalf("failed to start the control plane: %v", err)
+	}
+
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("failed to stop the control plane: %v", err)
+		}
+	})
+
+	return env
+}
+
+// StartShared starts a control plane outside any test, typically in TestMain to share it among a
+// package's tests, and returns it with a function that stops it (reporting a failure to stop on
+// stderr; call Env.Stop instead to get the error). The caller must stop it before exiting:
+//
+//	func TestMain(m *testing.M) {
+//		env, stop, err := testenv.StartShared()
+//		if err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			os.Exit(1)
+//		}
+//
+//		sharedEnv = env
+//		code := m.Run()
+//		stop()
+//		os.Exit(code)
+//	}
+func StartShared() (*Env, func(), error) {
+	env, err := start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to start the control plane: %w", err)
+	}
+
+	return env, func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "failed to stop the control plane: %v\n", err)
+		}
+	}, nil
+}
+
+// start starts etcd and kube-apiserver and waits until the apiserver serves the default namespace.
+func start() (*Env, error) {
+	dir, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+	}
+
+	// Take the binaries from dir even when a caller's KUBEBUILDER_ASSETS or TEST_ASSET_* variable
+	// names a directory without them.
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(dir, "etcd")}
+
+	apiServer := env.ControlPlane.GetAPIServer()
+	apiServer.Path = filepath.Join(dir, "kube-apiserver")
+
+	args := apiServer.Configure()
+	args.Set("max-requests-inflight", strconv.Itoa(maxRequestsInflight))
+	args.Set("max-mutating-requests-inflight", strconv.Itoa(maxMutatingRequestsInflight))
+	// The Node authorizer in front of RBAC, as in a real cluster (Talos configures the same): it
+	// is what lets a kubelet identity (user system:node:NAME in group system:nodes) create its
+	// own CertificateSigningRequests and Node; RBAC alone binds no role to system:nodes.
+	args.Set("authorization-mode", "Node,RBAC")
+
+	cfg, err := env.Start()
+	if err != nil {
+		// envtest stops what it started when the start fails midway, but not once both processes
+		// run (for example when the default namespace never appears).
+		return nil, errors.Join(err, env.Stop())
+	}
+
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("failed to create the clientset: %w", err), env.Stop())
+	}
+
+	return &Env{
+		Config:     cfg,
+		env:        env,
+		clientset:  clientset,
+		kubeconfig: env.KubeConfig,
+	}, nil
+}
+
+// Clientset returns a clientset authenticated as the admin, shared by every caller.
+func (e *Env) Clientset() kubernetes.Interface {
+	return e.clientset
+}
+
+// WriteKubeconfig writes an admin kubeconfig (credentials inline) to path, for another process.
+// The file appears complete or not at all, so a process polling for it never reads half of it.
+func (e *Env) WriteKubeconfig(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("failed to create kubeconfig file: %w", err)
+	}
+
+	// Removing the temporary file fails harmlessly once it is renamed.
+	defer os.Remove(tmp.Name()) //nolint:errcheck
+
+	if _, err = tmp.Write(e.kubeconfig); err != nil {
+		tmp.Close() //nolint:errcheck
+
+		return fmt.Errorf("failed to write kubeconfig file: %w", err)
+	}
+
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("failed to write kubeconfig file: %w", err)
+	}
+
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("failed to move kubeconfig file into place: %w", err)
+	}
+
+	return nil
+}
+
+// KubeconfigFile writes an admin kubeconfig into the test's temporary directory, or fails the
+// test, and returns its path.
+func (e *Env) KubeconfigFile(t testing.TB) string {
+	t.Helper()
+
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+
+	if err := e.WriteKubeconfig(path); err != nil {
+		t.Fatalf("failed to write kubeconfig: %v", err)
+	}
+
+	return path
+}
+
+// Stop stops kube-apiserver and etcd and removes their data. Calls after the first return the
+// first call's result.
+func (e *Env) Stop() error {
+	e.stopOnce.Do(func() {
+		if err := e.env.Stop(); err != nil {
+			e.stopErr = fmt.Errorf("failed to stop the control plane: %w", err)
+		}
+	})
+
+	return e.stopErr
+}
