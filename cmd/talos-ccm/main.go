@@ -9,13 +9,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/go-logr/zapr"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"k8s.io/klog/v2"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/logging"
 )
 
 func main() {
@@ -31,15 +29,12 @@ func run() error {
 		return err
 	}
 
-	logger, err := newLogger(logLevel)
+	logger, err := logging.New(logLevel)
 	if err != nil {
 		return err
 	}
 
 	defer logger.Sync() //nolint:errcheck
-
-	// client-go logs through klog: send it to the same zap logger.
-	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -88,17 +83,4 @@ func parseFlags(args []string) (app.Options, string, error) {
 	}
 
 	return opts, logLevel, nil
-}
-
-func newLogger(level string) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
-	}
-
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-
-	return cfg.Build()
 }

@@ -14,13 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/zapr"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
+	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
@@ -84,15 +82,12 @@ func run() error {
 		return talossim.EncodeFleet(os.Stdout, machines)
 	}
 
-	logger, err := newLogger(opts.logLevel)
+	logger, err := logging.New(opts.logLevel)
 	if err != nil {
 		return err
 	}
 
 	defer logger.Sync() //nolint:errcheck
-
-	// client-go logs through klog: send it to the same zap logger.
-	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -309,17 +304,4 @@ func listenControl(addr string) (net.Listener, error) {
 	}
 
 	return lis, nil
-}
-
-func newLogger(level string) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("invalid --log-level %q: %w", level, err)
-	}
-
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-
-	return cfg.Build()
 }

@@ -2,10 +2,8 @@ package k8ssink_test
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -51,40 +48,11 @@ func stopSharedEnv() {
 	}
 }
 
-// countingTransport counts the requests that go through it, and the writes among them.
-type countingTransport struct {
-	next     http.RoundTripper
-	requests atomic.Int64
-	writes   atomic.Int64
-}
-
-func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c.requests.Add(1)
-
-	if req.Method != http.MethodGet {
-		c.writes.Add(1)
-	}
-
-	return c.next.RoundTrip(req)
-}
-
-// take returns the counts so far and resets them.
-func (c *countingTransport) take() (requests, writes int64) {
-	return c.requests.Swap(0), c.writes.Swap(0)
-}
-
 // countedApplier returns an applier whose requests are counted.
-func countedApplier(t *testing.T, env *testenv.Env) (*k8ssink.NodeApplier, *countingTransport) {
+func countedApplier(t *testing.T, env *testenv.Env) (*k8ssink.NodeApplier, *testenv.RequestCounter) {
 	t.Helper()
 
-	counter := &countingTransport{}
-
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		counter.next = next
-
-		return counter
-	})
+	cfg, counter := testenv.CountRequests(env.Config)
 
 	clientset, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
@@ -151,13 +119,13 @@ func getNode(t *testing.T, clientset kubernetes.Interface, name string) *corev1.
 
 // applyExpectingNoRequest applies desired to the freshly read Node and checks that the applier
 // sends nothing to the API server.
-func applyExpectingNoRequest(t *testing.T, applier *k8ssink.NodeApplier, counter *countingTransport, clientset kubernetes.Interface, desired k8ssink.NodeDesired) k8ssink.NodeApplyResult {
+func applyExpectingNoRequest(t *testing.T, applier *k8ssink.NodeApplier, counter *testenv.RequestCounter, clientset kubernetes.Interface, desired k8ssink.NodeDesired) k8ssink.NodeApplyResult {
 	t.Helper()
 
 	result, err := applier.Apply(t.Context(), getNode(t, clientset, desired.Name), desired)
 	require.NoError(t, err)
 
-	requests, _ := counter.take()
+	requests, _ := counter.Take()
 	assert.Zero(t, requests, "a resync with nothing to change sends no request")
 	assert.Zero(t, result.Writes)
 
@@ -200,7 +168,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 		result, err := applier.Apply(t.Context(), current, desired)
 		require.NoError(t, err)
 
-		requests, writes := counter.take()
+		requests, writes := counter.Take()
 		assert.EqualValues(t, 3, writes, "apply, status patch, update")
 		assert.EqualValues(t, 3, requests, "no read")
 		assert.True(t, result.Initialized)
@@ -238,7 +206,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
 		require.NoError(t, err)
 
-		_, writes := counter.take()
+		_, writes := counter.Take()
 		assert.EqualValues(t, 1, writes)
 		assert.True(t, result.MetadataApplied)
 
@@ -263,7 +231,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
 		require.NoError(t, err)
 		assert.True(t, result.MetadataApplied)
-		counter.take()
+		counter.Take()
 
 		assert.Equal(t, "metal", getNode(t, clientset, name).Labels["node.cloudprovider.kubernetes.io/platform"])
 
@@ -276,7 +244,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
 		require.NoError(t, err)
 
-		_, writes := counter.take()
+		_, writes := counter.Take()
 		assert.EqualValues(t, 1, writes)
 		assert.True(t, result.SpecUpdated)
 
@@ -298,7 +266,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
 		require.NoError(t, err)
 
-		_, writes := counter.take()
+		_, writes := counter.Take()
 		assert.EqualValues(t, 1, writes)
 		assert.True(t, result.AddressesUpdated)
 		assert.Equal(t, desired.Addresses, getNode(t, clientset, name).Status.Addresses)
@@ -312,7 +280,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 
 		_, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
 		require.NoError(t, err)
-		counter.take()
+		counter.Take()
 
 		node := getNode(t, clientset, name)
 		assert.Equal(t, map[string]string{"kubernetes.io/hostname": name, "example.com/team": "storage"}, node.Labels)
@@ -347,7 +315,7 @@ func TestNodeApplierEnvtestProviderIDConflict(t *testing.T) {
 
 	result, err := applier.Apply(t.Context(), current, desired)
 	require.NoError(t, err)
-	counter.take()
+	counter.Take()
 
 	assert.Equal(t, &k8ssink.ProviderIDConflict{Current: existing, Desired: desired.ProviderID}, result.ProviderIDConflict)
 	assert.False(t, result.ProviderIDSet)
@@ -388,7 +356,7 @@ func TestNodeApplierEnvtestStaleCache(t *testing.T) {
 	result, err := applier.Apply(t.Context(), stale, desired)
 	require.NoError(t, err)
 
-	requests, writes := counter.take()
+	requests, writes := counter.Take()
 	assert.EqualValues(t, 1, result.Conflicts)
 	assert.EqualValues(t, 3, requests, "update, get, update")
 	assert.EqualValues(t, 2, writes)

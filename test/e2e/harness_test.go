@@ -2,10 +2,8 @@ package e2e_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,31 +11,15 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
-
-// writeCounter counts the requests that change something in the apiserver.
-type writeCounter struct {
-	next   http.RoundTripper
-	writes atomic.Int64
-}
-
-func (c *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-	default:
-		c.writes.Add(1)
-	}
-
-	return c.next.RoundTrip(req)
-}
 
 // ccm is one talos-ccm running in-process.
 type ccm struct {
-	writes   *writeCounter
+	writes   *testenv.RequestCounter
 	cancel   context.CancelFunc
 	done     chan error
 	stopOnce sync.Once
@@ -47,14 +29,7 @@ type ccm struct {
 func startCCM(t *testing.T, srv *talossim.Server, opts app.Options) *ccm {
 	t.Helper()
 
-	counter := &writeCounter{}
-
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-
-		return counter
-	})
+	cfg, counter := testenv.CountRequests(env.Config)
 
 	opts.RestConfig = cfg
 	opts.TalosConfig = srv.TalosconfigPath()

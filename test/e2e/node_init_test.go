@@ -127,7 +127,7 @@ func TestRestartWithSameStateWritesNothing(t *testing.T) {
 
 	// The second instance reads everything and decides again; nothing on the Nodes has changed.
 	time.Sleep(5 * time.Second)
-	require.Zero(t, second.writes.writes.Load(), "a restart with nothing changed must not write to Kubernetes")
+	require.Zero(t, second.writes.Writes(), "a restart with nothing changed must not write to Kubernetes")
 
 	// It wrote nothing because nothing differed, not because it is idle: a label of talos-ccm's removed by
 	// someone else comes back.

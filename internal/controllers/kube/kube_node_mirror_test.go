@@ -39,8 +39,8 @@ func TestMirrorNode(t *testing.T) {
 			},
 		},
 		{
-			name: "empty entries in the annotation are dropped",
-			node: corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{kube.ProvidedNodeIPAnnotation: ",10.0.0.3,,"}}},
+			name:    "empty entries in the annotation are dropped",
+			node:    corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{kube.ProvidedNodeIPAnnotation: ",10.0.0.3,,"}}},
 			wantIPs: []string{"10.0.0.3"},
 		},
 	} {
