@@ -70,6 +70,7 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.BoolVar(&opts.PreferIPv6, "prefer-ipv6", false, "IPv6 first for node IPs and Talos API targets on dual-stack nodes")
 	fs.DurationVar(&opts.ProviderIDWait, "provider-id-wait", app.Defaults.ProviderIDWait, "how long a cloud machine waits for its providerID from Talos before the talos:// fallback")
 	fs.IntVar(&opts.Concurrency, "concurrency", app.Defaults.Concurrency, "Nodes written at once")
+	fs.StringSliceVar(&opts.Controllers, "controllers", []string{"*"}, "controllers to run: \"*\" (cloud-node, csr-approval, node-lifecycle), a name to add one (node-ipam, service-lb), -name to remove one")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	if err := fs.Parse(args); err != nil {

@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -16,11 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
-	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
-	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
-	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
-	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 )
 
@@ -47,6 +45,8 @@ type Options struct {
 	// KubeAPIQPS and KubeAPIBurst rate-limit the Kubernetes client.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// Controllers selects the controllers as --controllers does ("*", "name", "-name").
+	Controllers []string
 	// PreferIPv6 makes IPv6 the first family for node IPs and Talos API targets.
 	PreferIPv6 bool
 }
@@ -98,17 +98,33 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return fmt.Errorf("failed to create Kubernetes client: %w", err)
 	}
 
+	enabled, err := EnabledControllers(opts.Controllers)
+	if err != nil {
+		return err
+	}
+
+	// The Talos API is required to initialize Nodes and watch their lifecycle; the CSR approver uses it
+	// when it is configured (the out-of-band address check) and works without it.
+	needTalos := enabled[ControllerCloudNode] || enabled[ControllerNodeLifecycle]
+
 	talosPath, err := talosConfigPath(opts.TalosConfig)
-	if err != nil {
+	if err != nil && needTalos {
 		return err
 	}
 
-	talosClient, contextName, err := newTalosClient(ctx, talosPath, opts.TalosEndpoints)
-	if err != nil {
-		return err
-	}
+	var (
+		talosClient *client.Client
+		contextName string
+	)
 
-	defer talosClient.Close() //nolint:errcheck
+	if err == nil {
+		talosClient, contextName, err = newTalosClient(ctx, talosPath, opts.TalosEndpoints)
+		if err != nil {
+			return err
+		}
+
+		defer talosClient.Close() //nolint:errcheck
+	}
 
 	cfg := &specs.ConfigSpec{
 		ClusterName:           opts.ClusterName,
@@ -117,7 +133,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		Source:                "flags",
 	}
 
-	if cfg.ClusterName == "" {
+	if cfg.ClusterName == "" && contextName != "" {
 		cfg.ClusterName = contextName
 		cfg.Source = "flags, cluster name from the talosconfig context"
 	}
@@ -138,29 +154,35 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return fmt.Errorf("failed to create controller runtime: %w", err)
 	}
 
-	factory := informers.NewSharedInformerFactory(clientset, 0)
-	nodes := factory.Core().V1().Nodes()
-	nodeInformer := nodes.Informer()
-
-	applier := k8ssink.NewNodeApplier(clientset.CoreV1().Nodes(), logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
-
-	if err = errors.Join(
-		rt.RegisterController(&configctrl.ConfigSourceController{Spec: cfg}),
-		rt.RegisterController(&kubectrl.KubeNodeController{Informer: nodeInformer}),
-		rt.RegisterController(&talosctrl.MachineSourceController{
-			COSI:    talosClient.COSI,
-			Options: talosctrl.MachineSourceOptions{CallTimeout: opts.TalosTimeout},
-		}),
-		rt.RegisterQController(nodectrl.NewNodeTransformController()),
-		rt.RegisterQController(k8ssink.NewNodeSinkController(applier, nodes.Lister(), uint(opts.Concurrency))),
-	); err != nil {
-		return fmt.Errorf("failed to register controllers: %w", err)
+	p := &pipeline{
+		opts:      opts,
+		logger:    logger,
+		runtime:   rt,
+		clientset: clientset,
+		informers: informers.NewSharedInformerFactory(clientset, 0),
+		talos:     talosClient,
+		config:    cfg,
 	}
 
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	if err = p.registerSources(); err != nil {
+		return err
+	}
+
+	for _, name := range AllControllers {
+		if !enabled[name] {
+			continue
+		}
+
+		if err = controllerGroups[name](p); err != nil {
+			return fmt.Errorf("failed to register controller %s: %w", name, err)
+		}
+	}
+
+	p.informers.Start(ctx.Done())
+	defer p.informers.Shutdown()
 
 	logger.Info("talos-ccm started",
+		zap.Strings("controllers", slices.Sorted(maps.Keys(enabled))),
 		zap.String("state_dir", opts.StateDir),
 		zap.String("talosconfig", talosPath),
 		zap.String("cluster_name", cfg.ClusterName),

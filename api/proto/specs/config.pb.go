@@ -23,15 +23,23 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ConfigSpec is the parsed and validated configuration in force.
+// ConfigSpec is the parsed and validated configuration in force: command-line flags and the config file.
 type ConfigSpec struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	PreferIpv6  bool                   `protobuf:"varint,2,opt,name=prefer_ipv6,json=preferIPv6,proto3" json:"prefer_ipv6,omitempty"`
 	// How long to wait for an authoritative providerID from Talos on a cloud platform before the fallback.
 	ProviderIdWaitSeconds int64 `protobuf:"varint,3,opt,name=provider_id_wait_seconds,json=providerIDWaitSeconds,proto3" json:"provider_id_wait_seconds,omitempty"`
-	// Where the config came from (file path or "flags").
-	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// Where the config came from (file path, "flags").
+	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// The config file's transformation rules, in order.
+	Transformations []*TransformationRule `protobuf:"bytes,5,rep,name=transformations,proto3" json:"transformations,omitempty"`
+	// Kubelet serving certificate approval settings.
+	CsrApproval *CSRApprovalConfig `protobuf:"bytes,6,opt,name=csr_approval,json=csrApproval,proto3" json:"csr_approval,omitempty"`
+	// The cluster DNS domain (names under it are never approved in serving certificates).
+	ClusterDomain string `protobuf:"bytes,7,opt,name=cluster_domain,json=clusterDomain,proto3" json:"cluster_domain,omitempty"`
+	// The Service CIDRs (IPs in them are never approved in serving certificates).
+	ServiceCidrs  []string `protobuf:"bytes,8,rep,name=service_cidrs,json=serviceCIDRs,proto3" json:"service_cidrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,19 +102,347 @@ func (x *ConfigSpec) GetSource() string {
 	return ""
 }
 
+func (x *ConfigSpec) GetTransformations() []*TransformationRule {
+	if x != nil {
+		return x.Transformations
+	}
+	return nil
+}
+
+func (x *ConfigSpec) GetCsrApproval() *CSRApprovalConfig {
+	if x != nil {
+		return x.CsrApproval
+	}
+	return nil
+}
+
+func (x *ConfigSpec) GetClusterDomain() string {
+	if x != nil {
+		return x.ClusterDomain
+	}
+	return ""
+}
+
+func (x *ConfigSpec) GetServiceCidrs() []string {
+	if x != nil {
+		return x.ServiceCidrs
+	}
+	return nil
+}
+
+// TransformationRule is one entry of `transformations` in the config file.
+type TransformationRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Terms are ORed; an empty list selects every node.
+	NodeSelector []*NodeSelectorTerm `protobuf:"bytes,2,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	Labels       map[string]string   `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations  map[string]string   `protobuf:"bytes,4,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Taint values in the config format: "value:Effect" or "Effect".
+	Taints           map[string]string `protobuf:"bytes,5,rep,name=taints,proto3" json:"taints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	PlatformMetadata map[string]string `protobuf:"bytes,6,rep,name=platform_metadata,json=platformMetadata,proto3" json:"platform_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The line of the rule in the config file, for messages.
+	Line          int32 `protobuf:"varint,7,opt,name=line,proto3" json:"line,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransformationRule) Reset() {
+	*x = TransformationRule{}
+	mi := &file_specs_config_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransformationRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransformationRule) ProtoMessage() {}
+
+func (x *TransformationRule) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_config_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransformationRule.ProtoReflect.Descriptor instead.
+func (*TransformationRule) Descriptor() ([]byte, []int) {
+	return file_specs_config_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TransformationRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TransformationRule) GetNodeSelector() []*NodeSelectorTerm {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *TransformationRule) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *TransformationRule) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *TransformationRule) GetTaints() map[string]string {
+	if x != nil {
+		return x.Taints
+	}
+	return nil
+}
+
+func (x *TransformationRule) GetPlatformMetadata() map[string]string {
+	if x != nil {
+		return x.PlatformMetadata
+	}
+	return nil
+}
+
+func (x *TransformationRule) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+// NodeSelectorTerm ANDs its expressions.
+type NodeSelectorTerm struct {
+	state            protoimpl.MessageState     `protogen:"open.v1"`
+	MatchExpressions []*NodeSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NodeSelectorTerm) Reset() {
+	*x = NodeSelectorTerm{}
+	mi := &file_specs_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSelectorTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSelectorTerm) ProtoMessage() {}
+
+func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
+func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
+	return file_specs_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
+	if x != nil {
+		return x.MatchExpressions
+	}
+	return nil
+}
+
+// NodeSelectorRequirement matches one fact.
+type NodeSelectorRequirement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Values        []string               `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeSelectorRequirement) Reset() {
+	*x = NodeSelectorRequirement{}
+	mi := &file_specs_config_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeSelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeSelectorRequirement) ProtoMessage() {}
+
+func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_config_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
+func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_specs_config_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *NodeSelectorRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *NodeSelectorRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *NodeSelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// CSRApprovalConfig narrows what the kubelet serving certificate approver accepts.
+type CSRApprovalConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When set, every IP SAN must be inside one of these prefixes.
+	AllowedIpPrefixes []string `protobuf:"bytes,1,rep,name=allowed_ip_prefixes,json=allowedIPPrefixes,proto3" json:"allowed_ip_prefixes,omitempty"`
+	// When set, every DNS SAN must match this regular expression (anchored).
+	DnsNameRegex string `protobuf:"bytes,2,opt,name=dns_name_regex,json=dnsNameRegex,proto3" json:"dns_name_regex,omitempty"`
+	// The longest certificate lifetime a CSR may ask for (expirationSeconds).
+	MaxExpirationSeconds int64 `protobuf:"varint,3,opt,name=max_expiration_seconds,json=maxExpirationSeconds,proto3" json:"max_expiration_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *CSRApprovalConfig) Reset() {
+	*x = CSRApprovalConfig{}
+	mi := &file_specs_config_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSRApprovalConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSRApprovalConfig) ProtoMessage() {}
+
+func (x *CSRApprovalConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_config_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSRApprovalConfig.ProtoReflect.Descriptor instead.
+func (*CSRApprovalConfig) Descriptor() ([]byte, []int) {
+	return file_specs_config_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CSRApprovalConfig) GetAllowedIpPrefixes() []string {
+	if x != nil {
+		return x.AllowedIpPrefixes
+	}
+	return nil
+}
+
+func (x *CSRApprovalConfig) GetDnsNameRegex() string {
+	if x != nil {
+		return x.DnsNameRegex
+	}
+	return ""
+}
+
+func (x *CSRApprovalConfig) GetMaxExpirationSeconds() int64 {
+	if x != nil {
+		return x.MaxExpirationSeconds
+	}
+	return 0
+}
+
 var File_specs_config_proto protoreflect.FileDescriptor
 
 const file_specs_config_proto_rawDesc = "" +
 	"\n" +
 	"\x12specs/config.proto\x12\n" +
-	"tccm.specs\"\xa1\x01\n" +
+	"tccm.specs\"\xf9\x02\n" +
 	"\n" +
 	"ConfigSpec\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vprefer_ipv6\x18\x02 \x01(\bR\n" +
 	"preferIPv6\x127\n" +
 	"\x18provider_id_wait_seconds\x18\x03 \x01(\x03R\x15providerIDWaitSeconds\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06sourceB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\x06source\x18\x04 \x01(\tR\x06source\x12H\n" +
+	"\x0ftransformations\x18\x05 \x03(\v2\x1e.tccm.specs.TransformationRuleR\x0ftransformations\x12@\n" +
+	"\fcsr_approval\x18\x06 \x01(\v2\x1d.tccm.specs.CSRApprovalConfigR\vcsrApproval\x12%\n" +
+	"\x0ecluster_domain\x18\a \x01(\tR\rclusterDomain\x12#\n" +
+	"\rservice_cidrs\x18\b \x03(\tR\fserviceCIDRs\"\xb8\x05\n" +
+	"\x12TransformationRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12A\n" +
+	"\rnode_selector\x18\x02 \x03(\v2\x1c.tccm.specs.NodeSelectorTermR\fnodeSelector\x12B\n" +
+	"\x06labels\x18\x03 \x03(\v2*.tccm.specs.TransformationRule.LabelsEntryR\x06labels\x12Q\n" +
+	"\vannotations\x18\x04 \x03(\v2/.tccm.specs.TransformationRule.AnnotationsEntryR\vannotations\x12B\n" +
+	"\x06taints\x18\x05 \x03(\v2*.tccm.specs.TransformationRule.TaintsEntryR\x06taints\x12a\n" +
+	"\x11platform_metadata\x18\x06 \x03(\v24.tccm.specs.TransformationRule.PlatformMetadataEntryR\x10platformMetadata\x12\x12\n" +
+	"\x04line\x18\a \x01(\x05R\x04line\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
+	"\vTaintsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
+	"\x15PlatformMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\x10NodeSelectorTerm\x12P\n" +
+	"\x11match_expressions\x18\x01 \x03(\v2#.tccm.specs.NodeSelectorRequirementR\x10matchExpressions\"_\n" +
+	"\x17NodeSelectorRequirement\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\x9f\x01\n" +
+	"\x11CSRApprovalConfig\x12.\n" +
+	"\x13allowed_ip_prefixes\x18\x01 \x03(\tR\x11allowedIPPrefixes\x12$\n" +
+	"\x0edns_name_regex\x18\x02 \x01(\tR\fdnsNameRegex\x124\n" +
+	"\x16max_expiration_seconds\x18\x03 \x01(\x03R\x14maxExpirationSecondsB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_config_proto_rawDescOnce sync.Once
@@ -120,16 +456,32 @@ func file_specs_config_proto_rawDescGZIP() []byte {
 	return file_specs_config_proto_rawDescData
 }
 
-var file_specs_config_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_specs_config_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_specs_config_proto_goTypes = []any{
-	(*ConfigSpec)(nil), // 0: tccm.specs.ConfigSpec
+	(*ConfigSpec)(nil),              // 0: tccm.specs.ConfigSpec
+	(*TransformationRule)(nil),      // 1: tccm.specs.TransformationRule
+	(*NodeSelectorTerm)(nil),        // 2: tccm.specs.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil), // 3: tccm.specs.NodeSelectorRequirement
+	(*CSRApprovalConfig)(nil),       // 4: tccm.specs.CSRApprovalConfig
+	nil,                             // 5: tccm.specs.TransformationRule.LabelsEntry
+	nil,                             // 6: tccm.specs.TransformationRule.AnnotationsEntry
+	nil,                             // 7: tccm.specs.TransformationRule.TaintsEntry
+	nil,                             // 8: tccm.specs.TransformationRule.PlatformMetadataEntry
 }
 var file_specs_config_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: tccm.specs.ConfigSpec.transformations:type_name -> tccm.specs.TransformationRule
+	4, // 1: tccm.specs.ConfigSpec.csr_approval:type_name -> tccm.specs.CSRApprovalConfig
+	2, // 2: tccm.specs.TransformationRule.node_selector:type_name -> tccm.specs.NodeSelectorTerm
+	5, // 3: tccm.specs.TransformationRule.labels:type_name -> tccm.specs.TransformationRule.LabelsEntry
+	6, // 4: tccm.specs.TransformationRule.annotations:type_name -> tccm.specs.TransformationRule.AnnotationsEntry
+	7, // 5: tccm.specs.TransformationRule.taints:type_name -> tccm.specs.TransformationRule.TaintsEntry
+	8, // 6: tccm.specs.TransformationRule.platform_metadata:type_name -> tccm.specs.TransformationRule.PlatformMetadataEntry
+	3, // 7: tccm.specs.NodeSelectorTerm.match_expressions:type_name -> tccm.specs.NodeSelectorRequirement
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_specs_config_proto_init() }
@@ -143,7 +495,7 @@ func file_specs_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_config_proto_rawDesc), len(file_specs_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,82 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"go.uber.org/zap"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+)
+
+// pipeline is what the controller groups are assembled from.
+type pipeline struct {
+	runtime   *runtime.Runtime
+	clientset kubernetes.Interface
+	informers informers.SharedInformerFactory
+	// talos is nil when no talosconfig is available and no enabled controller requires one.
+	talos  *client.Client
+	config *specs.ConfigSpec
+	logger *zap.Logger
+	opts   Options
+}
+
+// controllerGroups registers the controllers of each --controllers name.
+var controllerGroups = map[string]func(*pipeline) error{
+	ControllerCloudNode:     (*pipeline).registerCloudNode,
+	ControllerCSRApproval:   notImplemented(ControllerCSRApproval),
+	ControllerNodeIPAM:      notImplemented(ControllerNodeIPAM),
+	ControllerServiceLB:     notImplemented(ControllerServiceLB),
+	ControllerNodeLifecycle: notImplemented(ControllerNodeLifecycle),
+}
+
+// registerSources registers the controllers that mirror outside facts: the config, the Nodes and, when
+// the Talos API is available, every machine's facts.
+func (p *pipeline) registerSources() error {
+	err := errors.Join(
+		p.runtime.RegisterController(&configctrl.ConfigSourceController{Spec: p.config}),
+		p.runtime.RegisterController(&kubectrl.KubeNodeController{Informer: p.informers.Core().V1().Nodes().Informer()}),
+	)
+
+	if p.talos != nil {
+		err = errors.Join(err, p.runtime.RegisterController(&talosctrl.MachineSourceController{
+			COSI:    p.talos.COSI,
+			Options: talosctrl.MachineSourceOptions{CallTimeout: p.opts.TalosTimeout},
+		}))
+	}
+
+	if err != nil {
+		return fmt.Errorf("failed to register sources: %w", err)
+	}
+
+	return nil
+}
+
+// registerCloudNode registers Node initialization: the transform and the node sink.
+func (p *pipeline) registerCloudNode() error {
+	applier := k8ssink.NewNodeApplier(p.clientset.CoreV1().Nodes(), p.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
+
+	return errors.Join(
+		p.runtime.RegisterQController(nodectrl.NewNodeTransformController()),
+		p.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, p.informers.Core().V1().Nodes().Lister(), uint(p.opts.Concurrency))),
+	)
+}
+
+// notImplemented stands for a controller that is not built yet: it says so instead of failing, so that
+// the default set keeps working while it is missing.
+func notImplemented(name string) func(*pipeline) error {
+	return func(p *pipeline) error {
+		p.logger.Warn("controller not implemented yet, skipped", zap.String("controller", name))
+
+		return nil
+	}
+}
