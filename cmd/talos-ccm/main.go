@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/talos-ccm/talos-ccm/internal/api"
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 )
@@ -71,10 +72,22 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.DurationVar(&opts.ProviderIDWait, "provider-id-wait", app.Defaults.ProviderIDWait, "how long a cloud machine waits for its providerID from Talos before the talos:// fallback")
 	fs.IntVar(&opts.Concurrency, "concurrency", app.Defaults.Concurrency, "Nodes written at once")
 	fs.StringSliceVar(&opts.Controllers, "controllers", []string{"*"}, "controllers to run: \"*\" (cloud-node, csr-approval, node-lifecycle), a name to add one (node-ipam, service-lb), -name to remove one")
+	fs.BoolVar(&opts.DeleteStaleNodes, "delete-stale-nodes", false, "delete a NotReady Node whose address answers as a different machine (after --stale-node-grace)")
+	fs.BoolVar(&opts.DeletePreemptedSpotNodes, "delete-preempted-spot-nodes", false, "delete NotReady Nodes of GCP spot machines so that they re-register (after --stale-node-grace)")
+	fs.DurationVar(&opts.StaleNodeGrace, "stale-node-grace", app.Defaults.StaleNodeGrace, "how long a Node must be NotReady before it may be deleted")
+	fs.StringVar(&opts.APIListen, "api-listen", "", `read-only state API: a unix socket path, or tcp://HOST:PORT with mutual TLS; "" disables it (default: ccm.sock in --state-dir, or in $TMPDIR/talos-ccm-UID without one)`)
+	fs.StringVar(&opts.APITLSCert, "api-tls-cert", "", "server certificate of a tcp:// --api-listen")
+	fs.StringVar(&opts.APITLSKey, "api-tls-key", "", "server key of a tcp:// --api-listen")
+	fs.StringVar(&opts.APIClientCA, "api-client-ca", "", "CA that client certificates of a tcp:// --api-listen must be issued by")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	if err := fs.Parse(args); err != nil {
 		return opts, "", err
+	}
+
+	// The default socket follows --state-dir; an explicit --api-listen="" disables the API.
+	if !fs.Changed("api-listen") {
+		opts.APIListen = api.DefaultSocket(opts.StateDir)
 	}
 
 	for e := range strings.SplitSeq(endpoints, ",") {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/api"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 )
 
@@ -45,10 +46,21 @@ type Options struct {
 	// KubeAPIQPS and KubeAPIBurst rate-limit the Kubernetes client.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// DeleteStaleNodes deletes NotReady Nodes whose address answers as another machine (after StaleNodeGrace).
+	DeleteStaleNodes bool
+	// DeletePreemptedSpotNodes deletes NotReady Nodes of GCP spot machines (after StaleNodeGrace).
+	DeletePreemptedSpotNodes bool
+	// StaleNodeGrace is how long a Node must be NotReady before it may be deleted.
+	StaleNodeGrace time.Duration
 	// Controllers selects the controllers as --controllers does ("*", "name", "-name").
 	Controllers []string
 	// PreferIPv6 makes IPv6 the first family for node IPs and Talos API targets.
 	PreferIPv6 bool
+	// APIListen is where the read-only state API listens: a unix socket path or tcp://HOST:PORT. Empty
+	// disables the API (cmd/talos-ccm defaults it to api.DefaultSocket of the state directory).
+	APIListen string
+	// APITLSCert, APITLSKey and APIClientCA configure mutual TLS, required with a tcp:// APIListen.
+	APITLSCert, APITLSKey, APIClientCA string
 }
 
 // Defaults are the values used for zero Options fields.
@@ -56,6 +68,7 @@ var Defaults = Options{
 	TalosTimeout:   10 * time.Second,
 	ProviderIDWait: 5 * time.Minute,
 	Concurrency:    64,
+	StaleNodeGrace: 5 * time.Minute,
 	KubeAPIQPS:     500,
 	KubeAPIBurst:   1000,
 }
@@ -149,6 +162,21 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return err
 	}
 
+	if opts.APIListen != "" {
+		apiServer, apiErr := api.Start(ctx, st, api.Options{
+			Listen:   opts.APIListen,
+			TLSCert:  opts.APITLSCert,
+			TLSKey:   opts.APITLSKey,
+			ClientCA: opts.APIClientCA,
+		}, logger.Named("api"))
+		if apiErr != nil {
+			return apiErr
+		}
+
+		// Stopped before the state is closed: deferred calls run last in, first out.
+		defer apiServer.Stop()
+	}
+
 	rt, err := runtime.NewRuntime(st, logger.Named("runtime"))
 	if err != nil {
 		return fmt.Errorf("failed to create controller runtime: %w", err)
@@ -163,6 +191,8 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		talos:     talosClient,
 		config:    cfg,
 	}
+
+	defer p.close()
 
 	if err = p.registerSources(); err != nil {
 		return err

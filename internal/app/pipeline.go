@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
@@ -27,7 +28,26 @@ type pipeline struct {
 	talos  *client.Client
 	config *specs.ConfigSpec
 	logger *zap.Logger
-	opts   Options
+	// events is created on first use by eventRecorder.
+	events     record.EventRecorder
+	stopEvents func()
+	opts       Options
+}
+
+// eventRecorder returns the recorder of Kubernetes Events shared by the sinks.
+func (p *pipeline) eventRecorder() record.EventRecorder {
+	if p.events == nil {
+		p.events, p.stopEvents = k8ssink.NewEventRecorder(p.clientset, p.logger)
+	}
+
+	return p.events
+}
+
+// close releases what the pipeline started.
+func (p *pipeline) close() {
+	if p.stopEvents != nil {
+		p.stopEvents()
+	}
 }
 
 // controllerGroups registers the controllers of each --controllers name.
@@ -36,7 +56,7 @@ var controllerGroups = map[string]func(*pipeline) error{
 	ControllerCSRApproval:   notImplemented(ControllerCSRApproval),
 	ControllerNodeIPAM:      notImplemented(ControllerNodeIPAM),
 	ControllerServiceLB:     notImplemented(ControllerServiceLB),
-	ControllerNodeLifecycle: notImplemented(ControllerNodeLifecycle),
+	ControllerNodeLifecycle: (*pipeline).registerNodeLifecycle,
 }
 
 // registerSources registers the controllers that mirror outside facts: the config, the Nodes and, when
@@ -68,6 +88,20 @@ func (p *pipeline) registerCloudNode() error {
 	return errors.Join(
 		p.runtime.RegisterQController(nodectrl.NewNodeTransformController()),
 		p.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, p.informers.Core().V1().Nodes().Lister(), uint(p.opts.Concurrency))),
+	)
+}
+
+// registerNodeLifecycle registers the shutdown and stale-node verdicts and their sink.
+func (p *pipeline) registerNodeLifecycle() error {
+	return errors.Join(
+		p.runtime.RegisterQController(nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
+			DeleteStaleNodes:         p.opts.DeleteStaleNodes,
+			DeletePreemptedSpotNodes: p.opts.DeletePreemptedSpotNodes,
+			StaleNodeGrace:           p.opts.StaleNodeGrace,
+		})),
+		p.runtime.RegisterQController(k8ssink.NewNodeLifecycleSinkController(
+			p.clientset.CoreV1().Nodes(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(),
+		)),
 	)
 }
 

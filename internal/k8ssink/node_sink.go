@@ -92,12 +92,9 @@ func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.L
 	}
 
 	if err != nil {
-		status.Error = err.Error()
-		status.ConsecutiveFailures++
+		logger.Warn("failed to apply node", zap.String("node", name), zap.Int32("failures", status.ConsecutiveFailures+1), zap.Error(err))
 
-		logger.Warn("failed to apply node", zap.String("node", name), zap.Int32("failures", status.ConsecutiveFailures), zap.Error(err))
-
-		return controller.NewRequeueInterval(retryAfter(status.ConsecutiveFailures))
+		return failed(status, err)
 	}
 
 	status.ConsecutiveFailures = 0
@@ -169,6 +166,15 @@ func hasTaint(n *corev1.Node, key string) bool {
 	}
 
 	return false
+}
+
+// failed records a failed apply in its status and asks for a retry after a backoff that grows with the
+// failures in a row. The status is written (the error stays visible), unlike with a plain error return.
+func failed(status *specs.ApplyStatusSpec, err error) error {
+	status.Error = err.Error()
+	status.ConsecutiveFailures++
+
+	return controller.NewRequeueInterval(retryAfter(status.ConsecutiveFailures))
 }
 
 // retryAfter is the backoff after consecutive failed applies of one Node: 1s doubling up to 2 minutes.

@@ -46,6 +46,7 @@ func All() []meta.ResourceWithRD {
 		&talos.MachineStatus{},
 		&config.Config{},
 		&node.NodeTransform{},
+		&node.NodeLifecycle{},
 		&sink.ApplyStatus{},
 	}
 }

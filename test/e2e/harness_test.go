@@ -70,7 +70,7 @@ func fleet(prefix string, count int, seed int64) []talossim.Machine {
 
 // joinNodes registers the machines' Nodes as their kubelets (started with --cloud-provider=external) do,
 // and deletes them when the test ends.
-func joinNodes(t *testing.T, machines []talossim.Machine) {
+func joinNodes(t *testing.T, machines []talossim.Machine) *talossim.Kubelets {
 	t.Helper()
 
 	kubelets, err := talossim.NewKubelets(env.Config, machines, talossim.KubeletOptions{})
@@ -93,6 +93,8 @@ func joinNodes(t *testing.T, machines []talossim.Machine) {
 			env.Clientset().CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{}) //nolint:errcheck
 		}
 	})
+
+	return kubelets
 }
 
 // waitNodes waits until cond holds for every named Node, or fails the test after timeout.

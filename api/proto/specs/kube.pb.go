@@ -152,6 +152,8 @@ type KubeNodeSpec struct {
 	Ready           bool                   `protobuf:"varint,8,opt,name=ready,proto3" json:"ready,omitempty"`
 	// True while the node.cloudprovider.kubernetes.io/uninitialized taint is present.
 	Uninitialized bool `protobuf:"varint,9,opt,name=uninitialized,proto3" json:"uninitialized,omitempty"`
+	// When the Ready condition last changed.
+	ReadyChanged  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=ready_changed,json=readyChanged,proto3" json:"ready_changed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -249,6 +251,13 @@ func (x *KubeNodeSpec) GetUninitialized() bool {
 	return false
 }
 
+func (x *KubeNodeSpec) GetReadyChanged() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReadyChanged
+	}
+	return nil
+}
+
 var File_specs_kube_proto protoreflect.FileDescriptor
 
 const file_specs_kube_proto_rawDesc = "" +
@@ -261,7 +270,7 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x06effect\x18\x03 \x01(\tR\x06effect\";\n" +
 	"\vNodeAddress\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xba\x03\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xfb\x03\n" +
 	"\fKubeNodeSpec\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
@@ -272,7 +281,9 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x11provided_node_ips\x18\x06 \x03(\tR\x0fprovidedNodeIPs\x124\n" +
 	"\acreated\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x12\x14\n" +
 	"\x05ready\x18\b \x01(\bR\x05ready\x12$\n" +
-	"\runinitialized\x18\t \x01(\bR\runinitialized\x1a9\n" +
+	"\runinitialized\x18\t \x01(\bR\runinitialized\x12?\n" +
+	"\rready_changed\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\freadyChanged\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
@@ -302,11 +313,12 @@ var file_specs_kube_proto_depIdxs = []int32{
 	0, // 1: tccm.specs.KubeNodeSpec.taints:type_name -> tccm.specs.Taint
 	1, // 2: tccm.specs.KubeNodeSpec.addresses:type_name -> tccm.specs.NodeAddress
 	4, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_specs_kube_proto_init() }

@@ -43,3 +43,9 @@ func (x *ApplyStatusSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (x *ApplyStatusSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *NodeLifecycleSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *NodeLifecycleSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }

@@ -49,6 +49,10 @@ func MirrorNode(node *corev1.Node) *specs.KubeNodeSpec {
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			spec.Ready = c.Status == corev1.ConditionTrue
+
+			if !c.LastTransitionTime.IsZero() {
+				spec.ReadyChanged = timestamppb.New(c.LastTransitionTime.Time)
+			}
 		}
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -37,11 +38,17 @@ type sessionOptions struct {
 	RetryMin, RetryMax time.Duration
 	// PlatformRefresh is how often PlatformMetadata is read again (it has no cheap watch on old Talos).
 	PlatformRefresh time.Duration
+	// ProbeInterval is how often a machine whose Node is NotReady is asked directly for its status. A
+	// watch does not say when a machine stops answering (the client resumes it silently), and whether a
+	// NotReady Node's machine answers, and as which machine, is what lifecycle verdicts are made of.
+	ProbeInterval time.Duration
 }
 
 // machineSession reads one machine through the Talos API and keeps its facts current with watches. It
 // runs until its context is cancelled; failures back off for this machine only.
 type machineSession struct {
+	// probe is set while the machine's Node is NotReady.
+	probe   *atomic.Bool
 	cosi    state.State
 	updates chan<- machineFacts
 	logger  *zap.Logger
@@ -117,6 +124,9 @@ func (s *machineSession) session(ctx context.Context) error {
 	refresh := time.NewTimer(jitter(s.opts.PlatformRefresh))
 	defer refresh.Stop()
 
+	probe := time.NewTicker(s.opts.ProbeInterval)
+	defer probe.Stop()
+
 	for {
 		select {
 		case <-ctx.Done():
@@ -124,6 +134,14 @@ func (s *machineSession) session(ctx context.Context) error {
 		case <-firstContents.C:
 			if !bootstrapped {
 				return fmt.Errorf("no address list from the machine within %s", s.opts.CallTimeout)
+			}
+		case <-probe.C:
+			if !bootstrapped || !s.probe.Load() {
+				continue
+			}
+
+			if err := s.probeMachine(ctx, status, platform); err != nil {
+				return err
 			}
 		case <-refresh.C:
 			refreshed, err := s.readPlatform(ctx)
@@ -147,6 +165,8 @@ func (s *machineSession) session(ctx context.Context) error {
 				continue
 			}
 
+			// An event means that the machine answers (again).
+			status.Reachable, status.LastError = true, ""
 			status.LastSeen = timestamppb.Now()
 
 			if bootstrapped {
@@ -181,6 +201,50 @@ func (s *machineSession) session(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// probeMachine asks a machine for its status and identity. A machine that does not answer is reported
+// unreachable, but the session goes on: its watches resume by themselves when it answers again.
+func (s *machineSession) probeMachine(ctx context.Context, status *specs.MachineStatusSpec, platform *specs.PlatformMetadataSpec) error {
+	res, err := s.get(ctx, runtime.NewMachineStatus().Metadata())
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+
+		if status.GetReachable() {
+			status.Reachable = false
+			status.LastError = err.Error()
+			s.send(ctx, machineFacts{status: cloneStatus(status)})
+		}
+
+		return nil
+	}
+
+	refreshed, err := s.readPlatform(ctx)
+	if err != nil {
+		return nil //nolint:nilerr // the next probe tells
+	}
+
+	if ms, ok := res.(*runtime.MachineStatus); ok {
+		status.Stage = stageName(ms.TypedSpec())
+	}
+
+	changedIdentity := refreshed.GetUuid() != platform.GetUuid()
+
+	status.Reachable = true
+	status.LastError = ""
+	status.MachineUuid = refreshed.GetUuid()
+	status.LastSeen = timestamppb.Now()
+
+	update := machineFacts{status: cloneStatus(status)}
+	if changedIdentity {
+		update.platform = refreshed
+	}
+
+	s.send(ctx, update)
+
+	return nil
 }
 
 // readPlatform reads PlatformMetadata and SystemInformation; either may be absent.

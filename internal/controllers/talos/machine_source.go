@@ -4,6 +4,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -29,6 +30,8 @@ type MachineSourceOptions struct {
 	RetryMax time.Duration
 	// PlatformRefresh is how often PlatformMetadata is read again.
 	PlatformRefresh time.Duration
+	// ProbeInterval is how often the machine of a NotReady Node is asked for its status.
+	ProbeInterval time.Duration
 }
 
 // MachineSourceController reads every Node's machine through the Talos API (one request per node,
@@ -66,6 +69,7 @@ func (ctrl *MachineSourceController) Outputs() []controller.Output {
 type runningSession struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	probe  *atomic.Bool
 	ip     string
 }
 
@@ -122,6 +126,11 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 		opts.PlatformRefresh = 30 * time.Minute
 	}
 
+	opts.ProbeInterval = ctrl.Options.ProbeInterval
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = 5 * time.Second
+	}
+
 	return opts
 }
 
@@ -146,6 +155,7 @@ func (ctrl *MachineSourceController) reconcileSessions(
 	}
 
 	wanted := make(map[string]string, nodes.Len())
+	notReady := map[string]bool{}
 
 	for n := range nodes.All() {
 		if n.Metadata().Phase() != resource.PhaseRunning {
@@ -160,6 +170,7 @@ func (ctrl *MachineSourceController) reconcileSessions(
 		}
 
 		wanted[n.Metadata().ID()] = ips[0].String()
+		notReady[n.Metadata().ID()] = !n.TypedSpec().Value.GetReady()
 	}
 
 	for name, s := range sessions {
@@ -173,15 +184,18 @@ func (ctrl *MachineSourceController) reconcileSessions(
 	}
 
 	for name, ip := range wanted {
-		if _, ok := sessions[name]; ok {
+		if s, ok := sessions[name]; ok {
+			s.probe.Store(notReady[name])
+
 			continue
 		}
 
 		sctx, cancel := context.WithCancel(ctx)
-		s := &runningSession{cancel: cancel, done: make(chan struct{}), ip: ip}
+		s := &runningSession{cancel: cancel, done: make(chan struct{}), ip: ip, probe: &atomic.Bool{}}
+		s.probe.Store(notReady[name])
 		sessions[name] = s
 
-		session := &machineSession{cosi: ctrl.COSI, updates: updates, logger: logger, name: name, ip: ip, opts: opts}
+		session := &machineSession{cosi: ctrl.COSI, updates: updates, logger: logger, name: name, ip: ip, opts: opts, probe: s.probe}
 
 		go func() {
 			defer close(s.done)

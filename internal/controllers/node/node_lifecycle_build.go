@@ -1,0 +1,123 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// stageShuttingDown is the Talos machine stage of a machine that is shutting down (or has, when it no
+// longer answers after reporting it).
+const stageShuttingDown = "shutting down"
+
+// LifecycleOptions are the operator's choices about deleting Nodes; both are off by default.
+type LifecycleOptions struct {
+	// DeleteStaleNodes deletes a NotReady Node whose address now answers as a different machine.
+	DeleteStaleNodes bool
+	// DeletePreemptedSpotNodes deletes NotReady Nodes of GCP spot machines so that they re-register.
+	DeletePreemptedSpotNodes bool
+	// StaleNodeGrace is how long a Node must have been NotReady before it may be deleted.
+	StaleNodeGrace time.Duration
+}
+
+// LifecycleInput is everything a NodeLifecycle is computed from. Status and Platform are nil when Talos
+// facts are missing; Previous is the last verdict (it carries the recorded machine identity).
+type LifecycleInput struct {
+	Now      time.Time
+	Node     *specs.KubeNodeSpec
+	Status   *specs.MachineStatusSpec
+	Platform *specs.PlatformMetadataSpec
+	Previous *specs.NodeLifecycleSpec
+	Options  LifecycleOptions
+}
+
+// BuildNodeLifecycle decides whether a Node's machine is shut down and whether the Node is stale. It is a
+// pure function: the clock is an input; the duration says when the verdict may change by time alone.
+//
+// It never concludes anything from the Talos API being unreachable: an outage must not delete Nodes. A
+// Node is deleted only on positive evidence (another machine answering at its address, or a preempted
+// GCP spot machine), only when the operator enabled it, and only after the grace period.
+func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Duration) {
+	out := &specs.NodeLifecycleSpec{
+		RecordedMachineUuid: in.Previous.GetRecordedMachineUuid(),
+		MachineUuid:         in.Status.GetMachineUuid(),
+		Stage:               in.Status.GetStage(),
+		Reachable:           in.Status.GetReachable(),
+		NodeReady:           in.Node.GetReady(),
+	}
+
+	// The identity is recorded once the Node is initialized and its machine answers.
+	if out.RecordedMachineUuid == "" && !in.Node.GetUninitialized() && out.Reachable && out.MachineUuid != "" {
+		out.RecordedMachineUuid = out.MachineUuid
+	}
+
+	if in.Node.GetReady() {
+		out.Reason = "the Node is Ready"
+
+		return out, 0
+	}
+
+	out.NotReadySince = in.Node.GetReadyChanged()
+	if out.NotReadySince == nil {
+		out.NotReadySince = in.Node.GetCreated()
+	}
+
+	switch {
+	case in.Status == nil:
+		out.Reason = "the Node is NotReady; no Talos facts about its machine"
+	case out.Stage == stageShuttingDown && out.Reachable:
+		out.Shutdown = true
+		out.Reason = "the Node is NotReady and its machine reports that it is shutting down"
+	case out.Stage == stageShuttingDown:
+		out.Shutdown = true
+		out.Reason = "the Node is NotReady and its machine stopped answering after reporting that it was shutting down"
+	case !out.Reachable:
+		out.Reason = "the Node is NotReady and its machine does not answer (not evidence of anything: nothing is done)"
+	default:
+		out.Reason = fmt.Sprintf("the Node is NotReady; its machine answers in stage %q", out.Stage)
+	}
+
+	evidence, enabled := staleEvidence(in, out)
+	if evidence == "" {
+		return out, 0
+	}
+
+	if !enabled {
+		out.Reason += "; " + evidence + " (the Node would be deleted with the deletion flag on)"
+
+		return out, 0
+	}
+
+	notReadyFor := in.Now.Sub(out.NotReadySince.AsTime())
+	if out.NotReadySince == nil || notReadyFor < in.Options.StaleNodeGrace {
+		wait := in.Options.StaleNodeGrace - notReadyFor
+		if out.NotReadySince == nil {
+			wait = in.Options.StaleNodeGrace
+		}
+
+		out.Reason += fmt.Sprintf("; %s: deleted once NotReady for %s (in %s)", evidence, in.Options.StaleNodeGrace, wait.Round(time.Second))
+
+		return out, wait
+	}
+
+	out.Delete = true
+	out.Reason += fmt.Sprintf("; %s, and NotReady for %s: the Node is deleted", evidence, notReadyFor.Round(time.Second))
+
+	return out, 0
+}
+
+// staleEvidence returns positive evidence that the Node's machine is gone, and whether the operator
+// enabled deletion for that kind of evidence.
+func staleEvidence(in LifecycleInput, out *specs.NodeLifecycleSpec) (string, bool) {
+	if out.Reachable && out.MachineUuid != "" && out.RecordedMachineUuid != "" && out.MachineUuid != out.RecordedMachineUuid {
+		return fmt.Sprintf("the machine answering at the node's address is %s, not %s", out.MachineUuid, out.RecordedMachineUuid),
+			in.Options.DeleteStaleNodes
+	}
+
+	if in.Platform.GetPlatform() == "gcp" && in.Platform.GetSpot() {
+		return "preempted GCP spot machine", in.Options.DeletePreemptedSpotNodes
+	}
+
+	return "", false
+}

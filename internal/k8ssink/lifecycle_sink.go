@@ -1,0 +1,170 @@
+package k8ssink
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// ShutdownTaintKey marks a Node whose machine is shut down.
+const ShutdownTaintKey = "node.cloudprovider.kubernetes.io/shutdown"
+
+// lifecycleStatusPrefix prefixes the ApplyStatus IDs of the lifecycle sink.
+const lifecycleStatusPrefix = "lifecycle/"
+
+// LifecycleNodeClient is the part of the Node client the lifecycle sink uses.
+type LifecycleNodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	Update(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// NodeLifecycleSinkController applies NodeLifecycle verdicts: the shutdown taint, and the deletion of stale
+// Nodes. It decides nothing; the verdict is the decision.
+type NodeLifecycleSinkController = qtransform.QController[*node.NodeLifecycle, *sink.ApplyStatus]
+
+// NewNodeLifecycleSinkController instantiates the lifecycle sink.
+func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelisters.NodeLister, events record.EventRecorder) *NodeLifecycleSinkController {
+	s := &lifecycleSink{nodes: nodes, lister: lister, events: events}
+
+	return qtransform.NewQController(
+		qtransform.Settings[*node.NodeLifecycle, *sink.ApplyStatus]{
+			Name: "k8ssink.NodeLifecycleSinkController",
+			MapMetadataFunc: func(in *node.NodeLifecycle) *sink.ApplyStatus {
+				return sink.NewApplyStatus(sink.NamespaceName, lifecycleStatusPrefix+in.Metadata().ID())
+			},
+			UnmapMetadataFunc: func(out *sink.ApplyStatus) *node.NodeLifecycle {
+				return node.NewNodeLifecycle(node.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), lifecycleStatusPrefix))
+			},
+			TransformFunc: s.apply,
+		},
+		qtransform.WithOutputKind(controller.OutputShared),
+		qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeLifecycle]()),
+		qtransform.WithConcurrency(8),
+	)
+}
+
+type lifecycleSink struct {
+	nodes  LifecycleNodeClient
+	lister corelisters.NodeLister
+	events record.EventRecorder
+}
+
+func (s *lifecycleSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, in *node.NodeLifecycle, out *sink.ApplyStatus) error {
+	name := in.Metadata().ID()
+	verdict := in.TypedSpec().Value
+	status := out.TypedSpec().Value
+	status.Object = "Node/" + name
+
+	current, err := s.lister.Get(name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			status.Error = "Node not found"
+
+			return nil
+		}
+
+		return err
+	}
+
+	var writes []string
+
+	switch {
+	case verdict.GetDelete():
+		if current.Spec.ProviderID == "" || isReady(current) {
+			// The verdict was computed from a Node that has changed since: it is decided again.
+			return nil
+		}
+
+		err = s.nodes.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &current.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return failed(status, fmt.Errorf("failed to delete node %q: %w", name, err))
+		}
+
+		writes = append(writes, "deleted")
+
+		s.events.Event(current, corev1.EventTypeWarning, "StaleNodeDeleted", verdict.GetReason())
+		logger.Warn("stale node deleted", zap.String("node", name), zap.String("reason", verdict.GetReason()))
+	case verdict.GetShutdown() != hasTaint(current, ShutdownTaintKey):
+		if err = s.setShutdownTaint(ctx, current, verdict.GetShutdown()); err != nil {
+			return failed(status, err)
+		}
+
+		if verdict.GetShutdown() {
+			writes = append(writes, "shutdown taint added")
+			s.events.Event(current, corev1.EventTypeNormal, "MachineShutdown", verdict.GetReason())
+		} else {
+			writes = append(writes, "shutdown taint removed")
+			s.events.Event(current, corev1.EventTypeNormal, "MachineRunning", verdict.GetReason())
+		}
+
+		logger.Info("node shutdown taint changed", zap.String("node", name), zap.Bool("shutdown", verdict.GetShutdown()))
+	}
+
+	status.Error = ""
+	status.ConsecutiveFailures = 0
+
+	if len(writes) > 0 || status.GetAppliedVersion() == "" {
+		status.Writes = writes
+		status.AppliedVersion = in.Metadata().Version().String()
+		status.AppliedAt = timestamppb.Now()
+	}
+
+	return nil
+}
+
+// setShutdownTaint adds or removes the shutdown taint by read-modify-write, retrying on conflicts; the
+// taints of others are untouched.
+func (s *lifecycleSink) setShutdownTaint(ctx context.Context, current *corev1.Node, shutdown bool) error {
+	n := current.DeepCopy()
+
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == ShutdownTaintKey })
+
+		if shutdown {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: ShutdownTaintKey, Effect: corev1.TaintEffectNoSchedule})
+		}
+
+		_, err := s.nodes.Update(ctx, n, metav1.UpdateOptions{FieldManager: DefaultFieldManager})
+		if apierrors.IsConflict(err) {
+			fresh, getErr := s.nodes.Get(ctx, n.Name, metav1.GetOptions{})
+			if getErr != nil {
+				return fmt.Errorf("failed to read node %q: %w", n.Name, getErr)
+			}
+
+			n = fresh
+		}
+
+		if err != nil {
+			return fmt.Errorf("failed to update taints of node %q: %w", n.Name, err)
+		}
+
+		return nil
+	})
+}
+
+func isReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+
+	return false
+}
