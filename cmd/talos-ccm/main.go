@@ -79,6 +79,14 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.StringVar(&opts.APITLSCert, "api-tls-cert", "", "server certificate of a tcp:// --api-listen")
 	fs.StringVar(&opts.APITLSKey, "api-tls-key", "", "server key of a tcp:// --api-listen")
 	fs.StringVar(&opts.APIClientCA, "api-client-ca", "", "CA that client certificates of a tcp:// --api-listen must be issued by")
+	fs.BoolVar(&opts.LeaderElection.Enabled, "leader-elect", true, "run the controllers only while holding a coordination.k8s.io Lease (for several replicas)")
+	fs.StringVar(&opts.LeaderElection.Namespace, "leader-elect-resource-namespace", app.Defaults.LeaderElection.Namespace, "namespace of the leader election Lease")
+	fs.StringVar(&opts.LeaderElection.Name, "leader-elect-resource-name", app.Defaults.LeaderElection.Name, "name of the leader election Lease")
+	fs.DurationVar(&opts.LeaderElection.LeaseDuration, "leader-elect-lease-duration", app.Defaults.LeaderElection.LeaseDuration, "how long followers wait before taking over a Lease that is not renewed")
+	fs.DurationVar(&opts.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", app.Defaults.LeaderElection.RenewDeadline, "how long the leader retries renewing the Lease before giving up leadership")
+	fs.DurationVar(&opts.LeaderElection.RetryPeriod, "leader-elect-retry-period", app.Defaults.LeaderElection.RetryPeriod, "how often to try to acquire or renew the Lease")
+	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" turns it off)`)
+	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" turns it off)`)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	if err := fs.Parse(args); err != nil {

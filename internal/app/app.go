@@ -20,6 +20,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/api"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 )
 
@@ -52,6 +53,13 @@ type Options struct {
 	DeletePreemptedSpotNodes bool
 	// StaleNodeGrace is how long a Node must be NotReady before it may be deleted.
 	StaleNodeGrace time.Duration
+	// MetricsBindAddress serves /metrics; "" or "0" turns it off.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns it off. It may equal
+	// MetricsBindAddress.
+	HealthProbeBindAddress string
+	// LeaderElection makes only the holder of a Lease run the controllers.
+	LeaderElection LeaderElection
 	// Controllers selects the controllers as --controllers does ("*", "name", "-name").
 	Controllers []string
 	// PreferIPv6 makes IPv6 the first family for node IPs and Talos API targets.
@@ -69,8 +77,15 @@ var Defaults = Options{
 	ProviderIDWait: 5 * time.Minute,
 	Concurrency:    64,
 	StaleNodeGrace: 5 * time.Minute,
-	KubeAPIQPS:     500,
-	KubeAPIBurst:   1000,
+	LeaderElection: LeaderElection{
+		Namespace:     "kube-system",
+		Name:          "talos-ccm",
+		LeaseDuration: 15 * time.Second,
+		RenewDeadline: 10 * time.Second,
+		RetryPeriod:   2 * time.Second,
+	},
+	KubeAPIQPS:   500,
+	KubeAPIBurst: 1000,
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +107,28 @@ func (o Options) withDefaults() Options {
 
 	if o.KubeAPIBurst <= 0 {
 		o.KubeAPIBurst = Defaults.KubeAPIBurst
+	}
+
+	le, dle := &o.LeaderElection, Defaults.LeaderElection
+
+	if le.Namespace == "" {
+		le.Namespace = dle.Namespace
+	}
+
+	if le.Name == "" {
+		le.Name = dle.Name
+	}
+
+	if le.LeaseDuration <= 0 {
+		le.LeaseDuration = dle.LeaseDuration
+	}
+
+	if le.RenewDeadline <= 0 {
+		le.RenewDeadline = dle.RenewDeadline
+	}
+
+	if le.RetryPeriod <= 0 {
+		le.RetryPeriod = dle.RetryPeriod
 	}
 
 	return o
@@ -216,13 +253,54 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		zap.String("state_dir", opts.StateDir),
 		zap.String("talosconfig", talosPath),
 		zap.String("cluster_name", cfg.ClusterName),
+		zap.Bool("leader_elect", opts.LeaderElection.Enabled),
 	)
 
-	if err = rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("controller runtime failed: %w", err)
+	return runControllers(ctx, opts, p, rt)
+}
+
+// runControllers serves health and metrics, and runs the controllers: at once, or while leading.
+func runControllers(ctx context.Context, opts Options, p *pipeline, rt *runtime.Runtime) error {
+	work := func(ctx context.Context) error {
+		if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("controller runtime failed: %w", err)
+		}
+
+		return nil
 	}
 
-	return nil
+	h := &health{}
+
+	var (
+		le     *leaderElector
+		result = make(chan error, 1)
+	)
+
+	if opts.LeaderElection.Enabled {
+		var err error
+
+		if le, err = newLeaderElector(opts.LeaderElection, p.clientset, p.logger, work, result); err != nil {
+			return err
+		}
+
+		h.leader = le.watchdog
+	}
+
+	if err := startHTTP(ctx, opts, h, p.logger); err != nil {
+		return err
+	}
+
+	go func() {
+		// Ready once the informers have their caches: a follower is ready too, to take over at once.
+		p.informers.WaitForCacheSync(ctx.Done())
+		h.ready.Store(ctx.Err() == nil)
+	}()
+
+	if le == nil {
+		return work(ctx)
+	}
+
+	return runLeaderElected(ctx, le, result)
 }
 
 func kubeRestConfig(opts Options) (*rest.Config, error) {
@@ -247,6 +325,7 @@ func kubeRestConfig(opts Options) (*rest.Config, error) {
 	cfg.QPS = opts.KubeAPIQPS
 	cfg.Burst = opts.KubeAPIBurst
 	cfg.UserAgent = "talos-ccm"
+	cfg.Wrap(metrics.CountKubernetesRequests)
 
 	return cfg, nil
 }

@@ -14,6 +14,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -102,6 +103,10 @@ func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.L
 
 	if c := result.ProviderIDConflict; c != nil {
 		status.Error = "the Node has providerID " + c.Current + ", talos-ccm decided " + c.Desired + ": left as it is"
+	}
+
+	if result.Initialized {
+		metrics.NodeInitializationSeconds.Observe(time.Since(current.CreationTimestamp.Time).Seconds())
 	}
 
 	if result.Writes > 0 {

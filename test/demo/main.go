@@ -104,6 +104,8 @@ func run(ctx context.Context, opts options) error {
 		"--kubeconfig", kubeconfig,
 		"--talosconfig", talosconfig,
 		"--state-dir", filepath.Join(workDir, "state"),
+		"--metrics-bind-address", "127.0.0.1:0",
+		"--health-probe-bind-address", "127.0.0.1:0",
 	)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
 
 // machineFacts is what one session learned about one machine; nil fields are unchanged.
@@ -105,12 +106,18 @@ func (s *machineSession) session(ctx context.Context) error {
 	}
 
 	addrCh := make(chan state.Event, 64)
-	if err = s.cosi.WatchKind(ctx, network.NewAddressStatus(network.NamespaceName, "").Metadata(), addrCh, state.WithBootstrapContents(true)); err != nil {
+	err = s.cosi.WatchKind(ctx, network.NewAddressStatus(network.NamespaceName, "").Metadata(), addrCh, state.WithBootstrapContents(true))
+	countWatch(network.AddressStatusType, err)
+
+	if err != nil {
 		return fmt.Errorf("failed to watch addresses: %w", err)
 	}
 
 	statusCh := make(chan state.Event, 8)
-	if err = s.cosi.Watch(ctx, runtime.NewMachineStatus().Metadata(), statusCh); err != nil {
+	err = s.cosi.Watch(ctx, runtime.NewMachineStatus().Metadata(), statusCh)
+	countWatch(runtime.MachineStatusType, err)
+
+	if err != nil {
 		return fmt.Errorf("failed to watch machine status: %w", err)
 	}
 
@@ -281,8 +288,16 @@ func (s *machineSession) get(ctx context.Context, ptr resource.Pointer) (resourc
 	defer cancel()
 
 	res, err := s.cosi.Get(ctx, ptr)
-	if err != nil && state.IsNotFoundError(err) {
+
+	switch {
+	case err == nil:
+		metrics.TalosCalls.WithLabelValues("get", ptr.Type(), "ok").Inc()
+	case state.IsNotFoundError(err):
+		metrics.TalosCalls.WithLabelValues("get", ptr.Type(), "not_found").Inc()
+
 		return nil, nil
+	default:
+		metrics.TalosCalls.WithLabelValues("get", ptr.Type(), "error").Inc()
 	}
 
 	return res, err
@@ -299,6 +314,15 @@ func (s *machineSession) send(ctx context.Context, f machineFacts) {
 
 func cloneStatus(s *specs.MachineStatusSpec) *specs.MachineStatusSpec {
 	return proto.CloneOf(s)
+}
+
+func countWatch(typ string, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+
+	metrics.TalosCalls.WithLabelValues("watch", typ, result).Inc()
 }
 
 func errorText(err error) string {

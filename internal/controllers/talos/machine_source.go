@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -203,6 +204,8 @@ func (ctrl *MachineSourceController) reconcileSessions(
 			session.run(sctx)
 		}()
 	}
+
+	metrics.TalosSessions.Set(float64(len(sessions)))
 
 	return ctrl.forgetStale(ctx, r, sessions)
 }

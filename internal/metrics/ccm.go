@@ -1,0 +1,48 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of talos-ccm's own work.
+var (
+	// NodeInitializationSeconds is the time from a Node's creation to the removal of its uninitialized taint.
+	NodeInitializationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "node_initialization_seconds",
+		Help:      "Time from a Node's creation to the removal of its uninitialized taint by talos-ccm.",
+		Buckets:   []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+	})
+
+	// TalosCalls counts Talos API calls by resource and result.
+	TalosCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "talos_api_calls_total",
+		Help:      "Talos API calls by call (get, watch), resource type and result (ok, not_found, error).",
+	}, []string{"call", "resource", "result"})
+
+	// KubernetesRequests counts Kubernetes API requests by verb, resource and HTTP status code.
+	KubernetesRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "kubernetes_requests_total",
+		Help:      "Kubernetes API requests by verb, resource (with subresource) and HTTP status code.",
+	}, []string{"verb", "resource", "code"})
+
+	// TalosSessions is the number of machines whose Talos API talos-ccm follows.
+	TalosSessions = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "talos_sessions",
+		Help:      "Machines whose Talos API talos-ccm follows.",
+	})
+
+	// LeaderElectionMaster is 1 while this process is the leader.
+	LeaderElectionMaster = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "leader_election_master",
+		Help:      "1 while this process leads and runs the controllers, 0 otherwise.",
+	})
+)
+
+func init() {
+	Registry.MustRegister(NodeInitializationSeconds, TalosCalls, KubernetesRequests, TalosSessions, LeaderElectionMaster)
+}
