@@ -5,6 +5,7 @@ go 1.26.2
 require (
 	github.com/cosi-project/runtime v1.16.2
 	github.com/cosi-project/state-sqlite v0.4.0
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-logr/zapr v1.3.0
 	github.com/siderolabs/gen v0.8.6
 	github.com/siderolabs/talos/pkg/machinery v1.13.5

@@ -61,6 +61,7 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs := pflag.NewFlagSet("talos-ccm", pflag.ContinueOnError)
 
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster configuration)")
+	fs.StringVar(&opts.ConfigFile, "config", "", "config file: global settings and transformation rules, reloaded when it changes (explicit flags win over it)")
 	fs.Float32Var(&opts.KubeAPIQPS, "kube-api-qps", app.Defaults.KubeAPIQPS, "queries per second to the Kubernetes API")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", app.Defaults.KubeAPIBurst, "burst of queries to the Kubernetes API")
 	fs.StringVar(&opts.TalosConfig, "talosconfig", "", "talosconfig file (default: $TALOSCONFIG, then the in-cluster Talos API credentials)")
@@ -92,6 +93,12 @@ func parseFlags(args []string) (app.Options, string, error) {
 	if err := fs.Parse(args); err != nil {
 		return opts, "", err
 	}
+
+	// An explicit --prefer-ipv6 (true or false) wins over the config file's global.preferIPv6.
+	opts.PreferIPv6Set = fs.Changed("prefer-ipv6")
+
+	// The Pod that Events about the config file are posted on, from the downward API.
+	opts.PodNamespace, opts.PodName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
 
 	// The default socket follows --state-dir; an explicit --api-listen="" disables the API.
 	if !fs.Changed("api-listen") {

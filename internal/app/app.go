@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/api"
+	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 )
@@ -64,6 +64,16 @@ type Options struct {
 	Controllers []string
 	// PreferIPv6 makes IPv6 the first family for node IPs and Talos API targets.
 	PreferIPv6 bool
+	// PreferIPv6Set marks PreferIPv6 as given explicitly (--prefer-ipv6 on the command line): it then wins
+	// over the config file's global.preferIPv6. PreferIPv6 true always counts as explicit.
+	PreferIPv6Set bool
+	// ConfigFile is the config file (--config): global settings, transformation rules and CSR approval
+	// settings, watched and reloaded. Empty means flags only. An invalid file stops Run before anything
+	// starts; an invalid change later is rejected and the last good config stays active.
+	ConfigFile string
+	// PodNamespace and PodName name talos-ccm's own Pod (downward API), which Events about rejected
+	// config file changes are posted on; without them, no such Event is posted.
+	PodNamespace, PodName string
 	// APIListen is where the read-only state API listens: a unix socket path or tcp://HOST:PORT. Empty
 	// disables the API (cmd/talos-ccm defaults it to api.DefaultSocket of the state directory).
 	APIListen string
@@ -138,6 +148,12 @@ func (o Options) withDefaults() Options {
 func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	opts = opts.withDefaults()
 
+	// A bad config file is the first thing reported, before any client or controller starts.
+	configFile, err := loadConfigFile(opts.ConfigFile)
+	if err != nil {
+		return err
+	}
+
 	restConfig, err := kubeRestConfig(opts)
 	if err != nil {
 		return err
@@ -176,17 +192,8 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		defer talosClient.Close() //nolint:errcheck
 	}
 
-	cfg := &specs.ConfigSpec{
-		ClusterName:           opts.ClusterName,
-		PreferIpv6:            opts.PreferIPv6,
-		ProviderIdWaitSeconds: int64(opts.ProviderIDWait / time.Second),
-		Source:                "flags",
-	}
-
-	if cfg.ClusterName == "" && contextName != "" {
-		cfg.ClusterName = contextName
-		cfg.Source = "flags, cluster name from the talosconfig context"
-	}
+	flags, explicit := flagsConfig(opts, contextName)
+	cfg := configctrl.Merge(flags, explicit, configFile)
 
 	st, closeState, err := NewState(ctx, opts.StateDir, logger)
 	if err != nil {
@@ -228,6 +235,8 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		talos:     talosClient,
 		config:    cfg,
 	}
+
+	p.configSource = p.newConfigSource(flags, explicit, configFile)
 
 	defer p.close()
 

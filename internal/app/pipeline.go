@@ -32,6 +32,9 @@ type pipeline struct {
 	events     record.EventRecorder
 	stopEvents func()
 	opts       Options
+
+	// configSource writes the Config: the flags and the config file.
+	configSource *configctrl.ConfigSourceController
 }
 
 // eventRecorder returns the recorder of Kubernetes Events shared by the sinks.
@@ -63,7 +66,7 @@ var controllerGroups = map[string]func(*pipeline) error{
 // the Talos API is available, every machine's facts.
 func (p *pipeline) registerSources() error {
 	err := errors.Join(
-		p.runtime.RegisterController(&configctrl.ConfigSourceController{Spec: p.config}),
+		p.runtime.RegisterController(p.configSource),
 		p.runtime.RegisterController(&kubectrl.KubeNodeController{Informer: p.informers.Core().V1().Nodes().Informer()}),
 	)
 
@@ -87,7 +90,8 @@ func (p *pipeline) registerCloudNode() error {
 
 	return errors.Join(
 		p.runtime.RegisterQController(nodectrl.NewNodeTransformController()),
-		p.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, p.informers.Core().V1().Nodes().Lister(), uint(p.opts.Concurrency))),
+		p.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, p.informers.Core().V1().Nodes().Lister(), uint(p.opts.Concurrency),
+			k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(p.eventRecorder())))),
 	)
 }
 

@@ -27,11 +27,23 @@ const nodeStatusPrefix = "node/"
 // in an ApplyStatus. It computes nothing: the NodeTransform is the decision.
 type NodeSinkController = qtransform.QController[*node.NodeTransform, *sink.ApplyStatus]
 
+// NodeSinkOption configures the node sink.
+type NodeSinkOption func(*nodeSink)
+
+// WithRuleEvents makes the node sink post the transformation rules skipped for a Node as Events on it.
+func WithRuleEvents(events *NodeRuleEvents) NodeSinkOption {
+	return func(s *nodeSink) { s.ruleEvents = events }
+}
+
 // NewNodeSinkController instantiates the node sink. nodes reads the Nodes from the informer cache the
 // KubeNode source fills; concurrency bounds the Nodes written at once, so one slow write never blocks the
 // others.
-func NewNodeSinkController(applier *NodeApplier, nodes corelisters.NodeLister, concurrency uint) *NodeSinkController {
+func NewNodeSinkController(applier *NodeApplier, nodes corelisters.NodeLister, concurrency uint, opts ...NodeSinkOption) *NodeSinkController {
 	s := &nodeSink{applier: applier, nodes: nodes}
+
+	for _, o := range opts {
+		o(s)
+	}
 
 	return qtransform.NewQController(
 		qtransform.Settings[*node.NodeTransform, *sink.ApplyStatus]{
@@ -53,6 +65,8 @@ func NewNodeSinkController(applier *NodeApplier, nodes corelisters.NodeLister, c
 type nodeSink struct {
 	applier *NodeApplier
 	nodes   corelisters.NodeLister
+	// ruleEvents, when set, posts the skipped transformation rules.
+	ruleEvents *NodeRuleEvents
 }
 
 func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, nt *node.NodeTransform, out *sink.ApplyStatus) error {
@@ -67,10 +81,18 @@ func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.L
 			// The Node comes back through its KubeNode, which triggers this again.
 			status.Error = "Node not found"
 
+			if s.ruleEvents != nil {
+				s.ruleEvents.Forget(name)
+			}
+
 			return nil
 		}
 
 		return err
+	}
+
+	if s.ruleEvents != nil {
+		s.ruleEvents.Report(current, decision.GetSkippedRules())
 	}
 
 	if !decision.GetInitialize() {

@@ -39,7 +39,11 @@ type ConfigSpec struct {
 	// The cluster DNS domain (names under it are never approved in serving certificates).
 	ClusterDomain string `protobuf:"bytes,7,opt,name=cluster_domain,json=clusterDomain,proto3" json:"cluster_domain,omitempty"`
 	// The Service CIDRs (IPs in them are never approved in serving certificates).
-	ServiceCidrs  []string `protobuf:"bytes,8,rep,name=service_cidrs,json=serviceCIDRs,proto3" json:"service_cidrs,omitempty"`
+	ServiceCidrs []string `protobuf:"bytes,8,rep,name=service_cidrs,json=serviceCIDRs,proto3" json:"service_cidrs,omitempty"`
+	// Where cluster_name came from: a flag, the config file or the talosconfig context.
+	ClusterNameSource string `protobuf:"bytes,9,opt,name=cluster_name_source,json=clusterNameSource,proto3" json:"cluster_name_source,omitempty"`
+	// The SHA-256 of the config file in force (hex), empty without a config file.
+	FileSha256    string `protobuf:"bytes,10,opt,name=file_sha256,json=fileSHA256,proto3" json:"file_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -128,6 +132,20 @@ func (x *ConfigSpec) GetServiceCidrs() []string {
 		return x.ServiceCidrs
 	}
 	return nil
+}
+
+func (x *ConfigSpec) GetClusterNameSource() string {
+	if x != nil {
+		return x.ClusterNameSource
+	}
+	return ""
+}
+
+func (x *ConfigSpec) GetFileSha256() string {
+	if x != nil {
+		return x.FileSha256
+	}
+	return ""
 }
 
 // TransformationRule is one entry of `transformations` in the config file.
@@ -226,12 +244,14 @@ func (x *TransformationRule) GetLine() int32 {
 	return 0
 }
 
-// NodeSelectorTerm ANDs its expressions.
+// NodeSelectorTerm ANDs its expressions; a term without expressions selects no node.
 type NodeSelectorTerm struct {
 	state            protoimpl.MessageState     `protogen:"open.v1"`
 	MatchExpressions []*NodeSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// An optional name, only used in messages.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeSelectorTerm) Reset() {
@@ -271,7 +291,14 @@ func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
 	return nil
 }
 
-// NodeSelectorRequirement matches one fact.
+func (x *NodeSelectorTerm) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// NodeSelectorRequirement matches one fact (keys are case-insensitive; an empty fact is absent).
 type NodeSelectorRequirement struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -401,7 +428,7 @@ var File_specs_config_proto protoreflect.FileDescriptor
 const file_specs_config_proto_rawDesc = "" +
 	"\n" +
 	"\x12specs/config.proto\x12\n" +
-	"tccm.specs\"\xf9\x02\n" +
+	"tccm.specs\"\xca\x03\n" +
 	"\n" +
 	"ConfigSpec\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
@@ -412,7 +439,11 @@ const file_specs_config_proto_rawDesc = "" +
 	"\x0ftransformations\x18\x05 \x03(\v2\x1e.tccm.specs.TransformationRuleR\x0ftransformations\x12@\n" +
 	"\fcsr_approval\x18\x06 \x01(\v2\x1d.tccm.specs.CSRApprovalConfigR\vcsrApproval\x12%\n" +
 	"\x0ecluster_domain\x18\a \x01(\tR\rclusterDomain\x12#\n" +
-	"\rservice_cidrs\x18\b \x03(\tR\fserviceCIDRs\"\xb8\x05\n" +
+	"\rservice_cidrs\x18\b \x03(\tR\fserviceCIDRs\x12.\n" +
+	"\x13cluster_name_source\x18\t \x01(\tR\x11clusterNameSource\x12\x1f\n" +
+	"\vfile_sha256\x18\n" +
+	" \x01(\tR\n" +
+	"fileSHA256\"\xb8\x05\n" +
 	"\x12TransformationRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12A\n" +
 	"\rnode_selector\x18\x02 \x03(\v2\x1c.tccm.specs.NodeSelectorTermR\fnodeSelector\x12B\n" +
@@ -432,9 +463,10 @@ const file_specs_config_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
 	"\x15PlatformMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
 	"\x10NodeSelectorTerm\x12P\n" +
-	"\x11match_expressions\x18\x01 \x03(\v2#.tccm.specs.NodeSelectorRequirementR\x10matchExpressions\"_\n" +
+	"\x11match_expressions\x18\x01 \x03(\v2#.tccm.specs.NodeSelectorRequirementR\x10matchExpressions\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"_\n" +
 	"\x17NodeSelectorRequirement\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +

@@ -35,12 +35,17 @@ type NodeTransformSpec struct {
 	Initialize bool `protobuf:"varint,6,opt,name=initialize,proto3" json:"initialize,omitempty"`
 	// Why the node is not ready to be initialized yet (empty when initialize is true).
 	Pending string `protobuf:"bytes,7,opt,name=pending,proto3" json:"pending,omitempty"`
-	// For every key ("providerID", "label/KEY", "address/TYPE/ADDR"), the fact or rule that produced it.
-	Origins      map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	MatchedRules []string          `protobuf:"bytes,9,rep,name=matched_rules,json=matchedRules,proto3" json:"matched_rules,omitempty"`
-	Platform     string            `protobuf:"bytes,10,opt,name=platform,proto3" json:"platform,omitempty"`
+	// For every key ("providerID", "label/KEY", "annotation/KEY", "taint/KEY", "address/TYPE/ADDR",
+	// "platformMetadata/FIELD" for a fact overridden by a rule), the fact or rule that produced it.
+	Origins map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The transformation rules that matched the node and were applied, in order.
+	MatchedRules []string `protobuf:"bytes,9,rep,name=matched_rules,json=matchedRules,proto3" json:"matched_rules,omitempty"`
+	Platform     string   `protobuf:"bytes,10,opt,name=platform,proto3" json:"platform,omitempty"`
 	// Values that were left out because they are invalid for Kubernetes, with the reason.
-	Warnings      []string `protobuf:"bytes,11,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,11,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The transformation rules that matched the node but were not applied, because their output is invalid
+	// for it.
+	SkippedRules  []*SkippedRule `protobuf:"bytes,12,rep,name=skipped_rules,json=skippedRules,proto3" json:"skipped_rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,12 +157,73 @@ func (x *NodeTransformSpec) GetWarnings() []string {
 	return nil
 }
 
+func (x *NodeTransformSpec) GetSkippedRules() []*SkippedRule {
+	if x != nil {
+		return x.SkippedRules
+	}
+	return nil
+}
+
+// SkippedRule is a transformation rule left out for one node, with the reason.
+type SkippedRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rule's name, or transformations[INDEX] when it has none.
+	Rule          string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkippedRule) Reset() {
+	*x = SkippedRule{}
+	mi := &file_specs_node_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkippedRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkippedRule) ProtoMessage() {}
+
+func (x *SkippedRule) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_node_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkippedRule.ProtoReflect.Descriptor instead.
+func (*SkippedRule) Descriptor() ([]byte, []int) {
+	return file_specs_node_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SkippedRule) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *SkippedRule) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_specs_node_proto protoreflect.FileDescriptor
 
 const file_specs_node_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/node.proto\x12\n" +
-	"tccm.specs\x1a\x10specs/kube.proto\"\xbf\x05\n" +
+	"tccm.specs\x1a\x10specs/kube.proto\"\xfd\x05\n" +
 	"\x11NodeTransformSpec\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerID\x12A\n" +
@@ -173,7 +239,8 @@ const file_specs_node_proto_rawDesc = "" +
 	"\rmatched_rules\x18\t \x03(\tR\fmatchedRules\x12\x1a\n" +
 	"\bplatform\x18\n" +
 	" \x01(\tR\bplatform\x12\x1a\n" +
-	"\bwarnings\x18\v \x03(\tR\bwarnings\x1a9\n" +
+	"\bwarnings\x18\v \x03(\tR\bwarnings\x12<\n" +
+	"\rskipped_rules\x18\f \x03(\v2\x17.tccm.specs.SkippedRuleR\fskippedRules\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -182,7 +249,10 @@ const file_specs_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fOriginsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
+	"\vSkippedRule\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reasonB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_node_proto_rawDescOnce sync.Once
@@ -196,26 +266,28 @@ func file_specs_node_proto_rawDescGZIP() []byte {
 	return file_specs_node_proto_rawDescData
 }
 
-var file_specs_node_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_specs_node_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_specs_node_proto_goTypes = []any{
 	(*NodeTransformSpec)(nil), // 0: tccm.specs.NodeTransformSpec
-	nil,                       // 1: tccm.specs.NodeTransformSpec.LabelsEntry
-	nil,                       // 2: tccm.specs.NodeTransformSpec.AnnotationsEntry
-	nil,                       // 3: tccm.specs.NodeTransformSpec.OriginsEntry
-	(*Taint)(nil),             // 4: tccm.specs.Taint
-	(*NodeAddress)(nil),       // 5: tccm.specs.NodeAddress
+	(*SkippedRule)(nil),       // 1: tccm.specs.SkippedRule
+	nil,                       // 2: tccm.specs.NodeTransformSpec.LabelsEntry
+	nil,                       // 3: tccm.specs.NodeTransformSpec.AnnotationsEntry
+	nil,                       // 4: tccm.specs.NodeTransformSpec.OriginsEntry
+	(*Taint)(nil),             // 5: tccm.specs.Taint
+	(*NodeAddress)(nil),       // 6: tccm.specs.NodeAddress
 }
 var file_specs_node_proto_depIdxs = []int32{
-	1, // 0: tccm.specs.NodeTransformSpec.labels:type_name -> tccm.specs.NodeTransformSpec.LabelsEntry
-	2, // 1: tccm.specs.NodeTransformSpec.annotations:type_name -> tccm.specs.NodeTransformSpec.AnnotationsEntry
-	4, // 2: tccm.specs.NodeTransformSpec.taints:type_name -> tccm.specs.Taint
-	5, // 3: tccm.specs.NodeTransformSpec.addresses:type_name -> tccm.specs.NodeAddress
-	3, // 4: tccm.specs.NodeTransformSpec.origins:type_name -> tccm.specs.NodeTransformSpec.OriginsEntry
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 0: tccm.specs.NodeTransformSpec.labels:type_name -> tccm.specs.NodeTransformSpec.LabelsEntry
+	3, // 1: tccm.specs.NodeTransformSpec.annotations:type_name -> tccm.specs.NodeTransformSpec.AnnotationsEntry
+	5, // 2: tccm.specs.NodeTransformSpec.taints:type_name -> tccm.specs.Taint
+	6, // 3: tccm.specs.NodeTransformSpec.addresses:type_name -> tccm.specs.NodeAddress
+	4, // 4: tccm.specs.NodeTransformSpec.origins:type_name -> tccm.specs.NodeTransformSpec.OriginsEntry
+	1, // 5: tccm.specs.NodeTransformSpec.skipped_rules:type_name -> tccm.specs.SkippedRule
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_specs_node_proto_init() }
@@ -230,7 +302,7 @@ func file_specs_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_node_proto_rawDesc), len(file_specs_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2,8 +2,11 @@ package node
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -36,8 +39,8 @@ type TransformInput struct {
 	NodeName  string
 }
 
-// BuildNodeTransform computes the desired state of one Node from its facts. It is a pure function: the
-// clock is an input. The duration is when the result should be computed again because it depends on
+// BuildNodeTransform computes the desired state of one Node from its facts and the transformation rules of
+// the Config. It is a pure function: the clock is an input. The duration is when the result should be computed again because it depends on
 // time (the providerID wait); zero means only a change of the inputs matters.
 func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Duration) {
 	out := &specs.NodeTransformSpec{
@@ -51,21 +54,28 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 		return out, 0
 	}
 
-	pm := in.Platform
-
-	out.Platform = pm.GetPlatform()
+	out.Platform = in.Platform.GetPlatform()
 	if out.Platform == "" {
 		out.Platform = fallbackPlatform
 	}
+
+	// The rules see the platform the labels show, and their platformMetadata overrides feed everything
+	// below: addresses (DNS names), the well-known labels and the providerID.
+	facts := proto.CloneOf(in.Platform)
+	facts.Platform = out.Platform
+
+	rules := applyRules(in.Config.GetTransformations(), facts)
+	pm := rules.facts
 
 	for _, a := range nodeAddresses(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6()) {
 		out.Addresses = append(out.Addresses, a.address)
 		out.Origins["address/"+a.address.GetType()+"/"+a.address.GetAddress()] = a.origin
 	}
 
-	setLabels(out, pm, in.Config)
+	setLabels(out, pm, in.Config, rules.origins)
+	setRuleOutputs(out, rules)
 
-	requeue := setProviderID(out, in)
+	requeue := setProviderID(out, in, pm, rules.origins)
 
 	switch {
 	case out.Pending != "":
@@ -78,7 +88,16 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 	return out, requeue
 }
 
-func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg *specs.ConfigSpec) {
+// factOrigin names where a fact comes from: Talos, or the rule that overrode it.
+func factOrigin(ruleOrigins map[string]string, name string) string {
+	if rule, ok := ruleOrigins["platformMetadata/"+name]; ok {
+		return rule + " (platformMetadata." + name + ")"
+	}
+
+	return "Talos platformMetadata." + name
+}
+
+func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg *specs.ConfigSpec, ruleOrigins map[string]string) {
 	set := func(key, value, origin string) {
 		if value == "" {
 			return
@@ -94,9 +113,9 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 		out.Origins["label/"+key] = origin
 	}
 
-	set(LabelRegion, pm.GetRegion(), "Talos platformMetadata.region")
-	set(LabelZone, pm.GetZone(), "Talos platformMetadata.zone")
-	set(LabelInstanceType, pm.GetInstanceType(), "Talos platformMetadata.instanceType")
+	set(LabelRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
+	set(LabelZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
+	set(LabelInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
 
 	if pm.GetHasPlatformMetadata() {
 		set(LabelPlatform, out.GetPlatform(), "Talos platformMetadata.platform")
@@ -105,21 +124,47 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 	}
 
 	if pm.GetSpot() {
-		set(LabelLifecycle, "spot", "Talos platformMetadata.spot")
+		set(LabelLifecycle, "spot", factOrigin(ruleOrigins, "spot"))
 	}
 
-	set(LabelClusterName, cfg.GetClusterName(), "cluster name ("+cfg.GetSource()+")")
+	clusterNameSource := cfg.GetClusterNameSource()
+	if clusterNameSource == "" {
+		clusterNameSource = cfg.GetSource()
+	}
+
+	set(LabelClusterName, cfg.GetClusterName(), "cluster name ("+clusterNameSource+")")
+}
+
+// setRuleOutputs adds what the transformation rules produced: labels (over the well-known ones: later keys
+// win), annotations, taints, and the record of matched and skipped rules.
+func setRuleOutputs(out *specs.NodeTransformSpec, rules rulesResult) {
+	for k, v := range rules.labels {
+		out.Labels[k] = v
+	}
+
+	if len(rules.annotations) > 0 {
+		out.Annotations = rules.annotations
+	}
+
+	for _, k := range slices.Sorted(maps.Keys(rules.taints)) {
+		out.Taints = append(out.Taints, rules.taints[k])
+	}
+
+	for k, origin := range rules.origins {
+		out.Origins[k] = origin
+	}
+
+	out.MatchedRules = rules.matched
+	out.SkippedRules = rules.skipped
 }
 
 // setProviderID picks the providerID: Talos's own, or the talos://<platform>/<ip> fallback, which is
 // written only where no authoritative ID will come (metal, nocloud, no PlatformMetadata) or once the wait for
 // one has run out. providerID is immutable on a Node, so a premature fallback could never be corrected.
-func setProviderID(out *specs.NodeTransformSpec, in TransformInput) time.Duration {
-	pm := in.Platform
-
+func setProviderID(out *specs.NodeTransformSpec, in TransformInput, pm *specs.PlatformMetadataSpec, ruleOrigins map[string]string) time.Duration {
 	if id := pm.GetProviderId(); id != "" {
 		out.ProviderId = id
-		out.Origins["providerID"] = "Talos platformMetadata.providerID"
+		out.Origins["providerID"] = factOrigin(ruleOrigins, "providerID")
 
 		return 0
 	}

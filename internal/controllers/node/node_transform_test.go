@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -74,4 +75,67 @@ func TestNodeTransformController(t *testing.T) {
 	// The Node goes away: so does its transform.
 	rtestutils.Destroy[*kube.KubeNode](ctx, t, st, []string{"w1"})
 	rtestutils.AssertNoResource[*node.NodeTransform](ctx, t, st, "w1")
+}
+
+func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	rt := ctest.New(t)
+	rt.Register(t, nodectrl.NewNodeTransformController())
+	ctx := rt.Start(t, 20*time.Second)
+	st := rt.State
+
+	rule := &specs.TransformationRule{
+		Name:         "web",
+		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: nodectrl.OpRegexp, Values: []string{"^web-"}}}}},
+		Labels:       map[string]string{"node-role.kubernetes.io/web": ""},
+		Taints:       map[string]string{"example.com/zone": "{{ .Zone }}:NoSchedule"},
+	}
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test", Transformations: []*specs.TransformationRule{rule}}
+	require.NoError(t, st.Create(ctx, cfg))
+
+	for _, name := range []string{"web-1", "db-1"} {
+		kn := kube.NewKubeNode(kube.NamespaceName, name)
+		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now()}
+		require.NoError(t, st.Create(ctx, kn))
+
+		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
+		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: name, Zone: "a"}
+		require.NoError(t, st.Create(ctx, pm))
+
+		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
+		ma.TypedSpec().Value = &specs.MachineAddressesSpec{NodeIp: "10.0.0.1"}
+		require.NoError(t, st.Create(ctx, ma))
+	}
+
+	rtestutils.AssertResource(ctx, t, st, "web-1", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.Equal([]string{"web"}, nt.TypedSpec().Value.GetMatchedRules())
+		a.Contains(nt.TypedSpec().Value.GetLabels(), "node-role.kubernetes.io/web")
+		a.Equal([]*specs.Taint{{Key: "example.com/zone", Value: "a", Effect: "NoSchedule"}}, nt.TypedSpec().Value.GetTaints())
+	})
+	rtestutils.AssertResource(ctx, t, st, "db-1", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.Empty(nt.TypedSpec().Value.GetMatchedRules())
+	})
+
+	// A changed fact reaches the transform...
+	pm, err := safe.StateGetByID[*talos.PlatformMetadata](ctx, st, "web-1")
+	require.NoError(t, err)
+
+	pm.TypedSpec().Value.Zone = "b"
+	require.NoError(t, st.Update(ctx, pm))
+
+	rtestutils.AssertResource(ctx, t, st, "web-1", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.Equal([]*specs.Taint{{Key: "example.com/zone", Value: "b", Effect: "NoSchedule"}}, nt.TypedSpec().Value.GetTaints())
+	})
+
+	// ... and so does a changed rule, on every node.
+	cfg.TypedSpec().Value.Transformations[0].NodeSelector = nil
+	require.NoError(t, st.Update(ctx, cfg))
+
+	rtestutils.AssertResources(ctx, t, st, []string{"web-1", "db-1"}, func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.Equal([]string{"web"}, nt.TypedSpec().Value.GetMatchedRules())
+	})
 }

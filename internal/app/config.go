@@ -1,0 +1,71 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/configfile"
+	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+)
+
+// loadConfigFile reads the config file; an empty path means none.
+func loadConfigFile(path string) (*specs.ConfigSpec, error) {
+	if path == "" {
+		return nil, nil
+	}
+
+	spec, err := configfile.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to load config file: %w", err)
+	}
+
+	return spec, nil
+}
+
+// flagsConfig is the config of the command-line flags and their defaults, with the ConfigSpec fields
+// given explicitly: those win over the config file, which wins over the defaults. The talosconfig context
+// name is the default cluster name.
+func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string) {
+	spec := &specs.ConfigSpec{
+		ClusterName:           opts.ClusterName,
+		PreferIpv6:            opts.PreferIPv6,
+		ProviderIdWaitSeconds: int64(opts.ProviderIDWait / time.Second),
+		Source:                "flags",
+	}
+
+	var explicit []string
+
+	switch {
+	case opts.ClusterName != "":
+		spec.ClusterNameSource = "flag --cluster-name"
+		explicit = append(explicit, "cluster_name")
+	case contextName != "":
+		spec.ClusterName = contextName
+		spec.ClusterNameSource = "talosconfig context"
+	}
+
+	if opts.PreferIPv6 || opts.PreferIPv6Set {
+		explicit = append(explicit, "prefer_ipv6")
+	}
+
+	return spec, explicit
+}
+
+// newConfigSource returns the config source: the flags, and the config file followed for changes.
+// Rejected changes are posted as Events on talos-ccm's Pod when it is known.
+func (p *pipeline) newConfigSource(flags *specs.ConfigSpec, explicit []string, file *specs.ConfigSpec) *configctrl.ConfigSourceController {
+	ctrl := &configctrl.ConfigSourceController{
+		Flags:    flags,
+		Explicit: explicit,
+		Path:     p.opts.ConfigFile,
+		Initial:  file,
+	}
+
+	if p.opts.ConfigFile != "" && p.opts.PodNamespace != "" && p.opts.PodName != "" {
+		ctrl.Rejected = k8ssink.NewConfigEvents(p.eventRecorder(), p.opts.PodNamespace, p.opts.PodName)
+	}
+
+	return ctrl
+}

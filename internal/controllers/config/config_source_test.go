@@ -1,0 +1,294 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/configfile"
+	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+)
+
+func TestMerge(t *testing.T) {
+	t.Parallel()
+
+	flags := &specs.ConfigSpec{ClusterName: "from-context", ClusterNameSource: "talosconfig context", ProviderIdWaitSeconds: 300, Source: "flags"}
+	file := &specs.ConfigSpec{
+		ClusterName: "from-file", PreferIpv6: true, Source: "file ccm.yaml", FileSha256: "abc",
+		Transformations: []*specs.TransformationRule{{Name: "r", Labels: map[string]string{"a": "b"}}},
+	}
+
+	for _, tc := range []struct {
+		name     string
+		flags    *specs.ConfigSpec
+		explicit []string
+		file     *specs.ConfigSpec
+		want     *specs.ConfigSpec
+	}{
+		{
+			name:  "flags only",
+			flags: flags,
+			want:  flags,
+		},
+		{
+			name:  "the file over the defaults of the flags",
+			flags: flags,
+			file:  file,
+			want: &specs.ConfigSpec{
+				ClusterName: "from-file", ClusterNameSource: "global.clusterName of the config file ccm.yaml", PreferIpv6: true,
+				ProviderIdWaitSeconds: 300, Source: "file ccm.yaml and flags", FileSha256: "abc", Transformations: file.Transformations,
+			},
+		},
+		{
+			name:     "explicit flags over the file",
+			flags:    &specs.ConfigSpec{ClusterName: "from-flag", ClusterNameSource: "flag --cluster-name", PreferIpv6: false, Source: "flags"},
+			explicit: []string{"cluster_name", "prefer_ipv6"},
+			file:     file,
+			want: &specs.ConfigSpec{
+				ClusterName: "from-flag", ClusterNameSource: "flag --cluster-name", PreferIpv6: false,
+				Source: "file ccm.yaml and flags", FileSha256: "abc", Transformations: file.Transformations,
+			},
+		},
+		{
+			name:  "a file without a cluster name keeps the flags' one",
+			flags: flags,
+			file:  &specs.ConfigSpec{Source: "file ccm.yaml"},
+			want: &specs.ConfigSpec{
+				ClusterName: "from-context", ClusterNameSource: "talosconfig context", ProviderIdWaitSeconds: 300,
+				Source: "file ccm.yaml and flags",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			got := configctrl.Merge(tc.flags, tc.explicit, tc.file)
+			assert.True(t, proto.Equal(tc.want, got), "got %v", got)
+		})
+	}
+}
+
+// rejections records the rejected config changes.
+type rejections struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (r *rejections) ConfigRejected(_ string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	r.errs = append(r.errs, err)
+}
+
+func (r *rejections) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	return len(r.errs)
+}
+
+func (r *rejections) last() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	if len(r.errs) == 0 {
+		return nil
+	}
+
+	return r.errs[len(r.errs)-1]
+}
+
+func counterValue(t *testing.T) float64 {
+	t.Helper()
+
+	var m dto.Metric
+
+	require.NoError(t, metrics.ConfigReloadFailures.Write(&m))
+
+	return m.GetCounter().GetValue()
+}
+
+const (
+	configV1 = "global:\n  clusterName: c1\ntransformations:\n  - name: web\n    labels: {example.com/web: \"\"}\n"
+	configV2 = "global:\n  clusterName: c2\ntransformations:\n  - name: db\n    labels: {example.com/db: \"\"}\n"
+	configV3 = "global:\n  clusterName: c3\n"
+	// configBad has a regular expression that does not compile.
+	configBad = "transformations:\n  - name: web\n    nodeSelector:\n      - matchExpressions:\n          - {key: hostname, operator: Regexp, values: [\"[\"]}\n    labels: {a: b}\n"
+)
+
+// configMapDir lays out dir as the kubelet mounts a ConfigMap: the file is a symlink through ..data to a
+// timestamped directory, and an update swaps ..data.
+type configMapDir struct {
+	dir string
+	gen int
+}
+
+func (c *configMapDir) write(t *testing.T, content string) {
+	t.Helper()
+
+	c.gen++
+
+	data := filepath.Join(c.dir, "..2026_01_01_00_00_0"+string(rune('0'+c.gen)))
+	require.NoError(t, os.Mkdir(data, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(data, "config.yaml"), []byte(content), 0o600))
+
+	tmp := filepath.Join(c.dir, "..data_tmp")
+	require.NoError(t, os.Symlink(filepath.Base(data), tmp))
+	require.NoError(t, os.Rename(tmp, filepath.Join(c.dir, "..data")))
+
+	link := filepath.Join(c.dir, "config.yaml")
+	if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
+		require.NoError(t, os.Symlink(filepath.Join("..data", "config.yaml"), link))
+	}
+}
+
+//nolint:paralleltest // It reads a process-wide counter.
+func TestConfigSourceReloads(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	for _, layout := range []string{"file", "configmap"} {
+		t.Run(layout, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "config.yaml")
+			cm := &configMapDir{dir: dir}
+
+			write := func(content string) {
+				if layout == "configmap" {
+					cm.write(t, content)
+				} else {
+					require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+				}
+			}
+
+			write(configV1)
+
+			initial, err := configfile.Load(path)
+			require.NoError(t, err)
+
+			rejected := &rejections{}
+			rt := ctest.New(t)
+			rt.Register(t, &configctrl.ConfigSourceController{
+				Flags:    &specs.ConfigSpec{ClusterName: "flag", Source: "flags", ProviderIdWaitSeconds: 60},
+				Explicit: nil,
+				Path:     path,
+				Initial:  initial,
+				Rejected: rejected,
+				// Notifications, not polling, must carry these changes.
+				PollInterval: time.Hour,
+			})
+			ctx := rt.Start(t, 30*time.Second)
+
+			assertConfig := func(clusterName string, rules ...string) {
+				t.Helper()
+
+				rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+					spec := c.TypedSpec().Value
+					a.Equal(clusterName, spec.GetClusterName())
+					a.Equal(int64(60), spec.GetProviderIdWaitSeconds())
+
+					var names []string
+					for _, r := range spec.GetTransformations() {
+						names = append(names, r.GetName())
+					}
+
+					a.Equal(rules, names)
+				})
+			}
+
+			assertConfig("c1", "web")
+
+			write(configV2)
+			assertConfig("c2", "db")
+
+			failures := counterValue(t)
+
+			write(configBad)
+			require.Eventually(t, func() bool { return rejected.count() == 1 }, 10*time.Second, 20*time.Millisecond)
+			assert.ErrorContains(t, rejected.last(), path+":5: rule \"web\": nodeSelector[0].matchExpressions[0]: invalid regular expression")
+			assert.Equal(t, failures+1, counterValue(t))
+
+			// The last good config stays; the same bad content is reported once.
+			time.Sleep(500 * time.Millisecond)
+			assertConfig("c2", "db")
+			assert.Equal(t, 1, rejected.count())
+
+			write(configV3)
+			assertConfig("c3")
+			assert.Equal(t, failures+1, counterValue(t))
+		})
+	}
+}
+
+//nolint:paralleltest // It reads a process-wide counter.
+func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+
+	require.NoError(t, os.WriteFile(path, []byte(configV1), 0o600))
+
+	rejected := &rejections{}
+	rt := ctest.New(t)
+	// No Initial: the controller reads the file itself.
+	rt.Register(t, &configctrl.ConfigSourceController{
+		Flags:        &specs.ConfigSpec{Source: "flags"},
+		Path:         path,
+		Rejected:     rejected,
+		PollInterval: 100 * time.Millisecond,
+	})
+	ctx := rt.Start(t, 30*time.Second)
+
+	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+		a.Equal("c1", c.TypedSpec().Value.GetClusterName())
+		a.Equal("file "+path+" and flags", c.TypedSpec().Value.GetSource())
+	})
+
+	require.NoError(t, os.Remove(path))
+	require.Eventually(t, func() bool { return rejected.count() == 1 }, 10*time.Second, 20*time.Millisecond)
+	assert.ErrorContains(t, rejected.last(), "failed to read config file")
+
+	// Polled again and again: still one report, still the last good config.
+	time.Sleep(500 * time.Millisecond)
+	assert.Equal(t, 1, rejected.count())
+
+	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+		a.Equal("c1", c.TypedSpec().Value.GetClusterName())
+	})
+
+	require.NoError(t, os.WriteFile(path, []byte(configV2), 0o600))
+
+	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+		a.Equal("c2", c.TypedSpec().Value.GetClusterName())
+	})
+}
+
+func TestConfigSourceFlagsOnly(t *testing.T) {
+	t.Parallel()
+
+	rt := ctest.New(t)
+	rt.Register(t, &configctrl.ConfigSourceController{Flags: &specs.ConfigSpec{ClusterName: "flags-only", Source: "flags"}})
+	ctx := rt.Start(t, 10*time.Second)
+
+	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+		a.Equal("flags-only", c.TypedSpec().Value.GetClusterName())
+		a.Equal("flags", c.TypedSpec().Value.GetSource())
+	})
+}
