@@ -1,0 +1,242 @@
+// Package csr holds the controller that decides about kubelet serving certificate requests.
+package csr
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/generic"
+	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/gen/xerrors"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+)
+
+// CSRDecisionOptions tune the CSRDecision controller.
+type CSRDecisionOptions struct {
+	// Now is the clock the decisions are stamped with; nil means time.Now.
+	Now func() time.Time
+	// TalosFacts says that a Talos source runs: rule 8 then waits for each machine's addresses. Without
+	// one, rule 8 is skipped and the decisions say so.
+	TalosFacts bool
+}
+
+// CSRDecisionController decides about every pending kubelet serving certificate request (KubeCSR) from the
+// requesting node's KubeNode, its machine's MachineAddresses and the Config, with DecideCSR.
+type CSRDecisionController = qtransform.QController[*kube.KubeCSR, *csrres.CSRDecision]
+
+// NewCSRDecisionController instantiates the CSRDecision controller.
+func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+
+	d := &csrDecider{opts: opts}
+
+	return qtransform.NewQController(
+		qtransform.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
+			Name: "csr.CSRDecisionController",
+			MapMetadataFunc: func(in *kube.KubeCSR) *csrres.CSRDecision {
+				return csrres.NewCSRDecision(csrres.NamespaceName, in.Metadata().ID())
+			},
+			UnmapMetadataFunc: func(out *csrres.CSRDecision) *kube.KubeCSR {
+				return kube.NewKubeCSR(kube.NamespaceName, out.Metadata().ID())
+			},
+			TransformFunc: d.transform,
+		},
+		qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperFuncFromTyped[*kube.KubeNode](
+			func(ctx context.Context, _ *zap.Logger, r controller.QRuntime, n *kube.KubeNode) ([]resource.Pointer, error) {
+				return requestsOf(ctx, r, NodeUserPrefix+n.Metadata().ID())
+			})),
+		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperFuncFromTyped[*talos.MachineAddresses](
+			func(ctx context.Context, _ *zap.Logger, r controller.QRuntime, m *talos.MachineAddresses) ([]resource.Pointer, error) {
+				return requestsOf(ctx, r, NodeUserPrefix+m.Metadata().ID())
+			})),
+		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](
+			func(ctx context.Context, _ *zap.Logger, r controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
+				return requestsOf(ctx, r, "")
+			})),
+	)
+}
+
+type csrDecider struct {
+	opts CSRDecisionOptions
+}
+
+func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeCSR, out *csrres.CSRDecision) error {
+	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
+	if err != nil {
+		if state.IsNotFoundError(err) {
+			return xerrors.NewTaggedf[qtransform.SkipReconcileTag]("no active config yet")
+		}
+
+		return fmt.Errorf("failed to read config: %w", err)
+	}
+
+	name := in.Metadata().ID()
+	request := in.TypedSpec().Value
+
+	supersededBy, err := supersededBy(ctx, r, name, request)
+	if err != nil {
+		return err
+	}
+
+	input := DecisionInput{
+		Now:          d.opts.Now(),
+		CSR:          request,
+		Config:       cfg.TypedSpec().Value,
+		SupersededBy: supersededBy,
+		TalosFacts:   d.opts.TalosFacts,
+	}
+
+	if nodeName, ok := NodeName(request.GetUsername()); ok && supersededBy == "" {
+		node, err := getRunning[*kube.KubeNode](ctx, r, nodeName)
+		if err != nil {
+			return err
+		}
+
+		if node != nil {
+			input.Node = node.TypedSpec().Value
+		}
+
+		if d.opts.TalosFacts {
+			machine, err := getRunning[*talos.MachineAddresses](ctx, r, nodeName)
+			if err != nil {
+				return err
+			}
+
+			if machine != nil {
+				input.Machine = machine.TypedSpec().Value
+			}
+		}
+	}
+
+	decision, recheck := DecideCSR(input)
+	decision.InputVersion = InputVersion(in)
+
+	previous := out.TypedSpec().Value
+	if sameDecision(previous, decision) {
+		// The decision stands: it keeps the time it was first reached, and nothing is written.
+		decision.DecidedAt = previous.GetDecidedAt()
+	}
+
+	if previous.GetVerdict() != decision.GetVerdict() {
+		countDecision(decision)
+
+		logger.Info("csr decided",
+			zap.String("csr", name), zap.String("node", decision.GetNode()), zap.String("verdict", decision.GetVerdict()),
+			zap.String("reason", decision.GetReason()))
+	}
+
+	out.TypedSpec().Value = decision
+
+	if recheck > 0 {
+		return controller.NewRequeueInterval(recheck)
+	}
+
+	return nil
+}
+
+// InputVersion identifies one version of one KubeCSR, also across restarts (the mirror is re-created, with
+// a new creation time): a sink applies a decision only when it was computed from the KubeCSR in place.
+func InputVersion(in *kube.KubeCSR) string {
+	return in.Metadata().Version().String() + "@" + strconv.FormatInt(in.Metadata().Created().UnixNano(), 10)
+}
+
+// sameDecision compares two decisions except for the time they were reached.
+func sameDecision(a, b *specs.CSRDecisionSpec) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+
+	a, b = proto.CloneOf(a), proto.CloneOf(b)
+	a.DecidedAt, b.DecidedAt = nil, nil
+
+	return proto.Equal(a, b)
+}
+
+func countDecision(decision *specs.CSRDecisionSpec) {
+	metrics.CSRDecisions.WithLabelValues(decision.GetVerdict()).Inc()
+
+	if decision.GetVerdict() != VerdictDeny {
+		return
+	}
+
+	for _, rule := range decision.GetRules() {
+		if rule.GetResult() == ResultFail && denying[rule.GetNumber()] {
+			metrics.CSRRuleFailures.WithLabelValues(strconv.Itoa(int(rule.GetNumber())) + "-" + rule.GetName()).Inc()
+		}
+	}
+}
+
+// supersededBy finds the newest pending request of the same requester that is newer than this one.
+func supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
+	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r)
+	if err != nil {
+		return "", fmt.Errorf("failed to list certificate requests: %w", err)
+	}
+
+	siblings := map[string]time.Time{}
+
+	for other := range all.All() {
+		spec := other.TypedSpec().Value
+		if other.Metadata().Phase() != resource.PhaseRunning || spec.GetUsername() != request.GetUsername() {
+			continue
+		}
+
+		siblings[other.Metadata().ID()] = spec.GetCreated().AsTime()
+	}
+
+	return SupersededBy(name, request.GetCreated().AsTime(), siblings), nil
+}
+
+// requestsOf lists the pending requests of one requester (every request when username is empty).
+func requestsOf(ctx context.Context, r controller.QRuntime, username string) ([]resource.Pointer, error) {
+	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list certificate requests: %w", err)
+	}
+
+	var ptrs []resource.Pointer
+
+	for res := range all.All() {
+		if username == "" || res.TypedSpec().Value.GetUsername() == username {
+			ptrs = append(ptrs, res.Metadata())
+		}
+	}
+
+	return ptrs, nil
+}
+
+// getRunning reads a resource that may not exist; a missing one, or one being torn down, is nil.
+func getRunning[R generic.ResourceWithRD](ctx context.Context, r controller.Reader, id resource.ID) (R, error) {
+	var zero R
+
+	res, err := safe.ReaderGetByID[R](ctx, r, id)
+	if err != nil {
+		if state.IsNotFoundError(err) {
+			return zero, nil
+		}
+
+		return zero, fmt.Errorf("failed to read %s: %w", id, err)
+	}
+
+	if res.Metadata().Phase() != resource.PhaseRunning {
+		return zero, nil
+	}
+
+	return res, nil
+}

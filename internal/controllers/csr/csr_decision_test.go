@@ -1,0 +1,157 @@
+package csr_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+)
+
+func TestCSRDecisionController(t *testing.T) {
+	// Cleanups run last-in first-out: this one runs after the runtime has stopped.
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	valid := validInput(t)
+
+	rt := ctest.New(t)
+	rt.Register(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }}))
+	ctx := rt.Start(t, 20*time.Second)
+	st := rt.State
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
+	require.NoError(t, st.Create(ctx, cfg))
+
+	// A request that comes before its Node waits.
+	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
+	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	require.NoError(t, st.Create(ctx, request))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Contains(d.TypedSpec().Value.GetReason(), `Node "w1" does not exist yet`)
+		a.Equal("w1", d.TypedSpec().Value.GetNode())
+	})
+
+	// The Node registers, uninitialized: still waiting.
+	node := kube.NewKubeNode(kube.NamespaceName, "w1")
+	node.TypedSpec().Value = proto.CloneOf(valid.Node)
+	node.TypedSpec().Value.Uninitialized = true
+	require.NoError(t, st.Create(ctx, node))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
+	})
+
+	// Initialized, but the Talos facts are not read yet.
+	node.TypedSpec().Value.Uninitialized = false
+	require.NoError(t, st.Update(ctx, node))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Contains(d.TypedSpec().Value.GetReason(), "Talos facts")
+	})
+
+	// The facts come: approved.
+	machine := talos.NewMachineAddresses(talos.NamespaceName, "w1")
+	machine.TypedSpec().Value = proto.CloneOf(valid.Machine)
+	require.NoError(t, st.Create(ctx, machine))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+
+		// The decision names the version of the request mirror it was computed from (the sink checks it).
+		current, err := safe.StateGetByID[*kube.KubeCSR](ctx, st, "csr-1")
+		a.NoError(err)
+		a.Equal(csrctrl.InputVersion(current), d.TypedSpec().Value.GetInputVersion())
+	})
+
+	// A newer request of the same node supersedes it once its inputs change; the newer one is decided.
+	newer := kube.NewKubeCSR(kube.NamespaceName, "csr-2")
+	newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	newer.TypedSpec().Value.Created = timestamppb.New(now)
+	require.NoError(t, st.Create(ctx, newer))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict())
+	})
+
+	machine.TypedSpec().Value.Addresses = append(machine.TypedSpec().Value.Addresses, &specs.MachineAddress{Address: "10.0.0.99/32"})
+	require.NoError(t, st.Update(ctx, machine))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
+	})
+
+	// A configuration change re-decides: an operator narrowing that excludes the ExternalIP denies.
+	cfg.TypedSpec().Value.CsrApproval = &specs.CSRApprovalConfig{AllowedIpPrefixes: []string{"10.0.0.0/8"}}
+	require.NoError(t, st.Update(ctx, cfg))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictDeny, d.TypedSpec().Value.GetVerdict())
+		a.Contains(d.TypedSpec().Value.GetReason(), "rule 10")
+	})
+
+	// Decisions are not rewritten when nothing changed, so they keep the time they were reached.
+	before, err := safe.StateGetByID[*csrres.CSRDecision](ctx, st, "csr-2")
+	require.NoError(t, err)
+
+	node.TypedSpec().Value.Ready = true
+	require.NoError(t, st.Update(ctx, node))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(before.Metadata().Version(), d.Metadata().Version())
+	})
+
+	// Requests leave: so do their decisions.
+	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-1", "csr-2"})
+	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-1")
+	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-2")
+}
+
+func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	valid := validInput(t)
+
+	rt := ctest.New(t)
+	rt.Register(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{}))
+	ctx := rt.Start(t, 20*time.Second)
+	st := rt.State
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
+	require.NoError(t, st.Create(ctx, cfg))
+
+	node := kube.NewKubeNode(kube.NamespaceName, "w1")
+	node.TypedSpec().Value = proto.CloneOf(valid.Node)
+	require.NoError(t, st.Create(ctx, node))
+
+	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
+	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	require.NoError(t, st.Create(ctx, request))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		spec := d.TypedSpec().Value
+		a.Equal(csrctrl.VerdictApprove, spec.GetVerdict(), spec.GetReason())
+		a.Contains(spec.GetReason(), "rule 8 (machine-addresses): no Talos API access")
+		a.WithinDuration(time.Now(), spec.GetDecidedAt().AsTime(), time.Minute)
+	})
+}

@@ -1,0 +1,841 @@
+package csr
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/asn1"
+	"encoding/pem"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// Verdicts of a CSRDecision.
+const (
+	VerdictApprove = "approve"
+	VerdictDeny    = "deny"
+	VerdictWait    = "wait"
+)
+
+// Outcomes of one rule.
+const (
+	ResultPass = "pass"
+	ResultFail = "fail"
+	ResultWait = "wait"
+	ResultSkip = "skip"
+)
+
+// Limits and names the rules use.
+const (
+	// NodeUserPrefix prefixes the user name of a node's credentials.
+	NodeUserPrefix = "system:node:"
+	// NodesGroup is the group of every node's credentials.
+	NodesGroup = "system:nodes"
+	// MaxRequestBytes is the largest spec.request accepted (rule 2).
+	MaxRequestBytes = 512 << 10
+	// MaxSANs bounds the subject alternative names of a request (rule 2).
+	MaxSANs = 100
+	// MaxRSABits bounds RSA keys: verifying a signature with a larger key costs more than a request should.
+	MaxRSABits = 8192
+	// DefaultMaxExpirationSeconds is the longest certificate lifetime a request may ask for when the
+	// configuration says nothing: one year.
+	DefaultMaxExpirationSeconds = 365 * 24 * 60 * 60
+	// DefaultClusterDomain is the cluster DNS domain when the configuration says nothing.
+	DefaultClusterDomain = "cluster.local"
+	// AddressSettle is how long a request whose names or addresses do not match its Node's waits before it
+	// is denied: the Node's new addresses and the request that names them come through separate watches.
+	AddressSettle = 5 * time.Second
+)
+
+// Key usages a kubelet serving certificate may have (rule 4).
+const (
+	usageDigitalSignature = "digital signature"
+	usageKeyEncipherment  = "key encipherment"
+	usageServerAuth       = "server auth"
+)
+
+// Rule identifies one approval rule: its number in the README and a short name.
+type Rule struct {
+	Name   string
+	Number int32
+}
+
+// The approval rules, in order. Every one must pass (rule 8 may be skipped) for a request to be approved.
+var (
+	RuleRequester        = Rule{Number: 1, Name: "requester"}
+	RuleRequest          = Rule{Number: 2, Name: "request"}
+	RuleSubject          = Rule{Number: 3, Name: "subject"}
+	RuleUsages           = Rule{Number: 4, Name: "usages"}
+	RuleExpiration       = Rule{Number: 5, Name: "expiration"}
+	RuleNode             = Rule{Number: 6, Name: "node"}
+	RuleNodeAddresses    = Rule{Number: 7, Name: "node-addresses"}
+	RuleMachineAddresses = Rule{Number: 8, Name: "machine-addresses"}
+	RuleReserved         = Rule{Number: 9, Name: "reserved"}
+	RuleOperator         = Rule{Number: 10, Name: "operator"}
+)
+
+// denying lists the rules whose failure denies a request. A failure of any other rule only waits: the
+// Node may not be initialized yet, or the Talos facts may lag behind.
+var denying = map[int32]bool{1: true, 2: true, 3: true, 4: true, 5: true, 7: true, 9: true, 10: true}
+
+// DecisionInput is everything the decision about one request depends on.
+type DecisionInput struct {
+	// Now is the time of the decision.
+	Now time.Time
+	// CSR is the request.
+	CSR *specs.KubeCSRSpec
+	// Node is the requesting node's Node, nil when there is none.
+	Node *specs.KubeNodeSpec
+	// Machine holds the Talos facts of the requesting node's machine, nil when there are none.
+	Machine *specs.MachineAddressesSpec
+	// Config is the configuration in force; nil means the defaults.
+	Config *specs.ConfigSpec
+	// SupersededBy names a newer pending request of the same requester, when there is one.
+	SupersededBy string
+	// TalosFacts says whether a Talos source runs: then rule 8 waits for the machine's facts; without one
+	// rule 8 is skipped.
+	TalosFacts bool
+}
+
+// DecideCSR applies the approval rules to a request. It also returns, for a request that waits only
+// because its names do not match its Node yet, how long until it should be decided again (zero
+// otherwise). It never panics, whatever the input.
+func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
+	csr := in.CSR
+	if csr == nil {
+		csr = &specs.KubeCSRSpec{}
+	}
+
+	nodeName, isNode := NodeName(csr.GetUsername())
+
+	out := &specs.CSRDecisionSpec{
+		Requester: clean(csr.GetUsername()),
+		CsrUid:    clean(csr.GetUid()),
+		DecidedAt: timestamppb.New(in.Now),
+	}
+
+	if isNode {
+		out.Node = clean(nodeName)
+	}
+
+	if in.SupersededBy != "" {
+		out.Verdict = VerdictWait
+		out.SupersededBy = clean(in.SupersededBy)
+		out.Reason = fmt.Sprintf("superseded by the newer pending request %q of the same requester: only the newest one is decided", out.SupersededBy)
+
+		return out, 0
+	}
+
+	d := decider{in: in, csr: csr, nodeName: nodeName, isNode: isNode}
+	d.parse()
+
+	if d.req != nil {
+		out.DnsNames = d.dnsNames
+		for _, ip := range d.ips {
+			out.IpAddresses = append(out.IpAddresses, ip.String())
+		}
+	}
+
+	for _, check := range []func() *specs.CSRRuleResult{
+		d.requester, d.request, d.subject, d.usages, d.expiration, d.node, d.nodeAddresses, d.machineAddresses, d.reserved, d.operator,
+	} {
+		out.Rules = append(out.Rules, check())
+	}
+
+	out.Verdict, out.Reason = verdict(out.Rules)
+
+	var recheck time.Duration
+	if out.Verdict == VerdictWait && d.settleUntil.After(in.Now) {
+		recheck = d.settleUntil.Sub(in.Now)
+	}
+
+	return out, recheck
+}
+
+// NodeName returns the node name of a node's user name (system:node:NAME).
+func NodeName(username string) (string, bool) {
+	name, ok := strings.CutPrefix(username, NodeUserPrefix)
+	if !ok || name == "" {
+		return "", false
+	}
+
+	return name, true
+}
+
+// verdict combines the rule outcomes: deny on a failure of a denying rule, wait on any other failure or
+// wait, approve otherwise.
+func verdict(rules []*specs.CSRRuleResult) (string, string) {
+	var denied, waiting, skipped []string
+
+	for _, r := range rules {
+		line := fmt.Sprintf("rule %d (%s): %s", r.GetNumber(), r.GetName(), r.GetReason())
+
+		switch {
+		case r.GetResult() == ResultFail && denying[r.GetNumber()]:
+			denied = append(denied, line)
+		case r.GetResult() == ResultFail || r.GetResult() == ResultWait:
+			waiting = append(waiting, line)
+		case r.GetResult() == ResultSkip:
+			skipped = append(skipped, line)
+		}
+	}
+
+	switch {
+	case len(denied) > 0:
+		return VerdictDeny, strings.Join(denied, "; ")
+	case len(waiting) > 0:
+		return VerdictWait, strings.Join(waiting, "; ")
+	case len(skipped) > 0:
+		return VerdictApprove, "every rule passes; " + strings.Join(skipped, "; ")
+	default:
+		return VerdictApprove, "every rule passes"
+	}
+}
+
+// decider evaluates the rules of one request.
+type decider struct {
+	in       DecisionInput
+	csr      *specs.KubeCSRSpec
+	req      *x509.CertificateRequest
+	nodeName string
+	// parseErr says why the request cannot be used, when req is nil.
+	parseErr string
+	// otherSANs lists the subject alternative names that are neither DNS names nor IP addresses.
+	otherSANs []string
+	dnsNames  []string
+	ips       []netip.Addr
+	// settleUntil is set when the names do not match the Node yet and the request is young.
+	settleUntil time.Time
+	isNode      bool
+}
+
+func pass(rule Rule, format string, args ...any) *specs.CSRRuleResult {
+	return result(rule, ResultPass, format, args...)
+}
+
+func fail(rule Rule, format string, args ...any) *specs.CSRRuleResult {
+	return result(rule, ResultFail, format, args...)
+}
+
+func wait(rule Rule, format string, args ...any) *specs.CSRRuleResult {
+	return result(rule, ResultWait, format, args...)
+}
+
+func skip(rule Rule, format string, args ...any) *specs.CSRRuleResult {
+	return result(rule, ResultSkip, format, args...)
+}
+
+func result(rule Rule, res, format string, args ...any) *specs.CSRRuleResult {
+	return &specs.CSRRuleResult{Number: rule.Number, Name: rule.Name, Result: res, Reason: clean(fmt.Sprintf(format, args...))}
+}
+
+// clean keeps text from a request printable in a decision (protobuf strings must be valid UTF-8) and
+// bounded in length.
+func clean(s string) string {
+	const limit = 4096
+
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > limit {
+		s = strings.ToValidUTF8(s[:limit], "") + "…"
+	}
+
+	return s
+}
+
+// parse decodes and parses the request, and reads its subject alternative names.
+func (d *decider) parse() {
+	raw := d.csr.GetRequest()
+
+	if len(raw) > MaxRequestBytes {
+		d.parseErr = fmt.Sprintf("the request is %d bytes, more than %d", len(raw), MaxRequestBytes)
+
+		return
+	}
+
+	begin := strings.Index(string(raw), "-----BEGIN")
+	if begin < 0 {
+		d.parseErr = "the request is not PEM-encoded"
+
+		return
+	}
+
+	if strings.TrimSpace(string(raw[:begin])) != "" {
+		d.parseErr = "the request has data before its PEM block"
+
+		return
+	}
+
+	block, rest := pem.Decode(raw[begin:])
+
+	switch {
+	case block == nil:
+		d.parseErr = "the request is not PEM-encoded"
+
+		return
+	case block.Type != "CERTIFICATE REQUEST":
+		d.parseErr = fmt.Sprintf("the PEM block is a %q, not a CERTIFICATE REQUEST", block.Type)
+
+		return
+	case strings.TrimSpace(string(rest)) != "":
+		d.parseErr = "the request has data after its PEM block"
+
+		return
+	}
+
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		d.parseErr = "the request does not parse: " + err.Error()
+
+		return
+	}
+
+	others, err := otherSANTypes(req)
+	if err != nil {
+		d.parseErr = err.Error()
+
+		return
+	}
+
+	d.req = req
+	d.otherSANs = others
+
+	for _, name := range req.DNSNames {
+		d.dnsNames = append(d.dnsNames, clean(name))
+	}
+
+	for _, ip := range req.IPAddresses {
+		if addr, ok := netip.AddrFromSlice(ip); ok {
+			d.ips = append(d.ips, addr.Unmap())
+		}
+	}
+}
+
+// generalNameTypes names the GeneralName choices of RFC 5280 by their context-specific tag.
+var generalNameTypes = map[int]string{
+	0: "otherName", 1: "email", 2: "DNS", 3: "x400Address", 4: "directoryName", 5: "ediPartyName", 6: "URI", 7: "IP", 8: "registeredID",
+}
+
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// otherSANTypes lists the subject alternative names that are not DNS names or IP addresses, including
+// those Go's parser ignores (otherName, directoryName, registeredID and the like).
+func otherSANTypes(req *x509.CertificateRequest) ([]string, error) {
+	var (
+		others []string
+		seen   int
+	)
+
+	for _, ext := range req.Extensions {
+		if !ext.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+
+		seen++
+		if seen > 1 {
+			return nil, fmt.Errorf("the request has more than one subject alternative name extension")
+		}
+
+		var seq asn1.RawValue
+
+		rest, err := asn1.Unmarshal(ext.Value, &seq)
+		if err != nil || len(rest) > 0 || seq.Class != asn1.ClassUniversal || seq.Tag != asn1.TagSequence || !seq.IsCompound {
+			return nil, fmt.Errorf("the subject alternative name extension is malformed")
+		}
+
+		for inner := seq.Bytes; len(inner) > 0; {
+			var name asn1.RawValue
+
+			if inner, err = asn1.Unmarshal(inner, &name); err != nil {
+				return nil, fmt.Errorf("the subject alternative name extension is malformed")
+			}
+
+			if name.Class != asn1.ClassContextSpecific {
+				return nil, fmt.Errorf("the subject alternative name extension is malformed")
+			}
+
+			if name.Tag == 2 || name.Tag == 7 {
+				continue
+			}
+
+			kind, ok := generalNameTypes[name.Tag]
+			if !ok {
+				kind = fmt.Sprintf("type %d", name.Tag)
+			}
+
+			if !slices.Contains(others, kind) {
+				others = append(others, kind)
+			}
+		}
+	}
+
+	return others, nil
+}
+
+// requester is rule 1: the requester is a node.
+func (d *decider) requester() *specs.CSRRuleResult {
+	username := d.csr.GetUsername()
+
+	if !d.isNode {
+		return fail(RuleRequester, "the requester %q is not a node (%sNAME)", username, NodeUserPrefix)
+	}
+
+	if errs := validation.IsDNS1123Subdomain(d.nodeName); len(errs) > 0 {
+		return fail(RuleRequester, "the node name %q is not a DNS-1123 subdomain", d.nodeName)
+	}
+
+	if !slices.Contains(d.csr.GetGroups(), NodesGroup) {
+		return fail(RuleRequester, "the requester %q is not in the group %s", username, NodesGroup)
+	}
+
+	return pass(RuleRequester, "%s in the group %s", username, NodesGroup)
+}
+
+// request is rule 2: the request parses, its signature verifies, its size and SAN count are bounded and its
+// key is strong.
+func (d *decider) request() *specs.CSRRuleResult {
+	if d.req == nil {
+		return fail(RuleRequest, "%s", d.parseErr)
+	}
+
+	if err := d.req.CheckSignature(); err != nil {
+		return fail(RuleRequest, "the signature does not verify: %v", err)
+	}
+
+	sans := len(d.req.DNSNames) + len(d.req.IPAddresses) + len(d.req.EmailAddresses) + len(d.req.URIs) + len(d.otherSANs)
+	if sans > MaxSANs {
+		return fail(RuleRequest, "%d subject alternative names, more than %d", sans, MaxSANs)
+	}
+
+	key, ok := keyDescription(d.req.PublicKey)
+	if !ok {
+		return fail(RuleRequest, "the key is %s: RSA of at least 2048 bits, ECDSA P-256 or P-384, or Ed25519 only", key)
+	}
+
+	return pass(RuleRequest, "%d bytes, %s key, signature verified", len(d.csr.GetRequest()), key)
+}
+
+// keyDescription describes a public key and says whether it is accepted.
+func keyDescription(key any) (string, bool) {
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		if k == nil || k.N == nil {
+			return "an invalid RSA key", false
+		}
+
+		bits := k.N.BitLen()
+
+		return fmt.Sprintf("RSA %d bits", bits), bits >= 2048 && bits <= MaxRSABits
+	case *ecdsa.PublicKey:
+		if k == nil || k.Curve == nil {
+			return "an invalid ECDSA key", false
+		}
+
+		name := k.Curve.Params().Name
+
+		return "ECDSA " + name, k.Curve == elliptic.P256() || k.Curve == elliptic.P384()
+	case ed25519.PublicKey:
+		return "Ed25519", len(k) == ed25519.PublicKeySize
+	default:
+		return fmt.Sprintf("of type %T", key), false
+	}
+}
+
+// subject is rule 3: O is exactly system:nodes, CN is the requester, and the SANs are DNS names and IP
+// addresses only, at least one.
+func (d *decider) subject() *specs.CSRRuleResult {
+	if d.req == nil {
+		return skip(RuleSubject, "the request does not parse")
+	}
+
+	var problems []string
+
+	subject := d.req.Subject
+	if !slices.Equal(subject.Organization, []string{NodesGroup}) {
+		problems = append(problems, fmt.Sprintf("O is %q, not exactly [%q]", subject.Organization, NodesGroup))
+	}
+
+	commonNames := 0
+
+	for _, attr := range subject.Names {
+		if attr.Type.Equal(asn1.ObjectIdentifier{2, 5, 4, 3}) {
+			commonNames++
+		}
+	}
+
+	switch {
+	case commonNames > 1:
+		problems = append(problems, fmt.Sprintf("the subject has %d CNs", commonNames))
+	case subject.CommonName != d.csr.GetUsername():
+		problems = append(problems, fmt.Sprintf("CN %q is not the requester %q", subject.CommonName, d.csr.GetUsername()))
+	}
+
+	if len(d.req.EmailAddresses) > 0 || len(d.req.URIs) > 0 || len(d.otherSANs) > 0 {
+		kinds := slices.Clone(d.otherSANs)
+
+		if len(d.req.EmailAddresses) > 0 && !slices.Contains(kinds, "email") {
+			kinds = append(kinds, "email")
+		}
+
+		if len(d.req.URIs) > 0 && !slices.Contains(kinds, "URI") {
+			kinds = append(kinds, "URI")
+		}
+
+		problems = append(problems, "subject alternative names of a forbidden type: "+strings.Join(kinds, ", "))
+	}
+
+	if len(d.req.DNSNames)+len(d.req.IPAddresses) == 0 {
+		problems = append(problems, "no DNS name or IP address")
+	}
+
+	if len(problems) > 0 {
+		return fail(RuleSubject, "%s", strings.Join(problems, "; "))
+	}
+
+	return pass(RuleSubject, "O=%s, CN=%s, %d DNS names, %d IP addresses", NodesGroup, subject.CommonName, len(d.req.DNSNames), len(d.req.IPAddresses))
+}
+
+// usages is rule 4: digital signature and server auth, optionally key encipherment, nothing else.
+func (d *decider) usages() *specs.CSRRuleResult {
+	usages := d.csr.GetUsages()
+
+	var extra []string
+
+	for _, u := range usages {
+		if u != usageDigitalSignature && u != usageKeyEncipherment && u != usageServerAuth && !slices.Contains(extra, u) {
+			extra = append(extra, u)
+		}
+	}
+
+	var missing []string
+
+	for _, u := range []string{usageDigitalSignature, usageServerAuth} {
+		if !slices.Contains(usages, u) {
+			missing = append(missing, u)
+		}
+	}
+
+	switch {
+	case len(extra) > 0 && len(missing) > 0:
+		return fail(RuleUsages, "usages %q not allowed and %q missing", extra, missing)
+	case len(extra) > 0:
+		return fail(RuleUsages, "usages %q not allowed (only %s, %s and %s)", extra, usageDigitalSignature, usageServerAuth, usageKeyEncipherment)
+	case len(missing) > 0:
+		return fail(RuleUsages, "usages %q missing", missing)
+	}
+
+	return pass(RuleUsages, "%s", strings.Join(usages, ", "))
+}
+
+// expiration is rule 5: the requested lifetime, when set, is at most the configured maximum.
+func (d *decider) expiration() *specs.CSRRuleResult {
+	maxSeconds := d.in.Config.GetCsrApproval().GetMaxExpirationSeconds()
+	if maxSeconds <= 0 {
+		maxSeconds = DefaultMaxExpirationSeconds
+	}
+
+	requested := d.csr.GetExpirationSeconds()
+
+	switch {
+	case requested == 0:
+		return pass(RuleExpiration, "no expirationSeconds: the signer's default lifetime")
+	case requested < 0 || requested > maxSeconds:
+		return fail(RuleExpiration, "expirationSeconds %d is more than the maximum %d", requested, maxSeconds)
+	}
+
+	return pass(RuleExpiration, "expirationSeconds %d, at most %d", requested, maxSeconds)
+}
+
+// node is rule 6: the Node exists and is initialized. It waits, never fails.
+func (d *decider) node() *specs.CSRRuleResult {
+	switch {
+	case !d.isNode:
+		return skip(RuleNode, "the requester is not a node")
+	case d.in.Node == nil:
+		return wait(RuleNode, "Node %q does not exist yet", d.nodeName)
+	case d.in.Node.GetUninitialized():
+		return wait(RuleNode, "Node %q is not initialized yet", d.nodeName)
+	}
+
+	return pass(RuleNode, "Node %q exists and is initialized", d.nodeName)
+}
+
+// nodeAddresses is rule 7: every DNS name is one of the Node's Hostname, InternalDNS or ExternalDNS
+// addresses, every IP one of its InternalIP or ExternalIP addresses; no wildcards.
+func (d *decider) nodeAddresses() *specs.CSRRuleResult {
+	if d.req == nil {
+		return skip(RuleNodeAddresses, "the request does not parse")
+	}
+
+	var wildcards []string
+
+	for _, name := range d.dnsNames {
+		if strings.Contains(name, "*") {
+			wildcards = append(wildcards, name)
+		}
+	}
+
+	if len(wildcards) > 0 {
+		return fail(RuleNodeAddresses, "wildcard DNS names %q", wildcards)
+	}
+
+	if !d.isNode {
+		return skip(RuleNodeAddresses, "the requester is not a node")
+	}
+
+	if d.in.Node == nil || d.in.Node.GetUninitialized() {
+		return wait(RuleNodeAddresses, "the Node's addresses are not final until it is initialized")
+	}
+
+	var (
+		names []string
+		ips   []netip.Addr
+	)
+
+	for _, a := range d.in.Node.GetAddresses() {
+		switch a.GetType() {
+		case "Hostname", "InternalDNS", "ExternalDNS":
+			names = append(names, a.GetAddress())
+		case "InternalIP", "ExternalIP":
+			if ip, err := netip.ParseAddr(strings.TrimSpace(a.GetAddress())); err == nil {
+				ips = append(ips, ip.Unmap())
+			}
+		}
+	}
+
+	var foreign []string
+
+	for _, name := range d.dnsNames {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, name) }) {
+			foreign = append(foreign, fmt.Sprintf("DNS name %q", name))
+		}
+	}
+
+	for _, ip := range d.ips {
+		if !slices.Contains(ips, ip) {
+			foreign = append(foreign, "IP "+ip.String())
+		}
+	}
+
+	if len(foreign) == 0 {
+		return pass(RuleNodeAddresses, "every name and IP is an address of Node %q", d.nodeName)
+	}
+
+	message := fmt.Sprintf("%s not among the addresses of Node %q", strings.Join(foreign, ", "), d.nodeName)
+
+	if created := d.csr.GetCreated(); created != nil && created.IsValid() {
+		if until := created.AsTime().Add(AddressSettle); until.After(d.in.Now) {
+			d.settleUntil = until
+
+			return wait(RuleNodeAddresses, "%s yet (denied unless they are by %s)", message, until.UTC().Format(time.RFC3339))
+		}
+	}
+
+	return fail(RuleNodeAddresses, "%s", message)
+}
+
+// machineAddresses is rule 8: every IP is also one of the machine's own addresses as Talos reports them.
+// It never denies: Talos facts can lag behind.
+func (d *decider) machineAddresses() *specs.CSRRuleResult {
+	switch {
+	case !d.in.TalosFacts:
+		return skip(RuleMachineAddresses, "no Talos API access: the out-of-band address check is off")
+	case d.req == nil:
+		return skip(RuleMachineAddresses, "the request does not parse")
+	case len(d.ips) == 0:
+		return pass(RuleMachineAddresses, "no IP addresses to check")
+	case !d.isNode:
+		return skip(RuleMachineAddresses, "the requester is not a node")
+	case d.in.Machine == nil:
+		return wait(RuleMachineAddresses, "the Talos facts of machine %q are not read yet", d.nodeName)
+	}
+
+	var own []netip.Addr
+
+	for _, a := range d.in.Machine.GetAddresses() {
+		if prefix, err := netip.ParsePrefix(a.GetAddress()); err == nil {
+			own = append(own, prefix.Addr().Unmap())
+		} else if ip, err := netip.ParseAddr(a.GetAddress()); err == nil {
+			own = append(own, ip.Unmap())
+		}
+	}
+
+	var foreign []string
+
+	for _, ip := range d.ips {
+		if !slices.Contains(own, ip) {
+			foreign = append(foreign, ip.String())
+		}
+	}
+
+	if len(foreign) > 0 {
+		return fail(RuleMachineAddresses, "IP %s not among the addresses Talos reports for machine %q", strings.Join(foreign, ", "), d.nodeName)
+	}
+
+	return pass(RuleMachineAddresses, "every IP is an address Talos reports for machine %q", d.nodeName)
+}
+
+// reserved is rule 9: no name of the cluster's own services, no IP of the service ranges.
+func (d *decider) reserved() *specs.CSRRuleResult {
+	if d.req == nil {
+		return skip(RuleReserved, "the request does not parse")
+	}
+
+	domain := normalizeName(d.in.Config.GetClusterDomain())
+	if domain == "" {
+		domain = DefaultClusterDomain
+	}
+
+	var found []string
+
+	for _, name := range d.dnsNames {
+		if ReservedName(name, domain) {
+			found = append(found, fmt.Sprintf("DNS name %q", name))
+		}
+	}
+
+	var ranges []netip.Prefix
+
+	for _, cidr := range d.in.Config.GetServiceCidrs() {
+		prefix, err := netip.ParsePrefix(strings.TrimSpace(cidr))
+		if err != nil {
+			return wait(RuleReserved, "the service CIDR %q in the configuration is invalid", cidr)
+		}
+
+		ranges = append(ranges, prefix.Masked())
+	}
+
+	for _, ip := range d.ips {
+		for _, r := range ranges {
+			if r.Contains(ip) {
+				found = append(found, fmt.Sprintf("IP %s in the service range %s", ip, r))
+
+				break
+			}
+		}
+	}
+
+	if len(found) > 0 {
+		return fail(RuleReserved, "reserved: %s", strings.Join(found, ", "))
+	}
+
+	if len(ranges) == 0 {
+		return pass(RuleReserved, "no reserved name (cluster domain %s; no service range configured)", domain)
+	}
+
+	return pass(RuleReserved, "no reserved name or service IP (cluster domain %s)", domain)
+}
+
+// ReservedName says whether a DNS name belongs to the cluster's own services: kubernetes, kubernetes.*,
+// *.svc, *.svc.*, the cluster domain and names under it, in any case.
+func ReservedName(name, clusterDomain string) bool {
+	n := normalizeName(name)
+	domain := normalizeName(clusterDomain)
+
+	switch {
+	case n == "kubernetes", strings.HasPrefix(n, "kubernetes."):
+		return true
+	case strings.HasSuffix(n, ".svc"), strings.Contains(n, ".svc."):
+		return true
+	case domain != "" && (n == domain || strings.HasSuffix(n, "."+domain)):
+		return true
+	}
+
+	return false
+}
+
+func normalizeName(name string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(name)), ".")
+}
+
+// operator is rule 10: the operator's narrowing from the configuration, when there is one.
+func (d *decider) operator() *specs.CSRRuleResult {
+	if d.req == nil {
+		return skip(RuleOperator, "the request does not parse")
+	}
+
+	cfg := d.in.Config.GetCsrApproval()
+	prefixesText := cfg.GetAllowedIpPrefixes()
+	pattern := cfg.GetDnsNameRegex()
+
+	if len(prefixesText) == 0 && pattern == "" {
+		return pass(RuleOperator, "no narrowing configured")
+	}
+
+	var problems []string
+
+	if len(prefixesText) > 0 {
+		prefixes := make([]netip.Prefix, 0, len(prefixesText))
+
+		for _, text := range prefixesText {
+			prefix, err := netip.ParsePrefix(strings.TrimSpace(text))
+			if err != nil {
+				return wait(RuleOperator, "the allowed IP prefix %q in the configuration is invalid", text)
+			}
+
+			prefixes = append(prefixes, prefix.Masked())
+		}
+
+		for _, ip := range d.ips {
+			if !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+				problems = append(problems, fmt.Sprintf("IP %s outside the allowed prefixes", ip))
+			}
+		}
+	}
+
+	if pattern != "" {
+		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		if err != nil {
+			return wait(RuleOperator, "the DNS name regex in the configuration is invalid: %v", err)
+		}
+
+		for _, name := range d.dnsNames {
+			if !re.MatchString(name) {
+				problems = append(problems, fmt.Sprintf("DNS name %q does not match %q", name, pattern))
+			}
+		}
+	}
+
+	if len(problems) > 0 {
+		return fail(RuleOperator, "%s", strings.Join(problems, ", "))
+	}
+
+	return pass(RuleOperator, "within the configured prefixes and DNS name pattern")
+}
+
+// SupersededBy returns the newest of the pending requests of the same requester that are newer than the
+// request name (created at created), or "" when name is the newest. Requests created in the same second
+// are ordered by name.
+func SupersededBy(name string, created time.Time, siblings map[string]time.Time) string {
+	newest, newestAt := "", time.Time{}
+
+	for other, at := range siblings {
+		if other == name || !newer(other, at, name, created) {
+			continue
+		}
+
+		if newest == "" || newer(other, at, newest, newestAt) {
+			newest, newestAt = other, at
+		}
+	}
+
+	return newest
+}
+
+func newer(a string, aAt time.Time, b string, bAt time.Time) bool {
+	if !aAt.Equal(bAt) {
+		return aAt.After(bAt)
+	}
+
+	return a > b
+}

@@ -1,0 +1,82 @@
+package csr_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+)
+
+// FuzzDecideCSR feeds arbitrary requests, identities, Node and machine facts and configurations to the
+// decision function: it must never panic, always produce a storable decision, and approve only when every
+// rule passes. The seed corpus is in testdata/fuzz/FuzzDecideCSR; more seeds come from the table test's
+// requests.
+func FuzzDecideCSR(f *testing.F) {
+	valid := validInput(f)
+
+	f.Add(valid.CSR.Request, "system:node:w1", "system:nodes,system:authenticated", "digital signature,key encipherment,server auth",
+		int64(0), "InternalIP=10.0.0.1,ExternalIP=203.0.113.1,Hostname=w1,InternalDNS=w1.internal.example,ExternalDNS=w1.example.com",
+		true, "10.0.0.1/24,203.0.113.1/32", true, "", "", "10.96.0.0/12", "", int64(-60))
+	f.Add(buildRequest(f, request{ips: []string{"10.0.0.1"}}), "system:node:w1", "system:nodes", "digital signature,server auth",
+		int64(3600), "InternalIP=10.0.0.1", true, "", false, `w1`, "10.0.0.0/8", "", "", int64(-1))
+	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\n\n-----END CERTIFICATE REQUEST-----\n"), "system:node:", "", "", int64(-1), "=", false, "x", true, "(", "::/0", "bad", "csr-x", int64(0))
+
+	f.Fuzz(func(t *testing.T, request []byte, username, groups, usages string, expiration int64, nodeAddresses string,
+		hasNode bool, machineAddresses string, talosFacts bool, dnsRegex, allowedPrefixes, serviceCIDRs, supersededBy string, age int64,
+	) {
+		in := csrctrl.DecisionInput{
+			Now: now,
+			CSR: &specs.KubeCSRSpec{
+				Username:          username,
+				Groups:            split(groups),
+				Request:           request,
+				Usages:            split(usages),
+				ExpirationSeconds: expiration,
+				Created:           timestamppb.New(now.Add(time.Duration(age) * time.Second)),
+			},
+			Config: &specs.ConfigSpec{
+				ClusterDomain: "cluster.local",
+				ServiceCidrs:  split(serviceCIDRs),
+				CsrApproval:   &specs.CSRApprovalConfig{DnsNameRegex: dnsRegex, AllowedIpPrefixes: split(allowedPrefixes)},
+			},
+			SupersededBy: supersededBy,
+			TalosFacts:   talosFacts,
+		}
+
+		if hasNode {
+			in.Node = &specs.KubeNodeSpec{}
+
+			for _, a := range split(nodeAddresses) {
+				typ, address, _ := strings.Cut(a, "=")
+				in.Node.Addresses = append(in.Node.Addresses, &specs.NodeAddress{Type: typ, Address: address})
+			}
+		}
+
+		if machineAddresses != "" {
+			in.Machine = &specs.MachineAddressesSpec{}
+
+			for _, a := range split(machineAddresses) {
+				in.Machine.Addresses = append(in.Machine.Addresses, &specs.MachineAddress{Address: a})
+			}
+		}
+
+		decision, recheck := csrctrl.DecideCSR(in)
+		checkInvariants(t, in, decision)
+
+		if recheck < 0 || recheck > csrctrl.AddressSettle {
+			t.Fatalf("recheck %s out of range", recheck)
+		}
+	})
+}
+
+func split(s string) []string {
+	if s == "" {
+		return nil
+	}
+
+	return strings.Split(s, ",")
+}

@@ -1,0 +1,165 @@
+package k8ssink
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// csrStatusPrefix prefixes the ApplyStatus IDs of certificate requests.
+const csrStatusPrefix = "csr/"
+
+// CSRSinkController carries out every CSRDecision: it approves or denies the request through the approval
+// subresource, posts Events (on the request, and on the Node for a denial) and records the outcome in an
+// ApplyStatus. A wait verdict leaves the request pending. It decides nothing: the CSRDecision is the
+// decision.
+type CSRSinkController = qtransform.QController[*csr.CSRDecision, *sink.ApplyStatus]
+
+// NewCSRSinkController instantiates the CSR sink. requests and nodes read from the informer caches the
+// sources fill; events posts the Events.
+func NewCSRSinkController(applier *CSRApplier, requests certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, events record.EventRecorder) *CSRSinkController {
+	s := &csrSink{applier: applier, requests: requests, nodes: nodes, events: events}
+
+	return qtransform.NewQController(
+		qtransform.Settings[*csr.CSRDecision, *sink.ApplyStatus]{
+			Name: "k8ssink.CSRSinkController",
+			MapMetadataFunc: func(in *csr.CSRDecision) *sink.ApplyStatus {
+				return sink.NewApplyStatus(sink.NamespaceName, csrStatusPrefix+in.Metadata().ID())
+			},
+			UnmapMetadataFunc: func(out *sink.ApplyStatus) *csr.CSRDecision {
+				return csr.NewCSRDecision(csr.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), csrStatusPrefix))
+			},
+			TransformFunc: s.apply,
+		},
+		qtransform.WithOutputKind(controller.OutputShared),
+		qtransform.WithExtraMappedInput[*kube.KubeCSR](qtransform.MapperSameID[*csr.CSRDecision]()),
+		qtransform.WithConcurrency(8),
+	)
+}
+
+type csrSink struct {
+	applier  *CSRApplier
+	requests certlisters.CertificateSigningRequestLister
+	nodes    corelisters.NodeLister
+	events   record.EventRecorder
+}
+
+func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, in *csr.CSRDecision, out *sink.ApplyStatus) error {
+	name := in.Metadata().ID()
+	decision := in.TypedSpec().Value
+	status := out.TypedSpec().Value
+	status.Object = "CertificateSigningRequest/" + name
+
+	if decision.GetVerdict() != csrctrl.VerdictApprove && decision.GetVerdict() != csrctrl.VerdictDeny {
+		// Nothing to apply: the request stays pending until it is decided again.
+		status.Error = ""
+
+		return nil
+	}
+
+	mirror, err := safe.ReaderGetByID[*kube.KubeCSR](ctx, r, name)
+	if err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("failed to read certificate request mirror %q: %w", name, err)
+	}
+
+	if mirror == nil || mirror.Metadata().Phase() != resource.PhaseRunning || csrctrl.InputVersion(mirror) != decision.GetInputVersion() {
+		// The decision was not computed from the request as it is now (it is from before a restart, or the
+		// request changed): the decision controller computes it again, which triggers this again.
+		return nil
+	}
+
+	current, err := s.requests.Get(name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			status.Error = "CertificateSigningRequest not found"
+
+			return nil
+		}
+
+		return fmt.Errorf("failed to read certificate request %q from the cache: %w", name, err)
+	}
+
+	now := time.Now()
+
+	result, err := s.applier.Apply(ctx, current, decision, now)
+	if err != nil {
+		logger.Warn("failed to apply csr decision", zap.String("csr", name), zap.Int32("failures", status.ConsecutiveFailures+1), zap.Error(err))
+
+		return failed(status, err)
+	}
+
+	status.Error = ""
+	status.ConsecutiveFailures = 0
+
+	if result.Condition == "" {
+		logger.Debug("csr decision not applied", zap.String("csr", name), zap.String("why", result.Skipped))
+
+		return nil
+	}
+
+	status.AppliedVersion = in.Metadata().Version().String()
+	status.AppliedAt = timestamppb.New(now)
+	status.Writes = []string{string(result.Condition)}
+
+	s.post(result.CSR, decision.GetNode(), result.Condition, decision.GetReason())
+
+	if result.Condition == certificatesv1.CertificateApproved {
+		metrics.CSRApprovalSeconds.Observe(now.Sub(current.CreationTimestamp.Time).Seconds())
+		logger.Info("csr approved", zap.String("csr", name), zap.String("node", decision.GetNode()))
+	} else {
+		logger.Warn("csr denied", zap.String("csr", name), zap.String("node", decision.GetNode()), zap.String("reason", decision.GetReason()))
+	}
+
+	return nil
+}
+
+// post records the outcome as Events: on the request always, and on the Node for a denial, so that
+// `kubectl describe node` shows the attempt.
+func (s *csrSink) post(request *certificatesv1.CertificateSigningRequest, nodeName string, cond certificatesv1.RequestConditionType, reason string) {
+	if s.events == nil {
+		return
+	}
+
+	if cond == certificatesv1.CertificateApproved {
+		s.events.Eventf(request, corev1.EventTypeNormal, CSRApprovedReason, "approved by talos-ccm for node %s", nodeName)
+
+		return
+	}
+
+	message := truncate("denied by talos-ccm: "+reason, maxConditionMessage)
+	s.events.Event(request, corev1.EventTypeWarning, CSRDeniedReason, message)
+
+	if nodeName == "" {
+		return
+	}
+
+	var node runtime.Object = &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: nodeName}
+
+	if current, err := s.nodes.Get(nodeName); err == nil {
+		node = current
+	}
+
+	s.events.Event(node, corev1.EventTypeWarning, CSRDeniedReason, truncate("certificate request "+request.Name+" "+message, maxConditionMessage))
+}
