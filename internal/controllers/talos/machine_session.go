@@ -121,6 +121,18 @@ func (s *machineSession) session(ctx context.Context) error {
 		return fmt.Errorf("failed to watch machine status: %w", err)
 	}
 
+	// PlatformMetadata changes (a zone after a migration, a spot flag) reach the transformation rules
+	// within seconds. A machine that refuses the watch is still read again every PlatformRefresh.
+	platformCh := make(chan state.Event, 8)
+	err = s.cosi.Watch(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata(), platformCh)
+	countWatch(runtime.PlatformMetadataType, err)
+
+	if err != nil {
+		s.logger.Debug("platform metadata watch refused, periodic reads only", zap.String("node", s.name), zap.Error(err))
+
+		platformCh = nil
+	}
+
 	addresses := map[resource.ID]*network.AddressStatusSpec{}
 	bootstrapped := false
 	status := &specs.MachineStatusSpec{Reachable: true, NodeIp: s.ip, MachineUuid: platform.GetUuid()}
@@ -156,8 +168,37 @@ func (s *machineSession) session(ctx context.Context) error {
 				return err
 			}
 
+			platform = refreshed
+
 			s.send(ctx, machineFacts{platform: refreshed})
 			refresh.Reset(jitter(s.opts.PlatformRefresh))
+		case ev := <-platformCh:
+			var pm *runtime.PlatformMetadataSpec
+
+			switch ev.Type {
+			case state.Errored:
+				s.logger.Debug("platform metadata watch failed, periodic reads only", zap.String("node", s.name), zap.Error(ev.Error))
+
+				platformCh = nil
+
+				continue
+			case state.Bootstrapped, state.Noop:
+				continue
+			case state.Created, state.Updated:
+				if typed, ok := ev.Resource.(*runtime.PlatformMetadata); ok {
+					pm = typed.TypedSpec()
+				}
+			case state.Destroyed:
+			}
+
+			// The first event is the state read just before: only a change is sent.
+			if updated := withPlatformMetadata(platform, pm); !proto.Equal(updated, platform) {
+				platform = updated
+
+				if bootstrapped {
+					s.send(ctx, machineFacts{platform: platform})
+				}
+			}
 		case ev := <-statusCh:
 			switch ev.Type {
 			case state.Errored:

@@ -68,6 +68,24 @@ func platformFacts(pm *runtime.PlatformMetadataSpec, si *hardware.SystemInformat
 	return out
 }
 
+// withPlatformMetadata returns facts with the PlatformMetadata part replaced by pm (nil: the machine has
+// none any more) and the SystemInformation part kept.
+func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *runtime.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
+	out := platformFacts(pm, nil, facts.GetNodeIp())
+
+	out.HasSystemInformation = facts.GetHasSystemInformation()
+	out.Manufacturer = facts.GetManufacturer()
+	out.ProductName = facts.GetProductName()
+	out.Version = facts.GetVersion()
+	out.SerialNumber = facts.GetSerialNumber()
+	out.Uuid = facts.GetUuid()
+	out.WakeUpType = facts.GetWakeUpType()
+	out.SkuNumber = facts.GetSkuNumber()
+	out.Observed = facts.GetObserved()
+
+	return out
+}
+
 // addressFacts converts Talos AddressStatuses into a MachineAddressesSpec, sorted for a stable result and
 // without invalid entries.
 func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.MachineAddressesSpec {

@@ -11,6 +11,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestPlatformFacts(t *testing.T) {
@@ -52,4 +53,25 @@ func TestAddressFacts(t *testing.T) {
 	assert.Equal(t, "10.0.0.5/24", out.GetAddresses()[0].GetAddress())
 	assert.Equal(t, "203.0.113.1/24", out.GetAddresses()[1].GetAddress(), "a mapped IPv4 prefix is unmapped")
 	assert.Equal(t, "host", out.GetAddresses()[2].GetScope())
+}
+
+func TestWithPlatformMetadata(t *testing.T) {
+	t.Parallel()
+
+	before := platformFacts(&runtime.PlatformMetadataSpec{Platform: "gcp", Zone: "a"}, &hardware.SystemInformationSpec{SerialNumber: "s1", UUID: "u1"}, "10.0.0.1")
+
+	after := withPlatformMetadata(before, &runtime.PlatformMetadataSpec{Platform: "gcp", Zone: "b", Spot: true})
+	assert.Equal(t, "b", after.GetZone())
+	assert.True(t, after.GetSpot())
+	assert.Equal(t, "s1", after.GetSerialNumber(), "SystemInformation is kept")
+	assert.True(t, after.GetHasSystemInformation())
+	assert.Equal(t, "10.0.0.1", after.GetNodeIp())
+
+	same := withPlatformMetadata(before, &runtime.PlatformMetadataSpec{Platform: "gcp", Zone: "a"})
+	assert.True(t, proto.Equal(before, same), "the same PlatformMetadata gives the same facts")
+
+	gone := withPlatformMetadata(before, nil)
+	assert.False(t, gone.GetHasPlatformMetadata())
+	assert.Empty(t, gone.GetZone())
+	assert.Equal(t, "u1", gone.GetUuid())
 }
