@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
+)
+
+// slowLatency is the Talos API latency of the slow machine of the slow scenario.
+const slowLatency = 3 * time.Second
+
+// scenario is one measured run.
+type scenario struct {
+	nodes int
+	slow  bool
+}
+
+func (s scenario) name() string {
+	if s.slow {
+		return fmt.Sprintf("%d nodes, one machine answering in %s", s.nodes, slowLatency)
+	}
+
+	return fmt.Sprintf("%d nodes", s.nodes)
+}
+
+func (s scenario) slug() string {
+	if s.slow {
+		return fmt.Sprintf("%d-slow", s.nodes)
+	}
+
+	return fmt.Sprint(s.nodes)
+}
+
+// result is everything measured in one scenario.
+type result struct {
+	floor latencies
+	ccm   latencies
+	// ccmOthers are the latencies without the slow machine (slow scenario only).
+	ccmOthers latencies
+	csr       latencies
+
+	requestsPerNode map[string]float64
+	talosPerNode    float64
+
+	idleWritesPerMin float64
+	idleTalosPerMin  float64
+	idle             time.Duration
+
+	registration time.Duration
+	peakRSS      uint64
+	cpuSeconds   float64
+
+	scenario
+	csrSubmitted int
+}
+
+func runScenario(ctx context.Context, opts options, sc scenario) (*result, error) {
+	res := &result{scenario: sc}
+
+	step("starting a fresh control plane")
+
+	cp, stopControlPlane, err := testenv.StartShared()
+	if err != nil {
+		return nil, err
+	}
+
+	defer stopControlPlane()
+
+	step(fmt.Sprintf("floor: %d Nodes written by a bare client (concurrency %d, QPS %d)", sc.nodes, opts.concurrency, opts.qps))
+
+	if res.floor, err = measureFloor(ctx, cp.Config, sc.nodes, opts.concurrency, opts.qps); err != nil {
+		return nil, err
+	}
+
+	step(fmt.Sprintf("floor: %s", res.floor.wall.Round(time.Millisecond)))
+
+	work, err := os.MkdirTemp("", "talos-ccm-bench")
+	if err != nil {
+		return nil, err
+	}
+
+	defer os.RemoveAll(work) //nolint:errcheck
+
+	machines := talossim.Generate(sc.nodes, opts.seed)
+
+	fleet, err := talossim.NewFleet(machines)
+	if err != nil {
+		return nil, err
+	}
+
+	srv, err := talossim.StartServer(fleet, talossim.ServerConfig{
+		Listen:          "127.0.0.1:0",
+		TalosconfigPath: filepath.Join(work, "talosconfig"),
+	}, zap.NewNop())
+	if err != nil {
+		return nil, err
+	}
+
+	defer srv.Stop()
+
+	slowName := ""
+	if sc.slow {
+		slowName = machines[len(machines)/2].Name
+
+		if err = fleet.SetLatency(slowName, slowLatency); err != nil {
+			return nil, err
+		}
+	}
+
+	watch, err := newWatcher(ctx, cp.Config)
+	if err != nil {
+		return nil, err
+	}
+
+	defer watch.stop()
+
+	step(fmt.Sprintf("registering %d Nodes as their kubelets do", sc.nodes))
+
+	kubelets, err := talossim.NewKubelets(cp.Config, machines, talossim.KubeletOptions{})
+	if err != nil {
+		return nil, err
+	}
+
+	kctx, stopKubelets := context.WithCancel(ctx)
+	defer stopKubelets()
+
+	registerStart := time.Now()
+
+	go kubelets.Run(kctx) //nolint:errcheck
+
+	select {
+	case <-kubelets.Registered():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+
+	res.registration = time.Since(registerStart)
+
+	step(fmt.Sprintf("registered in %s; starting talos-ccm", res.registration.Round(time.Millisecond)))
+
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err = cp.WriteKubeconfig(kubeconfig); err != nil {
+		return nil, err
+	}
+
+	metricsAddr, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+
+	ccm := exec.CommandContext(ctx, opts.ccmBin,
+		"--kubeconfig", kubeconfig,
+		"--talosconfig", srv.TalosconfigPath(),
+		"--state-dir", filepath.Join(work, "state"),
+		"--api-listen", "",
+		"--kube-api-qps", fmt.Sprint(opts.qps),
+		"--kube-api-burst", fmt.Sprint(2*opts.qps),
+		"--metrics-bind-address", metricsAddr,
+		"--health-probe-bind-address", "0",
+		"--log-level", "warn",
+	)
+
+	logFile, err := os.Create(filepath.Join(opts.outDir, "talos-ccm-"+sc.slug()+".log"))
+	if err != nil {
+		return nil, err
+	}
+
+	defer logFile.Close() //nolint:errcheck
+
+	ccm.Stdout, ccm.Stderr = logFile, logFile
+	ccm.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+
+	ccmStart := time.Now()
+
+	if err = ccm.Start(); err != nil {
+		return nil, fmt.Errorf("failed to start %s (make build first): %w", opts.ccmBin, err)
+	}
+
+	exited := make(chan struct{})
+
+	go func() {
+		ccm.Wait() //nolint:errcheck
+		close(exited)
+	}()
+
+	defer func() {
+		ccm.Process.Signal(syscall.SIGTERM) //nolint:errcheck
+		<-exited
+	}()
+
+	names := make([]string, len(machines))
+	for i, m := range machines {
+		names[i] = m.Name
+	}
+
+	if err = watch.waitInitialized(ctx, names, 15*time.Minute, exited, progress(sc.nodes)); err != nil {
+		return nil, err
+	}
+
+	res.ccm = nodeLatencies(names, watch, kubelets, ccmStart)
+
+	if sc.slow {
+		others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == slowName })
+		res.ccmOthers = nodeLatencies(others, watch, kubelets, ccmStart)
+	}
+
+	res.peakRSS, res.cpuSeconds = processUsage(ccm.Process.Pid)
+
+	step(fmt.Sprintf("initialized in %s; waiting for the serving CSRs", res.ccm.wall.Round(time.Millisecond)))
+
+	res.csr, res.csrSubmitted = watch.csrLatencies(ctx, kubelets, names, 60*time.Second)
+
+	before, err := scrape(metricsAddr)
+	if err != nil {
+		return nil, err
+	}
+
+	res.requestsPerNode = requestsPerNode(before, sc.nodes)
+	res.talosPerNode = sum(before, "talos_ccm_talos_api_calls_total") / float64(sc.nodes)
+
+	step(fmt.Sprintf("idle for %s", opts.idle))
+
+	select {
+	case <-time.After(opts.idle):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+
+	after, err := scrape(metricsAddr)
+	if err != nil {
+		return nil, err
+	}
+
+	minutes := opts.idle.Minutes()
+	res.idle = opts.idle
+	res.idleWritesPerMin = (writes(after) - writes(before)) / minutes
+	res.idleTalosPerMin = (sum(after, "talos_ccm_talos_api_calls_total") - sum(before, "talos_ccm_talos_api_calls_total")) / minutes
+
+	if usageRSS, _ := processUsage(ccm.Process.Pid); usageRSS > res.peakRSS {
+		res.peakRSS = usageRSS
+	}
+
+	return res, nil
+}
+
+func step(msg string) {
+	fmt.Printf("    %s %s\n", time.Now().Format("15:04:05"), msg)
+}
+
+func progress(total int) func(done int) {
+	last := time.Now()
+
+	return func(done int) {
+		if time.Since(last) < 2*time.Second && done < total {
+			return
+		}
+
+		last = time.Now()
+		step(fmt.Sprintf("initialized %d / %d", done, total))
+	}
+}

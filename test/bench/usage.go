@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is the kernel's USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// processUsage reads a process's peak resident memory (VmHWM) and CPU time (user + system) from /proc.
+func processUsage(pid int) (peakRSS uint64, cpuSeconds float64) {
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "VmHWM:") {
+				fields := strings.Fields(line)
+				if kb, err := strconv.ParseUint(fields[1], 10, 64); err == nil {
+					peakRSS = kb * 1024
+				}
+			}
+		}
+	}
+
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// The command name may contain spaces: the fields start after its closing parenthesis.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+
+		if len(fields) > 12 {
+			utime, _ := strconv.ParseFloat(fields[11], 64) //nolint:errcheck
+			stime, _ := strconv.ParseFloat(fields[12], 64) //nolint:errcheck
+			cpuSeconds = (utime + stime) / clockTicks
+		}
+	}
+
+	return peakRSS, cpuSeconds
+}
+
+func freeAddress() (string, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+
+	defer lis.Close() //nolint:errcheck
+
+	return lis.Addr().String(), nil
+}
+
+// scrape reads talos-ccm's /metrics into series (name with labels) and values.
+func scrape(addr string) (map[string]float64, error) {
+	client := http.Client{Timeout: 10 * time.Second}
+
+	resp, err := client.Get("http://" + addr + "/metrics") //nolint:noctx
+	if err != nil {
+		return nil, fmt.Errorf("failed to scrape talos-ccm metrics: %w", err)
+	}
+
+	defer resp.Body.Close() //nolint:errcheck
+
+	return parseExposition(resp.Body)
+}
+
+func parseExposition(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	scanner := bufio.NewScanner(r)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+
+	for scanner.Scan() {
+		line := scanner.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+
+		out[line[:i]] = v
+	}
+
+	return out, scanner.Err()
+}
+
+// sum adds the series of a metric.
+func sum(series map[string]float64, name string) float64 {
+	total := 0.0
+
+	for k, v := range series {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			total += v
+		}
+	}
+
+	return total
+}
+
+// label returns the value of a label in a series name.
+func label(series, name string) string {
+	i := strings.Index(series, name+`="`)
+	if i < 0 {
+		return ""
+	}
+
+	rest := series[i+len(name)+2:]
+
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// requestsPerNode is the Kubernetes requests by verb, divided by the number of nodes.
+func requestsPerNode(series map[string]float64, nodes int) map[string]float64 {
+	out := map[string]float64{}
+
+	for k, v := range series {
+		if strings.HasPrefix(k, "talos_ccm_kubernetes_requests_total{") {
+			out[label(k, "verb")] += v / float64(nodes)
+		}
+	}
+
+	return out
+}
+
+// writes counts the Kubernetes requests that change something (not get, list, watch).
+func writes(series map[string]float64) float64 {
+	total := 0.0
+
+	for k, v := range series {
+		if !strings.HasPrefix(k, "talos_ccm_kubernetes_requests_total{") {
+			continue
+		}
+
+		switch label(k, "verb") {
+		case "get", "list", "watch":
+		default:
+			if label(k, "resource") == "leases" {
+				continue // renewing the leader lease is not work on the cluster's objects
+			}
+
+			total += v
+		}
+	}
+
+	return total
+}
