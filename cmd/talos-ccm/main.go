@@ -88,10 +88,17 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.DurationVar(&opts.LeaderElection.RetryPeriod, "leader-elect-retry-period", app.Defaults.LeaderElection.RetryPeriod, "how often to try to acquire or renew the Lease")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" turns it off)`)
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" turns it off)`)
+	fs.StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain: names under it are never approved in kubelet serving certificates")
+	fs.DurationVar(&opts.CSRMaxExpiration, "csr-max-expiration", app.Defaults.CSRMaxExpiration, "longest certificate lifetime (expirationSeconds) a kubelet serving certificate request may ask for")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	if err := fs.Parse(args); err != nil {
 		return opts, "", err
+	}
+
+	// An explicit --cluster-domain wins over the config file's global.clusterDomain; the default does not.
+	if !fs.Changed("cluster-domain") {
+		opts.ClusterDomain = ""
 	}
 
 	// An explicit --prefer-ipv6 (true or false) wins over the config file's global.preferIPv6.

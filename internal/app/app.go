@@ -64,6 +64,13 @@ type Options struct {
 	Controllers []string
 	// PreferIPv6 makes IPv6 the first family for node IPs and Talos API targets.
 	PreferIPv6 bool
+	// ClusterDomain is the cluster DNS domain (--cluster-domain): names under it are never approved in
+	// serving certificates. Empty means cluster.local, or the config file's global.clusterDomain; set, it
+	// wins over the config file.
+	ClusterDomain string
+	// CSRMaxExpiration is the longest certificate lifetime a kubelet serving certificate request may ask
+	// for (--csr-max-expiration); zero means one year. The config file's csrApproval section replaces it.
+	CSRMaxExpiration time.Duration
 	// PreferIPv6Set marks PreferIPv6 as given explicitly (--prefer-ipv6 on the command line): it then wins
 	// over the config file's global.preferIPv6. PreferIPv6 true always counts as explicit.
 	PreferIPv6Set bool
@@ -96,6 +103,9 @@ var Defaults = Options{
 	},
 	KubeAPIQPS:   500,
 	KubeAPIBurst: 1000,
+
+	// One year, as kube-controller-manager's default signing duration.
+	CSRMaxExpiration: 365 * 24 * time.Hour,
 }
 
 func (o Options) withDefaults() Options {
@@ -105,6 +115,10 @@ func (o Options) withDefaults() Options {
 
 	if o.ProviderIDWait < 0 {
 		o.ProviderIDWait = 0
+	}
+
+	if o.CSRMaxExpiration <= 0 {
+		o.CSRMaxExpiration = Defaults.CSRMaxExpiration
 	}
 
 	if o.Concurrency <= 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 )
 
@@ -49,6 +50,16 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 	if opts.PreferIPv6 || opts.PreferIPv6Set {
 		explicit = append(explicit, "prefer_ipv6")
 	}
+
+	// The CSR approver's settings: the cluster domain (explicit when given), and the longest lifetime,
+	// which a csrApproval section of the config file replaces with the rest of that section.
+	spec.ClusterDomain = csrctrl.DefaultClusterDomain
+	if opts.ClusterDomain != "" {
+		spec.ClusterDomain = opts.ClusterDomain
+		explicit = append(explicit, "cluster_domain")
+	}
+
+	spec.CsrApproval = &specs.CSRApprovalConfig{MaxExpirationSeconds: int64(opts.CSRMaxExpiration / time.Second)}
 
 	return spec, explicit
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
@@ -56,7 +57,7 @@ func (p *pipeline) close() {
 // controllerGroups registers the controllers of each --controllers name.
 var controllerGroups = map[string]func(*pipeline) error{
 	ControllerCloudNode:     (*pipeline).registerCloudNode,
-	ControllerCSRApproval:   notImplemented(ControllerCSRApproval),
+	ControllerCSRApproval:   (*pipeline).registerCSRApproval,
 	ControllerNodeIPAM:      notImplemented(ControllerNodeIPAM),
 	ControllerServiceLB:     notImplemented(ControllerServiceLB),
 	ControllerNodeLifecycle: (*pipeline).registerNodeLifecycle,
@@ -92,6 +93,22 @@ func (p *pipeline) registerCloudNode() error {
 		p.runtime.RegisterQController(nodectrl.NewNodeTransformController()),
 		p.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, p.informers.Core().V1().Nodes().Lister(), uint(p.opts.Concurrency),
 			k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(p.eventRecorder())))),
+	)
+}
+
+// registerCSRApproval registers kubelet serving certificate approval: the source of pending requests, the
+// decisions and the CSR sink. Without the Talos API (no talosconfig), rule 8, the check against the
+// machine's own addresses, is skipped and every decision says so.
+func (p *pipeline) registerCSRApproval() error {
+	requests := p.informers.Certificates().V1().CertificateSigningRequests()
+
+	return errors.Join(
+		p.runtime.RegisterController(&kubectrl.KubeCSRController{Informer: requests.Informer()}),
+		p.runtime.RegisterQController(csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{TalosFacts: p.talos != nil})),
+		p.runtime.RegisterQController(k8ssink.NewCSRSinkController(
+			k8ssink.NewCSRApplier(p.clientset.CertificatesV1().CertificateSigningRequests()),
+			requests.Lister(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(),
+		)),
 	)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/registry"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -33,6 +34,7 @@ func Namespaces() []Namespace {
 		{Name: talos.NamespaceName, Description: "Facts read from each machine's Talos API."},
 		{Name: config.NamespaceName, Description: "The configuration in force."},
 		{Name: node.NamespaceName, Description: "Decisions about Nodes.", Persisted: true},
+		{Name: csr.NamespaceName, Description: "Decisions about kubelet serving certificate requests.", Persisted: true},
 		{Name: sink.NamespaceName, Description: "What the sinks applied to Kubernetes."},
 	}
 }
@@ -41,12 +43,14 @@ func Namespaces() []Namespace {
 func All() []meta.ResourceWithRD {
 	return []meta.ResourceWithRD{
 		&kube.KubeNode{},
+		&kube.KubeCSR{},
 		&talos.PlatformMetadata{},
 		&talos.MachineAddresses{},
 		&talos.MachineStatus{},
 		&config.Config{},
 		&node.NodeTransform{},
 		&node.NodeLifecycle{},
+		&csr.CSRDecision{},
 		&sink.ApplyStatus{},
 	}
 }

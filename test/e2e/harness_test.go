@@ -25,14 +25,17 @@ type ccm struct {
 	stopOnce sync.Once
 }
 
-// startCCM runs talos-ccm against the shared control plane and the given simulated fleet.
+// startCCM runs talos-ccm against the shared control plane and the given simulated fleet; without a fleet
+// (srv nil) it has no talosconfig, as when only the CSR approver runs.
 func startCCM(t *testing.T, srv *talossim.Server, opts app.Options) *ccm {
 	t.Helper()
 
 	cfg, counter := testenv.CountRequests(env.Config)
 
 	opts.RestConfig = cfg
-	opts.TalosConfig = srv.TalosconfigPath()
+	if srv != nil {
+		opts.TalosConfig = srv.TalosconfigPath()
+	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	c := &ccm{writes: counter, cancel: cancel, done: make(chan error, 1)}

@@ -49,3 +49,15 @@ func (x *NodeLifecycleSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (x *NodeLifecycleSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *KubeCSRSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *KubeCSRSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *CSRDecisionSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *CSRDecisionSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }

@@ -94,6 +94,14 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 		return err
 	}
 
+	// Superseded is final: once a newer request of the same requester was seen, this one is never decided,
+	// even after the newer one is approved and leaves (the kubelet waits for its newest request only, and
+	// Kubernetes deletes pending requests after a day). A node that retries while it waits to be
+	// initialized thus gets one certificate, not one per retry.
+	if previous := out.TypedSpec().Value.GetSupersededBy(); previous != "" && supersededBy == "" {
+		supersededBy = previous
+	}
+
 	input := DecisionInput{
 		Now:          d.opts.Now(),
 		CSR:          request,

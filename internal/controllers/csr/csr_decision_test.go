@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -120,9 +120,20 @@ func TestCSRDecisionController(t *testing.T) {
 	})
 
 	// Requests leave: so do their decisions.
-	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-1", "csr-2"})
-	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-1")
+	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-2"})
 	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-2")
+
+	// Superseded is final: with the newer request gone, the older one is still not decided.
+	cfg.TypedSpec().Value.CsrApproval = nil
+	require.NoError(t, st.Update(ctx, cfg))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
+	})
+
+	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-1"})
+	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-1")
 }
 
 func TestCSRDecisionControllerWithoutTalos(t *testing.T) {

@@ -336,14 +336,18 @@ func TestDecideCSR(t *testing.T) {
 			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail}},
 		},
 		{
-			name:   "RSA-1024 key",
-			modify: func(t testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = buildRequest(t, request{key: keys.rsa1024}) },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "RSA 1024 bits"}},
+			name: "RSA-1024 key",
+			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
+				in.CSR.Request = buildRequest(t, request{key: keys.rsa1024})
+			},
+			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "RSA 1024 bits"}},
 		},
 		{
-			name:   "ECDSA P-224 key",
-			modify: func(t testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = buildRequest(t, request{key: keys.p224}) },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "P-224"}},
+			name: "ECDSA P-224 key",
+			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
+				in.CSR.Request = buildRequest(t, request{key: keys.p224})
+			},
+			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "P-224"}},
 		},
 		{
 			name: "oversized request",
@@ -369,14 +373,18 @@ func TestDecideCSR(t *testing.T) {
 
 		// Rule 3: the subject.
 		{
-			name:   "CN differs from the requester",
-			modify: func(t testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = buildRequest(t, request{cn: ptr("system:node:w2")}) },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: `CN "system:node:w2" is not the requester`}},
+			name: "CN differs from the requester",
+			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
+				in.CSR.Request = buildRequest(t, request{cn: ptr("system:node:w2")})
+			},
+			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: `CN "system:node:w2" is not the requester`}},
 		},
 		{
-			name:   "O is not system:nodes",
-			modify: func(t testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = buildRequest(t, request{org: []string{"system:masters"}}) },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "system:masters"}},
+			name: "O is not system:nodes",
+			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
+				in.CSR.Request = buildRequest(t, request{org: []string{"system:masters"}})
+			},
+			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "system:masters"}},
 		},
 		{
 			name: "O has system:nodes and more",
@@ -426,9 +434,11 @@ func TestDecideCSR(t *testing.T) {
 			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 4, result: csrctrl.ResultFail, reason: "missing"}},
 		},
 		{
-			name:   "usages without key encipherment (ECDSA kubelets)",
-			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Usages = []string{"digital signature", "server auth"} },
-			want:   []want{{verdict: csrctrl.VerdictApprove}},
+			name: "usages without key encipherment (ECDSA kubelets)",
+			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
+				in.CSR.Usages = []string{"digital signature", "server auth"}
+			},
+			want: []want{{verdict: csrctrl.VerdictApprove}},
 		},
 
 		// Rule 5: lifetime.

@@ -1,0 +1,494 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+// servingRequest is a kubelet serving certificate request to submit.
+type servingRequest struct {
+	key      crypto.Signer
+	cn       string
+	dns      []string
+	ips      []string
+	usages   []certificatesv1.KeyUsage
+	padBytes int
+}
+
+// submitCSR creates a kubelet serving CertificateSigningRequest. With a node name it is created as that
+// node (impersonating system:node:NAME in system:nodes), so that the apiserver sets spec.username as in
+// production; with "" it is created as the test's admin.
+func submitCSR(t *testing.T, node string, r servingRequest) string {
+	t.Helper()
+
+	if r.key == nil {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		require.NoError(t, err)
+
+		r.key = key
+	}
+
+	if r.cn == "" {
+		r.cn = "system:node:" + node
+	}
+
+	if r.usages == nil {
+		r.usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth}
+	}
+
+	tmpl := &x509.CertificateRequest{
+		Subject:  pkix.Name{CommonName: r.cn, Organization: []string{"system:nodes"}},
+		DNSNames: r.dns,
+	}
+
+	for _, ip := range r.ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+
+	if r.padBytes > 0 {
+		tmpl.ExtraExtensions = []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Value: make([]byte, r.padBytes)}}
+	}
+
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, r.key)
+	require.NoError(t, err)
+
+	cfg := rest.CopyConfig(env.Config)
+	if node != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
+	}
+
+	client, err := certificatesv1client.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	created, err := client.CertificateSigningRequests().Create(t.Context(), &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-e2e-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeletServingSignerName,
+			Usages:     r.usages,
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	t.Cleanup(func() { deleteCSR(created.Name) })
+
+	return created.Name
+}
+
+func deleteCSR(name string) {
+	_ = env.Clientset().CertificatesV1().CertificateSigningRequests().Delete(context.Background(), name, metav1.DeleteOptions{})
+}
+
+// waitCSRDecided waits until the request is approved or denied and returns that condition.
+func waitCSRDecided(t *testing.T, name string, timeout time.Duration) certificatesv1.CertificateSigningRequestCondition {
+	t.Helper()
+
+	deadline := time.Now().Add(timeout)
+
+	for {
+		csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {
+				return c
+			}
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("certificate request %s (%s) not decided within %s", name, csr.Spec.Username, timeout)
+		}
+
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// requirePending checks that the request stays pending for a while.
+func requirePending(t *testing.T, name string, during time.Duration) {
+	t.Helper()
+
+	deadline := time.Now().Add(during)
+
+	for time.Now().Before(deadline) {
+		csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Empty(t, csr.Status.Conditions, "certificate request %s must stay pending", name)
+
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitEvent waits for an Event with the reason on the object of the kind and name.
+func waitEvent(t *testing.T, kind, name, reason string) {
+	t.Helper()
+
+	selector := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason}.AsSelector().String()
+	deadline := time.Now().Add(30 * time.Second)
+
+	for {
+		events, err := env.Clientset().CoreV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: selector})
+		require.NoError(t, err)
+
+		if len(events.Items) > 0 {
+			return
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Event on %s %s", reason, kind, name)
+		}
+
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// nodeSANs returns the names and IPs of a Node's addresses, as its kubelet puts them into its request.
+func nodeSANs(t *testing.T, name string) ([]string, []string) {
+	t.Helper()
+
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	return addressSANs(n.Status.Addresses)
+}
+
+func addressSANs(addresses []corev1.NodeAddress) ([]string, []string) {
+	var dns, ips []string
+
+	for _, a := range addresses {
+		switch a.Type {
+		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
+			dns = append(dns, a.Address)
+		case corev1.NodeInternalIP, corev1.NodeExternalIP:
+			ips = append(ips, a.Address)
+		}
+	}
+
+	return dns, ips
+}
+
+func firstIP(t *testing.T, name string, typ corev1.NodeAddressType) string {
+	t.Helper()
+
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	for _, a := range n.Status.Addresses {
+		if a.Type == typ {
+			return a.Address
+		}
+	}
+
+	t.Fatalf("node %s has no %s", name, typ)
+
+	return ""
+}
+
+func TestKubeletServingCSRs(t *testing.T) {
+	machines := fleet("csr", 12, 21)
+
+	_, srv := talossim.StartTest(t, machines)
+	startCCM(t, srv, app.Options{})
+
+	kubelets := joinNodes(t, machines)
+
+	// Every kubelet's own request is approved.
+	deadline := time.Now().Add(60 * time.Second)
+
+	for _, m := range machines {
+		var times talossim.NodeTimes
+
+		for {
+			times, _ = kubelets.Times(m.Name)
+			if times.CSRName != "" {
+				break
+			}
+
+			require.True(t, time.Now().Before(deadline), "the kubelet of %s submitted no certificate request", m.Name)
+			time.Sleep(100 * time.Millisecond)
+		}
+
+		t.Cleanup(func() { deleteCSR(times.CSRName) })
+
+		cond := waitCSRDecided(t, times.CSRName, 30*time.Second)
+		require.Equal(t, certificatesv1.CertificateApproved, cond.Type, "%s: %s", m.Name, cond.Message)
+		assert.Equal(t, "TalosCCMApproved", cond.Reason)
+		assert.Contains(t, cond.Message, "approved by talos-ccm")
+		assert.NotContains(t, cond.Message, "rule 8", "with Talos facts, rule 8 is checked, not skipped")
+	}
+
+	first, _ := kubelets.Times(machines[0].Name)
+	waitEvent(t, "CertificateSigningRequest", first.CSRName, "TalosCCMApproved")
+
+	// Hostile requests, each from its own node (only the newest pending request of a node is decided).
+	rsa1024, err := rsa.GenerateKey(rand.Reader, 1024)
+	require.NoError(t, err)
+
+	node := func(i int) string { return machines[i].Name }
+	other := node(11)
+	otherDNS, _ := nodeSANs(t, other)
+
+	type hostile struct {
+		name    string
+		node    string
+		request func(dns, ips []string) servingRequest
+		// want is the verdict: a part of the Denied message, or "" for an approval.
+		want string
+	}
+
+	cases := []hostile{
+		{"IP-only request", node(0), func(_, ips []string) servingRequest { return servingRequest{ips: ips} }, ""},
+		{"another node's name", node(1), func(_, ips []string) servingRequest { return servingRequest{dns: otherDNS[:1], ips: ips} }, "rule 7 (node-addresses)"},
+		{"an extra DNS name", node(2), func(dns, ips []string) servingRequest {
+			return servingRequest{dns: append(dns, "api.example.com"), ips: ips}
+		}, `"api.example.com" not among the addresses`},
+		{"an IP of another node", node(3), func(dns, _ []string) servingRequest {
+			return servingRequest{dns: dns, ips: []string{firstIP(t, other, corev1.NodeInternalIP)}}
+		}, "rule 7 (node-addresses): IP"},
+		{"a wildcard", node(4), func(dns, ips []string) servingRequest {
+			return servingRequest{dns: append(dns, "*.example.com"), ips: ips}
+		}, "wildcard"},
+		{"a reserved name in another case", node(5), func(dns, ips []string) servingRequest {
+			return servingRequest{dns: append(dns, "KUBERNETES.default.SVC"), ips: ips}
+		}, "rule 9 (reserved)"},
+		{"an RSA-1024 key", node(6), func(dns, ips []string) servingRequest { return servingRequest{key: rsa1024, dns: dns, ips: ips} }, "RSA 1024 bits"},
+		{"client auth usage", node(7), func(dns, ips []string) servingRequest {
+			return servingRequest{dns: dns, ips: ips, usages: []certificatesv1.KeyUsage{
+				certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth, certificatesv1.UsageClientAuth,
+			}}
+		}, "rule 4 (usages)"},
+		{"a CN that differs from the requester", node(8), func(dns, ips []string) servingRequest {
+			return servingRequest{cn: "system:node:" + other, dns: dns, ips: ips}
+		}, "rule 3 (subject)"},
+		{"an oversized request", node(9), func(dns, ips []string) servingRequest {
+			return servingRequest{dns: dns, ips: ips, padBytes: 600 << 10}
+		}, "rule 2 (request)"},
+		{"a requester that is not a node", "", func(_, _ []string) servingRequest {
+			return servingRequest{cn: "system:node:" + node(10), dns: otherDNS[:1]}
+		}, "rule 1 (requester)"},
+	}
+
+	var wg sync.WaitGroup
+
+	for _, tc := range cases {
+		dns, ips := []string(nil), []string(nil)
+		if tc.node != "" {
+			dns, ips = nodeSANs(t, tc.node)
+		}
+
+		name := submitCSR(t, tc.node, tc.request(dns, ips))
+
+		wg.Go(func() {
+			cond := waitCSRDecided(t, name, 30*time.Second)
+
+			if tc.want == "" {
+				assert.Equal(t, certificatesv1.CertificateApproved, cond.Type, "%s: %s", tc.name, cond.Message)
+
+				return
+			}
+
+			assert.Equal(t, certificatesv1.CertificateDenied, cond.Type, "%s: %s", tc.name, cond.Message)
+			assert.Equal(t, "TalosCCMDenied", cond.Reason, tc.name)
+			assert.Contains(t, cond.Message, tc.want, tc.name)
+		})
+	}
+
+	wg.Wait()
+
+	// A denial is also posted on the Node.
+	waitEvent(t, "Node", node(7), "TalosCCMDenied")
+}
+
+func TestCSRBeforeItsNode(t *testing.T) {
+	machines := fleet("csrearly", 1, 5)
+	m := machines[0]
+
+	_, srv := talossim.StartTest(t, machines)
+	startCCM(t, srv, app.Options{})
+
+	// The request names exactly what talos-ccm will put on the Node.
+	dns, ips := addressSANs(expect(m, talossim.DefaultClusterName).addresses)
+	name := submitCSR(t, m.Name, servingRequest{dns: dns, ips: ips})
+
+	requirePending(t, name, 2*time.Second)
+
+	// The Node registers as a kubelet with an external cloud provider registers it (this one submits no
+	// request of its own), talos-ccm initializes it, and the waiting request is approved.
+	ipList := make([]string, 0, len(m.NodeIPs))
+	for _, ip := range m.NodeIPs {
+		ipList = append(ipList, ip.String())
+	}
+
+	_, err := env.Clientset().CoreV1().Nodes().Create(t.Context(), &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        m.Name,
+			Annotations: map[string]string{talossim.AnnotationProvidedNodeIP: strings.Join(ipList, ",")},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	t.Cleanup(func() {
+		_ = env.Clientset().CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{})
+	})
+
+	cond := waitCSRDecided(t, name, 60*time.Second)
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), m.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, initialized(n))
+}
+
+func TestCSRApprovalWithoutTalos(t *testing.T) {
+	// No talosconfig anywhere: only the CSR approver can run.
+	t.Setenv("TALOSCONFIG", "")
+
+	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}})
+
+	const name = "notalos-1"
+
+	// An initialized Node (some other cloud controller manager initialized it).
+	_, err := env.Clientset().CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	t.Cleanup(func() {
+		_ = env.Clientset().CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.200.0.1"}, {Type: corev1.NodeHostName, Address: name}}
+	_, err = env.Clientset().CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	approved := submitCSR(t, name, servingRequest{dns: []string{name}, ips: []string{"10.200.0.1"}})
+
+	cond := waitCSRDecided(t, approved, 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+	assert.Contains(t, cond.Message, "rule 8 (machine-addresses): no Talos API access")
+
+	// The other rules still hold.
+	denied := submitCSR(t, name, servingRequest{dns: []string{name, "*.example.com"}})
+
+	cond = waitCSRDecided(t, denied, 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateDenied, cond.Type, cond.Message)
+	assert.Contains(t, cond.Message, "wildcard")
+}
+
+func TestCSRFloodDecidesOnlyTheNewest(t *testing.T) {
+	t.Setenv("TALOSCONFIG", "")
+
+	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}})
+
+	const (
+		flooder = "flood-1"
+		other   = "flood-2"
+	)
+
+	// Both Nodes wait to be initialized; the flooder's kubelet retries meanwhile.
+	for _, name := range []string{flooder, other} {
+		_, err := env.Clientset().CoreV1().Nodes().Create(t.Context(), &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		t.Cleanup(func() {
+			_ = env.Clientset().CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+
+		n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+		_, err = env.Clientset().CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+
+	flood := make([]string, 0, 30)
+	for range 30 {
+		flood = append(flood, submitCSR(t, flooder, servingRequest{dns: []string{flooder}}))
+	}
+
+	single := submitCSR(t, other, servingRequest{dns: []string{other}})
+
+	// Both are initialized (as another cloud controller manager would): the other node is approved, and of
+	// the flood only the newest request.
+	for _, name := range []string{other, flooder} {
+		n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+
+		n.Spec.Taints = nil
+		_, err = env.Clientset().CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+
+	cond := waitCSRDecided(t, single, 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+
+	list, err := env.Clientset().CertificatesV1().CertificateSigningRequests().List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+
+	var requests []certificatesv1.CertificateSigningRequest
+
+	for _, csr := range list.Items {
+		if slices.Contains(flood, csr.Name) {
+			requests = append(requests, csr)
+		}
+	}
+
+	require.Len(t, requests, len(flood))
+
+	// The newest: the latest creation time, then the greatest name.
+	newest := slices.MaxFunc(requests, func(a, b certificatesv1.CertificateSigningRequest) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+
+		return strings.Compare(a.Name, b.Name)
+	})
+
+	cond = waitCSRDecided(t, newest.Name, 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+
+	// A later change of the Node decides again: the older requests stay superseded.
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), flooder, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	n.Spec.Taints = []corev1.Taint{{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	_, err = env.Clientset().CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	for _, name := range flood {
+		if name != newest.Name {
+			requirePending(t, name, 100*time.Millisecond)
+		}
+	}
+}
