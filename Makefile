@@ -16,6 +16,16 @@ build:
 envtest:
 	@hack/envtest.sh
 
+.PHONY: helm manifests
+
+## helm: build helm from its Go module (once per version) and print its path.
+helm:
+	@hack/helm.sh
+
+## manifests: render the Helm chart (deploy/helm/talos-ccm) into deploy/manifests; a test checks they agree.
+manifests:
+	@hack/manifests.sh
+
 ## test: every unit, controller and end-to-end test (builds the envtest binaries when missing).
 test:
 	@assets="$$(hack/envtest.sh)" && \

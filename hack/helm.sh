@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the helm command from its Go module (nothing but Go modules can be downloaded here), once
+# per version, and prints the path of the binary. Stdout carries only that path; progress goes to
+# stderr, so
+#
+#   "$(hack/helm.sh)" template deploy/helm/talos-ccm
+#
+# works from any directory. The version comes from hack/helm/go.mod: bumping it there rebuilds into
+# a new cache directory.
+#
+# Environment:
+#   TALOS_CCM_HELM       used as is when it names an executable (a helm of your own).
+#   TALOS_CCM_HELM_DIR   cache root (default: $XDG_CACHE_HOME/talos-ccm/helm, or
+#                        $HOME/.cache/talos-ccm/helm).
+#   GO                   the go command (default: go).
+
+set -euo pipefail
+
+GO="${GO:-go}"
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+helper="${root}/hack/helm"
+
+log() {
+	printf 'helm: %s\n' "$*" >&2
+}
+
+die() {
+	log "error: $*"
+	exit 1
+}
+
+if [[ -n "${TALOS_CCM_HELM:-}" ]]; then
+	[[ -x "${TALOS_CCM_HELM}" ]] || die "TALOS_CCM_HELM=${TALOS_CCM_HELM} is not an executable"
+
+	printf '%s\n' "${TALOS_CCM_HELM}"
+	exit 0
+fi
+
+# The module path of Helm carries its major version (helm.sh/helm/v4); take whichever is required.
+read -r module version < <(awk '
+	$1 == "require" && $2 ~ /^helm\.sh\/helm\// { print $2, $3; exit }
+	$1 ~ /^helm\.sh\/helm\// && $2 ~ /^v/ { print $1, $2; exit }
+' "${helper}/go.mod") || true
+
+[[ -n "${module:-}" && -n "${version:-}" ]] || die "helm.sh/helm is not required in hack/helm/go.mod"
+
+cache_root="${TALOS_CCM_HELM_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/talos-ccm/helm}"
+dest="${cache_root}/${version}/helm"
+
+if [[ -x "${dest}" ]]; then
+	printf '%s\n' "${dest}"
+	exit 0
+fi
+
+mkdir -p "${cache_root}"
+
+# Parallel test packages may all call this script at once: the first one builds, the others wait
+# for it and then find the binary in place.
+exec 9>"${cache_root}/.lock"
+
+if ! flock --nonblock 9; then
+	log "waiting for another build of helm to finish..."
+	flock 9
+fi
+
+if [[ -x "${dest}" ]]; then
+	printf '%s\n' "${dest}"
+	exit 0
+fi
+
+# Only the holder of the lock builds, so any other build directory was left by a killed build.
+rm -rf "${cache_root}"/.build.*
+
+tmp="$(mktemp -d "${cache_root}/.build.XXXXXX")"
+trap 'rm -rf "${tmp}"' EXIT
+
+started="${SECONDS}"
+log "building helm ${version} from Go modules (a cold build takes a few minutes)..."
+
+# Helm reports the version set here (its own default is only the minor version). The helper module
+# must not pick up a go.work of the caller's, and the build does not inherit the lock.
+(cd "${helper}" && GOWORK=off CGO_ENABLED=0 "${GO}" build -trimpath \
+	-ldflags="-s -w -X=${module}/internal/version.version=${version}" \
+	-o "${tmp}/helm" "${module}/cmd/helm") >&2 9>&- ||
+	die "failed to build helm ${version}"
+
+log "built helm ${version} in $((SECONDS - started))s"
+
+# mktemp made the directory private; the binary is not a secret.
+chmod 0755 "${tmp}"
+mkdir -p "$(dirname "${dest}")"
+mv -f "${tmp}/helm" "${dest}"
+
+printf '%s\n' "${dest}"

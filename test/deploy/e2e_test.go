@@ -1,0 +1,214 @@
+package deploy_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+// forbiddenRecorder records the requests the apiserver refused with 403 Forbidden.
+type forbiddenRecorder struct {
+	mu        sync.Mutex
+	forbidden []string
+}
+
+func (f *forbiddenRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusForbidden {
+			f.mu.Lock()
+			f.forbidden = append(f.forbidden, req.Method+" "+req.URL.Path)
+			f.mu.Unlock()
+		}
+
+		return resp, err
+	})
+}
+
+func (f *forbiddenRecorder) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	return append([]string(nil), f.forbidden...)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestTalosCCMRunsWithTheChartIdentity runs talos-ccm end to end as the chart's service account, with
+// no rights but those of the chart's RBAC objects applied to the envtest apiserver, with the flags and
+// the config file the chart renders (controllers, leader election on the chart's Lease, the default
+// config file): it initializes a simulated fleet's Nodes without a single request refused, and a write
+// it is not granted (deleting a Node, with deletion off) is refused.
+func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
+	t.Parallel()
+
+	env := controlPlane(t)
+
+	const release, namespace = "e2e", "talos-ccm-e2e"
+
+	createNamespace(t, env, namespace)
+
+	objects := render(t, release, namespace, nil)
+	user := applyIdentity(t, env, objects)
+
+	// The chart's flags and config file, as the pod would get them.
+	pod := podSpec(t, objects)
+	args := argMap(pod.Spec.Containers[0].Args)
+
+	configMap := convert[corev1.ConfigMap](t, find(t, objects, "ConfigMap", release+"-talos-ccm"))
+	configFile := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(configFile, []byte(configMap.Data["config.yaml"]), 0o600))
+
+	require.Equal(t, "true", args["--leader-elect"])
+
+	machines := talossim.Generate(6, 42)
+	for i := range machines {
+		machines[i].Name = "chart-e2e-" + machines[i].Name
+	}
+
+	_, srv := talossim.StartTest(t, machines)
+
+	recorder := &forbiddenRecorder{}
+	identity := impersonate(env.Config, user, namespace)
+	identity.Wrap(recorder.wrap)
+
+	// The identity needs its RBAC objects in force before talos-ccm starts, or its first requests may
+	// be refused while the authorizer's caches catch up.
+	probe, err := kubernetes.NewForConfig(impersonate(env.Config, user, namespace))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := probe.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{Limit: 1})
+
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+
+	go func() {
+		done <- app.Run(ctx, app.Options{
+			RestConfig:  identity,
+			TalosConfig: srv.TalosconfigPath(),
+			ConfigFile:  configFile,
+			StateDir:    t.TempDir(),
+			Controllers: strings.Split(args["--controllers"], ","),
+			LeaderElection: app.LeaderElection{
+				Enabled:   true,
+				Namespace: args["--leader-elect-resource-namespace"],
+				Name:      args["--leader-elect-resource-name"],
+			},
+			DeleteStaleNodes:         args["--delete-stale-nodes"] == "true",
+			DeletePreemptedSpotNodes: args["--delete-preempted-spot-nodes"] == "true",
+			// Off: the ports would collide with other tests; the probes are not under test here.
+			MetricsBindAddress:     "0",
+			HealthProbeBindAddress: "0",
+		}, zaptest.NewLogger(t))
+	}()
+
+	t.Cleanup(func() {
+		cancel()
+
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("talos-ccm did not stop within 30s")
+		}
+	})
+
+	startKubelets(t, env.Config, machines)
+
+	deadline := time.Now().Add(90 * time.Second)
+
+	for _, m := range machines {
+		for {
+			n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), m.Name, metav1.GetOptions{})
+			if err == nil && initialized(n) {
+				assert.NotEmpty(t, n.Spec.ProviderID, m.Name)
+				assert.NotEmpty(t, n.Status.Addresses, m.Name)
+
+				break
+			}
+
+			require.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
+			require.True(t, time.Now().Before(deadline), "node %s was not initialized by talos-ccm running as %s", m.Name, user)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// talos-ccm took the chart's Lease.
+	lease, err := env.Clientset().CoordinationV1().Leases(namespace).Get(t.Context(), args["--leader-elect-resource-name"], metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	assert.NotEmpty(t, *lease.Spec.HolderIdentity)
+
+	assert.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
+
+	// A write the chart does not grant, with the same identity.
+	client, err := kubernetes.NewForConfig(impersonate(env.Config, user, namespace))
+	require.NoError(t, err)
+
+	err = client.CoreV1().Nodes().Delete(t.Context(), machines[0].Name, metav1.DeleteOptions{})
+	require.True(t, apierrors.IsForbidden(err), "deleting a Node with deletion off must be forbidden, got %v", err)
+}
+
+// startKubelets registers the machines' Nodes as kubelets started with --cloud-provider=external do,
+// and deletes them when the test ends.
+func startKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) {
+	t.Helper()
+
+	kubelets, err := talossim.NewKubelets(cfg, machines, talossim.KubeletOptions{})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+
+	go func() {
+		defer close(done)
+
+		kubelets.Run(ctx) //nolint:errcheck
+	}()
+
+	t.Cleanup(func() {
+		cancel()
+		<-done
+
+		clientset, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return
+		}
+
+		for _, m := range machines {
+			clientset.CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{}) //nolint:errcheck
+		}
+	})
+}
+
+func initialized(n *corev1.Node) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+			return false
+		}
+	}
+
+	return true
+}
