@@ -47,6 +47,7 @@ type NotFoundError struct {
 	Namespace string
 }
 
+// Error implements error.
 func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("%s %q not found in namespace %q", e.Type, e.ID, e.Namespace)
 }

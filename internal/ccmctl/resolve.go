@@ -18,6 +18,7 @@ type UnknownTypeError struct {
 	Name string
 }
 
+// Error implements error.
 func (e *UnknownTypeError) Error() string {
 	return fmt.Sprintf("unknown resource type %q (list the types with \"ccmctl get rd\")", e.Name)
 }
