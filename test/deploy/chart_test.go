@@ -290,14 +290,18 @@ func TestChartRejectsValuesThatCannotWork(t *testing.T) {
 		set    []string
 		want   string
 	}{
-		{name: "unknown mode", set: []string{"mode=StatefulSet"}, want: "mode must be Deployment or DaemonSet"},
+		{name: "unknown mode", set: []string{"mode=StatefulSet"}, want: "at '/mode': value must be one of 'Deployment', 'DaemonSet'"},
 		{name: "unknown controller", set: []string{"controllers={*,cloud-nodes}"}, want: `unknown controller "cloud-nodes"`},
 		{name: "unknown removed controller", set: []string{"controllers={*,-csr}"}, want: `unknown controller "csr"`},
 		{name: "no controller", set: []string{"controllers={cloud-node,-cloud-node}"}, want: "enables no controller"},
 		{name: "claim in a DaemonSet", values: []string{"ci/daemonset-values.yaml"}, set: []string{"state.type=persistentVolumeClaim"}, want: "needs mode Deployment"},
 		{name: "one claim for two replicas", set: []string{"state.type=persistentVolumeClaim"}, want: "needs replicas: 1"},
-		{name: "unknown state type", set: []string{"state.type=hostPath"}, want: "state.type must be"},
+		{name: "unknown state type", set: []string{"state.type=hostPath"}, want: "at '/state/type': value must be one of"},
 		{name: "pod CIDRs without node-ipam", set: []string{"nodeIPAM.allocateNodeCIDRs=true", "controllers={*,-node-ipam}"}, want: "turns node-ipam on"},
+		{name: "Talos CCM chart value", set: []string{"replicaCount=3"}, want: "replicaCount is a value of the Talos CCM chart: talos-ccm's is replicas"},
+		{name: "Talos CCM transformations", values: []string{"ci/full-values.yaml"}, set: []string{"transformations=null", "useDaemonSet=true"}, want: "value of the Talos CCM chart"},
+		{name: "misspelt value", set: []string{"leaderElection.leaseDurations=15s"}, want: "additional properties 'leaseDurations' not allowed"},
+		{name: "duration without unit", set: []string{"nodeLifecycle.staleNodeGrace=300"}, want: "staleNodeGrace"},
 		{name: "ServiceMonitor without Service", set: []string{"metrics.serviceMonitor.enabled=true"}, want: "needs metrics.enabled and metrics.service.enabled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -161,6 +161,20 @@ The leader election Lease, in the release namespace.
 Checks of value combinations that would render objects that cannot work.
 */}}
 {{- define "talos-ccm.validate" -}}
+{{- /* Values of the Talos CCM chart, which would otherwise be ignored without a word. */}}
+{{- $legacy := dict
+  "replicaCount" "replicas"
+  "enabledControllers" "controllers (cloud-node, csr-approval, node-lifecycle, node-ipam, service-lb)"
+  "useDaemonSet" "mode: DaemonSet"
+  "transformations" "config.transformations"
+  "logVerbosityLevel" "logLevel (debug, info, warn or error)"
+  "service" "metrics.service and metrics.port"
+}}
+{{- range $key, $hint := $legacy }}
+{{- if hasKey $.Values $key }}
+{{- fail (printf "%s is a value of the Talos CCM chart: talos-ccm's is %s (see deploy/README.md)" $key $hint) }}
+{{- end }}
+{{- end }}
 {{- $daemonSet := include "talos-ccm.isDaemonSet" . }}
 {{- if not (has .Values.state.type (list "emptyDir" "persistentVolumeClaim")) }}
 {{- fail (printf "state.type must be emptyDir or persistentVolumeClaim, not %q" .Values.state.type) }}
