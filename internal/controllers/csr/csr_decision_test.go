@@ -6,6 +6,8 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -15,6 +17,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -27,6 +30,8 @@ func TestCSRDecisionController(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 
 	valid := validInput(t)
+	approvals := counterValue(t, metrics.CSRDecisions.WithLabelValues(csrctrl.VerdictApprove))
+	ruleTenFailures := counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))
 
 	rt := ctest.New(t)
 	rt.Register(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }}))
@@ -108,6 +113,10 @@ func TestCSRDecisionController(t *testing.T) {
 		a.Contains(d.TypedSpec().Value.GetReason(), "rule 10")
 	})
 
+	// Verdicts are counted, denials by failed rule.
+	assert.GreaterOrEqual(t, counterValue(t, metrics.CSRDecisions.WithLabelValues(csrctrl.VerdictApprove))-approvals, 2.0)
+	assert.GreaterOrEqual(t, counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))-ruleTenFailures, 1.0)
+
 	// Decisions are not rewritten when nothing changed, so they keep the time they were reached.
 	before, err := safe.StateGetByID[*csrres.CSRDecision](ctx, st, "csr-2")
 	require.NoError(t, err)
@@ -165,4 +174,14 @@ func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
 		a.Contains(spec.GetReason(), "rule 8 (machine-addresses): no Talos API access")
 		a.WithinDuration(time.Now(), spec.GetDecidedAt().AsTime(), time.Minute)
 	})
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+
+	var m dto.Metric
+
+	require.NoError(t, c.Write(&m))
+
+	return m.GetCounter().GetValue()
 }
