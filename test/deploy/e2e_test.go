@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,8 +57,9 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // TestTalosCCMRunsWithTheChartIdentity runs talos-ccm end to end as the chart's service account, with
 // no rights but those of the chart's RBAC objects applied to the envtest apiserver, with the flags and
 // the config file the chart renders (controllers, leader election on the chart's Lease, the default
-// config file): it initializes a simulated fleet's Nodes without a single request refused, and a write
-// it is not granted (deleting a Node, with deletion off) is refused.
+// config file): it initializes a simulated fleet's Nodes and approves their kubelets' serving
+// certificates without a single request refused, and a write it is not granted (deleting a Node, with
+// deletion off) is refused.
 func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 	t.Parallel()
 
@@ -135,7 +137,7 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 		}
 	})
 
-	startKubelets(t, env.Config, machines)
+	kubelets := startKubelets(t, env.Config, machines)
 
 	deadline := time.Now().Add(90 * time.Second)
 
@@ -152,6 +154,29 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 			require.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
 			require.True(t, time.Now().Before(deadline), "node %s was not initialized by talos-ccm running as %s", m.Name, user)
 			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// Every kubelet's serving certificate request is approved: `approve` on the kubelet-serving signer is
+	// checked by the apiserver's admission for the requester of the approval, here the chart's account.
+	for _, m := range machines {
+		var times talossim.NodeTimes
+
+		for times.CSRName == "" {
+			times, _ = kubelets.Times(m.Name)
+
+			require.True(t, time.Now().Before(deadline), "the kubelet of %s submitted no certificate request", m.Name)
+			time.Sleep(100 * time.Millisecond)
+		}
+
+		t.Cleanup(func() {
+			env.Clientset().CertificatesV1().CertificateSigningRequests().Delete(context.Background(), times.CSRName, metav1.DeleteOptions{}) //nolint:errcheck
+		})
+
+		for !csrApproved(t, env.Clientset(), times.CSRName) {
+			require.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
+			require.True(t, time.Now().Before(deadline), "the certificate request of %s was not approved by talos-ccm running as %s", m.Name, user)
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 
@@ -173,7 +198,7 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 
 // startKubelets registers the machines' Nodes as kubelets started with --cloud-provider=external do,
 // and deletes them when the test ends.
-func startKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) {
+func startKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) *talossim.Kubelets {
 	t.Helper()
 
 	kubelets, err := talossim.NewKubelets(cfg, machines, talossim.KubeletOptions{})
@@ -201,6 +226,26 @@ func startKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) 
 			clientset.CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{}) //nolint:errcheck
 		}
 	})
+
+	return kubelets
+}
+
+// csrApproved reports whether the certificate request is approved, and fails the test if it is denied.
+func csrApproved(t *testing.T, client kubernetes.Interface, name string) bool {
+	t.Helper()
+
+	csr, err := client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	for _, c := range csr.Status.Conditions {
+		require.NotEqual(t, certificatesv1.CertificateDenied, c.Type, "certificate request %s denied: %s", name, c.Message)
+
+		if c.Type == certificatesv1.CertificateApproved {
+			return true
+		}
+	}
+
+	return false
 }
 
 func initialized(n *corev1.Node) bool {
