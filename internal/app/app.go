@@ -74,6 +74,21 @@ type Options struct {
 	// PreferIPv6Set marks PreferIPv6 as given explicitly (--prefer-ipv6 on the command line): it then wins
 	// over the config file's global.preferIPv6. PreferIPv6 true always counts as explicit.
 	PreferIPv6Set bool
+	// AllocateNodeCIDRs turns the node-ipam controller on, as if it were listed in Controllers
+	// (--allocate-node-cidrs).
+	AllocateNodeCIDRs bool
+	// NodeIPAMMode is "range" (pod CIDRs from ClusterCIDRs; the default) or "talos-ipv6" (IPv6 pod CIDRs
+	// carved from each machine's own global IPv6 prefix).
+	NodeIPAMMode string
+	// ClusterCIDRs are the pod ranges, at most one per family (--cluster-cidr); empty means the ranges of a
+	// control-plane machine's Talos ControllerManagerConfig.
+	ClusterCIDRs []string
+	// NodeCIDRMaskSizeIPv4 and NodeCIDRMaskSizeIPv6 are the pod CIDR sizes; zero means 24, and 64 (80 in
+	// talos-ipv6 mode).
+	NodeCIDRMaskSizeIPv4, NodeCIDRMaskSizeIPv6 int
+	// ServiceClusterIPRanges are the Service ranges (--service-cluster-ip-range): never handed out as pod
+	// CIDRs, and never approved in serving certificates. They win over global.serviceCIDRs of the config file.
+	ServiceClusterIPRanges []string
 	// ConfigFile is the config file (--config): global settings, transformation rules and CSR approval
 	// settings, watched and reloaded. Empty means flags only. An invalid file stops Run before anything
 	// starts; an invalid change later is rejected and the last good config stays active.
@@ -183,9 +198,13 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return err
 	}
 
+	if err = applyIPAMFlags(opts, enabled); err != nil {
+		return err
+	}
+
 	// The Talos API is required to initialize Nodes and watch their lifecycle; the CSR approver uses it
 	// when it is configured (the out-of-band address check) and works without it.
-	needTalos := enabled[ControllerCloudNode] || enabled[ControllerNodeLifecycle]
+	needTalos := enabled[ControllerCloudNode] || enabled[ControllerNodeLifecycle] || nodeIPAMNeedsTalos(opts, enabled)
 
 	talosPath, err := talosConfigPath(opts.TalosConfig)
 	if err != nil && needTalos {

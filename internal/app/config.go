@@ -51,6 +51,15 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 		explicit = append(explicit, "prefer_ipv6")
 	}
 
+	// Invalid ranges stop Run before this (applyIPAMFlags).
+	if ranges, err := parseCIDRs(opts.ServiceClusterIPRanges, ""); err == nil && len(ranges) > 0 {
+		for _, r := range ranges {
+			spec.ServiceCidrs = append(spec.ServiceCidrs, r.String())
+		}
+
+		explicit = append(explicit, "service_cidrs")
+	}
+
 	// The CSR approver's settings: the cluster domain (explicit when given), and the longest lifetime,
 	// which a csrApproval section of the config file replaces with the rest of that section.
 	spec.ClusterDomain = csrctrl.DefaultClusterDomain

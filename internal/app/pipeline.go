@@ -58,8 +58,8 @@ func (p *pipeline) close() {
 var controllerGroups = map[string]func(*pipeline) error{
 	ControllerCloudNode:     (*pipeline).registerCloudNode,
 	ControllerCSRApproval:   (*pipeline).registerCSRApproval,
-	ControllerNodeIPAM:      notImplemented(ControllerNodeIPAM),
-	ControllerServiceLB:     notImplemented(ControllerServiceLB),
+	ControllerNodeIPAM:      (*pipeline).registerNodeIPAM,
+	ControllerServiceLB:     (*pipeline).registerServiceLB,
 	ControllerNodeLifecycle: (*pipeline).registerNodeLifecycle,
 }
 

@@ -111,7 +111,7 @@ func TestParseErrors(t *testing.T) {
 		want string
 	}{
 		{"key case matters", "global:\n  PreferIPv6: true\n", `cfg.yaml:2: global: unknown key "PreferIPv6" (did you mean "preferIPv6"?`},
-		{"unknown top-level key", "globals: {}\n", `cfg.yaml:1: unknown key "globals" (known: global, transformations, csrApproval)`},
+		{"unknown top-level key", "globals: {}\n", `cfg.yaml:1: unknown key "globals" (known: global, transformations, csrApproval, loadBalancer)`},
 		{"unknown rule key", rule("    label: {a: b}\n"), `cfg.yaml:3: rule "web": unknown key "label" (known: name,`},
 		{"features are rejected with a reason", rule("    labels: {a: b}\n    features:\n      publicIPDiscovery: true\n"), `cfg.yaml:4: rule "web": unknown key "features": features (publicIPDiscovery) are not supported`},
 		{"preferIPv6 must be a boolean", "global:\n  preferIPv6: \"yes\"\n", "cfg.yaml:2: global.preferIPv6 must be true or false"},

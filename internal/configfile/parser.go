@@ -25,7 +25,7 @@ const maxProblems = 100
 
 // Known keys of each mapping, as documented.
 var (
-	topKeys         = []string{"global", "transformations", "csrApproval"}
+	topKeys         = []string{"global", "transformations", "csrApproval", "loadBalancer"}
 	globalKeys      = []string{"clusterName", "preferIPv6", "clusterDomain", "serviceCIDRs"}
 	ruleKeys        = []string{"name", "nodeSelector", "labels", "annotations", "taints", "platformMetadata"}
 	termKeys        = []string{"name", "matchExpressions"}
@@ -278,6 +278,8 @@ func (p *parser) config(doc *yaml.Node, spec *specs.ConfigSpec) {
 			p.transformations(v, spec)
 		case "csrApproval":
 			spec.CsrApproval = p.csrApproval(v)
+		case "loadBalancer":
+			spec.LoadBalancer = p.loadBalancer(v)
 		}
 	})
 }

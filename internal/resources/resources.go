@@ -11,6 +11,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/registry"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -34,6 +35,7 @@ func Namespaces() []Namespace {
 		{Name: talos.NamespaceName, Description: "Facts read from each machine's Talos API."},
 		{Name: config.NamespaceName, Description: "The configuration in force."},
 		{Name: node.NamespaceName, Description: "Decisions about Nodes.", Persisted: true},
+		{Name: ipam.NamespaceName, Description: "IP allocations: pod CIDRs of Nodes, LoadBalancer IPs of Services.", Persisted: true},
 		{Name: csr.NamespaceName, Description: "Decisions about kubelet serving certificate requests.", Persisted: true},
 		{Name: sink.NamespaceName, Description: "What the sinks applied to Kubernetes."},
 	}
@@ -43,13 +45,18 @@ func Namespaces() []Namespace {
 func All() []meta.ResourceWithRD {
 	return []meta.ResourceWithRD{
 		&kube.KubeNode{},
+		&kube.KubeService{},
+		&kube.KubeSync{},
 		&kube.KubeCSR{},
 		&talos.PlatformMetadata{},
 		&talos.MachineAddresses{},
 		&talos.MachineStatus{},
+		&talos.ControllerManagerConfig{},
 		&config.Config{},
 		&node.NodeTransform{},
 		&node.NodeLifecycle{},
+		&ipam.IPAllocation{},
+		&ipam.IPPool{},
 		&csr.CSRDecision{},
 		&sink.ApplyStatus{},
 	}

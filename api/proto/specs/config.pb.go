@@ -43,7 +43,9 @@ type ConfigSpec struct {
 	// Where cluster_name came from: a flag, the config file or the talosconfig context.
 	ClusterNameSource string `protobuf:"bytes,9,opt,name=cluster_name_source,json=clusterNameSource,proto3" json:"cluster_name_source,omitempty"`
 	// The SHA-256 of the config file in force (hex), empty without a config file.
-	FileSha256    string `protobuf:"bytes,10,opt,name=file_sha256,json=fileSHA256,proto3" json:"file_sha256,omitempty"`
+	FileSha256 string `protobuf:"bytes,10,opt,name=file_sha256,json=fileSHA256,proto3" json:"file_sha256,omitempty"`
+	// The LoadBalancer IP pools (loadBalancer in the config file).
+	LoadBalancer  *LoadBalancerConfig `protobuf:"bytes,20,opt,name=load_balancer,json=loadBalancer,proto3" json:"load_balancer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,6 +148,13 @@ func (x *ConfigSpec) GetFileSha256() string {
 		return x.FileSha256
 	}
 	return ""
+}
+
+func (x *ConfigSpec) GetLoadBalancer() *LoadBalancerConfig {
+	if x != nil {
+		return x.LoadBalancer
+	}
+	return nil
 }
 
 // TransformationRule is one entry of `transformations` in the config file.
@@ -428,7 +437,7 @@ var File_specs_config_proto protoreflect.FileDescriptor
 const file_specs_config_proto_rawDesc = "" +
 	"\n" +
 	"\x12specs/config.proto\x12\n" +
-	"tccm.specs\"\xca\x03\n" +
+	"tccm.specs\x1a\x10specs/ipam.proto\"\x8f\x04\n" +
 	"\n" +
 	"ConfigSpec\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
@@ -443,7 +452,8 @@ const file_specs_config_proto_rawDesc = "" +
 	"\x13cluster_name_source\x18\t \x01(\tR\x11clusterNameSource\x12\x1f\n" +
 	"\vfile_sha256\x18\n" +
 	" \x01(\tR\n" +
-	"fileSHA256\"\xb8\x05\n" +
+	"fileSHA256\x12C\n" +
+	"\rload_balancer\x18\x14 \x01(\v2\x1e.tccm.specs.LoadBalancerConfigR\floadBalancer\"\xb8\x05\n" +
 	"\x12TransformationRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12A\n" +
 	"\rnode_selector\x18\x02 \x03(\v2\x1c.tccm.specs.NodeSelectorTermR\fnodeSelector\x12B\n" +
@@ -499,21 +509,23 @@ var file_specs_config_proto_goTypes = []any{
 	nil,                             // 6: tccm.specs.TransformationRule.AnnotationsEntry
 	nil,                             // 7: tccm.specs.TransformationRule.TaintsEntry
 	nil,                             // 8: tccm.specs.TransformationRule.PlatformMetadataEntry
+	(*LoadBalancerConfig)(nil),      // 9: tccm.specs.LoadBalancerConfig
 }
 var file_specs_config_proto_depIdxs = []int32{
 	1, // 0: tccm.specs.ConfigSpec.transformations:type_name -> tccm.specs.TransformationRule
 	4, // 1: tccm.specs.ConfigSpec.csr_approval:type_name -> tccm.specs.CSRApprovalConfig
-	2, // 2: tccm.specs.TransformationRule.node_selector:type_name -> tccm.specs.NodeSelectorTerm
-	5, // 3: tccm.specs.TransformationRule.labels:type_name -> tccm.specs.TransformationRule.LabelsEntry
-	6, // 4: tccm.specs.TransformationRule.annotations:type_name -> tccm.specs.TransformationRule.AnnotationsEntry
-	7, // 5: tccm.specs.TransformationRule.taints:type_name -> tccm.specs.TransformationRule.TaintsEntry
-	8, // 6: tccm.specs.TransformationRule.platform_metadata:type_name -> tccm.specs.TransformationRule.PlatformMetadataEntry
-	3, // 7: tccm.specs.NodeSelectorTerm.match_expressions:type_name -> tccm.specs.NodeSelectorRequirement
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	9, // 2: tccm.specs.ConfigSpec.load_balancer:type_name -> tccm.specs.LoadBalancerConfig
+	2, // 3: tccm.specs.TransformationRule.node_selector:type_name -> tccm.specs.NodeSelectorTerm
+	5, // 4: tccm.specs.TransformationRule.labels:type_name -> tccm.specs.TransformationRule.LabelsEntry
+	6, // 5: tccm.specs.TransformationRule.annotations:type_name -> tccm.specs.TransformationRule.AnnotationsEntry
+	7, // 6: tccm.specs.TransformationRule.taints:type_name -> tccm.specs.TransformationRule.TaintsEntry
+	8, // 7: tccm.specs.TransformationRule.platform_metadata:type_name -> tccm.specs.TransformationRule.PlatformMetadataEntry
+	3, // 8: tccm.specs.NodeSelectorTerm.match_expressions:type_name -> tccm.specs.NodeSelectorRequirement
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_specs_config_proto_init() }
@@ -521,6 +533,7 @@ func file_specs_config_proto_init() {
 	if File_specs_config_proto != nil {
 		return
 	}
+	file_specs_ipam_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -153,7 +153,9 @@ type KubeNodeSpec struct {
 	// True while the node.cloudprovider.kubernetes.io/uninitialized taint is present.
 	Uninitialized bool `protobuf:"varint,9,opt,name=uninitialized,proto3" json:"uninitialized,omitempty"`
 	// When the Ready condition last changed.
-	ReadyChanged  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=ready_changed,json=readyChanged,proto3" json:"ready_changed,omitempty"`
+	ReadyChanged *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=ready_changed,json=readyChanged,proto3" json:"ready_changed,omitempty"`
+	// spec.podCIDRs: set once, by talos-ccm's node-ipam or another allocator.
+	PodCidrs      []string `protobuf:"bytes,11,rep,name=pod_cidrs,json=podCIDRs,proto3" json:"pod_cidrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +260,259 @@ func (x *KubeNodeSpec) GetReadyChanged() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *KubeNodeSpec) GetPodCidrs() []string {
+	if x != nil {
+		return x.PodCidrs
+	}
+	return nil
+}
+
+// ServicePort is one port of a Service.
+type ServicePort struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Protocol      string                 `protobuf:"bytes,1,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServicePort) Reset() {
+	*x = ServicePort{}
+	mi := &file_specs_kube_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServicePort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServicePort) ProtoMessage() {}
+
+func (x *ServicePort) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_kube_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
+func (*ServicePort) Descriptor() ([]byte, []int) {
+	return file_specs_kube_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ServicePort) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ServicePort) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+// KubeServiceSpec mirrors the parts of a Service of type LoadBalancer that talos-ccm decides from.
+type KubeServiceSpec struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Uid       string                 `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Labels    map[string]string      `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// spec.loadBalancerClass; empty when not set.
+	LoadBalancerClass string `protobuf:"bytes,5,opt,name=load_balancer_class,json=loadBalancerClass,proto3" json:"load_balancer_class,omitempty"`
+	// spec.loadBalancerIP (deprecated by Kubernetes, still honoured).
+	LoadBalancerIp string `protobuf:"bytes,6,opt,name=load_balancer_ip,json=loadBalancerIP,proto3" json:"load_balancer_ip,omitempty"`
+	// The Service's annotations under talos-ccm.dev/.
+	Annotations map[string]string `protobuf:"bytes,7,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// spec.ipFamilies, in order.
+	IpFamilies     []string       `protobuf:"bytes,8,rep,name=ip_families,json=ipFamilies,proto3" json:"ip_families,omitempty"`
+	IpFamilyPolicy string         `protobuf:"bytes,9,opt,name=ip_family_policy,json=ipFamilyPolicy,proto3" json:"ip_family_policy,omitempty"`
+	Ports          []*ServicePort `protobuf:"bytes,10,rep,name=ports,proto3" json:"ports,omitempty"`
+	// The IPs of status.loadBalancer.ingress.
+	IngressIps    []string               `protobuf:"bytes,11,rep,name=ingress_ips,json=ingressIPs,proto3" json:"ingress_ips,omitempty"`
+	Created       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubeServiceSpec) Reset() {
+	*x = KubeServiceSpec{}
+	mi := &file_specs_kube_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubeServiceSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubeServiceSpec) ProtoMessage() {}
+
+func (x *KubeServiceSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_kube_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubeServiceSpec.ProtoReflect.Descriptor instead.
+func (*KubeServiceSpec) Descriptor() ([]byte, []int) {
+	return file_specs_kube_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *KubeServiceSpec) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *KubeServiceSpec) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *KubeServiceSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KubeServiceSpec) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *KubeServiceSpec) GetLoadBalancerClass() string {
+	if x != nil {
+		return x.LoadBalancerClass
+	}
+	return ""
+}
+
+func (x *KubeServiceSpec) GetLoadBalancerIp() string {
+	if x != nil {
+		return x.LoadBalancerIp
+	}
+	return ""
+}
+
+func (x *KubeServiceSpec) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *KubeServiceSpec) GetIpFamilies() []string {
+	if x != nil {
+		return x.IpFamilies
+	}
+	return nil
+}
+
+func (x *KubeServiceSpec) GetIpFamilyPolicy() string {
+	if x != nil {
+		return x.IpFamilyPolicy
+	}
+	return ""
+}
+
+func (x *KubeServiceSpec) GetPorts() []*ServicePort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *KubeServiceSpec) GetIngressIps() []string {
+	if x != nil {
+		return x.IngressIps
+	}
+	return nil
+}
+
+func (x *KubeServiceSpec) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+// KubeSyncSpec says that a Kubernetes mirror holds every object of its kind: the informer's initial list
+// is mirrored, so an object without a mirror is gone (not merely not mirrored yet).
+type KubeSyncSpec struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Synced bool                   `protobuf:"varint,1,opt,name=synced,proto3" json:"synced,omitempty"`
+	// Objects in the initial list.
+	Objects       int32 `protobuf:"varint,2,opt,name=objects,proto3" json:"objects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubeSyncSpec) Reset() {
+	*x = KubeSyncSpec{}
+	mi := &file_specs_kube_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubeSyncSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubeSyncSpec) ProtoMessage() {}
+
+func (x *KubeSyncSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_kube_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubeSyncSpec.ProtoReflect.Descriptor instead.
+func (*KubeSyncSpec) Descriptor() ([]byte, []int) {
+	return file_specs_kube_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *KubeSyncSpec) GetSynced() bool {
+	if x != nil {
+		return x.Synced
+	}
+	return false
+}
+
+func (x *KubeSyncSpec) GetObjects() int32 {
+	if x != nil {
+		return x.Objects
+	}
+	return 0
+}
+
 var File_specs_kube_proto protoreflect.FileDescriptor
 
 const file_specs_kube_proto_rawDesc = "" +
@@ -270,7 +525,7 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x06effect\x18\x03 \x01(\tR\x06effect\";\n" +
 	"\vNodeAddress\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xfb\x03\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x98\x04\n" +
 	"\fKubeNodeSpec\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
@@ -283,10 +538,39 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x05ready\x18\b \x01(\bR\x05ready\x12$\n" +
 	"\runinitialized\x18\t \x01(\bR\runinitialized\x12?\n" +
 	"\rready_changed\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\freadyChanged\x1a9\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\freadyChanged\x12\x1b\n" +
+	"\tpod_cidrs\x18\v \x03(\tR\bpodCIDRs\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
+	"\vServicePort\x12\x1a\n" +
+	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\x8c\x05\n" +
+	"\x0fKubeServiceSpec\x12\x10\n" +
+	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12?\n" +
+	"\x06labels\x18\x04 \x03(\v2'.tccm.specs.KubeServiceSpec.LabelsEntryR\x06labels\x12.\n" +
+	"\x13load_balancer_class\x18\x05 \x01(\tR\x11loadBalancerClass\x12(\n" +
+	"\x10load_balancer_ip\x18\x06 \x01(\tR\x0eloadBalancerIP\x12N\n" +
+	"\vannotations\x18\a \x03(\v2,.tccm.specs.KubeServiceSpec.AnnotationsEntryR\vannotations\x12\x1f\n" +
+	"\vip_families\x18\b \x03(\tR\n" +
+	"ipFamilies\x12(\n" +
+	"\x10ip_family_policy\x18\t \x01(\tR\x0eipFamilyPolicy\x12-\n" +
+	"\x05ports\x18\n" +
+	" \x03(\v2\x17.tccm.specs.ServicePortR\x05ports\x12\x1f\n" +
+	"\vingress_ips\x18\v \x03(\tR\n" +
+	"ingressIPs\x124\n" +
+	"\acreated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\fKubeSyncSpec\x12\x16\n" +
+	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
+	"\aobjects\x18\x02 \x01(\x05R\aobjectsB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_kube_proto_rawDescOnce sync.Once
@@ -300,25 +584,34 @@ func file_specs_kube_proto_rawDescGZIP() []byte {
 	return file_specs_kube_proto_rawDescData
 }
 
-var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_specs_kube_proto_goTypes = []any{
 	(*Taint)(nil),                 // 0: tccm.specs.Taint
 	(*NodeAddress)(nil),           // 1: tccm.specs.NodeAddress
 	(*KubeNodeSpec)(nil),          // 2: tccm.specs.KubeNodeSpec
-	nil,                           // 3: tccm.specs.KubeNodeSpec.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*ServicePort)(nil),           // 3: tccm.specs.ServicePort
+	(*KubeServiceSpec)(nil),       // 4: tccm.specs.KubeServiceSpec
+	(*KubeSyncSpec)(nil),          // 5: tccm.specs.KubeSyncSpec
+	nil,                           // 6: tccm.specs.KubeNodeSpec.LabelsEntry
+	nil,                           // 7: tccm.specs.KubeServiceSpec.LabelsEntry
+	nil,                           // 8: tccm.specs.KubeServiceSpec.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_specs_kube_proto_depIdxs = []int32{
-	3, // 0: tccm.specs.KubeNodeSpec.labels:type_name -> tccm.specs.KubeNodeSpec.LabelsEntry
+	6, // 0: tccm.specs.KubeNodeSpec.labels:type_name -> tccm.specs.KubeNodeSpec.LabelsEntry
 	0, // 1: tccm.specs.KubeNodeSpec.taints:type_name -> tccm.specs.Taint
 	1, // 2: tccm.specs.KubeNodeSpec.addresses:type_name -> tccm.specs.NodeAddress
-	4, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
-	4, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	9, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
+	9, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
+	7, // 5: tccm.specs.KubeServiceSpec.labels:type_name -> tccm.specs.KubeServiceSpec.LabelsEntry
+	8, // 6: tccm.specs.KubeServiceSpec.annotations:type_name -> tccm.specs.KubeServiceSpec.AnnotationsEntry
+	3, // 7: tccm.specs.KubeServiceSpec.ports:type_name -> tccm.specs.ServicePort
+	9, // 8: tccm.specs.KubeServiceSpec.created:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_specs_kube_proto_init() }
@@ -332,7 +625,7 @@ func file_specs_kube_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_kube_proto_rawDesc), len(file_specs_kube_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

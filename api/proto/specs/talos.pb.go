@@ -448,6 +448,77 @@ func (x *MachineStatusSpec) GetLastSeen() *timestamppb.Timestamp {
 	return nil
 }
 
+// ControllerManagerConfigSpec holds the Kubernetes networks of a control-plane machine, from Talos's
+// ControllerManagerConfig (what Talos passes to kube-controller-manager).
+type ControllerManagerConfigSpec struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PodCidrs     []string               `protobuf:"bytes,1,rep,name=pod_cidrs,json=podCIDRs,proto3" json:"pod_cidrs,omitempty"`
+	ServiceCidrs []string               `protobuf:"bytes,2,rep,name=service_cidrs,json=serviceCIDRs,proto3" json:"service_cidrs,omitempty"`
+	// The IP the Talos API was asked through (client.WithNode).
+	NodeIp        string                 `protobuf:"bytes,3,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
+	Observed      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=observed,proto3" json:"observed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControllerManagerConfigSpec) Reset() {
+	*x = ControllerManagerConfigSpec{}
+	mi := &file_specs_talos_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerManagerConfigSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerManagerConfigSpec) ProtoMessage() {}
+
+func (x *ControllerManagerConfigSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_talos_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerManagerConfigSpec.ProtoReflect.Descriptor instead.
+func (*ControllerManagerConfigSpec) Descriptor() ([]byte, []int) {
+	return file_specs_talos_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ControllerManagerConfigSpec) GetPodCidrs() []string {
+	if x != nil {
+		return x.PodCidrs
+	}
+	return nil
+}
+
+func (x *ControllerManagerConfigSpec) GetServiceCidrs() []string {
+	if x != nil {
+		return x.ServiceCidrs
+	}
+	return nil
+}
+
+func (x *ControllerManagerConfigSpec) GetNodeIp() string {
+	if x != nil {
+		return x.NodeIp
+	}
+	return ""
+}
+
+func (x *ControllerManagerConfigSpec) GetObserved() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Observed
+	}
+	return nil
+}
+
 var File_specs_talos_proto protoreflect.FileDescriptor
 
 const file_specs_talos_proto_rawDesc = "" +
@@ -500,7 +571,12 @@ const file_specs_talos_proto_rawDesc = "" +
 	"last_error\x18\x03 \x01(\tR\tlastError\x12!\n" +
 	"\fmachine_uuid\x18\x04 \x01(\tR\vmachineUUID\x12\x17\n" +
 	"\anode_ip\x18\x05 \x01(\tR\x06nodeIP\x127\n" +
-	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeenB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\xb0\x01\n" +
+	"\x1bControllerManagerConfigSpec\x12\x1b\n" +
+	"\tpod_cidrs\x18\x01 \x03(\tR\bpodCIDRs\x12#\n" +
+	"\rservice_cidrs\x18\x02 \x03(\tR\fserviceCIDRs\x12\x17\n" +
+	"\anode_ip\x18\x03 \x01(\tR\x06nodeIP\x126\n" +
+	"\bobserved\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bobservedB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_talos_proto_rawDescOnce sync.Once
@@ -514,25 +590,27 @@ func file_specs_talos_proto_rawDescGZIP() []byte {
 	return file_specs_talos_proto_rawDescData
 }
 
-var file_specs_talos_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_specs_talos_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_specs_talos_proto_goTypes = []any{
-	(*PlatformMetadataSpec)(nil),  // 0: tccm.specs.PlatformMetadataSpec
-	(*MachineAddress)(nil),        // 1: tccm.specs.MachineAddress
-	(*MachineAddressesSpec)(nil),  // 2: tccm.specs.MachineAddressesSpec
-	(*MachineStatusSpec)(nil),     // 3: tccm.specs.MachineStatusSpec
-	nil,                           // 4: tccm.specs.PlatformMetadataSpec.TagsEntry
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*PlatformMetadataSpec)(nil),        // 0: tccm.specs.PlatformMetadataSpec
+	(*MachineAddress)(nil),              // 1: tccm.specs.MachineAddress
+	(*MachineAddressesSpec)(nil),        // 2: tccm.specs.MachineAddressesSpec
+	(*MachineStatusSpec)(nil),           // 3: tccm.specs.MachineStatusSpec
+	(*ControllerManagerConfigSpec)(nil), // 4: tccm.specs.ControllerManagerConfigSpec
+	nil,                                 // 5: tccm.specs.PlatformMetadataSpec.TagsEntry
+	(*timestamppb.Timestamp)(nil),       // 6: google.protobuf.Timestamp
 }
 var file_specs_talos_proto_depIdxs = []int32{
-	4, // 0: tccm.specs.PlatformMetadataSpec.tags:type_name -> tccm.specs.PlatformMetadataSpec.TagsEntry
-	5, // 1: tccm.specs.PlatformMetadataSpec.observed:type_name -> google.protobuf.Timestamp
+	5, // 0: tccm.specs.PlatformMetadataSpec.tags:type_name -> tccm.specs.PlatformMetadataSpec.TagsEntry
+	6, // 1: tccm.specs.PlatformMetadataSpec.observed:type_name -> google.protobuf.Timestamp
 	1, // 2: tccm.specs.MachineAddressesSpec.addresses:type_name -> tccm.specs.MachineAddress
-	5, // 3: tccm.specs.MachineStatusSpec.last_seen:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 3: tccm.specs.MachineStatusSpec.last_seen:type_name -> google.protobuf.Timestamp
+	6, // 4: tccm.specs.ControllerManagerConfigSpec.observed:type_name -> google.protobuf.Timestamp
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_specs_talos_proto_init() }
@@ -546,7 +624,7 @@ func file_specs_talos_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_talos_proto_rawDesc), len(file_specs_talos_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -61,3 +61,33 @@ func (x *CSRDecisionSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (x *CSRDecisionSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *IPAllocationSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *IPAllocationSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *IPPoolSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *IPPoolSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *KubeServiceSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *KubeServiceSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *KubeSyncSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *KubeSyncSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
+func (x *ControllerManagerConfigSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *ControllerManagerConfigSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }

@@ -37,7 +37,10 @@ func (ctrl *KubeNodeController) Inputs() []controller.Input {
 
 // Outputs implements controller.Controller interface.
 func (ctrl *KubeNodeController) Outputs() []controller.Output {
-	return []controller.Output{{Type: kube.KubeNodeType, Kind: controller.OutputExclusive}}
+	return []controller.Output{
+		{Type: kube.KubeNodeType, Kind: controller.OutputExclusive},
+		{Type: kube.KubeSyncType, Kind: controller.OutputShared},
+	}
 }
 
 // Run implements controller.Controller interface.
@@ -67,6 +70,17 @@ func (ctrl *KubeNodeController) Run(ctx context.Context, r controller.Runtime, l
 
 	for res := range existing.All() {
 		pending.Add(res.Metadata().ID())
+	}
+
+	// The first batch is the informer's initial list: once it is mirrored, a Node without a mirror is gone.
+	for _, name := range pending.Take() {
+		if err := ctrl.sync(ctx, r, name); err != nil {
+			return err
+		}
+	}
+
+	if err := writeSynced(ctx, r, kube.NodesSyncID, len(ctrl.Informer.GetStore().ListKeys())); err != nil {
+		return err
 	}
 
 	for {

@@ -24,6 +24,7 @@ func MirrorNode(node *corev1.Node) *specs.KubeNodeSpec {
 		ProviderId: node.Spec.ProviderID,
 		Labels:     node.Labels,
 		Created:    timestamppb.New(node.CreationTimestamp.Time),
+		PodCidrs:   node.Spec.PodCIDRs,
 	}
 
 	if v := node.Annotations[ProvidedNodeIPAnnotation]; v != "" {

@@ -1,0 +1,114 @@
+package configfile_test
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/configfile"
+)
+
+func TestParseLoadBalancer(t *testing.T) {
+	t.Parallel()
+
+	spec, err := configfile.Parse("ccm.yaml", []byte(`loadBalancer:
+  pools:
+    - name: public
+      addresses:
+        - 192.0.2.1/28
+        - 198.51.100.10 - 198.51.100.20
+        - 2001:db8:1::/120
+    - name: internal
+      addresses: ["10.10.0.0/24"]
+      namespaces: [prod, staging]
+      serviceSelector:
+        matchLabels: {exposure: internal}
+        matchExpressions:
+          - {key: tier, operator: In, values: [web, api]}
+          - {key: legacy, operator: DoesNotExist}
+`))
+	require.NoError(t, err)
+
+	want := &specs.LoadBalancerConfig{Pools: []*specs.LoadBalancerPoolConfig{
+		{Name: "public", Addresses: []string{"192.0.2.0/28", "198.51.100.10-198.51.100.20", "2001:db8:1::/120"}, Line: 3},
+		{
+			Name: "internal", Addresses: []string{"10.10.0.0/24"}, Namespaces: []string{"prod", "staging"}, Line: 8,
+			ServiceSelector: &specs.LabelSelector{
+				MatchLabels: map[string]string{"exposure": "internal"},
+				MatchExpressions: []*specs.LabelSelectorRequirement{
+					{Key: "tier", Operator: "In", Values: []string{"web", "api"}},
+					{Key: "legacy", Operator: "DoesNotExist"},
+				},
+			},
+		},
+	}}
+
+	assert.True(t, proto.Equal(want, spec.GetLoadBalancer()), "got %v", spec.GetLoadBalancer())
+}
+
+func TestParseLoadBalancerErrors(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name, config, want string
+	}{
+		{
+			name:   "unknown key",
+			config: "loadBalancer:\n  pool: []\n",
+			want:   `ccm.yaml:2: loadBalancer: unknown key "pool" (known: pools)`,
+		},
+		{
+			name:   "case matters",
+			config: "loadBalancer:\n  pools:\n    - name: a\n      Addresses: [192.0.2.0/24]\n",
+			want: "ccm.yaml:4: pool \"a\": unknown key \"Addresses\" (did you mean \"addresses\"? keys are case-sensitive)\n" +
+				"ccm.yaml:3: pool \"a\": the pool has no addresses: give it CIDRs (192.0.2.0/28) or ranges (192.0.2.10-192.0.2.20)",
+		},
+		{
+			name:   "bad address",
+			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses:\n        - 192.0.2.300/24\n        - 192.0.2.9-192.0.2.1\n        - 10.0.0.1-fd00::1\n",
+			want: "ccm.yaml:5: pool \"a\": addresses[0]: invalid CIDR or range \"192.0.2.300/24\": netip.ParsePrefix(\"192.0.2.300/24\"): ParseAddr(\"192.0.2.300\"): IPv4 field has value >255\n" +
+				"ccm.yaml:6: pool \"a\": addresses[1]: range \"192.0.2.9-192.0.2.1\" ends before it starts\n" +
+				"ccm.yaml:7: pool \"a\": addresses[2]: range \"10.0.0.1-fd00::1\" mixes IPv4 and IPv6\n" +
+				"ccm.yaml:3: pool \"a\": the pool has no addresses: give it CIDRs (192.0.2.0/28) or ranges (192.0.2.10-192.0.2.20)",
+		},
+		{
+			name:   "no name, bad namespace",
+			config: "loadBalancer:\n  pools:\n    - addresses: [192.0.2.0/24]\n      namespaces: [Prod]\n",
+			want: "ccm.yaml:4: loadBalancer.pools[0]: namespaces[0]: \"Prod\" is not a namespace name: ...\n" +
+				"ccm.yaml:3: loadBalancer.pools[0]: the pool has no name",
+		},
+		{
+			name:   "duplicate names and overlaps",
+			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n    - name: a\n      addresses: [192.0.2.128-192.0.2.130]\n",
+			want: "ccm.yaml:5: pool \"a\": the name \"a\" is already used by the pool on line 3\n" +
+				"ccm.yaml:6: loadBalancer.pools: the addresses of pool \"a\" overlap those of pool \"a\" on line 4",
+		},
+		{
+			name:   "bad selector",
+			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n      serviceSelector:\n        matchExpressions:\n          - {key: tier, operator: In}\n          - {key: x, operator: Like, values: [y]}\n",
+			want: "ccm.yaml:7: pool \"a\": serviceSelector.matchExpressions[0]: values: ...\n" +
+				"ccm.yaml:8: pool \"a\": serviceSelector.matchExpressions[1]: \"Like\" is not a valid label selector operator",
+		},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			_, err := configfile.Parse("ccm.yaml", []byte(tt.config))
+			require.Error(t, err)
+			assert.Equal(t, tt.want, elideDetails(err.Error()))
+		})
+	}
+}
+
+// elideDetails shortens the validation messages of the Kubernetes libraries, which change between versions.
+func elideDetails(s string) string {
+	s = regexp.MustCompile(`(is not a namespace name): .*`).ReplaceAllString(s, "$1: ...")
+
+	return regexp.MustCompile(`(values): Invalid value: .*`).ReplaceAllString(s, "$1: ...")
+}

@@ -1,0 +1,174 @@
+// Package ipam holds the IP allocators: pod CIDRs of Nodes (cluster ranges, or segments of each machine's
+// own IPv6 prefix) and LoadBalancer IPs of Services (pools from the config file).
+//
+// Each allocator is one controller that owns every allocation of its kind, so that two owners can never
+// be handed the same block: it decides from its persisted IPAllocations and from what the Kubernetes
+// objects already carry (a Node's spec.podCIDRs, a Service's status.loadBalancer.ingress), which win over
+// a decision that was not applied yet. The decisions are pure functions (PlanNodeCIDRs, PlanServiceIPs)
+// of those inputs; the controllers only gather the inputs and write what changed.
+package ipam
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// Purposes of allocations and pools.
+const (
+	PurposePodCIDR        = "pod-cidr"
+	PurposeNodePrefix     = "node-prefix"
+	PurposeLoadBalancerIP = "load-balancer-ip"
+)
+
+// States of an allocation.
+const (
+	// StateAllocated: the address is held for the owner.
+	StateAllocated = "allocated"
+	// StatePending: a fact the decision needs is not known yet.
+	StatePending = "pending"
+	// StateFailed: no address could be given; the reason says why.
+	StateFailed = "failed"
+	// StateConflict: the owner already uses an address outside the pools or held by another owner.
+	StateConflict = "conflict"
+)
+
+// Origins of an allocated address.
+const (
+	OriginAllocated = "allocated"
+	OriginNode      = "node"
+	OriginRequested = "requested"
+	OriginIngress   = "ingress"
+	OriginShared    = "shared"
+)
+
+// Pool condition types.
+const (
+	ConditionExhausted = "Exhausted"
+	ConditionConflict  = "Conflict"
+)
+
+// maxConflictsListed bounds the conflicts an IPPool lists; the count is in the Conflict condition.
+const maxConflictsListed = 50
+
+// NodeAllocationID is the ID of the pod CIDR allocation of one family of a Node.
+func NodeAllocationID(node, family string) string {
+	return "node/" + node + "/" + family
+}
+
+// ServiceAllocationID is the ID of the LoadBalancer IP allocation of one family of a Service
+// ("NAMESPACE/NAME").
+func ServiceAllocationID(service, family string) string {
+	return "service/" + service + "/" + family
+}
+
+// ParseAllocationID splits an allocation ID into its kind ("node" or "service"), owner name ("NAME" or
+// "NAMESPACE/NAME") and family.
+func ParseAllocationID(id string) (kind, owner, family string, ok bool) {
+	kind, rest, ok := strings.Cut(id, "/")
+	if !ok {
+		return "", "", "", false
+	}
+
+	i := strings.LastIndex(rest, "/")
+	if i <= 0 {
+		return "", "", "", false
+	}
+
+	return kind, rest[:i], rest[i+1:], true
+}
+
+// withSince keeps the since time of the previous decision when the decision is the same, so that a
+// re-plan with nothing new writes nothing.
+func withSince(next, prev *specs.IPAllocationSpec, now time.Time) *specs.IPAllocationSpec {
+	if prev != nil && prev.GetSince() != nil && prev.GetState() == next.GetState() && prev.GetAddress() == next.GetAddress() &&
+		prev.GetReason() == next.GetReason() {
+		next.Since = prev.GetSince()
+
+		return next
+	}
+
+	next.Since = timestamppb.New(now)
+
+	return next
+}
+
+// poolSpec renders a pool's state as an IPPoolSpec.
+func poolSpec(p *pool) *specs.IPPoolSpec {
+	out := &specs.IPPoolSpec{
+		Purpose:   p.purpose,
+		Family:    p.family,
+		BlockBits: int32(p.blockBits), //nolint:gosec // At most 128.
+		Source:    p.source,
+		Next:      p.next,
+	}
+
+	for _, r := range p.ranges {
+		out.Ranges = append(out.Ranges, r.String())
+	}
+
+	for _, e := range p.excluded {
+		out.Excluded = append(out.Excluded, e.String())
+	}
+
+	if p.invalid == "" {
+		out.Size = p.size()
+		out.Used = uint64(len(p.taken))
+		out.Free = out.Size - min(out.Used, out.Size)
+	}
+
+	exhausted := condition(ConditionExhausted, false, "FreeBlocks", "")
+
+	switch {
+	case p.invalid != "":
+		exhausted = condition(ConditionExhausted, true, "Invalid", p.invalid)
+	case p.exhausted || out.Free == 0:
+		exhausted = condition(ConditionExhausted, true, "NoFreeBlock", "every block of the pool is held")
+	}
+
+	conflicts := slices.Clone(p.conflicts)
+	slices.Sort(conflicts)
+
+	conflict := condition(ConditionConflict, false, "NoConflict", "")
+	if len(conflicts) > 0 {
+		conflict = condition(ConditionConflict, true, "AddressesInConflict", conflictMessage(len(conflicts)))
+	}
+
+	out.Conditions = []*specs.IPPoolCondition{exhausted, conflict}
+	out.Conflicts = conflicts[:min(len(conflicts), maxConflictsListed)]
+
+	return out
+}
+
+func conflictMessage(n int) string {
+	if n == 1 {
+		return "1 owner uses an address outside the pool or held by another"
+	}
+
+	return strconv.Itoa(n) + " owners use addresses outside the pool or held by others"
+}
+
+func condition(typ string, status bool, reason, message string) *specs.IPPoolCondition {
+	s := "False"
+	if status {
+		s = "True"
+	}
+
+	return &specs.IPPoolCondition{Type: typ, Status: s, Reason: reason, Message: message}
+}
+
+// byAge orders owners by creation time, then name: the older owner wins a contested address, and
+// allocation order is stable.
+func byAge(aCreated, bCreated time.Time, aName, bName string) int {
+	if c := aCreated.Compare(bCreated); c != 0 {
+		return c
+	}
+
+	return cmp.Compare(aName, bName)
+}

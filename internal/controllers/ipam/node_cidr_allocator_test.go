@@ -1,0 +1,339 @@
+package ipam_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+)
+
+// newState is an in-memory state with the history the app uses: bursts of thousands of events.
+func newState() state.State {
+	memory := inmem.NewStateWithOptions(
+		inmem.WithHistoryInitialCapacity(1024), inmem.WithHistoryMaxCapacity(16384), inmem.WithHistoryGap(64),
+	)
+
+	return state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return memory(ns) }))
+}
+
+// startRuntime runs ctrls on st until the returned function is called (or the test ends).
+func startRuntime(t *testing.T, st state.State, ctrls ...*ipam.NodeCIDRAllocatorController) func() {
+	t.Helper()
+
+	rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t))
+	require.NoError(t, err)
+
+	for _, c := range ctrls {
+		require.NoError(t, rt.RegisterController(c))
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+
+	go func() { done <- rt.Run(ctx) }()
+
+	var once sync.Once
+
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+
+	t.Cleanup(stop)
+
+	return stop
+}
+
+func createNode(ctx context.Context, st state.State, name string, age int) error {
+	kn := kube.NewKubeNode(kube.NamespaceName, name)
+	kn.TypedSpec().Value = &specs.KubeNodeSpec{
+		Uid:     "uid-" + name,
+		Created: timestamppb.New(t0.Add(time.Duration(age) * time.Millisecond)),
+	}
+
+	return st.Create(ctx, kn)
+}
+
+func setSynced(ctx context.Context, t *testing.T, st state.State) {
+	t.Helper()
+
+	sync := kube.NewKubeSync(kube.NamespaceName, kube.NodesSyncID)
+	sync.TypedSpec().Value.Synced = true
+	require.NoError(t, st.Create(ctx, sync))
+}
+
+// allocations lists the allocated pod CIDRs by allocation ID, and fails on a duplicate.
+func allocations(ctx context.Context, t *testing.T, st state.State) map[string]string {
+	t.Helper()
+
+	list, err := safe.StateListAll[*ipamres.IPAllocation](ctx, st)
+	require.NoError(t, err)
+
+	out := map[string]string{}
+	holder := map[string]string{}
+
+	for res := range list.All() {
+		spec := res.TypedSpec().Value
+		if spec.GetState() != ipam.StateAllocated {
+			continue
+		}
+
+		if other, dup := holder[spec.GetAddress()]; dup {
+			t.Fatalf("duplicate: %s is held by %s and %s", spec.GetAddress(), other, res.Metadata().ID())
+		}
+
+		holder[spec.GetAddress()] = res.Metadata().ID()
+		out[res.Metadata().ID()] = spec.GetAddress()
+	}
+
+	return out
+}
+
+// waitAllocations waits until the allocated pod CIDRs are exactly those of every family of the named
+// Nodes, checking for duplicates each time.
+func waitAllocations(ctx context.Context, t *testing.T, st state.State, families []string, names ...string) map[string]string {
+	t.Helper()
+
+	var got map[string]string
+
+	require.Eventually(t, func() bool {
+		got = allocations(ctx, t, st)
+
+		if len(got) != len(names)*len(families) {
+			return false
+		}
+
+		for _, name := range names {
+			for _, family := range families {
+				if _, ok := got[ipam.NodeAllocationID(name, family)]; !ok {
+					return false
+				}
+			}
+		}
+
+		return true
+	}, 60*time.Second, 50*time.Millisecond, "expected %d allocations", len(names)*len(families))
+
+	return got
+}
+
+// TestNodeCIDRAllocatorConcurrent creates, applies and deletes 1,000 Nodes from many goroutines at once:
+// no CIDR is ever held twice, deleted Nodes release theirs, and Nodes that already carry a CIDR keep it.
+func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	const (
+		nodes   = 1000
+		writers = 20
+	)
+
+	st := newState()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+
+	startRuntime(t, st, &ipam.NodeCIDRAllocatorController{Options: ipam.NodeCIDROptions{
+		ClusterCIDRs: prefixes("10.0.0.0/14", "fd00:1::/48"),
+	}})
+
+	require.NoError(t, st.Create(ctx, config.NewConfig(config.NamespaceName, config.ActiveID)))
+	setSynced(ctx, t, st)
+
+	// Half of the Nodes are created while a "sink" applies the allocations it sees to the Nodes, as the
+	// real sink does (spec.podCIDRs set from an allocation): claims and allocations interleave.
+	applied := map[string]bool{}
+
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+
+	apply := func() {
+		list, err := safe.StateListAll[*ipamres.IPAllocation](ctx, st)
+		require.NoError(t, err)
+
+		for res := range list.All() {
+			kind, name, family, _ := ipam.ParseAllocationID(res.Metadata().ID())
+			podCIDRs := res.TypedSpec().Value.GetNodePodCidrs()
+
+			if kind != "node" || family != ipam.FamilyIPv4 || len(podCIDRs) == 0 {
+				continue
+			}
+
+			mu.Lock()
+			done := applied[name]
+			applied[name] = true
+			mu.Unlock()
+
+			if done {
+				continue
+			}
+
+			_, err := safe.StateUpdateWithConflicts(ctx, st, kube.NewKubeNode(kube.NamespaceName, name).Metadata(), func(kn *kube.KubeNode) error {
+				kn.TypedSpec().Value.PodCidrs = podCIDRs
+
+				return nil
+			})
+			if err != nil && !state.IsNotFoundError(err) {
+				t.Error(err)
+			}
+		}
+	}
+
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < nodes; i += writers {
+				if err := createNode(ctx, st, fmt.Sprintf("n%04d", i), i); err != nil {
+					t.Error(err)
+				}
+
+				if i%97 == 0 {
+					apply()
+				}
+			}
+		})
+	}
+
+	wg.Wait()
+
+	var live []string
+	for i := range nodes {
+		live = append(live, fmt.Sprintf("n%04d", i))
+	}
+
+	dual := []string{ipam.FamilyIPv4, ipam.FamilyIPv6}
+	got := waitAllocations(ctx, t, st, dual, live...)
+
+	// Delete every other Node and create as many new ones, concurrently.
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < nodes; i += writers {
+				if i%2 == 0 {
+					if err := st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%04d", i)).Metadata()); err != nil {
+						t.Error(err)
+					}
+				} else if err := createNode(ctx, st, fmt.Sprintf("m%04d", i), nodes+i); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+
+	wg.Wait()
+
+	live = live[:0]
+	for i := 1; i < nodes; i += 2 {
+		live = append(live, fmt.Sprintf("n%04d", i), fmt.Sprintf("m%04d", i))
+	}
+
+	after := waitAllocations(ctx, t, st, dual, live...)
+
+	for i := 1; i < nodes; i += 2 {
+		for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
+			id := ipam.NodeAllocationID(fmt.Sprintf("n%04d", i), family)
+			assert.Equal(t, got[id], after[id], "a surviving Node keeps its CIDR: %s", id)
+		}
+	}
+
+	for i := 0; i < nodes; i += 2 {
+		assert.NotContains(t, after, ipam.NodeAllocationID(fmt.Sprintf("n%04d", i), ipam.FamilyIPv4), "released")
+	}
+
+	pool, err := safe.StateGetByID[*ipamres.IPPool](ctx, st, "pod/ipv4")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1024), pool.TypedSpec().Value.GetSize())
+	assert.Equal(t, uint64(nodes), pool.TypedSpec().Value.GetUsed())
+
+	// Every allocated block is a /24 inside the range.
+	for id, addr := range after {
+		p := netip.MustParsePrefix(addr)
+		if p.Addr().Is4() {
+			assert.Equal(t, 24, p.Bits(), id)
+			assert.True(t, netip.MustParsePrefix("10.0.0.0/14").Contains(p.Addr()), id)
+		}
+	}
+}
+
+// TestNodeCIDRAllocatorRestart stops the allocator, changes the Nodes while it is down, and starts a new
+// one on the same state: nothing is decided before the Node mirror is complete again, the Nodes deleted
+// meanwhile release their CIDRs, the others keep theirs, and new Nodes get free ones.
+func TestNodeCIDRAllocatorRestart(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	st := newState()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+
+	opts := ipam.NodeCIDROptions{ClusterCIDRs: prefixes("10.0.0.0/20")}
+
+	stop := startRuntime(t, st, &ipam.NodeCIDRAllocatorController{Options: opts})
+
+	require.NoError(t, st.Create(ctx, config.NewConfig(config.NamespaceName, config.ActiveID)))
+	setSynced(ctx, t, st)
+
+	for i := range 10 {
+		require.NoError(t, createNode(ctx, st, fmt.Sprintf("n%d", i), i))
+	}
+
+	v4 := []string{ipam.FamilyIPv4}
+	before := waitAllocations(ctx, t, st, v4, "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9")
+
+	stop()
+
+	// While it is down: the Node mirror is rebuilt from scratch (as after a restart), three Nodes are gone
+	// and two are new.
+	require.NoError(t, st.Destroy(ctx, kube.NewKubeSync(kube.NamespaceName, kube.NodesSyncID).Metadata()))
+
+	for _, i := range []int{1, 4, 7} {
+		require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%d", i)).Metadata()))
+	}
+
+	startRuntime(t, st, &ipam.NodeCIDRAllocatorController{Options: opts})
+
+	for _, name := range []string{"x1", "x2"} {
+		require.NoError(t, createNode(ctx, st, name, 100))
+	}
+
+	// Before the mirror is complete, nothing is released or allocated.
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, before, allocations(ctx, t, st))
+
+	setSynced(ctx, t, st)
+
+	after := waitAllocations(ctx, t, st, v4, "n0", "n2", "n3", "n5", "n6", "n8", "n9", "x1", "x2")
+
+	for id, addr := range before {
+		_, name, _, _ := ipam.ParseAllocationID(id)
+		if name == "n1" || name == "n4" || name == "n7" {
+			assert.NotContains(t, after, id)
+		} else {
+			assert.Equal(t, addr, after[id], id)
+		}
+	}
+
+	assert.Contains(t, after, ipam.NodeAllocationID("x1", ipam.FamilyIPv4))
+	assert.Contains(t, after, ipam.NodeAllocationID("x2", ipam.FamilyIPv4))
+}

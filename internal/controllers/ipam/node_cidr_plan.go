@@ -1,0 +1,682 @@
+package ipam
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// Pod CIDR modes (--node-ipam-mode).
+const (
+	// ModeRange hands out pod CIDRs from the cluster ranges, one per family.
+	ModeRange = "range"
+	// ModeTalosIPv6 carves each Node's IPv6 pod CIDR out of its machine's own global IPv6 prefix; IPv4
+	// comes from the cluster range.
+	ModeTalosIPv6 = "talos-ipv6"
+)
+
+// Default node CIDR mask sizes.
+const (
+	DefaultMaskIPv4          = 24
+	DefaultMaskIPv6          = 64
+	DefaultMaskIPv6TalosMode = 80
+)
+
+// maxClaimBlocks bounds the blocks one pod CIDR found on a Node may cover (a /16 on a Node of a /24-mask
+// cluster is a mistake to report, not 256 blocks to hold).
+const maxClaimBlocks = 256
+
+// virtualLinkPrefixes are links whose addresses are not the machine's own network (overlays, loopback).
+var virtualLinkPrefixes = []string{"kubespan", "siderolink", "lo", "cilium", "dummy", "flannel", "cni", "vxlan"}
+
+// NodeCIDRSettings configure the pod CIDR allocator.
+type NodeCIDRSettings struct {
+	// Mode is ModeRange or ModeTalosIPv6.
+	Mode string
+	// ClusterCIDRs are the cluster ranges, at most one per family, in the order of spec.podCIDRs.
+	ClusterCIDRs []netip.Prefix
+	// ClusterSource says where ClusterCIDRs came from, for the IPPools.
+	ClusterSource string
+	// ServiceCIDRs are never handed out.
+	ServiceCIDRs []netip.Prefix
+	// MaskIPv4 and MaskIPv6 are the prefix lengths of the pod CIDRs of each family.
+	MaskIPv4, MaskIPv6 int
+}
+
+// NodeFacts is what the pod CIDR plan knows of one Node.
+type NodeFacts struct {
+	Created time.Time
+	Name    string
+	UID     string
+	// PodCIDRs is the Node's spec.podCIDRs: once set it never changes.
+	PodCIDRs []string
+	// NodeIPs are the Node's IPs (the kubelet's), to pick the machine's main IPv6 prefix.
+	NodeIPs []netip.Addr
+	// Addresses are the machine's addresses from Talos (talos-ipv6 mode), valid when AddressesKnown.
+	Addresses      []*specs.MachineAddress
+	AddressesKnown bool
+}
+
+// NodeCIDRInput is everything a pod CIDR plan is made of.
+type NodeCIDRInput struct {
+	Now      time.Time
+	Settings NodeCIDRSettings
+	Nodes    []NodeFacts
+	// Previous are the allocations of the last plan (persisted), by ID.
+	Previous map[string]*specs.IPAllocationSpec
+	// PreviousPools are the pools of the last plan, by ID (their round robin cursors).
+	PreviousPools map[string]*specs.IPPoolSpec
+}
+
+// NodeCIDRPlan is the complete set of pod CIDR allocations and pools: IDs that are not in it are released.
+type NodeCIDRPlan struct {
+	Allocations map[string]*specs.IPAllocationSpec
+	Pools       map[string]*specs.IPPoolSpec
+}
+
+// nodePlanner carries the state of one PlanNodeCIDRs call.
+type nodePlanner struct {
+	in          NodeCIDRInput
+	families    []string
+	rangePools  map[string]*pool
+	prefixPools map[netip.Prefix]*pool
+	// prefixLengths are the distinct lengths of the keys of prefixPools.
+	prefixLengths []int
+	// prefixes is each node's own IPv6 prefix (talos-ipv6 mode), or why it has none.
+	prefixes  map[string]netip.Prefix
+	noPrefix  map[string]string
+	decided   map[string]*specs.IPAllocationSpec
+	addresses map[string][]netip.Addr
+}
+
+// PlanNodeCIDRs decides the pod CIDR of every family of every Node:
+//
+//  1. A Node's spec.podCIDRs is a fact: each CIDR is held for it, or reported as a conflict when it lies
+//     outside the pools, in a Service range or over a CIDR held by another Node (the Node that held it
+//     first, else the older Node, keeps it).
+//  2. An allocation decided before but not applied yet is kept while it is still valid.
+//  3. Every other Node gets a free block: round robin in a cluster range, the lowest free segment of its
+//     machine's IPv6 prefix that holds none of the machines' addresses in talos-ipv6 mode.
+//
+// A Node gets its complete spec.podCIDRs (nodePodCIDRs) only when every family is allocated: the field
+// can be written once.
+func PlanNodeCIDRs(in NodeCIDRInput) NodeCIDRPlan {
+	p := &nodePlanner{
+		in:          in,
+		rangePools:  map[string]*pool{},
+		prefixPools: map[netip.Prefix]*pool{},
+		prefixes:    map[string]netip.Prefix{},
+		noPrefix:    map[string]string{},
+		decided:     make(map[string]*specs.IPAllocationSpec, 2*len(in.Nodes)),
+		addresses:   map[string][]netip.Addr{},
+	}
+
+	p.families = wantedFamilies(in.Settings)
+	p.buildRangePools()
+
+	nodes := slices.Clone(in.Nodes)
+	slices.SortFunc(nodes, func(a, b NodeFacts) int { return byAge(a.Created, b.Created, a.Name, b.Name) })
+
+	if in.Settings.Mode == ModeTalosIPv6 {
+		p.buildPrefixPools(nodes)
+	}
+
+	p.claim(nodes)
+	p.keepPrevious(nodes)
+	p.reserveMachineAddresses(nodes)
+	p.allocate(nodes)
+
+	plan := NodeCIDRPlan{Allocations: make(map[string]*specs.IPAllocationSpec, len(p.decided)), Pools: map[string]*specs.IPPoolSpec{}}
+
+	for _, n := range nodes {
+		p.complete(n, plan.Allocations)
+	}
+
+	for _, pl := range p.rangePools {
+		plan.Pools[pl.id] = poolSpec(pl)
+	}
+
+	for _, pl := range p.prefixPools {
+		plan.Pools[pl.id] = poolSpec(pl)
+	}
+
+	return plan
+}
+
+// wantedFamilies are the families every Node gets a pod CIDR of, in spec.podCIDRs order.
+func wantedFamilies(s NodeCIDRSettings) []string {
+	var out []string
+
+	for _, c := range s.ClusterCIDRs {
+		if f := familyOf(c.Addr()); !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+
+	if s.Mode == ModeTalosIPv6 && !slices.Contains(out, FamilyIPv6) {
+		out = append(out, FamilyIPv6)
+	}
+
+	return out
+}
+
+func (p *nodePlanner) mask(family string) int {
+	if family == FamilyIPv4 {
+		return p.in.Settings.MaskIPv4
+	}
+
+	return p.in.Settings.MaskIPv6
+}
+
+func (p *nodePlanner) buildRangePools() {
+	s := p.in.Settings
+
+	for _, c := range s.ClusterCIDRs {
+		family := familyOf(c.Addr())
+
+		if _, dup := p.rangePools[family]; dup || (s.Mode == ModeTalosIPv6 && family == FamilyIPv6) {
+			continue
+		}
+
+		c = c.Masked()
+		mask := p.mask(family)
+		pl := newPool("pod/"+family, PurposePodCIDR, family, mask)
+		pl.source = s.ClusterSource
+		pl.ranges = []Range{rangeOf(c)}
+		pl.next = p.in.PreviousPools[pl.id].GetNext()
+
+		switch {
+		case mask < c.Bits() || mask > c.Addr().BitLen():
+			pl.invalid = fmt.Sprintf("the node CIDR mask size /%d does not fit the cluster range %s", mask, c)
+		case mask-c.Bits() > 63:
+			pl.invalid = fmt.Sprintf("the cluster range %s holds more than 2^63 /%d blocks", c, mask)
+		}
+
+		for _, e := range s.ServiceCIDRs {
+			if e.Overlaps(c) {
+				pl.excluded = append(pl.excluded, e.Masked())
+			}
+		}
+
+		p.rangePools[family] = pl
+	}
+}
+
+// buildPrefixPools finds each machine's own IPv6 prefix and makes a pool of every prefix that can hold a
+// pod CIDR segment.
+func (p *nodePlanner) buildPrefixPools(nodes []NodeFacts) {
+	mask := p.in.Settings.MaskIPv6
+
+	for _, n := range nodes {
+		for _, a := range n.Addresses {
+			if pr, err := netip.ParsePrefix(a.GetAddress()); err == nil && pr.Addr().Is6() && !pr.Addr().Is4In6() {
+				p.addresses[n.Name] = append(p.addresses[n.Name], pr.Addr())
+			}
+		}
+
+		if !n.AddressesKnown {
+			continue
+		}
+
+		prefix, reason := machinePrefix(n)
+		if reason != "" {
+			p.noPrefix[n.Name] = reason
+
+			continue
+		}
+
+		if prefix.Bits() >= mask {
+			p.noPrefix[n.Name] = fmt.Sprintf("the machine's IPv6 prefix %s cannot hold a /%d pod CIDR segment (a segment must be smaller than the prefix)", prefix, mask)
+
+			continue
+		}
+
+		p.prefixes[n.Name] = prefix
+
+		if _, ok := p.prefixPools[prefix]; ok {
+			continue
+		}
+
+		pl := newPool("node-prefix/"+prefix.String(), PurposeNodePrefix, FamilyIPv6, mask)
+		pl.source = "addresses of machine " + n.Name
+		pl.ranges = []Range{rangeOf(prefix)}
+
+		for _, e := range p.in.Settings.ServiceCIDRs {
+			if e.Overlaps(prefix) {
+				pl.excluded = append(pl.excluded, e.Masked())
+			}
+		}
+
+		p.prefixPools[prefix] = pl
+
+		if !slices.Contains(p.prefixLengths, prefix.Bits()) {
+			p.prefixLengths = append(p.prefixLengths, prefix.Bits())
+		}
+	}
+
+	slices.Sort(p.prefixLengths)
+}
+
+// machinePrefix picks the machine's own global IPv6 prefix: that of its IPv6 node IP, else of a global
+// unicast address outside the unique local range, else of any global address, on a real link.
+func machinePrefix(n NodeFacts) (netip.Prefix, string) {
+	var candidates []netip.Prefix
+
+	for _, a := range n.Addresses {
+		pr, err := netip.ParsePrefix(a.GetAddress())
+		if err != nil {
+			continue
+		}
+
+		addr := pr.Addr()
+
+		if !addr.Is6() || addr.Is4In6() || !addr.IsGlobalUnicast() || (a.GetScope() != "" && a.GetScope() != "global") || isVirtualLink(a.GetLinkName()) {
+			continue
+		}
+
+		candidates = append(candidates, pr)
+	}
+
+	if len(candidates) == 0 {
+		return netip.Prefix{}, "the machine has no global IPv6 address on a physical link"
+	}
+
+	rank := func(pr netip.Prefix) int {
+		switch {
+		case slices.Contains(n.NodeIPs, pr.Addr()):
+			return 0
+		case !pr.Addr().IsPrivate():
+			return 1
+		}
+
+		return 2
+	}
+
+	slices.SortFunc(candidates, func(a, b netip.Prefix) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
+		}
+
+		return a.Addr().Compare(b.Addr())
+	})
+
+	return candidates[0].Masked(), ""
+}
+
+func isVirtualLink(link string) bool {
+	for _, prefix := range virtualLinkPrefixes {
+		if strings.HasPrefix(link, prefix) {
+			return true
+		}
+	}
+
+	return false
+}
+
+// poolFor returns the pool a CIDR of a node belongs to: the cluster range of its family, or in talos-ipv6
+// mode for IPv6 the node's own prefix, else any machine prefix that contains it.
+func (p *nodePlanner) poolFor(node string, c netip.Prefix) *pool {
+	family := familyOf(c.Addr())
+
+	if family == FamilyIPv4 || p.in.Settings.Mode != ModeTalosIPv6 {
+		return p.rangePools[family]
+	}
+
+	if own, ok := p.prefixes[node]; ok && own.Contains(c.Addr()) {
+		return p.prefixPools[own]
+	}
+
+	for _, bits := range p.prefixLengths {
+		if bits > c.Bits() {
+			continue
+		}
+
+		if pl, ok := p.prefixPools[netip.PrefixFrom(c.Addr(), bits).Masked()]; ok {
+			return pl
+		}
+	}
+
+	return nil
+}
+
+func (p *nodePlanner) wanted(family string) bool {
+	return slices.Contains(p.families, family)
+}
+
+// established reports whether every CIDR of a node's spec.podCIDRs is what the previous plan held for it:
+// such a node wins an overlap.
+func (p *nodePlanner) established(n NodeFacts) bool {
+	for _, s := range n.PodCIDRs {
+		c, err := netip.ParsePrefix(s)
+		if err != nil {
+			return false
+		}
+
+		prev := p.in.Previous[NodeAllocationID(n.Name, familyOf(c.Addr()))]
+		if prev.GetState() != StateAllocated || prev.GetAddress() != c.Masked().String() || prev.GetOwnerUid() != n.UID {
+			return false
+		}
+	}
+
+	return true
+}
+
+// claim holds the CIDRs the Nodes already have, and reports those that cannot be honoured.
+func (p *nodePlanner) claim(nodes []NodeFacts) {
+	// Nodes this allocator already held the CIDRs of come first, then the older ones.
+	var established, others []NodeFacts
+
+	for _, n := range nodes {
+		switch {
+		case len(n.PodCIDRs) == 0:
+		case p.established(n):
+			established = append(established, n)
+		default:
+			others = append(others, n)
+		}
+	}
+
+	claimers := append(established, others...)
+
+	for _, n := range claimers {
+		owner := "Node/" + n.Name
+		seen := map[string]bool{}
+
+		for _, s := range n.PodCIDRs {
+			c, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err != nil {
+				continue // The apiserver validates spec.podCIDRs: this cannot happen.
+			}
+
+			c = c.Masked()
+			family := familyOf(c.Addr())
+
+			if !p.wanted(family) || seen[family] {
+				continue
+			}
+
+			seen[family] = true
+			id := NodeAllocationID(n.Name, family)
+			prev := p.in.Previous[id]
+
+			alloc := &specs.IPAllocationSpec{
+				Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, Address: c.String(), Origin: OriginNode,
+			}
+
+			if prev.GetState() == StateAllocated && prev.GetAddress() == c.String() && prev.GetOwnerUid() == n.UID && prev.GetOrigin() != "" {
+				alloc.Origin = prev.GetOrigin()
+			}
+
+			pl := p.poolFor(n.Name, c)
+
+			var blocks []netip.Addr
+
+			switch {
+			case pl == nil:
+				alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside every pool of %s", c, family)
+				alloc.Origin = OriginNode
+			case !pl.inRanges(c):
+				alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside %s", c, strings.Join(rangeStrings(pl.ranges), ", "))
+			default:
+				if e, ok := pl.excludedBy(c); ok {
+					alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the Service range %s", c, e)
+
+					break
+				}
+
+				var ok bool
+
+				if blocks, ok = pl.blocksOf(c, maxClaimBlocks); !ok {
+					alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s covers more than %d /%d blocks", c, maxClaimBlocks, pl.blockBits)
+
+					break
+				}
+
+				if holders := pl.holders(blocks, owner); len(holders) > 0 {
+					alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the pod CIDR of %s", c, strings.Join(holders, ", "))
+
+					break
+				}
+
+				alloc.State = StateAllocated
+			}
+
+			if pl != nil {
+				alloc.Pool = pl.id
+
+				if alloc.GetState() == StateAllocated {
+					pl.take(blocks, owner)
+				} else {
+					pl.conflicts = append(pl.conflicts, owner+": "+alloc.GetReason())
+				}
+			} else if rp := p.rangePools[family]; rp != nil {
+				rp.conflicts = append(rp.conflicts, owner+": "+alloc.GetReason())
+			}
+
+			p.decided[id] = alloc
+		}
+
+		for _, family := range p.families {
+			id := NodeAllocationID(n.Name, family)
+			if _, ok := p.decided[id]; ok {
+				continue
+			}
+
+			p.decided[id] = &specs.IPAllocationSpec{
+				Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, State: StateFailed,
+				Reason: fmt.Sprintf("the Node's spec.podCIDRs is already set (%s) without an %s CIDR, and it cannot be changed",
+					strings.Join(n.PodCIDRs, ", "), family),
+			}
+		}
+	}
+}
+
+// keepPrevious holds again what the previous plan allocated to Nodes that do not carry it yet, while it is
+// still valid: same Node, same pool, free.
+func (p *nodePlanner) keepPrevious(nodes []NodeFacts) {
+	for _, n := range nodes {
+		if len(n.PodCIDRs) > 0 {
+			continue
+		}
+
+		owner := "Node/" + n.Name
+
+		for _, family := range p.families {
+			id := NodeAllocationID(n.Name, family)
+
+			prev := p.in.Previous[id]
+			if prev.GetState() != StateAllocated || prev.GetOwnerUid() != n.UID {
+				continue
+			}
+
+			c, err := netip.ParsePrefix(prev.GetAddress())
+			if err != nil {
+				continue
+			}
+
+			var pl *pool
+
+			if family == FamilyIPv6 && p.in.Settings.Mode == ModeTalosIPv6 {
+				if own, ok := p.prefixes[n.Name]; ok {
+					pl = p.prefixPools[own]
+				}
+			} else {
+				pl = p.rangePools[family]
+			}
+
+			if pl == nil || pl.invalid != "" || pl.id != prev.GetPool() || c.Bits() != pl.blockBits || !pl.inRanges(c) {
+				continue
+			}
+
+			if _, excluded := pl.excludedBy(c); excluded {
+				continue
+			}
+
+			blocks, _ := pl.blocksOf(c, 1)
+			if len(pl.holders(blocks, owner)) > 0 {
+				continue
+			}
+
+			pl.take(blocks, owner)
+
+			alloc := &specs.IPAllocationSpec{
+				Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, State: StateAllocated,
+				Address: c.String(), Pool: pl.id, Origin: cmp.Or(prev.GetOrigin(), OriginAllocated),
+			}
+
+			p.decided[id] = alloc
+		}
+	}
+}
+
+// reserveMachineAddresses holds the free segments of machine prefixes that contain an address of any
+// machine, so that no pod CIDR covers a machine's own address.
+func (p *nodePlanner) reserveMachineAddresses(nodes []NodeFacts) {
+	if len(p.prefixPools) == 0 {
+		return
+	}
+
+	for _, n := range nodes {
+		for _, a := range p.addresses[n.Name] {
+			for _, bits := range p.prefixLengths {
+				pl, ok := p.prefixPools[netip.PrefixFrom(a, bits).Masked()]
+				if !ok {
+					continue
+				}
+
+				b := pl.block(a)
+				if _, held := pl.taken[b]; !held {
+					pl.taken[b] = "address " + a.String() + " of Node/" + n.Name
+				}
+			}
+		}
+	}
+}
+
+// allocate hands a free block to every family of every Node that has none yet.
+func (p *nodePlanner) allocate(nodes []NodeFacts) {
+	for _, n := range nodes {
+		if len(n.PodCIDRs) > 0 {
+			continue
+		}
+
+		owner := "Node/" + n.Name
+
+		for _, family := range p.families {
+			id := NodeAllocationID(n.Name, family)
+			if _, ok := p.decided[id]; ok {
+				continue
+			}
+
+			alloc := &specs.IPAllocationSpec{Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family}
+			p.decided[id] = alloc
+
+			var pl *pool
+
+			if family == FamilyIPv6 && p.in.Settings.Mode == ModeTalosIPv6 {
+				switch prefix, ok := p.prefixes[n.Name]; {
+				case !n.AddressesKnown:
+					alloc.State, alloc.Reason = StatePending, "waiting for the machine's addresses from its Talos API"
+
+					continue
+				case !ok:
+					alloc.State, alloc.Reason = StateFailed, p.noPrefix[n.Name]
+
+					continue
+				default:
+					pl = p.prefixPools[prefix]
+				}
+			} else {
+				pl = p.rangePools[family]
+			}
+
+			if pl == nil {
+				alloc.State, alloc.Reason = StatePending, "no cluster range of "+family
+
+				continue
+			}
+
+			alloc.Pool = pl.id
+
+			if pl.invalid != "" {
+				alloc.State, alloc.Reason = StateFailed, pl.invalid
+
+				continue
+			}
+
+			start := uint64(0)
+			if pl.purpose == PurposePodCIDR {
+				start = pl.next
+			}
+
+			b, index, ok := pl.free(start)
+			if !ok {
+				pl.exhausted = true
+				alloc.State = StateFailed
+				alloc.Reason = fmt.Sprintf("no free /%d left in %s", pl.blockBits, strings.Join(rangeStrings(pl.ranges), ", "))
+
+				continue
+			}
+
+			pl.take([]netip.Addr{b}, owner)
+
+			if pl.purpose == PurposePodCIDR {
+				pl.next = index + 1
+			}
+
+			alloc.State, alloc.Address, alloc.Origin = StateAllocated, pl.blockPrefix(b).String(), OriginAllocated
+		}
+	}
+}
+
+// complete fills nodePodCIDRs and the since times of a node's allocations, and adds them to out.
+func (p *nodePlanner) complete(n NodeFacts, out map[string]*specs.IPAllocationSpec) {
+	var (
+		podCIDRs []string
+		allocs   []*specs.IPAllocationSpec
+		complete = true
+	)
+
+	for _, family := range p.families {
+		id := NodeAllocationID(n.Name, family)
+
+		alloc, ok := p.decided[id]
+		if !ok {
+			continue
+		}
+
+		allocs = append(allocs, alloc)
+
+		if alloc.GetState() != StateAllocated {
+			complete = false
+		}
+
+		podCIDRs = append(podCIDRs, alloc.GetAddress())
+		out[id] = withSince(alloc, p.in.Previous[id], p.in.Now)
+	}
+
+	switch {
+	case len(n.PodCIDRs) > 0:
+		podCIDRs = slices.Clone(n.PodCIDRs)
+	case !complete || len(allocs) == 0:
+		podCIDRs = nil
+	}
+
+	for _, a := range allocs {
+		a.NodePodCidrs = podCIDRs
+	}
+}
+
+func rangeStrings(ranges []Range) []string {
+	out := make([]string, len(ranges))
+	for i, r := range ranges {
+		out[i] = r.String()
+	}
+
+	return out
+}

@@ -1,0 +1,42 @@
+package kube_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+)
+
+func TestMirrorService(t *testing.T) {
+	t.Parallel()
+
+	class := "talos-ccm.dev/lb"
+	policy := corev1.IPFamilyPolicyPreferDualStack
+
+	spec := kube.MirrorService(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "prod", Name: "web", UID: "u1", Labels: map[string]string{"tier": "web"},
+			Annotations: map[string]string{"talos-ccm.dev/sharing-key": "k", "example.com/other": "x"},
+		},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &class, LoadBalancerIP: "192.0.2.1",
+			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}, IPFamilyPolicy: &policy,
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}, {Port: 53, Protocol: corev1.ProtocolUDP}},
+		},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}, {Hostname: "lb.example.com"}}}},
+	})
+
+	assert.Equal(t, "u1", spec.GetUid())
+	assert.Equal(t, "prod", spec.GetNamespace())
+	assert.Equal(t, class, spec.GetLoadBalancerClass())
+	assert.Equal(t, "192.0.2.1", spec.GetLoadBalancerIp())
+	assert.Equal(t, map[string]string{"talos-ccm.dev/sharing-key": "k"}, spec.GetAnnotations(), "only talos-ccm's annotations")
+	assert.Equal(t, []string{"IPv6", "IPv4"}, spec.GetIpFamilies())
+	assert.Equal(t, "PreferDualStack", spec.GetIpFamilyPolicy())
+	assert.Len(t, spec.GetPorts(), 2)
+	assert.Equal(t, "UDP", spec.GetPorts()[1].GetProtocol())
+	assert.Equal(t, []string{"192.0.2.1"}, spec.GetIngressIps())
+}

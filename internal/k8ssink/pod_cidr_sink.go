@@ -1,0 +1,250 @@
+package k8ssink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// podCIDRStatusPrefix prefixes the ApplyStatus IDs of the pod CIDR sink.
+const podCIDRStatusPrefix = "podcidr/"
+
+// Event reasons of the pod CIDR sink.
+const (
+	// EventCIDRNotAvailable: no pod CIDR could be allocated to the Node (exhausted range, machine prefix too
+	// small, ...).
+	EventCIDRNotAvailable = "CIDRNotAvailable"
+	// EventPodCIDRConflict: the Node's pod CIDR lies outside the ranges or overlaps another Node's.
+	EventPodCIDRConflict = "PodCIDRConflict"
+)
+
+// PodCIDRNodeClient is the part of the Node client the pod CIDR sink uses.
+type PodCIDRNodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+}
+
+// PodCIDRSinkController writes the pod CIDRs the allocator decided into spec.podCIDR and spec.podCIDRs of
+// Nodes that have none (the API lets them be set once), and posts an Event on a Node whose pod CIDR cannot
+// be allocated or is in conflict. It decides nothing: the IPAllocations are the decision.
+type PodCIDRSinkController = qtransform.QController[*kube.KubeNode, *sink.ApplyStatus]
+
+// NewPodCIDRSinkController instantiates the pod CIDR sink. lister reads the Nodes from the informer cache the
+// KubeNode source fills.
+func NewPodCIDRSinkController(nodes PodCIDRNodeClient, lister corelisters.NodeLister, events record.EventRecorder, concurrency uint) *PodCIDRSinkController {
+	s := &podCIDRSink{nodes: nodes, lister: lister, events: events}
+
+	return qtransform.NewQController(
+		qtransform.Settings[*kube.KubeNode, *sink.ApplyStatus]{
+			Name: "k8ssink.PodCIDRSinkController",
+			MapMetadataFunc: func(in *kube.KubeNode) *sink.ApplyStatus {
+				return sink.NewApplyStatus(sink.NamespaceName, podCIDRStatusPrefix+in.Metadata().ID())
+			},
+			UnmapMetadataFunc: func(out *sink.ApplyStatus) *kube.KubeNode {
+				return kube.NewKubeNode(kube.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), podCIDRStatusPrefix))
+			},
+			TransformFunc: s.apply,
+		},
+		qtransform.WithOutputKind(controller.OutputShared),
+		qtransform.WithExtraMappedInput[*ipam.IPAllocation](mapAllocationToOwner("node", kube.NamespaceName, kube.KubeNodeType)),
+		qtransform.WithConcurrency(max(concurrency, 1)),
+	)
+}
+
+// mapAllocationToOwner maps the allocations of one kind ("node", "service") to their owner's mirror.
+func mapAllocationToOwner(kind string, ns resource.Namespace, typ resource.Type) qtransform.MapperFunc {
+	return func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, alloc controller.ReducedResourceMetadata) ([]resource.Pointer, error) {
+		k, owner, _, ok := ipamctrl.ParseAllocationID(alloc.ID())
+		if !ok || k != kind {
+			return nil, nil
+		}
+
+		return []resource.Pointer{resource.NewMetadata(ns, typ, owner, resource.VersionUndefined)}, nil
+	}
+}
+
+type podCIDRSink struct {
+	nodes  PodCIDRNodeClient
+	lister corelisters.NodeLister
+	events record.EventRecorder
+}
+
+func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, kn *kube.KubeNode, out *sink.ApplyStatus) error {
+	name := kn.Metadata().ID()
+	status := out.TypedSpec().Value
+	status.Object = "Node/" + name
+
+	var allocs []*specs.IPAllocationSpec
+
+	for _, family := range []string{ipamctrl.FamilyIPv4, ipamctrl.FamilyIPv6} {
+		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipamctrl.NodeAllocationID(name, family))
+		if err != nil {
+			if state.IsNotFoundError(err) {
+				continue
+			}
+
+			return fmt.Errorf("failed to read the pod CIDR allocation of node %q: %w", name, err)
+		}
+
+		allocs = append(allocs, res.TypedSpec().Value)
+	}
+
+	if len(allocs) == 0 {
+		return nil // not decided yet
+	}
+
+	current, err := s.lister.Get(name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			status.Error = "Node not found"
+
+			return nil
+		}
+
+		return err
+	}
+
+	// Problems are posted once each: the ApplyStatus keeps the last one.
+	if problem, reason := allocationProblem(allocs); problem != status.GetError() {
+		if problem != "" {
+			s.events.Event(current, corev1.EventTypeWarning, reason, problem)
+			logger.Warn("pod cidr not available", zap.String("node", name), zap.String("reason", problem))
+		}
+
+		status.Error = problem
+	}
+
+	desired := DesiredPodCIDRs(allocs, string(current.UID))
+	if len(desired) == 0 || len(current.Spec.PodCIDRs) > 0 {
+		if status.GetAppliedVersion() == "" {
+			status.AppliedVersion = kn.Metadata().Version().String()
+			status.AppliedAt = timestamppb.Now()
+		}
+
+		return nil
+	}
+
+	if err = s.setPodCIDRs(ctx, current, desired); err != nil {
+		logger.Warn("failed to set pod cidrs", zap.String("node", name), zap.Error(err))
+
+		return failed(status, err)
+	}
+
+	status.ConsecutiveFailures = 0
+	status.AppliedVersion = kn.Metadata().Version().String()
+	status.AppliedAt = timestamppb.Now()
+	status.Writes = []string{"spec.podCIDRs"}
+
+	logger.Debug("pod cidrs set", zap.String("node", name), zap.Strings("pod_cidrs", desired))
+
+	return nil
+}
+
+// allocationProblem describes the allocations of a Node that failed or are in conflict, with the Event
+// reason; empty when there is none.
+func allocationProblem(allocs []*specs.IPAllocationSpec) (string, string) {
+	var (
+		problems []string
+		reason   = EventCIDRNotAvailable
+	)
+
+	for _, a := range allocs {
+		switch a.GetState() {
+		case ipamctrl.StateConflict:
+			reason = EventPodCIDRConflict
+		case ipamctrl.StateFailed:
+		default:
+			continue
+		}
+
+		problems = append(problems, a.GetFamily()+": "+a.GetReason())
+	}
+
+	return strings.Join(problems, "; "), reason
+}
+
+// DesiredPodCIDRs returns the spec.podCIDRs a Node with the given UID gets from its allocations: the
+// complete list, once every family is allocated to that Node; nil otherwise.
+func DesiredPodCIDRs(allocs []*specs.IPAllocationSpec, uid string) []string {
+	var podCIDRs []string
+
+	for _, a := range allocs {
+		if a.GetState() != ipamctrl.StateAllocated || a.GetOwnerUid() != uid {
+			return nil
+		}
+
+		if podCIDRs == nil {
+			podCIDRs = a.GetNodePodCidrs()
+		}
+	}
+
+	if len(podCIDRs) != len(allocs) {
+		return nil
+	}
+
+	for _, a := range allocs {
+		if !slices.Contains(podCIDRs, a.GetAddress()) || !slices.Equal(a.GetNodePodCidrs(), podCIDRs) {
+			return nil
+		}
+	}
+
+	return podCIDRs
+}
+
+// setPodCIDRs sets spec.podCIDR and spec.podCIDRs by a merge patch that carries the resourceVersion it was
+// computed from, so that it applies only to a Node that still has none; on a conflict the Node is read
+// again, and left alone when someone else set them meanwhile.
+func (s *podCIDRSink) setPodCIDRs(ctx context.Context, current *corev1.Node, podCIDRs []string) error {
+	node := current
+
+	for range 5 {
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
+			"spec":     map[string]any{"podCIDR": podCIDRs[0], "podCIDRs": podCIDRs},
+		})
+		if err != nil {
+			return fmt.Errorf("failed to encode the pod CIDR patch: %w", err)
+		}
+
+		_, err = s.nodes.Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: DefaultFieldManager})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("failed to set the pod CIDRs of node %q: %w", node.Name, err)
+			}
+
+			return nil
+		}
+
+		if node, err = s.nodes.Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("failed to read node %q: %w", current.Name, err)
+		}
+
+		if node.UID != current.UID || len(node.Spec.PodCIDRs) > 0 {
+			return nil // re-created, or set meanwhile: the allocator decides again from what it has
+		}
+	}
+
+	return fmt.Errorf("failed to set the pod CIDRs of node %q: the Node keeps changing", current.Name)
+}

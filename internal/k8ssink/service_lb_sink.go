@@ -1,0 +1,248 @@
+package k8ssink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// serviceStatusPrefix prefixes the ApplyStatus IDs of the LoadBalancer sink.
+const serviceStatusPrefix = "service/"
+
+// Event reasons of the LoadBalancer sink.
+const (
+	// EventLoadBalancerIPAllocated: the Service's status.loadBalancer.ingress was set.
+	EventLoadBalancerIPAllocated = "LoadBalancerIPAllocated"
+	// EventLoadBalancerIPRejected: a requested IP is not in a matching pool, or is held by another Service.
+	EventLoadBalancerIPRejected = "LoadBalancerIPRejected"
+	// EventLoadBalancerIPUnavailable: no pool matches the Service, or every matching pool is exhausted.
+	EventLoadBalancerIPUnavailable = "LoadBalancerIPUnavailable"
+)
+
+// ServiceStatusClient is the part of the Service client of one namespace the LoadBalancer sink uses.
+type ServiceStatusClient interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Service, error)
+}
+
+// ServiceLBSinkController writes the LoadBalancer IPs the allocator decided into status.loadBalancer.ingress
+// of the Services talos-ccm serves, and posts Events: the IPs assigned, a requested IP rejected, no IP
+// available. It decides nothing: the IPAllocations are the decision.
+type ServiceLBSinkController = qtransform.QController[*kube.KubeService, *sink.ApplyStatus]
+
+// NewServiceLBSinkController instantiates the LoadBalancer sink. services returns the client of a namespace
+// (clientset.CoreV1().Services); lister reads the Services from the informer cache the KubeService source
+// fills.
+func NewServiceLBSinkController(
+	services func(namespace string) ServiceStatusClient, lister corelisters.ServiceLister, events record.EventRecorder, concurrency uint,
+) *ServiceLBSinkController {
+	s := &serviceLBSink{services: services, lister: lister, events: events}
+
+	return qtransform.NewQController(
+		qtransform.Settings[*kube.KubeService, *sink.ApplyStatus]{
+			Name: "k8ssink.ServiceLBSinkController",
+			MapMetadataFunc: func(in *kube.KubeService) *sink.ApplyStatus {
+				return sink.NewApplyStatus(sink.NamespaceName, serviceStatusPrefix+in.Metadata().ID())
+			},
+			UnmapMetadataFunc: func(out *sink.ApplyStatus) *kube.KubeService {
+				return kube.NewKubeService(kube.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), serviceStatusPrefix))
+			},
+			TransformFunc: s.apply,
+		},
+		qtransform.WithOutputKind(controller.OutputShared),
+		qtransform.WithExtraMappedInput[*ipam.IPAllocation](mapAllocationToOwner("service", kube.NamespaceName, kube.KubeServiceType)),
+		qtransform.WithConcurrency(max(concurrency, 1)),
+	)
+}
+
+type serviceLBSink struct {
+	services func(namespace string) ServiceStatusClient
+	lister   corelisters.ServiceLister
+	events   record.EventRecorder
+}
+
+func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, ks *kube.KubeService, out *sink.ApplyStatus) error {
+	key := ks.Metadata().ID()
+	mirror := ks.TypedSpec().Value
+	status := out.TypedSpec().Value
+	status.Object = "Service/" + key
+
+	if !ipamctrl.Serves(mirror.GetLoadBalancerClass()) {
+		return nil // another load balancer's Service
+	}
+
+	allocs := make([]*specs.IPAllocationSpec, 0, 2)
+
+	for _, family := range families(mirror.GetIpFamilies()) {
+		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipamctrl.ServiceAllocationID(key, family))
+		if err != nil {
+			if state.IsNotFoundError(err) {
+				return nil // not decided yet: the ingress is left as it is
+			}
+
+			return fmt.Errorf("failed to read the load balancer allocation of service %q: %w", key, err)
+		}
+
+		allocs = append(allocs, res.TypedSpec().Value)
+	}
+
+	current, err := s.lister.Services(mirror.GetNamespace()).Get(mirror.GetName())
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			status.Error = "Service not found"
+
+			return nil
+		}
+
+		return err
+	}
+
+	if string(current.UID) != mirror.GetUid() {
+		return nil // re-created: its mirror follows
+	}
+
+	if problem, reason := loadBalancerProblem(allocs); problem != status.GetError() {
+		if problem != "" {
+			s.events.Event(current, corev1.EventTypeWarning, reason, problem)
+			logger.Warn("load balancer ip not available", zap.String("service", key), zap.String("reason", problem))
+		}
+
+		status.Error = problem
+	}
+
+	desired := DesiredIngress(allocs, mirror.GetUid())
+
+	if slices.Equal(desired, ingressIPs(current)) {
+		if status.GetAppliedVersion() == "" {
+			status.AppliedVersion = ks.Metadata().Version().String()
+			status.AppliedAt = timestamppb.Now()
+		}
+
+		return nil
+	}
+
+	if err = s.setIngress(ctx, current, desired); err != nil {
+		logger.Warn("failed to set load balancer ingress", zap.String("service", key), zap.Error(err))
+
+		return failed(status, err)
+	}
+
+	status.ConsecutiveFailures = 0
+	status.AppliedVersion = ks.Metadata().Version().String()
+	status.AppliedAt = timestamppb.Now()
+	status.Writes = []string{"status.loadBalancer.ingress"}
+
+	if len(desired) > 0 {
+		s.events.Eventf(current, corev1.EventTypeNormal, EventLoadBalancerIPAllocated, "Assigned %s", strings.Join(desired, ", "))
+	}
+
+	logger.Info("load balancer ingress set", zap.String("service", key), zap.Strings("ips", desired))
+
+	return nil
+}
+
+// families maps spec.ipFamilies to allocation families, IPv4 when there is none.
+func families(ipFamilies []string) []string {
+	var out []string
+
+	for _, f := range ipFamilies {
+		if family := strings.ToLower(f); (family == ipamctrl.FamilyIPv4 || family == ipamctrl.FamilyIPv6) && !slices.Contains(out, family) {
+			out = append(out, family)
+		}
+	}
+
+	if len(out) == 0 {
+		out = []string{ipamctrl.FamilyIPv4}
+	}
+
+	return out
+}
+
+// DesiredIngress returns the ingress IPs of a Service with the given UID: its allocated IPs, in the order of
+// its families.
+func DesiredIngress(allocs []*specs.IPAllocationSpec, uid string) []string {
+	var out []string
+
+	for _, a := range allocs {
+		if a.GetState() == ipamctrl.StateAllocated && a.GetOwnerUid() == uid {
+			out = append(out, a.GetAddress())
+		}
+	}
+
+	return out
+}
+
+// loadBalancerProblem describes the allocations of a Service that failed, with the Event reason; empty
+// when there is none.
+func loadBalancerProblem(allocs []*specs.IPAllocationSpec) (string, string) {
+	var (
+		problems []string
+		reason   = EventLoadBalancerIPUnavailable
+	)
+
+	for _, a := range allocs {
+		if a.GetState() != ipamctrl.StateFailed {
+			continue
+		}
+
+		if a.GetOrigin() == ipamctrl.OriginRequested {
+			reason = EventLoadBalancerIPRejected
+		}
+
+		problems = append(problems, a.GetFamily()+": "+a.GetReason())
+	}
+
+	return strings.Join(problems, "; "), reason
+}
+
+func ingressIPs(svc *corev1.Service) []string {
+	var out []string
+
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP != "" {
+			out = append(out, ing.IP)
+		}
+	}
+
+	return out
+}
+
+// setIngress replaces status.loadBalancer.ingress by a merge patch of the status subresource.
+func (s *serviceLBSink) setIngress(ctx context.Context, svc *corev1.Service, ips []string) error {
+	ingress := make([]map[string]string, 0, len(ips))
+	for _, ip := range ips {
+		ingress = append(ingress, map[string]string{"ip": ip})
+	}
+
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": ingress}}})
+	if err != nil {
+		return fmt.Errorf("failed to encode the ingress patch: %w", err)
+	}
+
+	_, err = s.services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: DefaultFieldManager}, "status")
+	if err != nil {
+		return fmt.Errorf("failed to set the load balancer ingress of service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+
+	return nil
+}

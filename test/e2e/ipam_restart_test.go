@@ -1,0 +1,195 @@
+package e2e_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/store"
+	"github.com/cosi-project/state-sqlite/pkg/sqlitexx"
+	"github.com/cosi-project/state-sqlite/pkg/state/impl/sqlite"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+// TestPodCIDRAllocationSurvivesKill runs the talos-ccm binary with a state directory, kills it (SIGKILL)
+// while it is handing out pod CIDRs, deletes Nodes while it is down, and starts it again on the same
+// state: every Node ends up with pod CIDRs, none twice, and the allocations are exactly those of the Nodes
+// that exist (nothing leaked by the kill or by the deletions).
+func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
+	machines := fleet("ipamkill", 300, 91)
+	_, srv := talossim.StartTest(t, machines)
+
+	bin := buildCCM(t)
+	kubeconfig := env.KubeconfigFile(t)
+	stateDir := t.TempDir()
+	socket := filepath.Join(socketDir(t), "ccm.sock")
+
+	start := func(name string) *exec.Cmd {
+		logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+		require.NoError(t, err)
+
+		cmd := exec.Command(bin,
+			"--kubeconfig", kubeconfig,
+			"--talosconfig", srv.TalosconfigPath(),
+			"--state-dir", stateDir,
+			"--api-listen", socket,
+			"--metrics-bind-address", "0",
+			"--health-probe-bind-address", "0",
+			"--leader-elect=false",
+			"--controllers", "node-ipam",
+			"--allocate-node-cidrs",
+			"--cluster-cidr", "10.128.0.0/14",
+			// Slow writes, so that the kill lands while Nodes are still waiting for their pod CIDRs.
+			"--kube-api-qps", "60", "--kube-api-burst", "5",
+		)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		require.NoError(t, cmd.Start())
+
+		t.Cleanup(func() {
+			cmd.Process.Kill() //nolint:errcheck
+			cmd.Wait()         //nolint:errcheck
+			logFile.Close()    //nolint:errcheck
+
+			if t.Failed() {
+				b, _ := os.ReadFile(logFile.Name()) //nolint:errcheck
+				t.Logf("%s log:\n%s", name, tail(string(b), 40))
+			}
+		})
+
+		return cmd
+	}
+
+	withPodCIDRs := func() map[string][]string {
+		list, err := env.Clientset().CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+
+		out := map[string][]string{}
+
+		for _, n := range list.Items {
+			if len(n.Spec.PodCIDRs) > 0 {
+				out[n.Name] = n.Spec.PodCIDRs
+			}
+		}
+
+		return out
+	}
+
+	first := start("first")
+
+	joinNodes(t, machines)
+
+	require.Eventually(t, func() bool { return len(withPodCIDRs()) >= 30 }, 90*time.Second, 20*time.Millisecond, "the first process allocates")
+
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	first.Wait() //nolint:errcheck
+
+	before := withPodCIDRs()
+
+	// What the killed process had decided, as persisted.
+	persisted := map[string]string{}
+
+	st, closeState := openStateDB(t, filepath.Join(stateDir, app.StateFileName))
+
+	for id, a := range ipAllocations(t.Context(), st, "node/ipamkill-") {
+		if a.GetState() == ipamctrl.StateAllocated {
+			_, name, _, _ := ipamctrl.ParseAllocationID(id)
+			persisted[name] = a.GetAddress()
+		}
+	}
+
+	closeState()
+
+	t.Logf("killed after %d of %d Nodes got their pod CIDRs, with %d allocations persisted", len(before), len(machines), len(persisted))
+	require.Less(t, len(before), len(machines), "the kill must land in the middle of the allocation")
+
+	// While it is down, Nodes go away: some with pod CIDRs, some that had an allocation but no CIDR yet.
+	deleted := map[string]bool{}
+
+	for i, m := range machines {
+		if i%30 != 7 {
+			continue
+		}
+
+		require.NoError(t, env.Clientset().CoreV1().Nodes().Delete(t.Context(), m.Name, metav1.DeleteOptions{}))
+
+		deleted[m.Name] = true
+	}
+
+	var live []string
+
+	for _, m := range machines {
+		if !deleted[m.Name] {
+			live = append(live, m.Name)
+		}
+	}
+
+	start("second")
+
+	waitNodes(t, live, 120*time.Second, hasPodCIDRs)
+
+	after := assertDistinctPodCIDRs(t, live)
+
+	for name, c := range before {
+		if !deleted[name] {
+			assert.Equal(t, c, after[name], name)
+		}
+	}
+
+	// A decision persisted before the kill is what the Node gets, even when it was not applied yet.
+	for name, addr := range persisted {
+		if !deleted[name] {
+			assert.Equal(t, addr, after[name][0], name)
+		}
+	}
+
+	// No leak: one allocation per existing Node, equal to its spec.podCIDRs.
+	st = stateClient(t, socket)
+
+	require.Eventually(t, func() bool {
+		allocs := ipAllocations(t.Context(), st, "node/ipamkill-")
+		if len(allocs) != len(live) {
+			return false
+		}
+
+		for _, name := range live {
+			a := allocs[ipamctrl.NodeAllocationID(name, ipamctrl.FamilyIPv4)]
+			if a.GetState() != ipamctrl.StateAllocated || a.GetAddress() != after[name][0] {
+				return false
+			}
+		}
+
+		return true
+	}, 30*time.Second, 200*time.Millisecond, "the allocations are exactly those of the existing Nodes")
+
+	pool := ipPool(t.Context(), st, "pod/ipv4")
+	require.NotNil(t, pool)
+	assert.Equal(t, uint64(len(live)), pool.GetUsed())
+}
+
+// openStateDB opens the decisions a stopped talos-ccm persisted.
+func openStateDB(t *testing.T, path string) (state.State, func()) {
+	t.Helper()
+
+	pool, err := sqlitexx.NewPool("file:"+path, sqlitexx.PoolOptions{LowWatermark: 1, HighWatermark: 2})
+	require.NoError(t, err)
+
+	db, err := sqlite.NewState(t.Context(), pool, store.ProtobufMarshaler{}, sqlite.WithLogger(zaptest.NewLogger(t)))
+	require.NoError(t, err)
+
+	return state.WrapCore(db), func() {
+		db.Close()
+		pool.Close() //nolint:errcheck
+	}
+}
