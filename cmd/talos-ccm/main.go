@@ -68,6 +68,7 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.StringVar(&endpoints, "talos-endpoints", os.Getenv("TALOS_ENDPOINTS"), "comma-separated Talos API endpoints replacing the talosconfig's ($TALOS_ENDPOINTS)")
 	fs.DurationVar(&opts.TalosTimeout, "talos-timeout", app.Defaults.TalosTimeout, "deadline of every Talos API call")
 	fs.StringVar(&opts.StateDir, "state-dir", "./state", `directory of the persisted decisions ("" keeps everything in memory)`)
+	fs.BoolVar(&opts.RebuildState, "rebuild-state", false, "if the state database cannot be read, move it aside and rebuild the decisions from Kubernetes and Talos")
 	fs.StringVar(&opts.ClusterName, "cluster-name", "", "value of the clustername label (default: the talosconfig context name)")
 	fs.BoolVar(&opts.PreferIPv6, "prefer-ipv6", false, "IPv6 first for node IPs and Talos API targets on dual-stack nodes")
 	fs.DurationVar(&opts.ProviderIDWait, "provider-id-wait", app.Defaults.ProviderIDWait, "how long a cloud machine waits for its providerID from Talos before the talos:// fallback")

@@ -36,6 +36,8 @@ type Options struct {
 	TalosEndpoints []string
 	// StateDir holds the persisted decisions; empty keeps everything in memory.
 	StateDir string
+	// RebuildState moves an unreadable state database aside and starts with an empty one.
+	RebuildState bool
 	// ClusterName is the clustername label; empty means the talosconfig context name.
 	ClusterName string
 	// TalosTimeout bounds every Talos API call.
@@ -228,7 +230,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	flags, explicit := flagsConfig(opts, contextName)
 	cfg := configctrl.Merge(flags, explicit, configFile)
 
-	st, closeState, err := NewState(ctx, opts.StateDir, logger)
+	st, closeState, err := NewState(ctx, opts.StateDir, opts.RebuildState, logger)
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
@@ -28,7 +31,11 @@ const inMemoryHistory = 16384
 // NewState builds talos-ccm's state: the decision namespaces in a sqlite database under dir, everything
 // else (mirrors and facts, rebuilt from their sources) in memory. An empty dir keeps everything in
 // memory. The returned function closes the database.
-func NewState(ctx context.Context, dir string, logger *zap.Logger) (state.State, func(), error) {
+//
+// A database that cannot be opened is an error that says how to recover, unless rebuild is set: then it is
+// moved aside (never deleted) and talos-ccm starts with an empty one; the decisions are rebuilt from
+// Kubernetes and Talos (every allocator rebuilds its allocations from the Nodes and Services).
+func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger) (state.State, func(), error) {
 	memory := inmem.NewStateWithOptions(
 		inmem.WithHistoryInitialCapacity(1024),
 		inmem.WithHistoryMaxCapacity(inMemoryHistory),
@@ -45,16 +52,21 @@ func NewState(ctx context.Context, dir string, logger *zap.Logger) (state.State,
 
 	path := filepath.Join(dir, StateFileName)
 
-	pool, err := sqlitexx.NewPool("file:"+path, sqlitexx.PoolOptions{LowWatermark: 2, HighWatermark: 16})
-	if err != nil {
-		return nil, nil, fmt.Errorf("failed to open state database %q: %w", path, err)
+	pool, db, err := openDatabase(ctx, path, logger)
+	if err != nil && rebuild {
+		moved, moveErr := moveAside(path)
+		if moveErr != nil {
+			return nil, nil, errors.Join(err, moveErr)
+		}
+
+		logger.Warn("state database unreadable: moved aside, rebuilding the decisions from Kubernetes and Talos",
+			zap.String("path", path), zap.String("moved_to", moved), zap.Error(err))
+
+		pool, db, err = openDatabase(ctx, path, logger)
 	}
 
-	db, err := sqlite.NewState(ctx, pool, store.ProtobufMarshaler{}, sqlite.WithLogger(logger.Named("sqlite")))
 	if err != nil {
-		pool.Close() //nolint:errcheck
-
-		return nil, nil, fmt.Errorf("failed to open state database %q: %w", path, err)
+		return nil, nil, fmt.Errorf("%w (to move it aside and rebuild the decisions from Kubernetes and Talos, start with --rebuild-state)", err)
 	}
 
 	persisted := map[resource.Namespace]bool{}
@@ -80,4 +92,34 @@ func NewState(ctx context.Context, dir string, logger *zap.Logger) (state.State,
 	}
 
 	return state.WrapCore(st), closeFn, nil
+}
+
+func openDatabase(ctx context.Context, path string, logger *zap.Logger) (*sqlitexx.Pool, *sqlite.State, error) {
+	pool, err := sqlitexx.NewPool("file:"+path, sqlitexx.PoolOptions{LowWatermark: 2, HighWatermark: 16})
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to open state database %q: %w", path, err)
+	}
+
+	db, err := sqlite.NewState(ctx, pool, store.ProtobufMarshaler{}, sqlite.WithLogger(logger.Named("sqlite")))
+	if err != nil {
+		pool.Close() //nolint:errcheck
+
+		return nil, nil, fmt.Errorf("failed to open state database %q: %w", path, err)
+	}
+
+	return pool, db, nil
+}
+
+// moveAside renames the database and its journal files to <name>.broken-<time>, keeping them for a post
+// mortem.
+func moveAside(path string) (string, error) {
+	suffix := ".broken-" + time.Now().UTC().Format("20060102T150405Z")
+
+	for _, ext := range []string{"", "-wal", "-shm"} {
+		if err := os.Rename(path+ext, path+ext+suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("failed to move the state database aside: %w", err)
+		}
+	}
+
+	return path + suffix, nil
 }

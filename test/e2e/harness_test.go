@@ -2,12 +2,16 @@ package e2e_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +27,10 @@ type ccm struct {
 	cancel   context.CancelFunc
 	done     chan error
 	stopOnce sync.Once
+
+	mu             sync.Mutex
+	errors         []string
+	errorsExpected atomic.Bool
 }
 
 // startCCM runs talos-ccm against the shared control plane and the given simulated fleet; without a fleet
@@ -40,11 +48,41 @@ func startCCM(t *testing.T, srv *talossim.Server, opts app.Options) *ccm {
 	ctx, cancel := context.WithCancel(t.Context())
 	c := &ccm{writes: counter, cancel: cancel, done: make(chan error, 1)}
 
-	go func() { c.done <- app.Run(ctx, opts, zaptest.NewLogger(t)) }()
+	// Every error-level line talos-ccm logs fails the test, unless the test causes errors on purpose
+	// (expectErrors). Registered before c.stop, this check runs after talos-ccm has stopped.
+	t.Cleanup(func() {
+		if errs := c.loggedErrors(); len(errs) > 0 && !c.errorsExpected.Load() {
+			t.Errorf("talos-ccm logged %d error(s) the test did not cause on purpose, the first: %s", len(errs), errs[0])
+		}
+	})
+
+	logger := zap.New(zapcore.RegisterHooks(zaptest.NewLogger(t).Core(), func(e zapcore.Entry) error {
+		if e.Level >= zapcore.ErrorLevel {
+			c.mu.Lock()
+			c.errors = append(c.errors, e.LoggerName+": "+e.Message)
+			c.mu.Unlock()
+		}
+
+		return nil
+	}))
+
+	go func() { c.done <- app.Run(ctx, opts, logger) }()
 
 	t.Cleanup(c.stop)
 
 	return c
+}
+
+// expectErrors tells the log check that this test makes talos-ccm log errors on purpose.
+func (c *ccm) expectErrors() {
+	c.errorsExpected.Store(true)
+}
+
+func (c *ccm) loggedErrors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	return slices.Clone(c.errors)
 }
 
 func (c *ccm) stop() {

@@ -301,7 +301,11 @@ func TestTransformationRules(t *testing.T) {
 	mount := newConfigMapMount(t)
 	mount.update(t, transformationRules+zonedRule)
 
-	startCCM(t, srv, app.Options{ConfigFile: mount.path, PodNamespace: "default", PodName: "talos-ccm-rules-e2e"})
+	instance := startCCM(t, srv, app.Options{ConfigFile: mount.path, PodNamespace: "default", PodName: "talos-ccm-rules-e2e"})
+
+	// The invalid edit below is logged as an error on purpose.
+	instance.expectErrors()
+
 	joinNodes(t, machines)
 
 	waitRules(t, machines, true, 60*time.Second)
