@@ -57,6 +57,8 @@ type Options struct {
 	StaleNodeGrace time.Duration
 	// MetricsBindAddress serves /metrics; "" or "0" turns it off.
 	MetricsBindAddress string
+	// Profiling serves Go's profiles under /debug/pprof/ next to /metrics.
+	Profiling bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns it off. It may equal
 	// MetricsBindAddress.
 	HealthProbeBindAddress string

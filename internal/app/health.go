@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -82,14 +83,25 @@ func startHTTP(ctx context.Context, opts Options, h *health, logger *zap.Logger)
 	probes.HandleFunc("/healthz", h.healthz)
 	probes.HandleFunc("/readyz", h.readyz)
 
-	if opts.MetricsBindAddress == opts.HealthProbeBindAddress {
-		probes.Handle("/metrics", metrics.Handler())
-
-		return serveHTTP(ctx, "metrics and health probes", opts.MetricsBindAddress, probes, logger)
+	mux := probes
+	if opts.MetricsBindAddress != opts.HealthProbeBindAddress {
+		mux = http.NewServeMux()
 	}
 
-	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler())
+
+	if opts.Profiling {
+		// Go's profiles, for the operator who needs to see where time and memory go.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+
+	if mux == probes {
+		return serveHTTP(ctx, "metrics and health probes", opts.MetricsBindAddress, probes, logger)
+	}
 
 	return errors.Join(
 		serveHTTP(ctx, "metrics", opts.MetricsBindAddress, mux, logger),

@@ -167,6 +167,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		"--kube-api-burst", fmt.Sprint(2*opts.qps),
 		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", "0",
+		"--profiling",
 		"--log-level", "warn",
 	)
 
@@ -198,6 +199,15 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		<-exited
 	}()
 
+	// A CPU profile of the initialization, and a heap profile after it, to see where time and memory go.
+	profiled := make(chan struct{})
+
+	go func() {
+		defer close(profiled)
+
+		fetchProfile(ctx, metricsAddr, "profile?seconds=20", filepath.Join(opts.outDir, "cpu-"+sc.slug()+".pprof"))
+	}()
+
 	names := make([]string, len(machines))
 	for i, m := range machines {
 		names[i] = m.Name
@@ -215,6 +225,9 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	}
 
 	res.peakRSS, res.cpuSeconds = processUsage(ccm.Process.Pid)
+
+	fetchProfile(ctx, metricsAddr, "heap", filepath.Join(opts.outDir, "heap-"+sc.slug()+".pprof"))
+	<-profiled
 
 	step(fmt.Sprintf("initialized in %s; waiting for the serving CSRs", res.ccm.wall.Round(time.Millisecond)))
 

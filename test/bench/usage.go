@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -154,4 +155,36 @@ func writes(series map[string]float64) float64 {
 	}
 
 	return total
+}
+
+// fetchProfile saves one of talos-ccm's Go profiles (served with --profiling); a failure is only reported.
+func fetchProfile(ctx context.Context, addr, which, path string) {
+	// The metrics server may not listen yet right after the start.
+	for range 50 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/"+which, nil)
+		if err != nil {
+			return
+		}
+
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+
+			continue
+		}
+
+		defer resp.Body.Close() //nolint:errcheck
+
+		f, err := os.Create(path)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			f.Close() //nolint:errcheck
+		}
+
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: failed to save profile %s: %v\n", which, err)
+		}
+
+		return
+	}
 }

@@ -192,7 +192,7 @@ func countDecision(decision *specs.CSRDecisionSpec) {
 
 // supersededBy finds the newest pending request of the same requester that is newer than this one.
 func supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
-	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r)
+	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r, state.WithLabelQuery(resource.LabelEqual(kube.RequesterLabel, kube.RequesterLabelValue(request.GetUsername()))))
 	if err != nil {
 		return "", fmt.Errorf("failed to list certificate requests: %w", err)
 	}
@@ -213,7 +213,12 @@ func supersededBy(ctx context.Context, r controller.Reader, name string, request
 
 // requestsOf lists the pending requests of one requester (every request when username is empty).
 func requestsOf(ctx context.Context, r controller.QRuntime, username string) ([]resource.Pointer, error) {
-	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r)
+	var opts []state.ListOption
+	if username != "" {
+		opts = append(opts, state.WithLabelQuery(resource.LabelEqual(kube.RequesterLabel, kube.RequesterLabelValue(username))))
+	}
+
+	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("failed to list certificate requests: %w", err)
 	}

@@ -45,6 +45,7 @@ func TestCSRDecisionController(t *testing.T) {
 	// A request that comes before its Node waits.
 	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
 	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	kube.LabelRequester(request)
 	require.NoError(t, st.Create(ctx, request))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
@@ -90,6 +91,7 @@ func TestCSRDecisionController(t *testing.T) {
 	newer := kube.NewKubeCSR(kube.NamespaceName, "csr-2")
 	newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
 	newer.TypedSpec().Value.Created = timestamppb.New(now)
+	kube.LabelRequester(newer)
 	require.NoError(t, st.Create(ctx, newer))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
@@ -166,6 +168,7 @@ func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
 
 	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
 	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	kube.LabelRequester(request)
 	require.NoError(t, st.Create(ctx, request))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {

@@ -67,6 +67,9 @@ func (ctrl *MachineSourceController) Outputs() []controller.Output {
 	}
 }
 
+// reconcileInterval is the shortest time between two reconciliations of the sessions.
+const reconcileInterval = 250 * time.Millisecond
+
 type runningSession struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -87,12 +90,37 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 		}
 	}()
 
+	// Reconciling the sessions reads every Node: during a burst of Node events (thousands of Nodes
+	// joining) it runs at most once per reconcileInterval, not once per event, so that its cost stays
+	// linear in the number of Nodes and the facts keep flowing in between.
+	var (
+		dirty     = true
+		lastSync  time.Time
+		syncTimer = time.NewTimer(0)
+		// cleaned is set once stale facts were looked for in this run.
+		cleaned bool
+	)
+
+	defer syncTimer.Stop()
+
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.EventCh():
-			if err := ctrl.reconcileSessions(ctx, r, logger, sessions, updates, opts); err != nil {
+			if !dirty {
+				dirty = true
+
+				syncTimer.Reset(max(0, reconcileInterval-time.Since(lastSync)))
+			}
+		case <-syncTimer.C:
+			if !dirty {
+				continue
+			}
+
+			dirty, lastSync = false, time.Now()
+
+			if err := ctrl.reconcileSessions(ctx, r, logger, sessions, updates, opts, &cleaned); err != nil {
 				return err
 			}
 		case f := <-updates:
@@ -139,7 +167,7 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 // (and forgets the facts of) those whose Node is gone.
 func (ctrl *MachineSourceController) reconcileSessions(
 	ctx context.Context, r controller.Runtime, logger *zap.Logger,
-	sessions map[string]*runningSession, updates chan<- machineFacts, opts sessionOptions,
+	sessions map[string]*runningSession, updates chan<- machineFacts, opts sessionOptions, cleaned *bool,
 ) error {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
@@ -174,6 +202,8 @@ func (ctrl *MachineSourceController) reconcileSessions(
 		notReady[n.Metadata().ID()] = !n.TypedSpec().Value.GetReady()
 	}
 
+	stopped := false
+
 	for name, s := range sessions {
 		if wanted[name] == s.ip {
 			continue
@@ -182,6 +212,8 @@ func (ctrl *MachineSourceController) reconcileSessions(
 		s.cancel()
 		<-s.done
 		delete(sessions, name)
+
+		stopped = true
 	}
 
 	for name, ip := range wanted {
@@ -206,6 +238,14 @@ func (ctrl *MachineSourceController) reconcileSessions(
 	}
 
 	metrics.TalosSessions.Set(float64(len(sessions)))
+
+	// Facts outlive their session only when a Node went away (or before the first pass, from a previous
+	// run of this controller): looking for them costs a read of every fact, so only then.
+	if !stopped && *cleaned {
+		return nil
+	}
+
+	*cleaned = true
 
 	return ctrl.forgetStale(ctx, r, sessions)
 }

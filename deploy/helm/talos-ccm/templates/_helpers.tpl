@@ -235,6 +235,9 @@ so talos-ccm's own default applies.
 - {{ printf "--health-probe-bind-address=%v" (default (printf ":%d" (int $v.healthProbes.port)) $v.healthProbes.bindAddress) | quote }}
 {{- if $v.metrics.enabled }}
 - {{ printf "--metrics-bind-address=%v" (default (printf ":%d" (int $v.metrics.port)) $v.metrics.bindAddress) | quote }}
+{{- if $v.metrics.profiling }}
+- "--profiling=true"
+{{- end }}
 {{- else }}
 - "--metrics-bind-address=0"
 {{- end }}
