@@ -258,19 +258,20 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		defer apiServer.Stop()
 	}
 
-	rt, err := runtime.NewRuntime(st, logger.Named("runtime"))
+	rt, err := runtime.NewRuntime(st, logger.Named("runtime"), cachedResources()...)
 	if err != nil {
 		return fmt.Errorf("failed to create controller runtime: %w", err)
 	}
 
 	p := &pipeline{
-		opts:      opts,
-		logger:    logger,
-		runtime:   rt,
-		clientset: clientset,
-		informers: informers.NewSharedInformerFactory(clientset, 0),
-		talos:     talosClient,
-		config:    cfg,
+		opts:       opts,
+		logger:     logger,
+		runtime:    rt,
+		clientset:  clientset,
+		restConfig: restConfig,
+		informers:  informers.NewSharedInformerFactory(clientset, 0),
+		talos:      talosClient,
+		config:     cfg,
 	}
 
 	p.configSource = p.newConfigSource(flags, explicit, configFile)

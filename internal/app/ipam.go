@@ -111,7 +111,7 @@ func (p *pipeline) registerNodeIPAM() error {
 	return errors.Join(
 		p.runtime.RegisterController(&ipamctrl.NodeCIDRAllocatorController{Options: opts}),
 		p.runtime.RegisterQController(k8ssink.NewPodCIDRSinkController(
-			p.clientset.CoreV1().Nodes(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(), uint(p.opts.Concurrency),
+			p.writer(ControllerNodeIPAM).CoreV1().Nodes(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(), uint(p.opts.Concurrency),
 		)),
 	)
 }
@@ -120,12 +120,13 @@ func (p *pipeline) registerNodeIPAM() error {
 // that writes status.loadBalancer.ingress.
 func (p *pipeline) registerServiceLB() error {
 	services := p.informers.Core().V1().Services()
+	writer := p.writer(ControllerServiceLB)
 
 	return errors.Join(
 		p.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: services.Informer()}),
 		p.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
 		p.runtime.RegisterQController(k8ssink.NewServiceLBSinkController(
-			func(namespace string) k8ssink.ServiceStatusClient { return p.clientset.CoreV1().Services(namespace) },
+			func(namespace string) k8ssink.ServiceStatusClient { return writer.CoreV1().Services(namespace) },
 			services.Lister(), p.eventRecorder(), 8,
 		)),
 	)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -22,9 +23,11 @@ import (
 
 // pipeline is what the controller groups are assembled from.
 type pipeline struct {
-	runtime   *runtime.Runtime
-	clientset kubernetes.Interface
-	informers informers.SharedInformerFactory
+	runtime *runtime.Runtime
+	// restConfig builds the writers' clients; clientset reads (informers) and holds the leader lease.
+	restConfig *rest.Config
+	clientset  kubernetes.Interface
+	informers  informers.SharedInformerFactory
 	// talos is nil when no talosconfig is available and no enabled controller requires one.
 	talos  *client.Client
 	config *specs.ConfigSpec
@@ -41,10 +44,26 @@ type pipeline struct {
 // eventRecorder returns the recorder of Kubernetes Events shared by the sinks.
 func (p *pipeline) eventRecorder() record.EventRecorder {
 	if p.events == nil {
-		p.events, p.stopEvents = k8ssink.NewEventRecorder(p.clientset, p.logger)
+		p.events, p.stopEvents = k8ssink.NewEventRecorder(p.writer("events"), p.logger)
 	}
 
 	return p.events
+}
+
+// writer returns the client one controller writes with. As in kube-controller-manager, every controller
+// has its own client, with its own rate limit of --kube-api-qps and --kube-api-burst, so that approving
+// certificates or posting events never waits behind a burst of Node writes, and the other way around.
+func (p *pipeline) writer(name string) kubernetes.Interface {
+	cfg := rest.CopyConfig(p.restConfig)
+	cfg.UserAgent = "talos-ccm/" + name
+
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		// The same configuration already built the main client: this cannot fail.
+		panic(fmt.Sprintf("failed to create the Kubernetes client of %s: %v", name, err))
+	}
+
+	return client
 }
 
 // close releases what the pipeline started.
@@ -87,7 +106,7 @@ func (p *pipeline) registerSources() error {
 
 // registerCloudNode registers Node initialization: the transform and the node sink.
 func (p *pipeline) registerCloudNode() error {
-	applier := k8ssink.NewNodeApplier(p.clientset.CoreV1().Nodes(), p.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
+	applier := k8ssink.NewNodeApplier(p.writer(ControllerCloudNode).CoreV1().Nodes(), p.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
 
 	return errors.Join(
 		p.runtime.RegisterQController(nodectrl.NewNodeTransformController()),
@@ -106,7 +125,7 @@ func (p *pipeline) registerCSRApproval() error {
 		p.runtime.RegisterController(&kubectrl.KubeCSRController{Informer: requests.Informer()}),
 		p.runtime.RegisterQController(csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{TalosFacts: p.talos != nil})),
 		p.runtime.RegisterQController(k8ssink.NewCSRSinkController(
-			k8ssink.NewCSRApplier(p.clientset.CertificatesV1().CertificateSigningRequests()),
+			k8ssink.NewCSRApplier(p.writer(ControllerCSRApproval).CertificatesV1().CertificateSigningRequests()),
 			requests.Lister(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(),
 		)),
 	)
@@ -121,7 +140,7 @@ func (p *pipeline) registerNodeLifecycle() error {
 			StaleNodeGrace:           p.opts.StaleNodeGrace,
 		})),
 		p.runtime.RegisterQController(k8ssink.NewNodeLifecycleSinkController(
-			p.clientset.CoreV1().Nodes(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(),
+			p.writer(ControllerNodeLifecycle).CoreV1().Nodes(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(),
 		)),
 	)
 }

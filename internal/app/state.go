@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/controller/runtime/options"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/impl/store"
-	"github.com/cosi-project/state-sqlite/pkg/sqlitexx"
 	"github.com/cosi-project/state-sqlite/pkg/state/impl/sqlite"
 	"go.uber.org/zap"
 
@@ -94,10 +94,10 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 	return state.WrapCore(st), closeFn, nil
 }
 
-func openDatabase(ctx context.Context, path string, logger *zap.Logger) (*sqlitexx.Pool, *sqlite.State, error) {
-	pool, err := sqlitexx.NewPool("file:"+path, sqlitexx.PoolOptions{LowWatermark: 2, HighWatermark: 16})
+func openDatabase(ctx context.Context, path string, logger *zap.Logger) (*configuredPool, *sqlite.State, error) {
+	pool, err := newConfiguredPool(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to open state database %q: %w", path, err)
+		return nil, nil, err
 	}
 
 	db, err := sqlite.NewState(ctx, pool, store.ProtobufMarshaler{}, sqlite.WithLogger(logger.Named("sqlite")))
@@ -122,4 +122,26 @@ func moveAside(path string) (string, error) {
 	}
 
 	return path + suffix, nil
+}
+
+// cachedResources makes controllers read the persisted resources from memory: the runtime keeps them
+// current through a watch, and the sqlite database is only written.
+func cachedResources() []options.Option {
+	var opts []options.Option
+
+	persisted := map[resource.Namespace]bool{}
+
+	for _, ns := range resources.Namespaces() {
+		persisted[ns.Name] = ns.Persisted
+	}
+
+	for _, r := range resources.All() {
+		rd := r.ResourceDefinition()
+
+		if persisted[rd.DefaultNamespace] {
+			opts = append(opts, options.WithCachedResource(rd.DefaultNamespace, rd.Type))
+		}
+	}
+
+	return opts
 }

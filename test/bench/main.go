@@ -28,6 +28,7 @@ type options struct {
 	concurrency int
 	slowNodes   int
 	seed        int64
+	logLevel    string
 }
 
 func main() {
@@ -44,6 +45,7 @@ func main() {
 	flag.IntVar(&opts.concurrency, "concurrency", 64, "concurrent Node writes of the floor (talos-ccm's default --concurrency)")
 	flag.IntVar(&opts.slowNodes, "slow-at", 1000, "also run this fleet size with one machine answering in 3s (0: skip)")
 	flag.Int64Var(&opts.seed, "seed", 1, "seed of the generated fleets")
+	flag.StringVar(&opts.logLevel, "ccm-log-level", "warn", "--log-level of talos-ccm (its log is written next to the results)")
 	flag.Parse()
 
 	for _, s := range strings.Split(nodes, ",") {

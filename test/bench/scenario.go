@@ -60,6 +60,9 @@ type result struct {
 	peakRSS      uint64
 	cpuSeconds   float64
 
+	// After initialization: goroutines, and the bytes of their stacks and of the heap.
+	goroutines, stackBytes, heapBytes float64
+
 	scenario
 	csrSubmitted int
 }
@@ -168,7 +171,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", "0",
 		"--profiling",
-		"--log-level", "warn",
+		"--log-level", opts.logLevel,
 	)
 
 	logFile, err := os.Create(filepath.Join(opts.outDir, "talos-ccm-"+sc.slug()+".log"))
@@ -238,6 +241,9 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		return nil, err
 	}
 
+	res.goroutines = sum(before, "go_goroutines")
+	res.stackBytes = sum(before, "go_memstats_stack_inuse_bytes")
+	res.heapBytes = sum(before, "go_memstats_heap_inuse_bytes")
 	res.requestsPerNode = requestsPerNode(before, sc.nodes)
 	res.talosPerNode = sum(before, "talos_ccm_talos_api_calls_total") / float64(sc.nodes)
 
