@@ -55,7 +55,7 @@ func NewCSRSinkController(applier *CSRApplier, requests certlisters.CertificateS
 		},
 		qtransform.WithOutputKind(controller.OutputShared),
 		qtransform.WithExtraMappedInput[*kube.KubeCSR](qtransform.MapperSameID[*csr.CSRDecision]()),
-		qtransform.WithConcurrency(8),
+		qtransform.WithConcurrency(32),
 	)
 }
 

@@ -236,7 +236,8 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	res.csr, res.csrSubmitted = watch.csrLatencies(ctx, kubelets, names, 60*time.Second)
 
-	before, err := scrape(metricsAddr)
+	// Queued work (Events are posted asynchronously) finishes before the idle window starts.
+	before, err := settle(ctx, metricsAddr, 3*time.Second, time.Minute)
 	if err != nil {
 		return nil, err
 	}

@@ -188,3 +188,32 @@ func fetchProfile(ctx context.Context, addr, which, path string) {
 		return
 	}
 }
+
+// settle waits until talos-ccm's writes have not moved for quiet (at most limit), and returns its metrics.
+func settle(ctx context.Context, addr string, quiet, limit time.Duration) (map[string]float64, error) {
+	deadline := time.Now().Add(limit)
+
+	last, err := scrape(addr)
+	if err != nil {
+		return nil, err
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(quiet):
+		}
+
+		now, err := scrape(addr)
+		if err != nil {
+			return nil, err
+		}
+
+		if writes(now) == writes(last) || time.Now().After(deadline) {
+			return now, nil
+		}
+
+		last = now
+	}
+}

@@ -69,8 +69,14 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 			func(ctx context.Context, _ *zap.Logger, r controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
 				return requestsOf(ctx, r, "")
 			})),
+		// Decisions are independent of each other (a request and its siblings are re-decided when either
+		// changes), and each is persisted: several at once keep approvals fast while thousands of nodes join.
+		qtransform.WithConcurrency(decisionConcurrency),
 	)
 }
+
+// decisionConcurrency is how many requests are decided at once.
+const decisionConcurrency = 16
 
 type csrDecider struct {
 	opts CSRDecisionOptions

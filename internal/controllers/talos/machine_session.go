@@ -22,6 +22,9 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
 
+// probeTick is how often a session checks whether its machine is to be probed.
+const probeTick = time.Second
+
 // machineFacts is what one session learned about one machine; nil fields are unchanged.
 type machineFacts struct {
 	platform  *specs.PlatformMetadataSpec
@@ -113,13 +116,6 @@ func (s *machineSession) session(ctx context.Context) error {
 		return fmt.Errorf("failed to watch addresses: %w", err)
 	}
 
-	statusCh := make(chan state.Event, 8)
-	err = s.cosi.Watch(ctx, runtime.NewMachineStatus().Metadata(), statusCh)
-	countWatch(runtime.MachineStatusType, err)
-
-	if err != nil {
-		return fmt.Errorf("failed to watch machine status: %w", err)
-	}
 
 	// PlatformMetadata changes (a zone after a migration, a spot flag) reach the transformation rules
 	// within seconds. A machine that refuses the watch is still read again every PlatformRefresh.
@@ -137,13 +133,23 @@ func (s *machineSession) session(ctx context.Context) error {
 	bootstrapped := false
 	status := &specs.MachineStatusSpec{Reachable: true, NodeIp: s.ip, MachineUuid: platform.GetUuid()}
 
+	// The machine's stage matters only while its Node is NotReady (lifecycle verdicts): it is read here,
+	// then by the probes of NotReady Nodes, instead of by a watch per machine, whose stream and goroutines
+	// would cost memory on every machine of a large cluster.
+	if status.Stage, err = s.readStage(ctx); err != nil {
+		return err
+	}
+
+	probing := false
+	lastProbe := time.Now()
+
 	firstContents := time.NewTimer(s.opts.CallTimeout)
 	defer firstContents.Stop()
 
 	refresh := time.NewTimer(jitter(s.opts.PlatformRefresh))
 	defer refresh.Stop()
 
-	probe := time.NewTicker(s.opts.ProbeInterval)
+	probe := time.NewTicker(probeTick)
 	defer probe.Stop()
 
 	for {
@@ -155,9 +161,18 @@ func (s *machineSession) session(ctx context.Context) error {
 				return fmt.Errorf("no address list from the machine within %s", s.opts.CallTimeout)
 			}
 		case <-probe.C:
-			if !bootstrapped || !s.probe.Load() {
+			// A NotReady Node's machine is probed every ProbeInterval, at once when the Node turns NotReady,
+			// and once more when it is Ready again, so that the stage is fresh on both transitions.
+			wanted := s.probe.Load()
+			due := wanted && (!probing || time.Since(lastProbe) >= s.opts.ProbeInterval)
+			recovered := !wanted && probing
+			probing = wanted
+
+			if !bootstrapped || (!due && !recovered) {
 				continue
 			}
+
+			lastProbe = time.Now()
 
 			if err := s.probeMachine(ctx, status, platform); err != nil {
 				return err
@@ -198,27 +213,6 @@ func (s *machineSession) session(ctx context.Context) error {
 				if bootstrapped {
 					s.send(ctx, machineFacts{platform: platform})
 				}
-			}
-		case ev := <-statusCh:
-			switch ev.Type {
-			case state.Errored:
-				return fmt.Errorf("machine status watch failed: %w", ev.Error)
-			case state.Created, state.Updated:
-				if ms, ok := ev.Resource.(*runtime.MachineStatus); ok {
-					status.Stage = stageName(ms.TypedSpec())
-				}
-			case state.Destroyed:
-				status.Stage = ""
-			case state.Bootstrapped, state.Noop:
-				continue
-			}
-
-			// An event means that the machine answers (again).
-			status.Reachable, status.LastError = true, ""
-			status.LastSeen = timestamppb.Now()
-
-			if bootstrapped {
-				s.send(ctx, machineFacts{status: cloneStatus(status)})
 			}
 		case ev := <-addrCh:
 			switch ev.Type {
@@ -355,6 +349,20 @@ func (s *machineSession) send(ctx context.Context, f machineFacts) {
 
 func cloneStatus(s *specs.MachineStatusSpec) *specs.MachineStatusSpec {
 	return proto.CloneOf(s)
+}
+
+// readStage reads the machine's stage; a machine without MachineStatus has none.
+func (s *machineSession) readStage(ctx context.Context) (string, error) {
+	res, err := s.get(ctx, runtime.NewMachineStatus().Metadata())
+	if err != nil {
+		return "", fmt.Errorf("failed to read machine status: %w", err)
+	}
+
+	if ms, ok := res.(*runtime.MachineStatus); ok {
+		return stageName(ms.TypedSpec()), nil
+	}
+
+	return "", nil
 }
 
 func countWatch(typ string, err error) {
