@@ -4,7 +4,7 @@ GO ?= go
 BIN := $(CURDIR)/bin
 GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: all build test envtest generate check-generate demo lint clean bench bench-quick
+.PHONY: test-fuzz all build test envtest generate check-generate demo lint clean bench bench-quick
 
 all: build
 
@@ -31,6 +31,14 @@ test:
 	@assets="$$(hack/envtest.sh)" && \
 		echo "using envtest binaries in $$assets" && \
 		KUBEBUILDER_ASSETS="$$assets" $(GO) test $(GOTEST_FLAGS) ./...
+
+## test-fuzz: a short run of every fuzz target (CSR decisions, the config file, Talos facts): no panic on
+## hostile input. FUZZTIME per target, default 10s.
+FUZZTIME ?= 10s
+test-fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecideCSR$$' -fuzztime $(FUZZTIME) ./internal/controllers/csr
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/configfile
+	$(GO) test -run '^$$' -fuzz '^FuzzTalosFacts$$' -fuzztime $(FUZZTIME) ./internal/controllers/talos
 
 ## generate: regenerate protobuf Go code from api/proto.
 generate:
