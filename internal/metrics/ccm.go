@@ -35,6 +35,14 @@ var (
 		Help:      "Machines whose Talos API talos-ccm follows.",
 	})
 
+	// QueueLength is the work waiting in talos-ccm's own queues: Kubernetes objects to mirror (by kind) and
+	// Talos facts to record.
+	QueueLength = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "queue_length",
+		Help:      "Work waiting in talos-ccm's queues: objects to mirror by kind (node, certificate request, service), and talos_facts.",
+	}, []string{"queue"})
+
 	// LeaderElectionMaster is 1 while this process is the leader.
 	LeaderElectionMaster = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: Namespace,
@@ -44,5 +52,5 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(NodeInitializationSeconds, TalosCalls, KubernetesRequests, TalosSessions, LeaderElectionMaster)
+	Registry.MustRegister(NodeInitializationSeconds, TalosCalls, KubernetesRequests, TalosSessions, QueueLength, LeaderElectionMaster)
 }

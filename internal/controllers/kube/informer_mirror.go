@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/dirty"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
 
 // informerMirror is the loop shared by the sources that mirror one kind of Kubernetes object into one
@@ -100,7 +101,11 @@ func (m *informerMirror[R]) run(ctx context.Context, r controller.Runtime, logge
 }
 
 func (m *informerMirror[R]) syncAll(ctx context.Context, r controller.Runtime, pending *dirty.Set, tearingDown map[resource.ID]struct{}) error {
-	for _, id := range pending.Take() {
+	ids := pending.Take()
+
+	metrics.QueueLength.WithLabelValues(m.object).Set(float64(len(ids)))
+
+	for _, id := range ids {
 		if err := m.sync(ctx, r, id, tearingDown); err != nil {
 			return err
 		}

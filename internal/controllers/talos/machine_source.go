@@ -124,6 +124,8 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 				return err
 			}
 		case f := <-updates:
+			metrics.QueueLength.WithLabelValues("talos_facts").Set(float64(len(updates)))
+
 			if s, ok := sessions[f.name]; !ok || s.ip != f.ip {
 				continue // a session that was stopped meanwhile
 			}
