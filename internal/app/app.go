@@ -13,7 +13,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"go.uber.org/zap"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,7 +20,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
-	"github.com/talos-ccm/talos-ccm/internal/resources"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // Options configure talos-ccm. The zero value of a field means its default.
@@ -239,10 +238,6 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 
 	defer closeState()
 
-	if err = resources.Register(ctx, st); err != nil {
-		return err
-	}
-
 	if opts.APIListen != "" {
 		apiServer, apiErr := api.Start(ctx, st, api.Options{
 			Listen:   opts.APIListen,
@@ -263,37 +258,45 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return fmt.Errorf("failed to create controller runtime: %w", err)
 	}
 
-	p := &pipeline{
-		opts:       opts,
-		logger:     logger,
-		runtime:    rt,
-		clientset:  clientset,
-		restConfig: restConfig,
-		informers:  informers.NewSharedInformerFactory(clientset, 0),
-		talos:      talosClient,
-		config:     cfg,
-	}
-
-	p.configSource = p.newConfigSource(flags, explicit, configFile)
-
-	defer p.close()
-
-	if err = p.registerSources(); err != nil {
+	nodeIPAM, err := opts.nodeCIDROptions()
+	if err != nil {
 		return err
 	}
 
-	for _, name := range AllControllers {
-		if !enabled[name] {
-			continue
-		}
-
-		if err = controllerGroups[name](p); err != nil {
-			return fmt.Errorf("failed to register controller %s: %w", name, err)
-		}
+	ccmOpts := ccm.Options{
+		RestConfig:  restConfig,
+		Logger:      logger,
+		Controllers: slices.Sorted(maps.Keys(enabled)),
+		Config:      flags,
+		ConfigFile: ccm.ConfigFile{
+			Path:         opts.ConfigFile,
+			Initial:      configFile,
+			Explicit:     explicit,
+			PodNamespace: opts.PodNamespace,
+			PodName:      opts.PodName,
+		},
+		TalosTimeout: opts.TalosTimeout,
+		Concurrency:  opts.Concurrency,
+		NodeLifecycle: ccm.NodeLifecycleOptions{
+			DeleteStaleNodes:         opts.DeleteStaleNodes,
+			DeletePreemptedSpotNodes: opts.DeletePreemptedSpotNodes,
+			StaleNodeGrace:           opts.StaleNodeGrace,
+		},
+		NodeIPAM: nodeIPAM,
 	}
 
-	p.informers.Start(ctx.Done())
-	defer p.informers.Shutdown()
+	if talosClient != nil {
+		ccmOpts.Talos = talosClient.COSI
+	}
+
+	pipeline, err := ccm.Register(ctx, rt, st, ccmOpts)
+	if err != nil {
+		return err
+	}
+
+	defer pipeline.Close()
+
+	pipeline.Start(ctx)
 
 	logger.Info("talos-ccm started",
 		zap.Strings("controllers", slices.Sorted(maps.Keys(enabled))),
@@ -303,11 +306,11 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		zap.Bool("leader_elect", opts.LeaderElection.Enabled),
 	)
 
-	return runControllers(ctx, opts, p, rt)
+	return runControllers(ctx, opts, pipeline, clientset, rt, logger)
 }
 
 // runControllers serves health and metrics, and runs the controllers: at once, or while leading.
-func runControllers(ctx context.Context, opts Options, p *pipeline, rt *runtime.Runtime) error {
+func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, clientset kubernetes.Interface, rt *runtime.Runtime, logger *zap.Logger) error {
 	work := func(ctx context.Context) error {
 		if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("controller runtime failed: %w", err)
@@ -326,21 +329,20 @@ func runControllers(ctx context.Context, opts Options, p *pipeline, rt *runtime.
 	if opts.LeaderElection.Enabled {
 		var err error
 
-		if le, err = newLeaderElector(opts.LeaderElection, p.clientset, p.logger, work, result); err != nil {
+		if le, err = newLeaderElector(opts.LeaderElection, clientset, logger, work, result); err != nil {
 			return err
 		}
 
 		h.leader = le.watchdog
 	}
 
-	if err := startHTTP(ctx, opts, h, p.logger); err != nil {
+	if err := startHTTP(ctx, opts, h, logger); err != nil {
 		return err
 	}
 
 	go func() {
 		// Ready once the informers have their caches: a follower is ready too, to take over at once.
-		p.informers.WaitForCacheSync(ctx.Done())
-		h.ready.Store(ctx.Err() == nil)
+		h.ready.Store(pipeline.WaitForCacheSync(ctx))
 	}()
 
 	if le == nil {

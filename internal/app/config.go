@@ -6,9 +6,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
-	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 )
 
 // loadConfigFile reads the config file; an empty path means none.
@@ -71,21 +69,4 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 	spec.CsrApproval = &specs.CSRApprovalConfig{MaxExpirationSeconds: int64(opts.CSRMaxExpiration / time.Second)}
 
 	return spec, explicit
-}
-
-// newConfigSource returns the config source: the flags, and the config file followed for changes.
-// Rejected changes are posted as Events on talos-ccm's Pod when it is known.
-func (p *pipeline) newConfigSource(flags *specs.ConfigSpec, explicit []string, file *specs.ConfigSpec) *configctrl.ConfigSourceController {
-	ctrl := &configctrl.ConfigSourceController{
-		Flags:    flags,
-		Explicit: explicit,
-		Path:     p.opts.ConfigFile,
-		Initial:  file,
-	}
-
-	if p.opts.ConfigFile != "" && p.opts.PodNamespace != "" && p.opts.PodName != "" {
-		ctrl.Rejected = k8ssink.NewConfigEvents(p.eventRecorder(), p.opts.PodNamespace, p.opts.PodName)
-	}
-
-	return ctrl
 }

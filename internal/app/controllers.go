@@ -1,76 +1,25 @@
 package app
 
-import (
-	"fmt"
-	"slices"
-	"strings"
-)
+import "github.com/talos-ccm/talos-ccm/pkg/ccm"
 
-// Controller names for --controllers.
+// Controller names for --controllers, as pkg/ccm defines them.
 const (
 	// ControllerCloudNode initializes Nodes: providerID, labels, addresses, transformations.
-	ControllerCloudNode = "cloud-node"
+	ControllerCloudNode = ccm.ControllerCloudNode
 	// ControllerCSRApproval approves kubelet serving certificates.
-	ControllerCSRApproval = "csr-approval"
+	ControllerCSRApproval = ccm.ControllerCSRApproval
 	// ControllerNodeIPAM allocates pod CIDRs.
-	ControllerNodeIPAM = "node-ipam"
+	ControllerNodeIPAM = ccm.ControllerNodeIPAM
 	// ControllerServiceLB allocates LoadBalancer IPs.
-	ControllerServiceLB = "service-lb"
+	ControllerServiceLB = ccm.ControllerServiceLB
 	// ControllerNodeLifecycle taints shut-down Nodes (and, opt-in, deletes stale ones).
-	ControllerNodeLifecycle = "node-lifecycle"
+	ControllerNodeLifecycle = ccm.ControllerNodeLifecycle
 )
 
 // AllControllers lists every controller name, in the order they are started.
-var AllControllers = []string{ControllerCloudNode, ControllerCSRApproval, ControllerNodeIPAM, ControllerServiceLB, ControllerNodeLifecycle}
+var AllControllers = ccm.AllControllers
 
-// defaultControllers are the ones "*" stands for: node-ipam and service-lb are opt-in because they
-// conflict with other allocators.
-var defaultControllers = []string{ControllerCloudNode, ControllerCSRApproval, ControllerNodeLifecycle}
-
-// EnabledControllers resolves a --controllers list the way kube-controller-manager does: "*" is the
-// default set, "name" adds one, "-name" removes one. An empty list means "*".
+// EnabledControllers resolves a --controllers list: see ccm.EnabledControllers.
 func EnabledControllers(spec []string) (map[string]bool, error) {
-	if len(spec) == 0 {
-		spec = []string{"*"}
-	}
-
-	enabled := map[string]bool{}
-
-	for _, item := range spec {
-		item = strings.TrimSpace(item)
-
-		switch {
-		case item == "*":
-			for _, name := range defaultControllers {
-				if _, set := enabled[name]; !set {
-					enabled[name] = true
-				}
-			}
-		case strings.HasPrefix(item, "-"):
-			name := strings.TrimPrefix(item, "-")
-			if !slices.Contains(AllControllers, name) {
-				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(AllControllers, ", "))
-			}
-
-			enabled[name] = false
-		default:
-			if !slices.Contains(AllControllers, item) {
-				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", item, strings.Join(AllControllers, ", "))
-			}
-
-			enabled[item] = true
-		}
-	}
-
-	for name, on := range enabled {
-		if !on {
-			delete(enabled, name)
-		}
-	}
-
-	if len(enabled) == 0 {
-		return nil, fmt.Errorf("--controllers %q enables no controller", strings.Join(spec, ","))
-	}
-
-	return enabled, nil
+	return ccm.EnabledControllers(spec)
 }

@@ -1,16 +1,13 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
-	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
-	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
-	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // applyIPAMFlags checks the IP allocation flags before anything starts, and applies
@@ -45,13 +42,13 @@ func nodeIPAMNeedsTalos(opts Options, enabled map[string]bool) bool {
 }
 
 // nodeCIDROptions converts and checks the pod CIDR flags.
-func (o Options) nodeCIDROptions() (ipamctrl.NodeCIDROptions, error) {
+func (o Options) nodeCIDROptions() (ccm.NodeIPAMOptions, error) {
 	cidrs, err := parseCIDRs(o.ClusterCIDRs, "--cluster-cidr")
 	if err != nil {
-		return ipamctrl.NodeCIDROptions{}, err
+		return ccm.NodeIPAMOptions{}, err
 	}
 
-	out := ipamctrl.NodeCIDROptions{
+	out := ccm.NodeIPAMOptions{
 		Mode:         o.NodeIPAMMode,
 		ClusterCIDRs: cidrs,
 		MaskIPv4:     o.NodeCIDRMaskSizeIPv4,
@@ -62,7 +59,7 @@ func (o Options) nodeCIDROptions() (ipamctrl.NodeCIDROptions, error) {
 		return out, fmt.Errorf("invalid pod CIDR flags: %w", err)
 	}
 
-	return out.WithDefaults(), nil
+	return out, nil
 }
 
 // parseCIDRs parses CIDR flag values (each may hold several, separated by commas).
@@ -85,49 +82,4 @@ func parseCIDRs(values []string, flag string) ([]netip.Prefix, error) {
 	}
 
 	return out, nil
-}
-
-// registerNodeIPAM registers pod CIDR allocation: the source of the cluster ranges from Talos when
-// --cluster-cidr is not given, the allocator, and the sink that writes spec.podCIDRs.
-func (p *pipeline) registerNodeIPAM() error {
-	opts, err := p.opts.nodeCIDROptions()
-	if err != nil {
-		return err
-	}
-
-	if nodeIPAMNeedsTalos(p.opts, map[string]bool{ControllerNodeIPAM: true}) && p.talos == nil {
-		return errors.New("node-ipam needs the Talos API (a talosconfig) for talos-ipv6 mode or without --cluster-cidr")
-	}
-
-	if len(opts.ClusterCIDRs) == 0 {
-		if err = p.runtime.RegisterController(&talosctrl.ControllerManagerConfigSourceController{
-			COSI:    p.talos.COSI,
-			Options: talosctrl.ControllerManagerConfigSourceOptions{CallTimeout: p.opts.TalosTimeout},
-		}); err != nil {
-			return err
-		}
-	}
-
-	return errors.Join(
-		p.runtime.RegisterController(&ipamctrl.NodeCIDRAllocatorController{Options: opts}),
-		p.runtime.RegisterQController(k8ssink.NewPodCIDRSinkController(
-			p.writer(ControllerNodeIPAM).CoreV1().Nodes(), p.informers.Core().V1().Nodes().Lister(), p.eventRecorder(), uint(p.opts.Concurrency),
-		)),
-	)
-}
-
-// registerServiceLB registers LoadBalancer IP allocation: the Service mirror, the allocator, and the sink
-// that writes status.loadBalancer.ingress.
-func (p *pipeline) registerServiceLB() error {
-	services := p.informers.Core().V1().Services()
-	writer := p.writer(ControllerServiceLB)
-
-	return errors.Join(
-		p.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: services.Informer()}),
-		p.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
-		p.runtime.RegisterQController(k8ssink.NewServiceLBSinkController(
-			func(namespace string) k8ssink.ServiceStatusClient { return writer.CoreV1().Services(namespace) },
-			services.Lister(), p.eventRecorder(), 8,
-		)),
-	)
 }

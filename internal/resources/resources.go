@@ -63,28 +63,29 @@ func All() []meta.ResourceWithRD {
 }
 
 // Register writes the namespace and resource definitions of talos-ccm into st, so that clients can
-// discover them (`ccmctl get rd`).
+// discover them (`ccmctl get rd`). Definitions already in st are kept: a host that embeds talos-ccm may have
+// registered the defaults (or talos-ccm's own) before.
 func Register(ctx context.Context, st state.State) error {
 	namespaces := registry.NewNamespaceRegistry(st)
 
-	if err := namespaces.RegisterDefault(ctx); err != nil {
+	if err := namespaces.RegisterDefault(ctx); err != nil && !state.IsConflictError(err) {
 		return fmt.Errorf("failed to register default namespaces: %w", err)
 	}
 
 	for _, ns := range Namespaces() {
-		if err := namespaces.Register(ctx, ns.Name, ns.Description); err != nil {
+		if err := namespaces.Register(ctx, ns.Name, ns.Description); err != nil && !state.IsConflictError(err) {
 			return fmt.Errorf("failed to register namespace %q: %w", ns.Name, err)
 		}
 	}
 
 	definitions := registry.NewResourceRegistry(st)
 
-	if err := definitions.RegisterDefault(ctx); err != nil {
+	if err := definitions.RegisterDefault(ctx); err != nil && !state.IsConflictError(err) {
 		return fmt.Errorf("failed to register default resource definitions: %w", err)
 	}
 
 	for _, r := range All() {
-		if err := definitions.Register(ctx, r); err != nil {
+		if err := definitions.Register(ctx, r); err != nil && !state.IsConflictError(err) {
 			return fmt.Errorf("failed to register resource definition %q: %w", r.ResourceDefinition().Type, err)
 		}
 	}

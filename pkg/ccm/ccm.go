@@ -1,0 +1,307 @@
+package ccm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/cosi-project/runtime/pkg/state"
+	"go.uber.org/zap"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/resources"
+)
+
+// Options configure one talos-ccm pipeline, for one Kubernetes cluster. The zero value of a field means
+// its default; RestConfig is required.
+type Options struct {
+	// RestConfig is the cluster's Kubernetes client configuration: Nodes, CSRs and Services are read
+	// (informers) and written with it. Every controller group writes with its own client built from a copy,
+	// with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst).
+	RestConfig *rest.Config
+	// Logger is the parent of the loggers of the Kubernetes writers and events; nil means no logs. The
+	// controllers log through the runtime's logger.
+	Logger *zap.Logger
+	// Controllers selects the controllers with the syntax of --controllers ("*", "name", "-name"); empty
+	// means "*": cloud-node, csr-approval and node-lifecycle.
+	Controllers []string
+	// Talos is the COSI state of the Talos API (the COSI field of a Talos machinery client), which the
+	// Talos source reads every machine's facts from. Nil turns the Talos source off: the host then writes
+	// PlatformMetadata and MachineAddresses (and, for node-lifecycle, MachineStatus) into the state itself,
+	// and no Talos API is ever contacted.
+	Talos state.State
+	// TalosTimeout bounds every Talos API call; zero means 10s.
+	TalosTimeout time.Duration
+	// HostFacts says that the host writes MachineAddresses while the Talos source is off: the CSR approver
+	// then checks the addresses a kubelet asks a serving certificate for against them (as it does with the
+	// Talos source), instead of skipping that check.
+	HostFacts bool
+	// Config is the configuration in force: cluster name, transformation rules, CSR approval settings. Nil
+	// means DefaultConfig(). Start from DefaultConfig() to change a few fields.
+	Config *specs.ConfigSpec
+	// ConfigFile, when its Path is set, is a talos-ccm config file merged over Config and followed for
+	// changes (what talos-ccm's --config does).
+	ConfigFile ConfigFile
+	// Concurrency bounds the Nodes written at once; zero means 64.
+	Concurrency int
+	// NodeLifecycle configures the node-lifecycle controller.
+	NodeLifecycle NodeLifecycleOptions
+	// NodeIPAM configures the node-ipam controller.
+	NodeIPAM NodeIPAMOptions
+}
+
+// ConfigFile is a talos-ccm config file (see the README) followed for changes.
+type ConfigFile struct {
+	// Path is the file; empty means Options.Config alone.
+	Path string
+	// Initial is the file as already parsed by the caller, so that a bad file is reported before anything
+	// starts; nil means the file is read when the pipeline starts.
+	Initial *specs.ConfigSpec
+	// Explicit lists the ConfigSpec fields (protobuf names, such as "cluster_name") of Options.Config that
+	// win over the file; the file wins over the others.
+	Explicit []string
+	// PodNamespace and PodName name a Pod that Events about rejected changes of the file are posted on;
+	// empty means no such Event.
+	PodNamespace, PodName string
+}
+
+// NodeLifecycleOptions configure the node-lifecycle controller. The zero value only taints shut-down Nodes.
+type NodeLifecycleOptions struct {
+	// DeleteStaleNodes deletes NotReady Nodes whose address answers as another machine (after
+	// StaleNodeGrace).
+	DeleteStaleNodes bool
+	// DeletePreemptedSpotNodes deletes NotReady Nodes of GCP spot machines (after StaleNodeGrace).
+	DeletePreemptedSpotNodes bool
+	// StaleNodeGrace is how long a Node must be NotReady before it may be deleted; zero means 5m.
+	StaleNodeGrace time.Duration
+}
+
+// NodeIPAMOptions configure the node-ipam controller (pod CIDRs).
+type NodeIPAMOptions struct {
+	// Mode is "range" (pod CIDRs from ClusterCIDRs; the default) or "talos-ipv6" (IPv6 pod CIDRs carved
+	// from each machine's own global IPv6 prefix, which needs the Talos source).
+	Mode string
+	// ClusterCIDRs are the pod ranges, at most one per family; empty means the ranges of a control-plane
+	// machine's Talos ControllerManagerConfig, which needs the Talos source.
+	ClusterCIDRs []netip.Prefix
+	// MaskIPv4 and MaskIPv6 are the pod CIDR sizes; zero means 24, and 64 (80 in talos-ipv6 mode).
+	MaskIPv4, MaskIPv6 int
+}
+
+// NeedsTalos reports whether pod CIDR allocation reads the Talos API: for the machines' IPv6 prefixes, or
+// for the cluster ranges when ClusterCIDRs is empty.
+func (o NodeIPAMOptions) NeedsTalos() bool {
+	return o.Mode == ipamctrl.ModeTalosIPv6 || len(o.ClusterCIDRs) == 0
+}
+
+// Validate checks the pod CIDR settings.
+func (o NodeIPAMOptions) Validate() error {
+	return o.controllerOptions().Validate() //nolint:wrapcheck // The caller names the settings.
+}
+
+func (o NodeIPAMOptions) controllerOptions() ipamctrl.NodeCIDROptions {
+	return ipamctrl.NodeCIDROptions{
+		Mode:         o.Mode,
+		ClusterCIDRs: o.ClusterCIDRs,
+		MaskIPv4:     o.MaskIPv4,
+		MaskIPv6:     o.MaskIPv6,
+	}
+}
+
+// DefaultConfig returns the configuration talos-ccm runs with when no flag and no config file change it:
+// a 5m wait for a cloud providerID, cluster.local as the cluster domain, serving certificates of at most
+// one year, IPv4 first and no transformation rules.
+func DefaultConfig() *specs.ConfigSpec {
+	return &specs.ConfigSpec{
+		ProviderIdWaitSeconds: int64((5 * time.Minute) / time.Second),
+		ClusterDomain:         csrctrl.DefaultClusterDomain,
+		CsrApproval:           &specs.CSRApprovalConfig{MaxExpirationSeconds: int64((365 * 24 * time.Hour) / time.Second)},
+		Source:                "embedder",
+	}
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+
+	if o.TalosTimeout <= 0 {
+		o.TalosTimeout = 10 * time.Second
+	}
+
+	if o.Config == nil {
+		o.Config = DefaultConfig()
+	}
+
+	if o.Concurrency <= 0 {
+		o.Concurrency = 64
+	}
+
+	if o.NodeLifecycle.StaleNodeGrace <= 0 {
+		o.NodeLifecycle.StaleNodeGrace = 5 * time.Minute
+	}
+
+	return o
+}
+
+// CCM is talos-ccm's pipeline for one cluster, registered into a runtime by Register. The runtime runs
+// the controllers; Start starts what feeds them from Kubernetes.
+type CCM struct {
+	runtime    *runtime.Runtime
+	restConfig *rest.Config
+	informers  informers.SharedInformerFactory
+	opts       Options
+	enabled    map[string]bool
+	logger     *zap.Logger
+
+	// events is created on first use by eventRecorder.
+	events     record.EventRecorder
+	stopEvents func()
+}
+
+// Register registers talos-ccm's namespaces and resource definitions into st and the controllers that
+// opts selects into rt, which must run over st. Definitions already present in st are kept, so that
+// Register may be called again on a state that outlives a runtime.
+//
+// Every controller of one pipeline has a fixed name (such as "node.NodeTransformController"): a runtime
+// holds at most one talos-ccm pipeline, and the host's own controllers must use other names. Several
+// clusters need one runtime and one state each (see New and the package documentation).
+//
+// The caller runs rt and calls Start (and Close when done); nothing reaches Kubernetes before Start.
+func Register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
+	if opts.RestConfig == nil {
+		return nil, errors.New("failed to register talos-ccm: no Kubernetes client configuration (Options.RestConfig)")
+	}
+
+	opts = opts.withDefaults()
+
+	enabled, err := EnabledControllers(opts.Controllers)
+	if err != nil {
+		return nil, err
+	}
+
+	if err = resources.Register(ctx, st); err != nil {
+		return nil, err
+	}
+
+	clientset, err := kubernetes.NewForConfig(opts.RestConfig)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
+	}
+
+	c := &CCM{
+		runtime:    rt,
+		restConfig: opts.RestConfig,
+		informers:  informers.NewSharedInformerFactory(clientset, 0),
+		opts:       opts,
+		enabled:    enabled,
+		logger:     opts.Logger,
+	}
+
+	if err = c.registerSources(); err != nil {
+		c.Close()
+
+		return nil, err
+	}
+
+	for _, name := range AllControllers {
+		if !enabled[name] {
+			continue
+		}
+
+		if err = controllerGroups[name](c); err != nil {
+			c.Close()
+
+			return nil, fmt.Errorf("failed to register controller %s: %w", name, err)
+		}
+	}
+
+	return c, nil
+}
+
+// Controllers returns the names of the enabled controllers, sorted.
+func (c *CCM) Controllers() []string {
+	return slices.Sorted(maps.Keys(c.enabled))
+}
+
+// Start starts the Kubernetes informers that the sources and sinks read, until ctx is done or Close.
+func (c *CCM) Start(ctx context.Context) {
+	c.informers.Start(ctx.Done())
+}
+
+// WaitForCacheSync waits until the informers have their caches, and reports whether they do (false when
+// ctx ends first).
+func (c *CCM) WaitForCacheSync(ctx context.Context) bool {
+	for _, synced := range c.informers.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			return false
+		}
+	}
+
+	return ctx.Err() == nil
+}
+
+// Close stops the informers and the event broadcaster. The runtime is the caller's to stop.
+func (c *CCM) Close() {
+	c.informers.Shutdown()
+
+	if c.stopEvents != nil {
+		c.stopEvents()
+	}
+}
+
+// eventRecorder returns the recorder of Kubernetes Events shared by the sinks.
+func (c *CCM) eventRecorder() record.EventRecorder {
+	if c.events == nil {
+		c.events, c.stopEvents = k8ssink.NewEventRecorder(c.writer("events"), c.logger)
+	}
+
+	return c.events
+}
+
+// writer returns the client one controller writes with. As in kube-controller-manager, every controller
+// has its own client, with its own rate limit, so that approving certificates or posting events never
+// waits behind a burst of Node writes, and the other way around.
+func (c *CCM) writer(name string) kubernetes.Interface {
+	cfg := rest.CopyConfig(c.restConfig)
+	cfg.UserAgent = "talos-ccm/" + name
+
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		// The same configuration already built the informers' client: this cannot fail.
+		panic(fmt.Sprintf("failed to create the Kubernetes client of %s: %v", name, err))
+	}
+
+	return client
+}
+
+// newConfigSource returns the config source: Options.Config, and the config file followed for changes.
+func (c *CCM) newConfigSource() *configctrl.ConfigSourceController {
+	file := c.opts.ConfigFile
+
+	ctrl := &configctrl.ConfigSourceController{
+		Flags:    c.opts.Config,
+		Explicit: file.Explicit,
+		Path:     file.Path,
+		Initial:  file.Initial,
+	}
+
+	if file.Path != "" && file.PodNamespace != "" && file.PodName != "" {
+		ctrl.Rejected = k8ssink.NewConfigEvents(c.eventRecorder(), file.PodNamespace, file.PodName)
+	}
+
+	return ctrl
+}

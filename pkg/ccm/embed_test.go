@@ -1,0 +1,413 @@
+package ccm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
+	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
+	"github.com/cosi-project/runtime/pkg/resource/typed"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+)
+
+// The host's own resource: one machine of one of its clusters, as an inventory such as Omni's knows it.
+const (
+	hostMachineType                     = resource.Type("HostMachines.test.example.com")
+	hostNamespace    resource.Namespace = "inventory"
+	uninitializedKey                    = "node.cloudprovider.kubernetes.io/uninitialized"
+)
+
+type hostMachineSpec struct {
+	Cluster string
+	Machine talossim.Machine
+}
+
+func (s hostMachineSpec) DeepCopy() hostMachineSpec {
+	return hostMachineSpec{Cluster: s.Cluster, Machine: s.Machine.Clone()}
+}
+
+type hostMachineExtension struct{}
+
+func (hostMachineExtension) ResourceDefinition() meta.ResourceDefinitionSpec {
+	return meta.ResourceDefinitionSpec{Type: hostMachineType, DefaultNamespace: hostNamespace}
+}
+
+type hostMachine = typed.Resource[hostMachineSpec, hostMachineExtension]
+
+func newHostMachine(cluster string, m talossim.Machine) *hostMachine {
+	return typed.NewResource[hostMachineSpec, hostMachineExtension](
+		resource.NewMetadata(hostNamespace, hostMachineType, cluster+"/"+m.Name, resource.VersionUndefined),
+		hostMachineSpec{Cluster: cluster, Machine: m},
+	)
+}
+
+// factsController is the host's controller: it writes every machine of its inventory as talos-ccm facts
+// into the state of the machine's cluster, and destroys the facts of machines that left the inventory.
+// It uses only pkg/ccm, the specs and the COSI runtime.
+type factsController struct {
+	clusters map[string]state.State
+}
+
+func (ctrl *factsController) Name() string { return "host.FactsController" }
+
+func (ctrl *factsController) Inputs() []controller.Input {
+	return []controller.Input{{Namespace: hostNamespace, Type: hostMachineType, Kind: controller.InputWeak}}
+}
+
+func (ctrl *factsController) Outputs() []controller.Output { return nil }
+
+func (ctrl *factsController) Run(ctx context.Context, r controller.Runtime, _ *zap.Logger) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.EventCh():
+		}
+
+		machines, err := safe.ReaderListAll[*hostMachine](ctx, r)
+		if err != nil {
+			return fmt.Errorf("failed to list machines: %w", err)
+		}
+
+		wanted := map[string]map[string]talossim.Machine{}
+		for m := range machines.All() {
+			spec := m.TypedSpec()
+			if wanted[spec.Cluster] == nil {
+				wanted[spec.Cluster] = map[string]talossim.Machine{}
+			}
+
+			wanted[spec.Cluster][spec.Machine.Name] = spec.Machine
+		}
+
+		for cluster, st := range ctrl.clusters {
+			if err = writeFacts(ctx, st, wanted[cluster]); err != nil {
+				return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster, err)
+			}
+		}
+	}
+}
+
+func writeFacts(ctx context.Context, st state.State, machines map[string]talossim.Machine) error {
+	for name, m := range machines {
+		if err := safe.StateModify(ctx, st, ccm.NewPlatformMetadata(name), func(r *ccm.PlatformMetadata) error {
+			r.TypedSpec().Value = platformMetadata(m)
+
+			return nil
+		}); err != nil {
+			return err
+		}
+
+		if err := safe.StateModify(ctx, st, ccm.NewMachineAddresses(name), func(r *ccm.MachineAddresses) error {
+			r.TypedSpec().Value = machineAddresses(m)
+
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+
+	// Facts of machines that are gone.
+	pms, err := safe.StateListAll[*ccm.PlatformMetadata](ctx, st)
+	if err != nil {
+		return err
+	}
+
+	mas, err := safe.StateListAll[*ccm.MachineAddresses](ctx, st)
+	if err != nil {
+		return err
+	}
+
+	var gone []resource.Pointer
+
+	for r := range pms.All() {
+		if _, ok := machines[r.Metadata().ID()]; !ok {
+			gone = append(gone, r.Metadata())
+		}
+	}
+
+	for r := range mas.All() {
+		if _, ok := machines[r.Metadata().ID()]; !ok {
+			gone = append(gone, r.Metadata())
+		}
+	}
+
+	for _, ptr := range gone {
+		if err = st.Destroy(ctx, ptr); err != nil && !state.IsNotFoundError(err) {
+			return err
+		}
+	}
+
+	return nil
+}
+
+func platformMetadata(m talossim.Machine) *specs.PlatformMetadataSpec {
+	return &specs.PlatformMetadataSpec{
+		Platform:            m.Platform,
+		Hostname:            m.Hostname(),
+		Region:              m.Region,
+		Zone:                m.Zone,
+		InstanceType:        m.InstanceType,
+		InstanceId:          m.InstanceID,
+		ProviderId:          m.ProviderID,
+		Spot:                m.Spot,
+		HasPlatformMetadata: true,
+	}
+}
+
+func machineAddresses(m talossim.Machine) *specs.MachineAddressesSpec {
+	out := &specs.MachineAddressesSpec{}
+
+	if len(m.NodeIPs) > 0 {
+		out.NodeIp = m.NodeIPs[0].String()
+	}
+
+	for _, a := range m.Addresses {
+		family := "inet4"
+		if a.Prefix.Addr().Is6() {
+			family = "inet6"
+		}
+
+		scope := a.Scope
+		if scope == "" {
+			scope = "global"
+		}
+
+		out.Addresses = append(out.Addresses, &specs.MachineAddress{
+			Address: a.Prefix.String(), LinkName: a.LinkName, Scope: scope, Family: family,
+		})
+	}
+
+	return out
+}
+
+// cluster is one embedded talos-ccm and its control plane.
+type cluster struct {
+	name     string
+	env      *testenv.Env
+	instance *ccm.Instance
+	machines []talossim.Machine
+}
+
+// TestEmbedTwoClusters: a host with its own state and runtime embeds talos-ccm for two clusters and feeds
+// the facts of five machines each. Both clusters have Nodes of the same names, with different facts: each
+// cluster's Nodes are initialized from its own facts only. Removing a machine from the host's inventory
+// destroys its facts, and its NodeTransform goes back to pending in that cluster only. No talosconfig is
+// given: the Talos source is off and no Talos API is contacted.
+func TestEmbedTwoClusters(t *testing.T) {
+	t.Parallel()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	logger := zaptest.NewLogger(t)
+
+	clusters := []*cluster{{name: "alpha"}, {name: "beta"}}
+	clusterStates := map[string]state.State{}
+
+	for i, c := range clusters {
+		c.env = testenv.Start(t)
+
+		// The same Node names in both clusters, with facts that tell the clusters apart.
+		c.machines = talossim.Generate(5, 42)
+		for j := range c.machines {
+			m := &c.machines[j]
+			m.ProviderID = fmt.Sprintf("host://%s/%s", c.name, m.Name)
+			m.Region = c.name + "-region"
+			m.Zone = c.name + "-region-a"
+			m.InstanceType = fmt.Sprintf("%s.type%d", c.name, i)
+			m.NoPlatformMetadata = false
+		}
+
+		cfg := ccm.DefaultConfig()
+		cfg.ClusterName = c.name
+
+		instance, err := ccm.New(ctx, nil, ccm.Options{
+			RestConfig: c.env.Config,
+			Logger:     logger.Named(c.name),
+			Config:     cfg,
+			HostFacts:  true,
+		})
+		require.NoError(t, err)
+
+		c.instance = instance
+		clusterStates[c.name] = instance.State()
+	}
+
+	hostState := state.WrapCore(namespaced.NewState(inmem.Build))
+	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
+	require.NoError(t, err)
+	require.NoError(t, host.RegisterController(&factsController{clusters: clusterStates}))
+
+	var wg sync.WaitGroup
+
+	runCtx, stop := context.WithCancel(ctx)
+	errs := make(chan error, 2*len(clusters)+1) // the host, and each cluster's instance and kubelets
+
+	run := func(f func(context.Context) error) {
+		wg.Add(1)
+
+		go func() {
+			defer wg.Done()
+
+			errs <- f(runCtx)
+		}()
+	}
+
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+		close(errs)
+
+		for err := range errs {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Error(err)
+			}
+		}
+	})
+
+	run(host.Run)
+
+	for _, c := range clusters {
+		run(c.instance.Run)
+
+		for _, m := range c.machines {
+			require.NoError(t, hostState.Create(ctx, newHostMachine(c.name, m)))
+		}
+
+		kubelets, err := talossim.NewKubelets(c.env.Config, c.machines, talossim.KubeletOptions{Logger: logger.Named(c.name + "-kubelets")})
+		require.NoError(t, err)
+
+		run(func(ctx context.Context) error {
+			if err := kubelets.Run(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+
+			return nil
+		})
+	}
+
+	for _, c := range clusters {
+		for _, m := range c.machines {
+			waitNode(ctx, t, c, m.Name, func(n *corev1.Node) error {
+				return checkNode(n, c.name, m)
+			})
+		}
+	}
+
+	// The first machine of alpha leaves the host's inventory.
+	alpha, beta := clusters[0], clusters[1]
+	gone := alpha.machines[0].Name
+
+	require.NoError(t, hostState.Destroy(ctx, newHostMachine(alpha.name, alpha.machines[0]).Metadata()))
+
+	rtestutils.AssertNoResource[*ccm.PlatformMetadata](ctx, t, alpha.instance.State(), gone)
+	rtestutils.AssertNoResource[*ccm.MachineAddresses](ctx, t, alpha.instance.State(), gone)
+	rtestutils.AssertResource(ctx, t, alpha.instance.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
+		asrt.False(r.TypedSpec().Value.GetInitialize())
+		asrt.Contains(r.TypedSpec().Value.GetPending(), "waiting for the machine's Talos facts")
+	})
+
+	// The other cluster's machine of the same name keeps its facts and its decision.
+	rtestutils.AssertResource(ctx, t, beta.instance.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
+		asrt.True(r.TypedSpec().Value.GetInitialize())
+		asrt.Empty(r.TypedSpec().Value.GetPending())
+		asrt.Equal(beta.machines[0].ProviderID, r.TypedSpec().Value.GetProviderId())
+	})
+
+	rtestutils.AssertResource(ctx, t, beta.instance.State(), gone, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
+		asrt.Equal(beta.name+"-region", r.TypedSpec().Value.GetRegion())
+	})
+
+	// The Node keeps what it was initialized with: a providerID never changes.
+	node, err := alpha.env.Clientset().CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, alpha.machines[0].ProviderID, node.Spec.ProviderID)
+}
+
+// checkNode says what is not yet as the cluster's own facts want it on the Node.
+func checkNode(n *corev1.Node, clusterName string, m talossim.Machine) error {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == uninitializedKey {
+			return errors.New("still uninitialized")
+		}
+	}
+
+	if n.Spec.ProviderID != m.ProviderID {
+		return fmt.Errorf("providerID %q, want %q", n.Spec.ProviderID, m.ProviderID)
+	}
+
+	for key, want := range map[string]string{
+		"topology.kubernetes.io/region":                m.Region,
+		"topology.kubernetes.io/zone":                  m.Zone,
+		"node.kubernetes.io/instance-type":             m.InstanceType,
+		"node.cloudprovider.kubernetes.io/clustername": clusterName,
+		"node.cloudprovider.kubernetes.io/platform":    m.Platform,
+	} {
+		if got := n.Labels[key]; got != want {
+			return fmt.Errorf("label %s=%q, want %q", key, got, want)
+		}
+	}
+
+	internal := netip.Addr{}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			internal = netip.MustParseAddr(a.Address)
+
+			break
+		}
+	}
+
+	if len(m.NodeIPs) > 0 && internal != m.NodeIPs[0] {
+		return fmt.Errorf("InternalIP %s, want %s", internal, m.NodeIPs[0])
+	}
+
+	return nil
+}
+
+// waitNode waits until check passes on the cluster's Node, or fails the test with its last complaint.
+func waitNode(ctx context.Context, t *testing.T, c *cluster, name string, check func(*corev1.Node) error) {
+	t.Helper()
+
+	var last error
+
+	for {
+		n, err := c.env.Clientset().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			last = check(n)
+		} else {
+			last = err
+		}
+
+		if last == nil {
+			return
+		}
+
+		select {
+		case <-ctx.Done():
+			t.Fatalf("cluster %s, node %s: %v", c.name, name, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

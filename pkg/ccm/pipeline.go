@@ -1,0 +1,131 @@
+package ccm
+
+import (
+	"errors"
+	"fmt"
+
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+)
+
+// controllerGroups registers the controllers of each controller name.
+var controllerGroups = map[string]func(*CCM) error{
+	ControllerCloudNode:     (*CCM).registerCloudNode,
+	ControllerCSRApproval:   (*CCM).registerCSRApproval,
+	ControllerNodeIPAM:      (*CCM).registerNodeIPAM,
+	ControllerServiceLB:     (*CCM).registerServiceLB,
+	ControllerNodeLifecycle: (*CCM).registerNodeLifecycle,
+}
+
+// registerSources registers the controllers that mirror outside facts: the config, the Nodes and, when
+// the Talos API is given, every machine's facts.
+func (c *CCM) registerSources() error {
+	err := errors.Join(
+		c.runtime.RegisterController(c.newConfigSource()),
+		c.runtime.RegisterController(&kubectrl.KubeNodeController{Informer: c.informers.Core().V1().Nodes().Informer()}),
+	)
+
+	if c.opts.Talos != nil {
+		err = errors.Join(err, c.runtime.RegisterController(&talosctrl.MachineSourceController{
+			COSI:    c.opts.Talos,
+			Options: talosctrl.MachineSourceOptions{CallTimeout: c.opts.TalosTimeout},
+		}))
+	}
+
+	if err != nil {
+		return fmt.Errorf("failed to register sources: %w", err)
+	}
+
+	return nil
+}
+
+// registerCloudNode registers Node initialization: the transform and the node sink.
+func (c *CCM) registerCloudNode() error {
+	applier := k8ssink.NewNodeApplier(c.writer(ControllerCloudNode).CoreV1().Nodes(), c.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
+
+	return errors.Join(
+		c.runtime.RegisterQController(nodectrl.NewNodeTransformController()),
+		c.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, c.informers.Core().V1().Nodes().Lister(), uint(c.opts.Concurrency),
+			k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(c.eventRecorder())))),
+	)
+}
+
+// registerCSRApproval registers kubelet serving certificate approval: the source of pending requests, the
+// decisions and the CSR sink. Without machine addresses (no Talos source, no host facts), rule 8, the
+// check against the machine's own addresses, is skipped and every decision says so.
+func (c *CCM) registerCSRApproval() error {
+	requests := c.informers.Certificates().V1().CertificateSigningRequests()
+
+	return errors.Join(
+		c.runtime.RegisterController(&kubectrl.KubeCSRController{Informer: requests.Informer()}),
+		c.runtime.RegisterQController(csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{TalosFacts: c.opts.Talos != nil || c.opts.HostFacts})),
+		c.runtime.RegisterQController(k8ssink.NewCSRSinkController(
+			k8ssink.NewCSRApplier(c.writer(ControllerCSRApproval).CertificatesV1().CertificateSigningRequests()),
+			requests.Lister(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
+		)),
+	)
+}
+
+// registerNodeLifecycle registers the shutdown and stale-node verdicts and their sink.
+func (c *CCM) registerNodeLifecycle() error {
+	return errors.Join(
+		c.runtime.RegisterQController(nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
+			DeleteStaleNodes:         c.opts.NodeLifecycle.DeleteStaleNodes,
+			DeletePreemptedSpotNodes: c.opts.NodeLifecycle.DeletePreemptedSpotNodes,
+			StaleNodeGrace:           c.opts.NodeLifecycle.StaleNodeGrace,
+		})),
+		c.runtime.RegisterQController(k8ssink.NewNodeLifecycleSinkController(
+			c.writer(ControllerNodeLifecycle).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
+		)),
+	)
+}
+
+// registerNodeIPAM registers pod CIDR allocation: the source of the cluster ranges from Talos when no
+// cluster CIDR is given, the allocator, and the sink that writes spec.podCIDRs.
+func (c *CCM) registerNodeIPAM() error {
+	if err := c.opts.NodeIPAM.Validate(); err != nil {
+		return fmt.Errorf("invalid pod CIDR settings: %w", err)
+	}
+
+	opts := c.opts.NodeIPAM.controllerOptions().WithDefaults()
+
+	if c.opts.NodeIPAM.NeedsTalos() && c.opts.Talos == nil {
+		return errors.New("node-ipam needs the Talos API (a talosconfig) for talos-ipv6 mode or without cluster CIDRs")
+	}
+
+	if len(opts.ClusterCIDRs) == 0 {
+		if err := c.runtime.RegisterController(&talosctrl.ControllerManagerConfigSourceController{
+			COSI:    c.opts.Talos,
+			Options: talosctrl.ControllerManagerConfigSourceOptions{CallTimeout: c.opts.TalosTimeout},
+		}); err != nil {
+			return err
+		}
+	}
+
+	return errors.Join(
+		c.runtime.RegisterController(&ipamctrl.NodeCIDRAllocatorController{Options: opts}),
+		c.runtime.RegisterQController(k8ssink.NewPodCIDRSinkController(
+			c.writer(ControllerNodeIPAM).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(), uint(c.opts.Concurrency),
+		)),
+	)
+}
+
+// registerServiceLB registers LoadBalancer IP allocation: the Service mirror, the allocator, and the sink
+// that writes status.loadBalancer.ingress.
+func (c *CCM) registerServiceLB() error {
+	services := c.informers.Core().V1().Services()
+	writer := c.writer(ControllerServiceLB)
+
+	return errors.Join(
+		c.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: services.Informer()}),
+		c.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
+		c.runtime.RegisterQController(k8ssink.NewServiceLBSinkController(
+			func(namespace string) k8ssink.ServiceStatusClient { return writer.CoreV1().Services(namespace) },
+			services.Lister(), c.eventRecorder(), 8,
+		)),
+	)
+}
