@@ -67,7 +67,8 @@ func (ctrl *MachineSourceController) Outputs() []controller.Output {
 	}
 }
 
-// reconcileInterval is the shortest time between two reconciliations of the sessions.
+// reconcileInterval is the shortest time between two reconciliations of the sessions (longer on large
+// clusters, see Run).
 const reconcileInterval = 250 * time.Millisecond
 
 type runningSession struct {
@@ -96,6 +97,7 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 	var (
 		dirty     = true
 		lastSync  time.Time
+		interval  = reconcileInterval
 		syncTimer = time.NewTimer(0)
 		// cleaned is set once stale facts were looked for in this run.
 		cleaned bool
@@ -111,7 +113,7 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 			if !dirty {
 				dirty = true
 
-				syncTimer.Reset(max(0, reconcileInterval-time.Since(lastSync)))
+				syncTimer.Reset(max(0, interval-time.Since(lastSync)))
 			}
 		case <-syncTimer.C:
 			if !dirty {
@@ -123,6 +125,10 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 			if err := ctrl.reconcileSessions(ctx, r, logger, sessions, updates, opts, &cleaned); err != nil {
 				return err
 			}
+
+			// On a large cluster a pass takes longer: passes are spaced so that they take at most a tenth
+			// of a core.
+			interval = max(reconcileInterval, 10*time.Since(lastSync))
 		case f := <-updates:
 			metrics.QueueLength.WithLabelValues("talos_facts").Set(float64(len(updates)))
 
