@@ -38,7 +38,9 @@ func TestExampleRuns(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 
-	go func() { done <- run(runCtx, clusterFlags{"demo": kubeconfig}, "facts.yaml", []string{"cloud-node"}, zaptest.NewLogger(t)) }()
+	go func() {
+		done <- run(runCtx, clusterFlags{"demo": kubeconfig}, "facts.yaml", []string{"cloud-node"}, zaptest.NewLogger(t))
+	}()
 
 	want := map[string]string{"worker-1": "aws:///eu-west-1a/i-0123456789abcdef0", "worker-2": "talos://metal/10.0.1.5"}
 

@@ -296,6 +296,9 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 
 	defer pipeline.Close()
 
+	// The lister is asked for before the informers start, so that the Node informer runs even without a
+	// controller that reads Nodes.
+	metrics.CountNodes(pipeline.NodeLister())
 	pipeline.Start(ctx)
 
 	logger.Info("talos-ccm started",

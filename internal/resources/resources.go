@@ -11,8 +11,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/registry"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
-	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
@@ -235,6 +236,12 @@ func Register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 // Controllers returns the names of the enabled controllers, sorted.
 func (c *CCM) Controllers() []string {
 	return slices.Sorted(maps.Keys(c.enabled))
+}
+
+// NodeLister reads the cluster's Nodes from the informer cache the pipeline keeps (no API call), for
+// example to count them in a host's metrics.
+func (c *CCM) NodeLister() corelisters.NodeLister {
+	return c.informers.Core().V1().Nodes().Lister()
 }
 
 // Start starts the Kubernetes informers that the sources and sinks read, until ctx is done or Close.

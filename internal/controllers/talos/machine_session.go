@@ -116,7 +116,6 @@ func (s *machineSession) session(ctx context.Context) error {
 		return fmt.Errorf("failed to watch addresses: %w", err)
 	}
 
-
 	// PlatformMetadata changes (a zone after a migration, a spot flag) reach the transformation rules
 	// within seconds. A machine that refuses the watch is still read again every PlatformRefresh.
 	platformCh := make(chan state.Event, 8)
