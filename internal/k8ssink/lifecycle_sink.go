@@ -9,7 +9,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,13 +117,7 @@ func (s *lifecycleSink) apply(ctx context.Context, _ controller.Reader, logger *
 	}
 
 	status.Error = ""
-	status.ConsecutiveFailures = 0
-
-	if len(writes) > 0 || status.GetAppliedVersion() == "" {
-		status.Writes = writes
-		status.AppliedVersion = in.Metadata().Version().String()
-		status.AppliedAt = timestamppb.Now()
-	}
+	recordApplied(status, in.Metadata().Version(), writes...)
 
 	return nil
 }

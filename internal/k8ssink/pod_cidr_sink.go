@@ -13,7 +13,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,10 +137,7 @@ func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *za
 
 	desired := DesiredPodCIDRs(allocs, string(current.UID))
 	if len(desired) == 0 || len(current.Spec.PodCIDRs) > 0 {
-		if status.GetAppliedVersion() == "" {
-			status.AppliedVersion = kn.Metadata().Version().String()
-			status.AppliedAt = timestamppb.Now()
-		}
+		recordApplied(status, kn.Metadata().Version())
 
 		return nil
 	}
@@ -152,10 +148,7 @@ func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *za
 		return failed(status, err)
 	}
 
-	status.ConsecutiveFailures = 0
-	status.AppliedVersion = kn.Metadata().Version().String()
-	status.AppliedAt = timestamppb.Now()
-	status.Writes = []string{"spec.podCIDRs"}
+	recordApplied(status, kn.Metadata().Version(), "spec.podCIDRs")
 
 	logger.Debug("pod cidrs set", zap.String("node", name), zap.Strings("pod_cidrs", desired))
 

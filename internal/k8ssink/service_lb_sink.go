@@ -12,7 +12,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,10 +132,7 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 	desired := DesiredIngress(allocs, mirror.GetUid())
 
 	if slices.Equal(desired, ingressIPs(current)) {
-		if status.GetAppliedVersion() == "" {
-			status.AppliedVersion = ks.Metadata().Version().String()
-			status.AppliedAt = timestamppb.Now()
-		}
+		recordApplied(status, ks.Metadata().Version())
 
 		return nil
 	}
@@ -147,10 +143,7 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 		return failed(status, err)
 	}
 
-	status.ConsecutiveFailures = 0
-	status.AppliedVersion = ks.Metadata().Version().String()
-	status.AppliedAt = timestamppb.Now()
-	status.Writes = []string{"status.loadBalancer.ingress"}
+	recordApplied(status, ks.Metadata().Version(), "status.loadBalancer.ingress")
 
 	if len(desired) > 0 {
 		s.events.Eventf(current, corev1.EventTypeNormal, EventLoadBalancerIPAllocated, "Assigned %s", strings.Join(desired, ", "))
