@@ -134,6 +134,9 @@ func (s *lifecycleSink) setShutdownTaint(ctx context.Context, current *corev1.No
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: ShutdownTaintKey, Effect: corev1.TaintEffectNoSchedule})
 		}
 
+		// A nil list leaves managedFields as they are on the server (the cached copy has only talos-ccm's).
+		n.ManagedFields = nil
+
 		_, err := s.nodes.Update(ctx, n, metav1.UpdateOptions{FieldManager: DefaultFieldManager})
 		if apierrors.IsConflict(err) {
 			fresh, getErr := s.nodes.Get(ctx, n.Name, metav1.GetOptions{})

@@ -212,6 +212,12 @@ func Register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 		logger:     opts.Logger,
 	}
 
+	// Nodes are cached without what talos-ccm never reads (images, other managers' managedFields): on a
+	// large cluster that is most of a Node's size.
+	if err = c.informers.Core().V1().Nodes().Informer().SetTransform(k8ssink.TrimNode); err != nil {
+		return nil, fmt.Errorf("failed to set up the node informer: %w", err)
+	}
+
 	if err = c.registerSources(); err != nil {
 		c.Close()
 
