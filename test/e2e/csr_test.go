@@ -12,12 +12,15 @@ import (
 	"encoding/asn1"
 	"encoding/pem"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -28,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
@@ -141,6 +145,35 @@ func requirePending(t *testing.T, name string, during time.Duration) {
 		require.Empty(t, csr.Status.Conditions, "certificate request %s must stay pending", name)
 
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitCSRDecisions waits until talos-ccm holds a CSRDecision for each of the requests.
+func waitCSRDecisions(t *testing.T, st state.State, names []string) {
+	t.Helper()
+
+	deadline := time.Now().Add(30 * time.Second)
+
+	for {
+		decided := map[string]bool{}
+
+		list, err := safe.StateListAll[*csrres.CSRDecision](t.Context(), st)
+		if err == nil {
+			for d := range list.All() {
+				decided[d.Metadata().ID()] = true
+			}
+		}
+
+		missing := slices.DeleteFunc(slices.Clone(names), func(name string) bool { return decided[name] })
+		if len(missing) == 0 {
+			return
+		}
+
+		if time.Now().After(deadline) {
+			t.Fatalf("talos-ccm has no decision about %d request(s), among them %s (last error: %v)", len(missing), missing[0], err)
+		}
+
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -405,7 +438,8 @@ func TestCSRApprovalWithoutTalos(t *testing.T) {
 func TestCSRFloodDecidesOnlyTheNewest(t *testing.T) {
 	t.Setenv("TALOSCONFIG", "")
 
-	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}})
+	socket := filepath.Join(socketDir(t), "ccm.sock")
+	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}, APIListen: socket})
 
 	const (
 		flooder = "flood-1"
@@ -438,6 +472,10 @@ func TestCSRFloodDecidesOnlyTheNewest(t *testing.T) {
 	}
 
 	single := submitCSR(t, other, servingRequest{dns: []string{other}})
+
+	// talos-ccm sees the requests through an informer: wait until it has decided about every one (they all
+	// wait for their Node), so that "the newest" means the same to it as to this test.
+	waitCSRDecisions(t, stateClient(t, socket), append(slices.Clone(flood), single))
 
 	// Both are initialized (as another cloud controller manager would): the other node is approved, and of
 	// the flood only the newest request.

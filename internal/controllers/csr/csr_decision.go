@@ -79,7 +79,8 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 const decisionConcurrency = 16
 
 type csrDecider struct {
-	opts CSRDecisionOptions
+	opts   CSRDecisionOptions
+	newest newestRequests
 }
 
 func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeCSR, out *csrres.CSRDecision) error {
@@ -95,7 +96,7 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	name := in.Metadata().ID()
 	request := in.TypedSpec().Value
 
-	supersededBy, err := supersededBy(ctx, r, name, request)
+	supersededBy, err := d.supersededBy(ctx, r, name, request)
 	if err != nil {
 		return err
 	}
@@ -196,8 +197,9 @@ func countDecision(decision *specs.CSRDecisionSpec) {
 	}
 }
 
-// supersededBy finds the newest pending request of the same requester that is newer than this one.
-func supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
+// supersededBy finds the newest request of the same requester that is newer than this one: among the
+// pending ones, and among those this process decided about before.
+func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
 	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r, state.WithLabelQuery(resource.LabelEqual(kube.RequesterLabel, kube.RequesterLabelValue(request.GetUsername()))))
 	if err != nil {
 		return "", fmt.Errorf("failed to list certificate requests: %w", err)
@@ -213,6 +215,9 @@ func supersededBy(ctx context.Context, r controller.Reader, name string, request
 
 		siblings[other.Metadata().ID()] = spec.GetCreated().AsTime()
 	}
+
+	seen, seenAt := d.newest.observe(request.GetUsername(), name, request.GetCreated().AsTime())
+	siblings[seen] = seenAt
 
 	return SupersededBy(name, request.GetCreated().AsTime(), siblings), nil
 }

@@ -147,6 +147,70 @@ func TestCSRDecisionController(t *testing.T) {
 	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-1")
 }
 
+// A newer request that was decided and then left (approved, so no longer mirrored) before an older sibling
+// was decided again still supersedes that sibling: the older one must not be approved as well.
+func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	valid := validInput(t)
+
+	rt := ctest.New(t)
+	rt.Register(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }}))
+	ctx := rt.Start(t, 20*time.Second)
+	st := rt.State
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
+	require.NoError(t, st.Create(ctx, cfg))
+
+	node := kube.NewKubeNode(kube.NamespaceName, "w1")
+	node.TypedSpec().Value = proto.CloneOf(valid.Node)
+	node.TypedSpec().Value.Uninitialized = true
+	require.NoError(t, st.Create(ctx, node))
+
+	// The older request is decided alone: it waits for the Node.
+	older := kube.NewKubeCSR(kube.NamespaceName, "csr-older")
+	older.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	kube.LabelRequester(older)
+	require.NoError(t, st.Create(ctx, older))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
+		a.Empty(d.TypedSpec().Value.GetSupersededBy())
+	})
+
+	// The controller puts its finalizer on the request, which reconciles it once more: let that pass, so
+	// that nothing but the Node change below decides the older request again.
+	rtestutils.AssertResource(ctx, t, st, "csr-older", func(r *kube.KubeCSR, a *assert.Assertions) {
+		a.False(r.Metadata().Finalizers().Empty())
+	})
+	time.Sleep(200 * time.Millisecond)
+
+	// A newer one comes, is decided, and leaves before anything re-decides the older one.
+	newer := kube.NewKubeCSR(kube.NamespaceName, "csr-newer")
+	newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	newer.TypedSpec().Value.Created = timestamppb.New(now)
+	kube.LabelRequester(newer)
+	require.NoError(t, st.Create(ctx, newer))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-newer", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
+	})
+
+	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-newer"})
+	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-newer")
+
+	// The Node is initialized: the older request is decided again, and stays superseded.
+	node.TypedSpec().Value.Uninitialized = false
+	require.NoError(t, st.Update(ctx, node))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Equal("csr-newer", d.TypedSpec().Value.GetSupersededBy())
+	})
+}
+
 func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
