@@ -27,7 +27,9 @@
 // Fleet changes take effect at once, and watches see them: SetLatency, SetUnreachable,
 // RemoveResource/RestoreResource (kinds platformmetadata, systeminformation, addresses,
 // machinestatus, hostname, controllermanagerconfig), SetAddresses, SetStage, UpdateMachine,
-// AddMachine, RemoveMachine; Machines, Machine and Faults read them.
+// AddMachine, RemoveMachine; Machines, Machine and Faults read them. Server.Pause and Server.Resume take
+// the whole endpoint down (every connection and stream cut, new ones refused) and back up on the same
+// addresses, as an apid restart or a network outage would.
 //
 // # Control API
 //

@@ -38,9 +38,12 @@ type ServerConfig struct {
 type Server struct {
 	logger *zap.Logger
 
-	servers   []*grpc.Server
-	listeners []net.Listener
-	wg        sync.WaitGroup
+	// mu guards servers, listens and paused (see server_outage.go).
+	mu      sync.Mutex
+	servers []*grpc.Server
+	listens []listenAddr
+	paused  bool
+	wg      sync.WaitGroup
 
 	endpoint        string
 	unixPath        string
@@ -122,7 +125,7 @@ func (s *Server) listenTLS(cfg ServerConfig, opts []grpc.ServerOption) error {
 		},
 	}
 
-	s.serve(lis, append(opts, grpc.Creds(credentials.NewTLS(tlsConfig))))
+	s.serve(listenAddr{network: "tcp", address: s.endpoint, opts: append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))}, lis)
 
 	if cfg.TalosconfigPath != "" {
 		if err = writeTalosconfig(s.talosconfig, cfg.TalosconfigPath); err != nil {
@@ -170,19 +173,29 @@ func (s *Server) listenUnix(path string, opts []grpc.ServerOption) error {
 	}
 
 	s.unixPath = path
-	s.serve(lis, opts)
+	s.serve(listenAddr{network: "unix", address: path, opts: opts}, lis)
 
 	s.logger.Info("serving talos api", zap.String("unix", path))
 
 	return nil
 }
 
-func (s *Server) serve(lis net.Listener, opts []grpc.ServerOption) {
-	srv := grpc.NewServer(opts...)
+// serve serves the State service on lis, and remembers the endpoint to listen on again after a Pause.
+func (s *Server) serve(ep listenAddr, lis net.Listener) {
+	s.mu.Lock()
+	s.listens = append(s.listens, ep)
+	s.mu.Unlock()
+
+	s.serveOn(ep, lis)
+}
+
+func (s *Server) serveOn(ep listenAddr, lis net.Listener) {
+	srv := grpc.NewServer(ep.opts...)
 	v1alpha1.RegisterStateServer(srv, server.NewState(router{}))
 
+	s.mu.Lock()
 	s.servers = append(s.servers, srv)
-	s.listeners = append(s.listeners, lis)
+	s.mu.Unlock()
 
 	s.wg.Go(func() {
 		if err := srv.Serve(lis); err != nil {
@@ -208,12 +221,13 @@ func (s *Server) TalosconfigPath() string { return s.talosconfigPath }
 
 // Stop ends every open request and stream and closes the listeners.
 func (s *Server) Stop() {
-	// Stop, not GracefulStop: watches never end by themselves.
-	for _, srv := range s.servers {
-		srv.Stop()
-	}
+	// A stopped server stays stopped: Resume has nothing to listen on again.
+	s.mu.Lock()
+	s.paused = false
+	s.listens = nil
+	s.mu.Unlock()
 
-	s.wg.Wait()
+	s.stopServers()
 
 	if s.unixPath != "" {
 		if err := os.Remove(s.unixPath); err != nil && !errors.Is(err, os.ErrNotExist) {
