@@ -29,7 +29,9 @@
 // machinestatus, hostname, controllermanagerconfig), SetAddresses, SetStage, UpdateMachine,
 // AddMachine, RemoveMachine; Machines, Machine and Faults read them. Server.Pause and Server.Resume take
 // the whole endpoint down (every connection and stream cut, new ones refused) and back up on the same
-// addresses, as an apid restart or a network outage would.
+// addresses, as an apid restart or a network outage would. SetRawResources serves resources verbatim in
+// place of those built from a machine's facts, for data Machine.Validate refuses (an empty platform, an
+// address without a prefix).
 //
 // # Control API
 //

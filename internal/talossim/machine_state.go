@@ -39,6 +39,7 @@ type simMachine struct {
 
 	m       Machine
 	hidden  map[Kind]bool
+	raw     map[Kind][]resource.Resource
 	latency time.Duration
 
 	unreachable bool
@@ -54,6 +55,7 @@ func newSimMachine(m Machine) *simMachine {
 	return &simMachine{
 		m:      m,
 		hidden: map[Kind]bool{},
+		raw:    map[Kind][]resource.Resource{},
 		down:   make(chan struct{}),
 	}
 }
@@ -198,13 +200,7 @@ func (sm *simMachine) syncLocked() error {
 	ctx := context.Background()
 
 	for _, kind := range Kinds {
-		var desired []resource.Resource
-
-		if !sm.hidden[kind] {
-			desired = sm.m.resourcesOf(kind)
-		}
-
-		if err := syncKind(ctx, sm.st, kindTypes[kind], desired); err != nil {
+		if err := syncKind(ctx, sm.st, kindTypes[kind], sm.desiredLocked(kind)); err != nil {
 			return fmt.Errorf("failed to sync %s: %w", kind, err)
 		}
 	}
