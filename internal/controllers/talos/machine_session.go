@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -21,9 +20,6 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
-
-// probeTick is how often a session checks whether its machine is to be probed.
-const probeTick = time.Second
 
 // machineFacts is what one session learned about one machine; nil fields are unchanged.
 type machineFacts struct {
@@ -51,8 +47,8 @@ type sessionOptions struct {
 // machineSession reads one machine through the Talos API and keeps its facts current with watches. It
 // runs until its context is cancelled; failures back off for this machine only.
 type machineSession struct {
-	// probe is set while the machine's Node is NotReady.
-	probe   *atomic.Bool
+	// probe is wanted while the machine's Node is NotReady.
+	probe   *probeWish
 	cosi    state.State
 	updates chan<- machineFacts
 	logger  *zap.Logger
@@ -108,7 +104,9 @@ func (s *machineSession) session(ctx context.Context) error {
 		return err
 	}
 
-	addrCh := make(chan state.Event, 64)
+	// Small buffers: a session drains its watches at once, and thousands of sessions each holding dozens
+	// of buffered events would cost more memory than the machines' facts themselves.
+	addrCh := make(chan state.Event, 8)
 	err = s.cosi.WatchKind(ctx, network.NewAddressStatus(network.NamespaceName, "").Metadata(), addrCh, state.WithBootstrapContents(true))
 	countWatch(network.AddressStatusType, err)
 
@@ -118,7 +116,7 @@ func (s *machineSession) session(ctx context.Context) error {
 
 	// PlatformMetadata changes (a zone after a migration, a spot flag) reach the transformation rules
 	// within seconds. A machine that refuses the watch is still read again every PlatformRefresh.
-	platformCh := make(chan state.Event, 8)
+	platformCh := make(chan state.Event, 1)
 	err = s.cosi.Watch(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata(), platformCh)
 	countWatch(runtime.PlatformMetadataType, err)
 
@@ -139,8 +137,14 @@ func (s *machineSession) session(ctx context.Context) error {
 		return err
 	}
 
+	// A NotReady Node's machine is probed at once when the Node turns NotReady, then every ProbeInterval,
+	// and once more when it is Ready again, so that the stage is fresh on both transitions.
 	probing := false
-	lastProbe := time.Now()
+
+	probeTimer := time.NewTimer(s.opts.ProbeInterval)
+	probeTimer.Stop()
+
+	defer probeTimer.Stop()
 
 	firstContents := time.NewTimer(s.opts.CallTimeout)
 	defer firstContents.Stop()
@@ -148,8 +152,10 @@ func (s *machineSession) session(ctx context.Context) error {
 	refresh := time.NewTimer(jitter(s.opts.PlatformRefresh))
 	defer refresh.Stop()
 
-	probe := time.NewTicker(probeTick)
-	defer probe.Stop()
+	// A machine wanted probed before this session started (or restarted) is probed as after a change.
+	if s.probe.wanted.Load() {
+		s.probe.signal()
+	}
 
 	for {
 		select {
@@ -159,23 +165,43 @@ func (s *machineSession) session(ctx context.Context) error {
 			if !bootstrapped {
 				return fmt.Errorf("no address list from the machine within %s", s.opts.CallTimeout)
 			}
-		case <-probe.C:
-			// A NotReady Node's machine is probed every ProbeInterval, at once when the Node turns NotReady,
-			// and once more when it is Ready again, so that the stage is fresh on both transitions.
-			wanted := s.probe.Load()
-			due := wanted && (!probing || time.Since(lastProbe) >= s.opts.ProbeInterval)
-			recovered := !wanted && probing
-			probing = wanted
-
-			if !bootstrapped || (!due && !recovered) {
+		case <-s.probe.changed:
+			wanted := s.probe.wanted.Load()
+			if wanted == probing {
 				continue
 			}
 
-			lastProbe = time.Now()
+			probing = wanted
+			probeTimer.Stop()
+
+			if !bootstrapped {
+				// Probed when the interval passes, by then with the machine's contents.
+				if probing {
+					probeTimer.Reset(s.opts.ProbeInterval)
+				}
+
+				continue
+			}
 
 			if err := s.probeMachine(ctx, status, platform); err != nil {
 				return err
 			}
+
+			if probing {
+				probeTimer.Reset(s.opts.ProbeInterval)
+			}
+		case <-probeTimer.C:
+			if !probing {
+				continue
+			}
+
+			if bootstrapped {
+				if err := s.probeMachine(ctx, status, platform); err != nil {
+					return err
+				}
+			}
+
+			probeTimer.Reset(s.opts.ProbeInterval)
 		case <-refresh.C:
 			refreshed, err := s.readPlatform(ctx)
 			if err != nil {

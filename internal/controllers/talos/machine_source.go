@@ -4,7 +4,6 @@ package talos
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -74,7 +73,7 @@ const reconcileInterval = 250 * time.Millisecond
 type runningSession struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	probe  *atomic.Bool
+	probe  *probeWish
 	ip     string
 }
 
@@ -226,14 +225,13 @@ func (ctrl *MachineSourceController) reconcileSessions(
 
 	for name, ip := range wanted {
 		if s, ok := sessions[name]; ok {
-			s.probe.Store(notReady[name])
+			s.probe.set(notReady[name])
 
 			continue
 		}
 
 		sctx, cancel := context.WithCancel(ctx)
-		s := &runningSession{cancel: cancel, done: make(chan struct{}), ip: ip, probe: &atomic.Bool{}}
-		s.probe.Store(notReady[name])
+		s := &runningSession{cancel: cancel, done: make(chan struct{}), ip: ip, probe: newProbeWish(notReady[name])}
 		sessions[name] = s
 
 		session := &machineSession{cosi: ctrl.COSI, updates: updates, logger: logger, name: name, ip: ip, opts: opts, probe: s.probe}
