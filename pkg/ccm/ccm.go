@@ -62,6 +62,12 @@ type Options struct {
 	NodeLifecycle NodeLifecycleOptions
 	// NodeIPAM configures the node-ipam controller.
 	NodeIPAM NodeIPAMOptions
+	// NamespacePrefix, when set, runs the pipeline over a view of the host's state (the state given to
+	// New) in which every talos-ccm namespace N is stored as NamespacePrefix+N, so that several clusters
+	// share one host state without reaching each other's resources (see NewPrefixedState). It is a DNS
+	// label followed by NamespacePrefixSeparator, such as "cluster-a:" (see ValidateNamespacePrefix). Only
+	// New applies it: Register refuses it.
+	NamespacePrefix string
 }
 
 // ConfigFile is a talos-ccm config file (see the README) followed for changes.
@@ -179,10 +185,25 @@ type CCM struct {
 //
 // Every controller of one pipeline has a fixed name (such as "node.NodeTransformController"): a runtime
 // holds at most one talos-ccm pipeline, and the host's own controllers must use other names. Several
-// clusters need one runtime and one state each (see New and the package documentation).
+// clusters need one runtime each, over one state each or over prefixed views of one host state (see New
+// and the package documentation).
+//
+// Register cannot apply Options.NamespacePrefix, and refuses it: the controllers address every resource
+// type in its definition's default namespace, so only a runtime over a prefixed view of the state can move
+// them, and New builds one.
 //
 // The caller runs rt and calls Start (and Close when done); nothing reaches Kubernetes before Start.
 func Register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
+	if opts.NamespacePrefix != "" {
+		return nil, fmt.Errorf("failed to register talos-ccm: Options.NamespacePrefix %q needs ccm.New, which runs the pipeline in a runtime of its own over a prefixed view of the state: "+
+			"talos-ccm's generic controllers address each resource type in its definition's default namespace, so Register into a runtime over the host's state cannot move them", opts.NamespacePrefix)
+	}
+
+	return register(ctx, rt, st, opts)
+}
+
+// register is Register without the check of the namespace prefix, which New has already applied.
+func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
 	if opts.RestConfig == nil {
 		return nil, errors.New("failed to register talos-ccm: no Kubernetes client configuration (Options.RestConfig)")
 	}

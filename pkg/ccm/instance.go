@@ -17,16 +17,24 @@ import (
 // of Node events are normal at start-up, and a watcher that falls behind the history has to restart.
 const inMemoryHistory = 16384
 
-// NewState returns an empty in-memory state for one cluster's pipeline, with a watch history long enough
-// for the bursts of Node events of a large cluster.
-func NewState() state.State {
+// MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) with a watch
+// history long enough for the bursts of Node events of a large cluster: what a host's state builder should
+// give the namespaces of PrefixedNamespaces that are not persisted.
+func MemoryStateBuilder() namespaced.StateBuilder {
 	memory := inmem.NewStateWithOptions(
 		inmem.WithHistoryInitialCapacity(1024),
 		inmem.WithHistoryMaxCapacity(inMemoryHistory),
 		inmem.WithHistoryGap(64),
 	)
 
-	return state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return memory(ns) }))
+	return func(ns resource.Namespace) state.CoreState { return memory(ns) }
+}
+
+// NewState returns an empty in-memory state for one cluster's pipeline, or for the pipelines of several
+// clusters with namespace prefixes, with a watch history long enough for the bursts of Node events of a
+// large cluster.
+func NewState() state.State {
+	return state.WrapCore(namespaced.NewState(MemoryStateBuilder()))
 }
 
 // Instance is talos-ccm for one cluster with a runtime of its own: what a host that manages several
@@ -37,11 +45,26 @@ type Instance struct {
 	runtime *runtime.Runtime
 }
 
-// New creates a runtime over st (nil means NewState()) and registers talos-ccm's pipeline for one
-// cluster into it. Run runs it. The runtime logs with opts.Logger.
+// New creates a runtime and registers talos-ccm's pipeline for one cluster into it. Run runs it. The
+// runtime logs with opts.Logger.
+//
+// Without Options.NamespacePrefix, the runtime runs over st (nil means NewState()), which then belongs to
+// this cluster alone. With a prefix, st is the host's state, shared by every cluster (nil means a new
+// NewState()): the runtime runs over a view of st that stores every talos-ccm namespace N as prefix+N (see
+// NewPrefixedState), so that clusters of different prefixes never see each other's resources, nor the
+// host's.
 func New(ctx context.Context, st state.State, opts Options) (*Instance, error) {
 	if st == nil {
 		st = NewState()
+	}
+
+	if opts.NamespacePrefix != "" {
+		view, err := NewPrefixedState(st, opts.NamespacePrefix)
+		if err != nil {
+			return nil, fmt.Errorf("failed to create talos-ccm: %w", err)
+		}
+
+		st = view
 	}
 
 	logger := opts.Logger
@@ -54,7 +77,7 @@ func New(ctx context.Context, st state.State, opts Options) (*Instance, error) {
 		return nil, fmt.Errorf("failed to create controller runtime: %w", err)
 	}
 
-	c, err := Register(ctx, rt, st, opts)
+	c, err := register(ctx, rt, st, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -62,8 +85,10 @@ func New(ctx context.Context, st state.State, opts Options) (*Instance, error) {
 	return &Instance{ccm: c, state: st, runtime: rt}, nil
 }
 
-// State returns the instance's state: the host writes the facts (PlatformMetadata, MachineAddresses,
-// MachineStatus) into it and reads the decisions from it.
+// State returns the state the instance's runtime runs over: with a namespace prefix, the prefixed view of
+// the host's state, in talos-ccm's own namespaces. The host writes the facts (PlatformMetadata,
+// MachineAddresses, MachineStatus) into it, or into the prefixed namespaces of its own state (see
+// HostNamespace), and reads the decisions from it.
 func (i *Instance) State() state.State {
 	return i.state
 }

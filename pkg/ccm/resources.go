@@ -43,7 +43,8 @@ type (
 )
 
 // Namespaces of talos-ccm's resources. Each resource type lives in one of them (its ResourceDefinition's
-// default namespace), the same in every state: see the package documentation for several clusters.
+// default namespace), as talos-ccm's controllers see it; a prefixed view of a host's state stores it under
+// the prefix (see HostNamespace and the package documentation for several clusters).
 const (
 	// TalosNamespace holds the facts about machines: PlatformMetadata, MachineAddresses, MachineStatus.
 	TalosNamespace = talos.NamespaceName
@@ -90,4 +91,22 @@ func NewKubeNode(id resource.ID) *KubeNode {
 // read one.
 func NewNodeTransform(id resource.ID) *NodeTransform {
 	return node.NewNodeTransform(NodeNamespace, id)
+}
+
+// NewPlatformMetadataIn returns an empty PlatformMetadata of the Node named id in the namespace ns: for a
+// host that writes the facts of a cluster into its own state, in HostNamespace(prefix, TalosNamespace).
+func NewPlatformMetadataIn(ns resource.Namespace, id resource.ID) *PlatformMetadata {
+	return talos.NewPlatformMetadata(ns, id)
+}
+
+// NewMachineAddressesIn returns an empty MachineAddresses of the Node named id in the namespace ns: for a
+// host that writes the facts of a cluster into its own state, in HostNamespace(prefix, TalosNamespace).
+func NewMachineAddressesIn(ns resource.Namespace, id resource.ID) *MachineAddresses {
+	return talos.NewMachineAddresses(ns, id)
+}
+
+// NewMachineStatusIn returns an empty MachineStatus of the Node named id in the namespace ns: for a host
+// that writes the facts of a cluster into its own state, in HostNamespace(prefix, TalosNamespace).
+func NewMachineStatusIn(ns resource.Namespace, id resource.ID) *MachineStatus {
+	return talos.NewMachineStatus(ns, id)
 }

@@ -1,0 +1,338 @@
+package ccm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/gen/channel"
+)
+
+// NewPrefixedState returns a view of the host's state in which talos-ccm's namespaces ("talos", "node",
+// "meta", ... see PrefixedNamespaces) are stored under prefix: the view reads and writes the namespace N as
+// prefix+N in host, and every resource, event and conflict it returns names N again. A namespace outside
+// talos-ccm's list is refused with ErrNamespaceOutsideView, so that the view never reaches the host's own
+// resources or those of another prefix.
+//
+// This is how New runs talos-ccm for several clusters over one host state: the generic controllers address
+// each resource type in its definition's default namespace, and the view moves that namespace per
+// cluster. Options (owners, label and ID queries, bookmarks, tail events, unmarshal options) pass through
+// unchanged, so the host's state enforces owners, versions, phases and finalizers as it does for its own
+// resources. Every resource crosses the view as a copy.
+func NewPrefixedState(host state.CoreState, prefix string) (state.State, error) {
+	if host == nil {
+		return nil, errors.New("failed to create a prefixed state: no host state")
+	}
+
+	if prefix == "" {
+		return nil, errors.New("failed to create a prefixed state: empty prefix")
+	}
+
+	if err := ValidateNamespacePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("failed to create a prefixed state: %w", err)
+	}
+
+	namespaces, err := PrefixedNamespaces(prefix)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create a prefixed state: %w", err)
+	}
+
+	view := &prefixedState{host: host, prefix: prefix, namespaces: map[resource.Namespace]bool{}}
+
+	for _, ns := range namespaces {
+		view.namespaces[ns.Namespace] = true
+	}
+
+	return state.WrapCore(view), nil
+}
+
+// prefixedState is the view NewPrefixedState returns, before state.WrapCore adds what every state has
+// (teardown, finalizers, modify) on top of these calls.
+type prefixedState struct {
+	host   state.CoreState
+	prefix string
+	// namespaces are the namespaces of the view, without the prefix.
+	namespaces map[resource.Namespace]bool
+}
+
+// Get implements state.CoreState.
+func (st *prefixedState) Get(ctx context.Context, ptr resource.Pointer, opts ...state.GetOption) (resource.Resource, error) { //nolint:ireturn
+	hostPtr, err := st.hostPointer(ptr)
+	if err != nil {
+		return nil, fmt.Errorf("failed to get %s: %w", pointerString(ptr), err)
+	}
+
+	r, err := st.host.Get(ctx, hostPtr, opts...)
+	if err != nil {
+		return nil, st.viewError(err)
+	}
+
+	return st.viewResource(r)
+}
+
+// List implements state.CoreState.
+func (st *prefixedState) List(ctx context.Context, kind resource.Kind, opts ...state.ListOption) (resource.List, error) {
+	hostKind, err := st.hostPointer(resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
+	if err != nil {
+		return resource.List{}, fmt.Errorf("failed to list %s: %w", kind.Type(), err)
+	}
+
+	list, err := st.host.List(ctx, hostKind, opts...)
+	if err != nil {
+		return resource.List{}, st.viewError(err)
+	}
+
+	out := resource.List{Items: make([]resource.Resource, 0, len(list.Items))}
+
+	for _, r := range list.Items {
+		viewed, err := st.viewResource(r)
+		if err != nil {
+			return resource.List{}, err
+		}
+
+		out.Items = append(out.Items, viewed)
+	}
+
+	return out, nil
+}
+
+// Create implements state.CoreState. As the host's state may, it updates r's metadata with what the state
+// set (version, owner, created).
+func (st *prefixedState) Create(ctx context.Context, r resource.Resource, opts ...state.CreateOption) error {
+	hostRes, err := st.hostResource(r)
+	if err != nil {
+		return fmt.Errorf("failed to create %s: %w", resource.String(r), err)
+	}
+
+	if err = st.host.Create(ctx, hostRes, opts...); err != nil {
+		return st.viewError(err)
+	}
+
+	*r.Metadata() = withNamespace(hostRes.Metadata(), r.Metadata().Namespace())
+
+	return nil
+}
+
+// Update implements state.CoreState. As the host's state may, it updates r's metadata with what the state
+// set (version, updated).
+func (st *prefixedState) Update(ctx context.Context, r resource.Resource, opts ...state.UpdateOption) error {
+	hostRes, err := st.hostResource(r)
+	if err != nil {
+		return fmt.Errorf("failed to update %s: %w", resource.String(r), err)
+	}
+
+	if err = st.host.Update(ctx, hostRes, opts...); err != nil {
+		return st.viewError(err)
+	}
+
+	*r.Metadata() = withNamespace(hostRes.Metadata(), r.Metadata().Namespace())
+
+	return nil
+}
+
+// Destroy implements state.CoreState.
+func (st *prefixedState) Destroy(ctx context.Context, ptr resource.Pointer, opts ...state.DestroyOption) error {
+	hostPtr, err := st.hostPointer(ptr)
+	if err != nil {
+		return fmt.Errorf("failed to destroy %s: %w", pointerString(ptr), err)
+	}
+
+	if err = st.host.Destroy(ctx, hostPtr, opts...); err != nil {
+		return st.viewError(err)
+	}
+
+	return nil
+}
+
+// Watch implements state.CoreState.
+func (st *prefixedState) Watch(ctx context.Context, ptr resource.Pointer, ch chan<- state.Event, opts ...state.WatchOption) error {
+	hostPtr, err := st.hostPointer(ptr)
+	if err != nil {
+		return fmt.Errorf("failed to watch %s: %w", pointerString(ptr), err)
+	}
+
+	return forwardWatch(ctx, ch, st.viewEvent, func(ctx context.Context, in chan<- state.Event) error {
+		return st.host.Watch(ctx, hostPtr, in, opts...)
+	})
+}
+
+// WatchKind implements state.CoreState.
+func (st *prefixedState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- state.Event, opts ...state.WatchKindOption) error {
+	hostKind, err := st.hostPointer(resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
+	if err != nil {
+		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
+	}
+
+	return forwardWatch(ctx, ch, st.viewEvent, func(ctx context.Context, in chan<- state.Event) error {
+		return st.host.WatchKind(ctx, hostKind, in, opts...)
+	})
+}
+
+// WatchKindAggregated implements state.CoreState.
+func (st *prefixedState) WatchKindAggregated(ctx context.Context, kind resource.Kind, ch chan<- []state.Event, opts ...state.WatchKindOption) error {
+	hostKind, err := st.hostPointer(resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
+	if err != nil {
+		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
+	}
+
+	viewEvents := func(events []state.Event) []state.Event {
+		out := make([]state.Event, len(events))
+
+		for i, e := range events {
+			out[i] = st.viewEvent(e)
+		}
+
+		return out
+	}
+
+	return forwardWatch(ctx, ch, viewEvents, func(ctx context.Context, in chan<- []state.Event) error {
+		return st.host.WatchKindAggregated(ctx, hostKind, in, opts...)
+	})
+}
+
+// forwardWatch starts a watch of the host's state on a channel of its own and forwards what it sends to
+// out, translated, until ctx is done. The forwarder runs before the watch starts: a state may send its
+// first events before its Watch call returns.
+func forwardWatch[T any](ctx context.Context, out chan<- T, translate func(T) T, start func(context.Context, chan<- T) error) error {
+	in := make(chan T)
+
+	forwardCtx, stop := context.WithCancel(ctx)
+
+	go func() {
+		defer stop()
+
+		for {
+			select {
+			case <-forwardCtx.Done():
+				return
+			case v := <-in:
+				if !channel.SendWithContext(forwardCtx, out, translate(v)) {
+					return
+				}
+			}
+		}
+	}()
+
+	if err := start(ctx, in); err != nil {
+		stop()
+
+		return err
+	}
+
+	return nil
+}
+
+// hostNamespace returns where the host's state stores the view's namespace ns, or ErrNamespaceOutsideView.
+func (st *prefixedState) hostNamespace(ns resource.Namespace) (resource.Namespace, error) {
+	if !st.namespaces[ns] {
+		return "", fmt.Errorf("namespace %q is not one of talos-ccm's (%s), which the prefix %q stores in the host's state: %w",
+			ns, strings.Join(slices.Sorted(maps.Keys(st.namespaces)), ", "), st.prefix, ErrNamespaceOutsideView)
+	}
+
+	return HostNamespace(st.prefix, ns), nil
+}
+
+// viewNamespace returns the view's namespace of the host's namespace ns.
+func (st *prefixedState) viewNamespace(ns resource.Namespace) (resource.Namespace, error) {
+	viewNs, ok := strings.CutPrefix(ns, st.prefix)
+	if !ok || !st.namespaces[viewNs] {
+		return "", fmt.Errorf("the host's state returned a resource of namespace %q, outside of the prefix %q: %w", ns, st.prefix, ErrNamespaceOutsideView)
+	}
+
+	return viewNs, nil
+}
+
+// hostPointer returns the host's pointer (or kind, with an empty ID) of ptr.
+func (st *prefixedState) hostPointer(ptr resource.Pointer) (resource.Pointer, error) {
+	ns, err := st.hostNamespace(ptr.Namespace())
+	if err != nil {
+		return nil, err
+	}
+
+	return resource.NewMetadata(ns, ptr.Type(), ptr.ID(), resource.VersionUndefined), nil
+}
+
+// hostResource returns a copy of r in the host's namespace.
+func (st *prefixedState) hostResource(r resource.Resource) (resource.Resource, error) { //nolint:ireturn
+	ns, err := st.hostNamespace(r.Metadata().Namespace())
+	if err != nil {
+		return nil, err
+	}
+
+	return copyInNamespace(r, ns)
+}
+
+// viewResource returns a copy of the host's resource r in the view's namespace.
+func (st *prefixedState) viewResource(r resource.Resource) (resource.Resource, error) { //nolint:ireturn
+	ns, err := st.viewNamespace(r.Metadata().Namespace())
+	if err != nil {
+		return nil, err
+	}
+
+	return copyInNamespace(r, ns)
+}
+
+// viewEvent translates an event of the host's state: its resource, its old resource and its error. An
+// event that cannot be translated becomes an Errored event.
+func (st *prefixedState) viewEvent(e state.Event) state.Event {
+	var err error
+
+	if e.Resource != nil {
+		if e.Resource, err = st.viewResource(e.Resource); err != nil {
+			return state.Event{Type: state.Errored, Error: err}
+		}
+	}
+
+	if e.Old != nil {
+		if e.Old, err = st.viewResource(e.Old); err != nil {
+			return state.Event{Type: state.Errored, Error: err}
+		}
+	}
+
+	if e.Error != nil {
+		e.Error = st.viewError(e.Error)
+	}
+
+	return e
+}
+
+// copyInNamespace returns a deep copy of r in the namespace ns. Every resource implementation of the COSI
+// runtime (typed, protobuf, Any, tombstones) returns a pointer to its own metadata, which is what replacing
+// it relies on; a resource that does not is refused rather than written to the wrong namespace.
+func copyInNamespace(r resource.Resource, ns resource.Namespace) (resource.Resource, error) { //nolint:ireturn
+	out := r.DeepCopy()
+	*out.Metadata() = withNamespace(r.Metadata(), ns)
+
+	if out.Metadata().Namespace() != ns {
+		return nil, fmt.Errorf("failed to move %s to namespace %q: its Metadata() is not a pointer to its own metadata", resource.String(r), ns)
+	}
+
+	return out, nil
+}
+
+// withNamespace returns a copy of md in the namespace ns. resource.Metadata has no namespace setter: the
+// copy is built field by field (labels and annotations share their storage copy-on-write, as
+// Metadata.Copy does).
+func withNamespace(md *resource.Metadata, ns resource.Namespace) resource.Metadata {
+	out := resource.NewMetadata(ns, md.Type(), md.ID(), md.Version())
+	out.SetCreated(md.Created())
+	out.SetUpdated(md.Updated())
+	out.SetPhase(md.Phase())
+	// Setting the owner of fresh metadata cannot fail.
+	_ = out.SetOwner(md.Owner()) //nolint:errcheck
+	*out.Labels() = *md.Labels()
+	*out.Annotations() = *md.Annotations()
+	out.Finalizers().Set(*md.Finalizers())
+
+	return out
+}
+
+// pointerString names a pointer in an error.
+func pointerString(ptr resource.Pointer) string {
+	return fmt.Sprintf("%s(%s/%s)", ptr.Type(), ptr.Namespace(), ptr.ID())
+}
