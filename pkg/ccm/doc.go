@@ -17,22 +17,37 @@
 // puts its NodeTransform back to pending (a Node keeps the providerID it was given: Kubernetes never lets
 // it change). MachineStatus is only read by node-lifecycle, for the shutdown taint.
 //
-// The host writes these facts with the state's own API (for example safe.StateModify and Destroy), from a
-// controller of its own runtime: from the cluster runtime's point of view, the host is a source, as the
-// Kubernetes API is. No controller of the cluster runtime outputs those types while the Talos source is
-// off, so the writes never conflict with one.
+// The host writes these facts from a controller of its own runtime: from the cluster runtime's point of
+// view, the host is a source, as the Kubernetes API is. No controller of the cluster runtime outputs those
+// types while the Talos source is off, so the writes never conflict with one.
 //
-// # Several clusters
+// # Several clusters: one host state, one talos-ccm runtime per cluster
 //
 // Every talos-ccm resource type lives in one namespace, fixed by its ResourceDefinition ("talos", "kube",
-// "node", ...), and the generic controllers read and write there; controller names are fixed too, and
-// unique within a runtime. A namespace prefix per cluster in one shared runtime would mean rewriting
-// every controller, so the supported way is one runtime and one state per cluster: New creates both
-// (NewState is an in-memory state) and returns an Instance whose Run runs the cluster's runtime. A host
-// keeps one Instance per cluster next to its own runtime and state, and its fact controller writes into
-// each Instance's State. Two clusters never see each other's resources, because they share nothing but
-// the process.
+// "node", ...), and the generic controllers (qtransform) read and write there: they cannot be pointed at
+// other namespaces. Controller names are fixed too, and unique within a runtime. So a cluster's pipeline
+// runs in a runtime of its own, and the namespaces move below the runtime instead, in the state: New with
+// Options.NamespacePrefix (such as "cluster-a:") builds the cluster's runtime over a view of the host's
+// state (NewPrefixedState) that stores each namespace N as prefix+N ("cluster-a:talos") and refuses every
+// other namespace, so that a cluster's pipeline never reaches the host's resources or another cluster's.
 //
-// A host that manages a single cluster may instead call Register on its own runtime and state, as long
-// as its own controllers' names and output types do not collide with talos-ccm's.
+// A host thus keeps one state (its own, shared by every cluster), its own runtime with its own
+// controllers, and one Instance per cluster, created by New over the host's state with the cluster's
+// prefix. Its fact controller writes each cluster's PlatformMetadata and MachineAddresses into
+// HostNamespace(prefix, TalosNamespace) of its own state, as outputs of its own runtime
+// (NewPlatformMetadataIn, NewMachineAddressesIn), and it can read each cluster's decisions through
+// Instance.State(). PrefixedNamespaces lists a prefix's namespaces, with those that hold decisions worth
+// persisting, so that the host's namespaced state builder can route them to a database and the others to
+// memory (MemoryStateBuilder). Instances of different prefixes share nothing but the host's state and the
+// process.
+//
+// What the view costs and does not do: every resource crossing it is copied once more (to change its
+// namespace); two instances given the same prefix would share one pipeline's resources, so a host gives
+// each cluster its own; and the host's own controllers see the clusters' resources under their prefixed
+// namespaces, through its state, as it sees any other resource.
+//
+// Register puts the pipeline into a runtime of the host's instead, and so cannot apply a prefix (it refuses
+// one): it suits a host that manages a single cluster, as long as its own controllers' names and output
+// types do not collide with talos-ccm's. New without a prefix gives a cluster a runtime and a state of its
+// own.
 package ccm

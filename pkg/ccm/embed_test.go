@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,10 +66,12 @@ func newHostMachine(cluster string, m talossim.Machine) *hostMachine {
 }
 
 // factsController is the host's controller: it writes every machine of its inventory as talos-ccm facts
-// into the state of the machine's cluster, and destroys the facts of machines that left the inventory.
-// It uses only pkg/ccm, the specs and the COSI runtime.
+// into the prefixed talos namespace of the machine's cluster in the host's own state, and destroys the
+// facts of machines that left the inventory. The facts are outputs of the host's runtime, as any of its
+// resources; the clusters' runtimes only read them. It uses only pkg/ccm, the specs and the COSI runtime.
 type factsController struct {
-	clusters map[string]state.State
+	// prefixes are the clusters' namespace prefixes, by cluster name.
+	prefixes map[string]string
 }
 
 func (ctrl *factsController) Name() string { return "host.FactsController" }
@@ -76,7 +80,12 @@ func (ctrl *factsController) Inputs() []controller.Input {
 	return []controller.Input{{Namespace: hostNamespace, Type: hostMachineType, Kind: controller.InputWeak}}
 }
 
-func (ctrl *factsController) Outputs() []controller.Output { return nil }
+func (ctrl *factsController) Outputs() []controller.Output {
+	return []controller.Output{
+		{Type: ccm.PlatformMetadataType, Kind: controller.OutputExclusive},
+		{Type: ccm.MachineAddressesType, Kind: controller.OutputExclusive},
+	}
+}
 
 func (ctrl *factsController) Run(ctx context.Context, r controller.Runtime, _ *zap.Logger) error {
 	for {
@@ -101,17 +110,19 @@ func (ctrl *factsController) Run(ctx context.Context, r controller.Runtime, _ *z
 			wanted[spec.Cluster][spec.Machine.Name] = spec.Machine
 		}
 
-		for cluster, st := range ctrl.clusters {
-			if err = writeFacts(ctx, st, wanted[cluster]); err != nil {
+		for cluster, prefix := range ctrl.prefixes {
+			if err = writeFacts(ctx, r, ccm.HostNamespace(prefix, ccm.TalosNamespace), wanted[cluster]); err != nil {
 				return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster, err)
 			}
 		}
 	}
 }
 
-func writeFacts(ctx context.Context, st state.State, machines map[string]talossim.Machine) error {
+// writeFacts writes the facts of machines into the namespace ns of the host's state, and destroys the
+// others there.
+func writeFacts(ctx context.Context, r controller.Runtime, ns resource.Namespace, machines map[string]talossim.Machine) error {
 	for name, m := range machines {
-		if err := safe.StateModify(ctx, st, ccm.NewPlatformMetadata(name), func(r *ccm.PlatformMetadata) error {
+		if err := safe.WriterModify(ctx, r, ccm.NewPlatformMetadataIn(ns, name), func(r *ccm.PlatformMetadata) error {
 			r.TypedSpec().Value = platformMetadata(m)
 
 			return nil
@@ -119,7 +130,7 @@ func writeFacts(ctx context.Context, st state.State, machines map[string]talossi
 			return err
 		}
 
-		if err := safe.StateModify(ctx, st, ccm.NewMachineAddresses(name), func(r *ccm.MachineAddresses) error {
+		if err := safe.WriterModify(ctx, r, ccm.NewMachineAddressesIn(ns, name), func(r *ccm.MachineAddresses) error {
 			r.TypedSpec().Value = machineAddresses(m)
 
 			return nil
@@ -129,12 +140,12 @@ func writeFacts(ctx context.Context, st state.State, machines map[string]talossi
 	}
 
 	// Facts of machines that are gone.
-	pms, err := safe.StateListAll[*ccm.PlatformMetadata](ctx, st)
+	pms, err := safe.ReaderList[*ccm.PlatformMetadata](ctx, r, ccm.NewPlatformMetadataIn(ns, "").Metadata())
 	if err != nil {
 		return err
 	}
 
-	mas, err := safe.StateListAll[*ccm.MachineAddresses](ctx, st)
+	mas, err := safe.ReaderList[*ccm.MachineAddresses](ctx, r, ccm.NewMachineAddressesIn(ns, "").Metadata())
 	if err != nil {
 		return err
 	}
@@ -154,7 +165,7 @@ func writeFacts(ctx context.Context, st state.State, machines map[string]talossi
 	}
 
 	for _, ptr := range gone {
-		if err = st.Destroy(ctx, ptr); err != nil && !state.IsNotFoundError(err) {
+		if err = r.Destroy(ctx, ptr); err != nil && !state.IsNotFoundError(err) {
 			return err
 		}
 	}
@@ -205,16 +216,72 @@ func machineAddresses(m talossim.Machine) *specs.MachineAddressesSpec {
 // cluster is one embedded talos-ccm and its control plane.
 type cluster struct {
 	name     string
+	prefix   string
 	env      *testenv.Env
 	instance *ccm.Instance
 	machines []talossim.Machine
 }
 
-// TestEmbedTwoClusters: a host with its own state and runtime embeds talos-ccm for two clusters and feeds
-// the facts of five machines each. Both clusters have Nodes of the same names, with different facts: each
-// cluster's Nodes are initialized from its own facts only. Removing a machine from the host's inventory
-// destroys its facts, and its NodeTransform goes back to pending in that cluster only. No talosconfig is
-// given: the Talos source is off and no Talos API is contacted.
+// hostBackends is the host's namespaced state builder: it routes the namespaces that talos-ccm persists to
+// one backend (a database in a real host; memory here) and the others to memory, and records every
+// namespace the state was asked for.
+type hostBackends struct {
+	persisted map[resource.Namespace]bool
+	memory    namespaced.StateBuilder
+	decisions namespaced.StateBuilder
+
+	mu   sync.Mutex
+	used map[resource.Namespace]bool
+}
+
+func newHostBackends(t *testing.T, prefixes ...string) *hostBackends {
+	t.Helper()
+
+	b := &hostBackends{
+		persisted: map[resource.Namespace]bool{},
+		memory:    ccm.MemoryStateBuilder(),
+		decisions: inmem.Build,
+		used:      map[resource.Namespace]bool{},
+	}
+
+	for _, prefix := range prefixes {
+		namespaces, err := ccm.PrefixedNamespaces(prefix)
+		require.NoError(t, err)
+
+		for _, ns := range namespaces {
+			b.persisted[ns.Name] = ns.Persisted
+		}
+	}
+
+	return b
+}
+
+func (b *hostBackends) build(ns resource.Namespace) state.CoreState { //nolint:ireturn
+	b.mu.Lock()
+	b.used[ns] = true
+	b.mu.Unlock()
+
+	if b.persisted[ns] {
+		return b.decisions(ns)
+	}
+
+	return b.memory(ns)
+}
+
+func (b *hostBackends) namespaces() map[resource.Namespace]bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	return maps.Clone(b.used)
+}
+
+// TestEmbedTwoClusters: a host with one state and one runtime of its own embeds talos-ccm for two
+// clusters, each a runtime over a prefixed view of the host's state, and its own controller feeds the
+// facts of five machines per cluster into that cluster's prefixed talos namespace. Both clusters have
+// Nodes of the same names, with different facts: each cluster's Nodes are initialized from its own facts
+// only. Removing a machine from the host's inventory destroys its facts, and its NodeTransform goes back to
+// pending in that cluster only. A cluster's view reaches neither the other cluster's resources nor the
+// host's. No talosconfig is given: the Talos source is off and no Talos API is contacted.
 func TestEmbedTwoClusters(t *testing.T) {
 	t.Parallel()
 
@@ -223,8 +290,15 @@ func TestEmbedTwoClusters(t *testing.T) {
 
 	logger := zaptest.NewLogger(t)
 
-	clusters := []*cluster{{name: "alpha"}, {name: "beta"}}
-	clusterStates := map[string]state.State{}
+	clusters := []*cluster{{name: "alpha", prefix: "alpha:"}, {name: "beta", prefix: "beta:"}}
+	prefixes := map[string]string{}
+
+	for _, c := range clusters {
+		prefixes[c.name] = c.prefix
+	}
+
+	backends := newHostBackends(t, slices.Collect(maps.Values(prefixes))...)
+	hostState := state.WrapCore(namespaced.NewState(backends.build))
 
 	for i, c := range clusters {
 		c.env = testenv.Start(t)
@@ -243,22 +317,21 @@ func TestEmbedTwoClusters(t *testing.T) {
 		cfg := ccm.DefaultConfig()
 		cfg.ClusterName = c.name
 
-		instance, err := ccm.New(ctx, nil, ccm.Options{
-			RestConfig: c.env.Config,
-			Logger:     logger.Named(c.name),
-			Config:     cfg,
-			HostFacts:  true,
+		instance, err := ccm.New(ctx, hostState, ccm.Options{
+			RestConfig:      c.env.Config,
+			Logger:          logger.Named(c.name),
+			Config:          cfg,
+			HostFacts:       true,
+			NamespacePrefix: c.prefix,
 		})
 		require.NoError(t, err)
 
 		c.instance = instance
-		clusterStates[c.name] = instance.State()
 	}
 
-	hostState := state.WrapCore(namespaced.NewState(inmem.Build))
 	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
 	require.NoError(t, err)
-	require.NoError(t, host.RegisterController(&factsController{clusters: clusterStates}))
+	require.NoError(t, host.RegisterController(&factsController{prefixes: prefixes}))
 
 	var wg sync.WaitGroup
 
@@ -344,6 +417,88 @@ func TestEmbedTwoClusters(t *testing.T) {
 	node, err := alpha.env.Clientset().CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, alpha.machines[0].ProviderID, node.Spec.ProviderID)
+
+	checkIsolation(ctx, t, hostState, backends, alpha, beta)
+}
+
+// checkIsolation checks that the clusters' pipelines stayed within their prefixes: alpha's view lists only
+// alpha's facts, cannot read or write beta's resources nor the host's own, and the host's state holds no
+// namespace but the host's own and the two clusters' prefixed ones.
+func checkIsolation(ctx context.Context, t *testing.T, hostState state.State, backends *hostBackends, alpha, beta *cluster) {
+	t.Helper()
+
+	view := alpha.instance.State()
+
+	facts, err := safe.StateListAll[*ccm.PlatformMetadata](ctx, view)
+	require.NoError(t, err)
+	assert.Equal(t, len(alpha.machines)-1, facts.Len())
+
+	for r := range facts.All() {
+		assert.Equal(t, alpha.name+"-region", r.TypedSpec().Value.GetRegion(), r.Metadata().ID())
+	}
+
+	betaFacts := ccm.HostNamespace(beta.prefix, ccm.TalosNamespace)
+	betaDecisions := ccm.HostNamespace(beta.prefix, ccm.NodeNamespace)
+
+	for name, call := range map[string]func() error{
+		"read beta's facts": func() error {
+			_, err := view.Get(ctx, ccm.NewPlatformMetadataIn(betaFacts, beta.machines[1].Name).Metadata())
+
+			return err
+		},
+		"list beta's decisions": func() error {
+			_, err := view.List(ctx, resource.NewMetadata(betaDecisions, ccm.NodeTransformType, "", resource.VersionUndefined))
+
+			return err
+		},
+		"write beta's facts": func() error {
+			return view.Create(ctx, ccm.NewPlatformMetadataIn(betaFacts, "intruder"))
+		},
+		"destroy beta's facts": func() error {
+			return view.Destroy(ctx, ccm.NewPlatformMetadataIn(betaFacts, beta.machines[1].Name).Metadata())
+		},
+		"watch beta's facts": func() error {
+			return view.WatchKind(ctx, ccm.NewPlatformMetadataIn(betaFacts, "").Metadata(), make(chan state.Event))
+		},
+		"read the host's inventory": func() error {
+			_, err := view.Get(ctx, newHostMachine(beta.name, beta.machines[1]).Metadata())
+
+			return err
+		},
+	} {
+		err := call()
+		assert.ErrorIs(t, err, ccm.ErrNamespaceOutsideView, name)
+	}
+
+	_, err = hostState.Get(ctx, ccm.NewPlatformMetadataIn(betaFacts, "intruder").Metadata())
+	assert.True(t, state.IsNotFoundError(err), "alpha wrote into beta's namespace: %v", err)
+
+	rtestutils.AssertResource(ctx, t, beta.instance.State(), beta.machines[1].Name, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
+		asrt.Equal(beta.name+"-region", r.TypedSpec().Value.GetRegion())
+	})
+
+	allowed := map[resource.Namespace]bool{hostNamespace: true}
+
+	for _, c := range []*cluster{alpha, beta} {
+		namespaces, err := ccm.PrefixedNamespaces(c.prefix)
+		require.NoError(t, err)
+
+		for _, ns := range namespaces {
+			allowed[ns.Name] = true
+		}
+	}
+
+	used := backends.namespaces()
+
+	for ns := range used {
+		assert.True(t, allowed[ns], "namespace %q of the host's state is neither the host's nor a cluster's", ns)
+	}
+
+	for _, c := range []*cluster{alpha, beta} {
+		for _, ns := range []resource.Namespace{ccm.TalosNamespace, ccm.KubeNamespace, ccm.NodeNamespace, ccm.SinkNamespace, "meta"} {
+			assert.True(t, used[ccm.HostNamespace(c.prefix, ns)], "cluster %s never used %s", c.name, ns)
+		}
+	}
 }
 
 // checkNode says what is not yet as the cluster's own facts want it on the Node.
