@@ -15,6 +15,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
+	"github.com/talos-ccm/talos-ccm/internal/memlimit"
 )
 
 func main() {
@@ -36,6 +37,13 @@ func run() error {
 	}
 
 	defer logger.Sync() //nolint:errcheck
+
+	// In a container with a memory limit, the garbage collector keeps the heap under it (GOMEMLIMIT wins).
+	if limit, source, err := memlimit.Apply(); err != nil {
+		logger.Warn("no soft memory limit from the container's", zap.Error(err))
+	} else if limit > 0 {
+		logger.Info("soft memory limit", zap.Int64("bytes", limit), zap.String("source", string(source)))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
