@@ -45,14 +45,14 @@ type FactsFile struct {
 }
 
 // FactsController is the host's own controller: it reads the facts file and writes every machine's
-// PlatformMetadata and MachineAddresses into the state of its cluster's talos-ccm, and destroys the facts
-// of machines no longer listed. It talks to the outside (the file and the clusters' states), so it has no
-// inputs or outputs in the host runtime.
+// PlatformMetadata and MachineAddresses into its cluster's prefixed talos namespace of the host's state
+// (where that cluster's talos-ccm reads them), and destroys the facts of machines no longer listed. The
+// facts are its outputs; it has no inputs (it reads a file).
 type FactsController struct {
 	// Path is the facts file.
 	Path string
-	// Clusters are the states of the embedded talos-ccm instances, by cluster name.
-	Clusters map[string]state.State
+	// Prefixes are the namespace prefixes of the embedded talos-ccm instances, by cluster name.
+	Prefixes map[string]string
 }
 
 // Name implements controller.Controller interface.
@@ -62,15 +62,20 @@ func (ctrl *FactsController) Name() string { return "embed.FactsController" }
 func (ctrl *FactsController) Inputs() []controller.Input { return nil }
 
 // Outputs implements controller.Controller interface.
-func (ctrl *FactsController) Outputs() []controller.Output { return nil }
+func (ctrl *FactsController) Outputs() []controller.Output {
+	return []controller.Output{
+		{Type: ccm.PlatformMetadataType, Kind: controller.OutputExclusive},
+		{Type: ccm.MachineAddressesType, Kind: controller.OutputExclusive},
+	}
+}
 
 // Run implements controller.Controller interface.
-func (ctrl *FactsController) Run(ctx context.Context, _ controller.Runtime, logger *zap.Logger) error {
+func (ctrl *FactsController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	ticker := time.NewTicker(rereadInterval)
 	defer ticker.Stop()
 
 	for {
-		if err := ctrl.sync(ctx); err != nil {
+		if err := ctrl.sync(ctx, r); err != nil {
 			// A bad file or a failed write is retried at the next tick.
 			logger.Error("failed to feed facts", zap.String("path", ctrl.Path), zap.Error(err))
 		}
@@ -83,7 +88,7 @@ func (ctrl *FactsController) Run(ctx context.Context, _ controller.Runtime, logg
 	}
 }
 
-func (ctrl *FactsController) sync(ctx context.Context) error {
+func (ctrl *FactsController) sync(ctx context.Context, r controller.Runtime) error {
 	data, err := os.ReadFile(ctrl.Path)
 	if err != nil {
 		return fmt.Errorf("failed to read facts file: %w", err)
@@ -94,8 +99,8 @@ func (ctrl *FactsController) sync(ctx context.Context) error {
 		return fmt.Errorf("failed to parse facts file: %w", err)
 	}
 
-	for cluster, st := range ctrl.Clusters {
-		if err = writeFacts(ctx, st, file.Clusters[cluster]); err != nil {
+	for cluster, prefix := range ctrl.Prefixes {
+		if err = writeFacts(ctx, r, ccm.HostNamespace(prefix, ccm.TalosNamespace), file.Clusters[cluster]); err != nil {
 			return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster, err)
 		}
 	}
@@ -103,14 +108,16 @@ func (ctrl *FactsController) sync(ctx context.Context) error {
 	return nil
 }
 
-func writeFacts(ctx context.Context, st state.State, machines []Machine) error {
+// writeFacts writes the facts of machines into the namespace ns of the host's state, and destroys the
+// others there.
+func writeFacts(ctx context.Context, r controller.Runtime, ns resource.Namespace, machines []Machine) error {
 	listed := map[resource.ID]bool{}
 
 	for _, m := range machines {
 		listed[m.Name] = true
 
-		if err := safe.StateModify(ctx, st, ccm.NewPlatformMetadata(m.Name), func(r *ccm.PlatformMetadata) error {
-			r.TypedSpec().Value = &specs.PlatformMetadataSpec{
+		if err := safe.WriterModify(ctx, r, ccm.NewPlatformMetadataIn(ns, m.Name), func(pm *ccm.PlatformMetadata) error {
+			pm.TypedSpec().Value = &specs.PlatformMetadataSpec{
 				Platform:            m.Platform,
 				Hostname:            m.Name,
 				Region:              m.Region,
@@ -130,8 +137,8 @@ func writeFacts(ctx context.Context, st state.State, machines []Machine) error {
 			return err
 		}
 
-		if err = safe.StateModify(ctx, st, ccm.NewMachineAddresses(m.Name), func(r *ccm.MachineAddresses) error {
-			r.TypedSpec().Value = addresses
+		if err = safe.WriterModify(ctx, r, ccm.NewMachineAddressesIn(ns, m.Name), func(ma *ccm.MachineAddresses) error {
+			ma.TypedSpec().Value = addresses
 
 			return nil
 		}); err != nil {
@@ -139,7 +146,7 @@ func writeFacts(ctx context.Context, st state.State, machines []Machine) error {
 		}
 	}
 
-	return destroyUnlisted(ctx, st, listed)
+	return destroyUnlisted(ctx, r, ns, listed)
 }
 
 func machineAddresses(m Machine) (*specs.MachineAddressesSpec, error) {
@@ -164,33 +171,33 @@ func machineAddresses(m Machine) (*specs.MachineAddressesSpec, error) {
 	return out, nil
 }
 
-func destroyUnlisted(ctx context.Context, st state.State, listed map[resource.ID]bool) error {
+func destroyUnlisted(ctx context.Context, r controller.Runtime, ns resource.Namespace, listed map[resource.ID]bool) error {
 	var gone []resource.Pointer
 
-	pms, err := safe.StateListAll[*ccm.PlatformMetadata](ctx, st)
+	pms, err := safe.ReaderList[*ccm.PlatformMetadata](ctx, r, ccm.NewPlatformMetadataIn(ns, "").Metadata())
 	if err != nil {
 		return fmt.Errorf("failed to list PlatformMetadata: %w", err)
 	}
 
-	for r := range pms.All() {
-		if !listed[r.Metadata().ID()] {
-			gone = append(gone, r.Metadata())
+	for pm := range pms.All() {
+		if !listed[pm.Metadata().ID()] {
+			gone = append(gone, pm.Metadata())
 		}
 	}
 
-	mas, err := safe.StateListAll[*ccm.MachineAddresses](ctx, st)
+	mas, err := safe.ReaderList[*ccm.MachineAddresses](ctx, r, ccm.NewMachineAddressesIn(ns, "").Metadata())
 	if err != nil {
 		return fmt.Errorf("failed to list MachineAddresses: %w", err)
 	}
 
-	for r := range mas.All() {
-		if !listed[r.Metadata().ID()] {
-			gone = append(gone, r.Metadata())
+	for ma := range mas.All() {
+		if !listed[ma.Metadata().ID()] {
+			gone = append(gone, ma.Metadata())
 		}
 	}
 
 	for _, ptr := range gone {
-		if err = st.Destroy(ctx, ptr); err != nil && !state.IsNotFoundError(err) {
+		if err = r.Destroy(ctx, ptr); err != nil && !state.IsNotFoundError(err) {
 			return fmt.Errorf("failed to destroy %s %s: %w", ptr.Type(), ptr.ID(), err)
 		}
 	}

@@ -1,7 +1,8 @@
 // Command embed is an example host program that embeds talos-ccm: it has its own COSI state and runtime,
-// runs talos-ccm for one or more clusters (one ccm.Instance each), and feeds the machines' facts from a
-// file with a controller of its own, as a host such as Omni would from its own inventory. No Talos API is
-// contacted.
+// runs talos-ccm for one or more clusters (one ccm.Instance each, a runtime over the host's state with the
+// cluster's namespace prefix, "NAME:"), and feeds the machines' facts from a file with a controller of its
+// own into each cluster's prefixed talos namespace, as a host such as Omni would from its own inventory. No
+// Talos API is contacted.
 //
 //	go run ./examples/embed --cluster demo=$HOME/.kube/config --facts examples/embed/facts.yaml
 package main
@@ -19,7 +20,6 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"go.uber.org/zap"
 	"k8s.io/client-go/tools/clientcmd"
@@ -38,6 +38,11 @@ func (c clusterFlags) Set(v string) error {
 		return fmt.Errorf("want NAME=KUBECONFIG, got %q", v)
 	}
 
+	// The name becomes the cluster's namespace prefix in the host's state.
+	if err := ccm.ValidateNamespacePrefix(name + ccm.NamespacePrefixSeparator); err != nil {
+		return fmt.Errorf("cluster name %q: %w", name, err)
+	}
+
 	c[name] = path
 
 	return nil
@@ -45,7 +50,7 @@ func (c clusterFlags) Set(v string) error {
 
 func main() {
 	clusters := clusterFlags{}
-	flag.Var(clusters, "cluster", "a cluster to run talos-ccm for, as NAME=KUBECONFIG (repeat for several)")
+	flag.Var(clusters, "cluster", "a cluster to run talos-ccm for, as NAME=KUBECONFIG (repeat for several); NAME is a DNS label")
 	factsPath := flag.String("facts", "examples/embed/facts.yaml", "the machines' facts, per cluster")
 	controllers := flag.String("controllers", "cloud-node", "talos-ccm controllers, as --controllers of talos-ccm")
 	flag.Parse()
@@ -70,17 +75,20 @@ func run(ctx context.Context, clusters clusterFlags, factsPath string, controlle
 		return errors.New("no cluster: give --cluster NAME=KUBECONFIG")
 	}
 
-	// The host's own state and runtime, where its own controllers run.
-	hostState := state.WrapCore(namespaced.NewState(inmem.Build))
+	// The host's own state, shared with every cluster's talos-ccm (in memory here; a host that keeps
+	// talos-ccm's decisions across restarts routes the persisted namespaces of ccm.PrefixedNamespaces to a
+	// database), and the host's runtime, where its own controllers run.
+	hostState := state.WrapCore(namespaced.NewState(ccm.MemoryStateBuilder()))
 
 	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
 	if err != nil {
 		return fmt.Errorf("failed to create the host runtime: %w", err)
 	}
 
-	// One talos-ccm instance per cluster: its own runtime over its own state.
+	// One talos-ccm instance per cluster: its own runtime over the host's state, in the cluster's own
+	// namespaces ("NAME:talos", "NAME:node", ...).
 	instances := map[string]*ccm.Instance{}
-	states := map[string]state.State{}
+	prefixes := map[string]string{}
 
 	for name, kubeconfig := range clusters {
 		restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -91,22 +99,25 @@ func run(ctx context.Context, clusters clusterFlags, factsPath string, controlle
 		cfg := ccm.DefaultConfig()
 		cfg.ClusterName = name
 
-		instance, err := ccm.New(ctx, nil, ccm.Options{
-			RestConfig:  restConfig,
-			Logger:      logger.Named(name),
-			Controllers: controllers,
-			Config:      cfg,
-			HostFacts:   true,
+		prefix := name + ccm.NamespacePrefixSeparator
+
+		instance, err := ccm.New(ctx, hostState, ccm.Options{
+			RestConfig:      restConfig,
+			Logger:          logger.Named(name),
+			Controllers:     controllers,
+			Config:          cfg,
+			HostFacts:       true,
+			NamespacePrefix: prefix,
 		})
 		if err != nil {
 			return fmt.Errorf("failed to embed talos-ccm for cluster %s: %w", name, err)
 		}
 
 		instances[name] = instance
-		states[name] = instance.State()
+		prefixes[name] = prefix
 	}
 
-	if err = host.RegisterController(&FactsController{Path: factsPath, Clusters: states}); err != nil {
+	if err = host.RegisterController(&FactsController{Path: factsPath, Prefixes: prefixes}); err != nil {
 		return fmt.Errorf("failed to register the facts controller: %w", err)
 	}
 
