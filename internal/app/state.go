@@ -75,9 +75,11 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 		persisted[ns.Name] = ns.Persisted
 	}
 
+	writes := newSerialWrites(db)
+
 	st := namespaced.NewState(func(ns resource.Namespace) state.CoreState {
 		if persisted[ns] {
-			return db
+			return writes
 		}
 
 		return memory(ns)
