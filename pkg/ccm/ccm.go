@@ -34,7 +34,8 @@ type Options struct {
 	// with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst).
 	RestConfig *rest.Config
 	// Logger is the parent of the loggers of the Kubernetes writers and events; nil means no logs. The
-	// controllers log through the runtime's logger.
+	// controllers log through the runtime's logger: with a namespace prefix, that of the pipeline's own
+	// runtime, a child of Logger named "runtime".
 	Logger *zap.Logger
 	// Controllers selects the controllers with the syntax of --controllers ("*", "name", "-name"); empty
 	// means "*": cloud-node, csr-approval and node-lifecycle.
@@ -62,11 +63,11 @@ type Options struct {
 	NodeLifecycle NodeLifecycleOptions
 	// NodeIPAM configures the node-ipam controller.
 	NodeIPAM NodeIPAMOptions
-	// NamespacePrefix, when set, runs the pipeline over a view of the host's state (the state given to
-	// New) in which every talos-ccm namespace N is stored as NamespacePrefix+N, so that several clusters
-	// share one host state without reaching each other's resources (see NewPrefixedState). It is a DNS
-	// label followed by NamespacePrefixSeparator, such as "cluster-a:" (see ValidateNamespacePrefix). Only
-	// New applies it: Register refuses it.
+	// NamespacePrefix, when set, runs the pipeline in a talos-ccm runtime of its own over a view of the
+	// host's state (the state given to Register or New) in which every talos-ccm namespace N is stored as
+	// NamespacePrefix+N, so that several clusters share one host state, and one host runtime, without
+	// reaching each other's resources (see NewPrefixedState). It is a DNS label followed by
+	// NamespacePrefixSeparator, such as "cluster-a:" (see ValidateNamespacePrefix).
 	NamespacePrefix string
 }
 
@@ -166,8 +167,13 @@ func (o Options) withDefaults() Options {
 
 // CCM is talos-ccm's pipeline for one cluster, registered into a runtime by Register. The runtime runs
 // the controllers; Start starts what feeds them from Kubernetes.
+//
+// With a namespace prefix, the CCM that Register returns is a handle on the pipeline that one controller
+// of the host's runtime builds and runs: that controller starts and stops the informers itself, at each of
+// its runs, and the handle reads the current run.
 type CCM struct {
 	runtime    *runtime.Runtime
+	state      state.State
 	restConfig *rest.Config
 	informers  informers.SharedInformerFactory
 	opts       Options
@@ -177,32 +183,41 @@ type CCM struct {
 	// events is created on first use by eventRecorder.
 	events     record.EventRecorder
 	stopEvents func()
+
+	// runs, set by Register with a namespace prefix, follows the runs of the pipeline controller; the
+	// fields above that feed the controllers (informers, events) are then unset.
+	runs *pipelineRuns
 }
 
-// Register registers talos-ccm's namespaces and resource definitions into st and the controllers that
-// opts selects into rt, which must run over st. Definitions already present in st are kept, so that
-// Register may be called again on a state that outlives a runtime.
+// Register puts talos-ccm's pipeline for one cluster into the host's runtime rt, which must run over st.
+// Definitions already present in st are kept, so that Register may be called again on a state that
+// outlives a runtime.
 //
-// Every controller of one pipeline has a fixed name (such as "node.NodeTransformController"): a runtime
-// holds at most one talos-ccm pipeline, and the host's own controllers must use other names. Several
-// clusters need one runtime each, over one state each or over prefixed views of one host state (see New
-// and the package documentation).
+// Without Options.NamespacePrefix, Register registers talos-ccm's namespaces and resource definitions into
+// st and the controllers that opts selects into rt. Every controller of one pipeline has a fixed name (such
+// as "node.NodeTransformController"): rt then holds at most one talos-ccm pipeline, and the host's own
+// controllers must use other names. The caller runs rt and calls Start (and Close when done); nothing
+// reaches Kubernetes before Start.
 //
-// Register cannot apply Options.NamespacePrefix, and refuses it: the controllers address every resource
-// type in its definition's default namespace, so only a runtime over a prefixed view of the state can move
-// them, and New builds one.
-//
-// The caller runs rt and calls Start (and Close when done); nothing reaches Kubernetes before Start.
+// With Options.NamespacePrefix, Register adds one controller to rt, named PipelineControllerName(prefix),
+// so that rt holds the pipelines of several clusters, one prefix each. The controllers address every
+// resource type in its definition's default namespace, so they cannot run in rt itself: at each of its runs,
+// that controller builds the cluster's pipeline as New does with the prefix (a talos-ccm runtime over the
+// prefixed view of st, the informers, the controllers), runs it until rt stops, and stops it before it
+// returns; when the pipeline fails, rt restarts the controller with its backoff. Register builds the
+// pipeline once to check opts, and registers the prefixed namespaces and definitions into st. The CCM it
+// returns is a handle: State is the prefixed view, NodeLister and WaitForCacheSync read the current run,
+// and Start and Close do nothing (rt starts and stops the pipeline).
 func Register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
 	if opts.NamespacePrefix != "" {
-		return nil, fmt.Errorf("failed to register talos-ccm: Options.NamespacePrefix %q needs ccm.New, which runs the pipeline in a runtime of its own over a prefixed view of the state: "+
-			"talos-ccm's generic controllers address each resource type in its definition's default namespace, so Register into a runtime over the host's state cannot move them", opts.NamespacePrefix)
+		return registerPipelineController(ctx, rt, st, opts)
 	}
 
 	return register(ctx, rt, st, opts)
 }
 
-// register is Register without the check of the namespace prefix, which New has already applied.
+// register registers the pipeline's controllers into rt, over st, without looking at the namespace
+// prefix: st is already the prefixed view when there is one (New).
 func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
 	if opts.RestConfig == nil {
 		return nil, errors.New("failed to register talos-ccm: no Kubernetes client configuration (Options.RestConfig)")
@@ -226,6 +241,7 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 
 	c := &CCM{
 		runtime:    rt,
+		state:      st,
 		restConfig: opts.RestConfig,
 		informers:  informers.NewSharedInformerFactory(clientset, 0),
 		opts:       opts,
@@ -265,20 +281,42 @@ func (c *CCM) Controllers() []string {
 	return slices.Sorted(maps.Keys(c.enabled))
 }
 
+// State returns the state the pipeline's controllers run over, in talos-ccm's own namespaces: the state
+// given to Register, or, with a namespace prefix, the prefixed view of it. The host reads the decisions
+// from it, and may write the facts into it.
+func (c *CCM) State() state.State { //nolint:ireturn
+	return c.state
+}
+
 // NodeLister reads the cluster's Nodes from the informer cache the pipeline keeps (no API call), for
-// example to count them in a host's metrics.
-func (c *CCM) NodeLister() corelisters.NodeLister {
+// example to count them in a host's metrics. With a namespace prefix, it reads the cache of the current
+// run of the pipeline controller, and finds no Node between runs.
+func (c *CCM) NodeLister() corelisters.NodeLister { //nolint:ireturn
+	if c.runs != nil {
+		return runsNodeLister{runs: c.runs}
+	}
+
 	return c.informers.Core().V1().Nodes().Lister()
 }
 
-// Start starts the Kubernetes informers that the sources and sinks read, until ctx is done or Close.
+// Start starts the Kubernetes informers that the sources and sinks read, until ctx is done or Close. With
+// a namespace prefix, it does nothing: the pipeline controller starts them at each run.
 func (c *CCM) Start(ctx context.Context) {
+	if c.runs != nil {
+		return
+	}
+
 	c.informers.Start(ctx.Done())
 }
 
 // WaitForCacheSync waits until the informers have their caches, and reports whether they do (false when
-// ctx ends first).
+// ctx ends first). With a namespace prefix, it waits for those of the current run of the pipeline
+// controller.
 func (c *CCM) WaitForCacheSync(ctx context.Context) bool {
+	if c.runs != nil {
+		return c.runs.waitForCacheSync(ctx)
+	}
+
 	for _, synced := range c.informers.WaitForCacheSync(ctx.Done()) {
 		if !synced {
 			return false
@@ -288,8 +326,13 @@ func (c *CCM) WaitForCacheSync(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-// Close stops the informers and the event broadcaster. The runtime is the caller's to stop.
+// Close stops the informers and the event broadcaster. The runtime is the caller's to stop. With a
+// namespace prefix, it does nothing: the pipeline controller stops them when the host's runtime stops it.
 func (c *CCM) Close() {
+	if c.runs != nil {
+		return
+	}
+
 	c.informers.Shutdown()
 
 	if c.stopEvents != nil {

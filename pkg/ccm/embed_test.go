@@ -218,7 +218,7 @@ type cluster struct {
 	name     string
 	prefix   string
 	env      *testenv.Env
-	instance *ccm.Instance
+	pipeline *ccm.CCM
 	machines []talossim.Machine
 }
 
@@ -276,8 +276,10 @@ func (b *hostBackends) namespaces() map[resource.Namespace]bool {
 }
 
 // TestEmbedTwoClusters: a host with one state and one runtime of its own embeds talos-ccm for two
-// clusters, each a runtime over a prefixed view of the host's state, and its own controller feeds the
-// facts of five machines per cluster into that cluster's prefixed talos namespace. Both clusters have
+// clusters with Register: each cluster's pipeline is one controller of the host's runtime, which runs it
+// in a talos-ccm runtime over the cluster's prefixed view of the host's state, next to the host's own
+// controller that feeds the facts of five machines per cluster into that cluster's prefixed talos
+// namespace. Both clusters have
 // Nodes of the same names, with different facts: each cluster's Nodes are initialized from its own facts
 // only. Removing a machine from the host's inventory destroys its facts, and its NodeTransform goes back to
 // pending in that cluster only. A cluster's view reaches neither the other cluster's resources nor the
@@ -300,6 +302,10 @@ func TestEmbedTwoClusters(t *testing.T) {
 	backends := newHostBackends(t, slices.Collect(maps.Values(prefixes))...)
 	hostState := state.WrapCore(namespaced.NewState(backends.build))
 
+	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
+	require.NoError(t, err)
+	require.NoError(t, host.RegisterController(&factsController{prefixes: prefixes}))
+
 	for i, c := range clusters {
 		c.env = testenv.Start(t)
 
@@ -317,7 +323,7 @@ func TestEmbedTwoClusters(t *testing.T) {
 		cfg := ccm.DefaultConfig()
 		cfg.ClusterName = c.name
 
-		instance, err := ccm.New(ctx, hostState, ccm.Options{
+		c.pipeline, err = ccm.Register(ctx, host, hostState, ccm.Options{
 			RestConfig:      c.env.Config,
 			Logger:          logger.Named(c.name),
 			Config:          cfg,
@@ -325,18 +331,12 @@ func TestEmbedTwoClusters(t *testing.T) {
 			NamespacePrefix: c.prefix,
 		})
 		require.NoError(t, err)
-
-		c.instance = instance
 	}
-
-	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
-	require.NoError(t, err)
-	require.NoError(t, host.RegisterController(&factsController{prefixes: prefixes}))
 
 	var wg sync.WaitGroup
 
 	runCtx, stop := context.WithCancel(ctx)
-	errs := make(chan error, 2*len(clusters)+1) // the host, and each cluster's instance and kubelets
+	errs := make(chan error, len(clusters)+1) // the host runtime, with every pipeline, and each cluster's kubelets
 
 	run := func(f func(context.Context) error) {
 		wg.Add(1)
@@ -363,8 +363,6 @@ func TestEmbedTwoClusters(t *testing.T) {
 	run(host.Run)
 
 	for _, c := range clusters {
-		run(c.instance.Run)
-
 		for _, m := range c.machines {
 			require.NoError(t, hostState.Create(ctx, newHostMachine(c.name, m)))
 		}
@@ -395,21 +393,21 @@ func TestEmbedTwoClusters(t *testing.T) {
 
 	require.NoError(t, hostState.Destroy(ctx, newHostMachine(alpha.name, alpha.machines[0]).Metadata()))
 
-	rtestutils.AssertNoResource[*ccm.PlatformMetadata](ctx, t, alpha.instance.State(), gone)
-	rtestutils.AssertNoResource[*ccm.MachineAddresses](ctx, t, alpha.instance.State(), gone)
-	rtestutils.AssertResource(ctx, t, alpha.instance.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
+	rtestutils.AssertNoResource[*ccm.PlatformMetadata](ctx, t, alpha.pipeline.State(), gone)
+	rtestutils.AssertNoResource[*ccm.MachineAddresses](ctx, t, alpha.pipeline.State(), gone)
+	rtestutils.AssertResource(ctx, t, alpha.pipeline.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
 		asrt.False(r.TypedSpec().Value.GetInitialize())
 		asrt.Contains(r.TypedSpec().Value.GetPending(), "waiting for the machine's Talos facts")
 	})
 
 	// The other cluster's machine of the same name keeps its facts and its decision.
-	rtestutils.AssertResource(ctx, t, beta.instance.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
+	rtestutils.AssertResource(ctx, t, beta.pipeline.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
 		asrt.True(r.TypedSpec().Value.GetInitialize())
 		asrt.Empty(r.TypedSpec().Value.GetPending())
 		asrt.Equal(beta.machines[0].ProviderID, r.TypedSpec().Value.GetProviderId())
 	})
 
-	rtestutils.AssertResource(ctx, t, beta.instance.State(), gone, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
+	rtestutils.AssertResource(ctx, t, beta.pipeline.State(), gone, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
 		asrt.Equal(beta.name+"-region", r.TypedSpec().Value.GetRegion())
 	})
 
@@ -427,7 +425,7 @@ func TestEmbedTwoClusters(t *testing.T) {
 func checkIsolation(ctx context.Context, t *testing.T, hostState state.State, backends *hostBackends, alpha, beta *cluster) {
 	t.Helper()
 
-	view := alpha.instance.State()
+	view := alpha.pipeline.State()
 
 	facts, err := safe.StateListAll[*ccm.PlatformMetadata](ctx, view)
 	require.NoError(t, err)
@@ -473,7 +471,7 @@ func checkIsolation(ctx context.Context, t *testing.T, hostState state.State, ba
 	_, err = hostState.Get(ctx, ccm.NewPlatformMetadataIn(betaFacts, "intruder").Metadata())
 	assert.True(t, state.IsNotFoundError(err), "alpha wrote into beta's namespace: %v", err)
 
-	rtestutils.AssertResource(ctx, t, beta.instance.State(), beta.machines[1].Name, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
+	rtestutils.AssertResource(ctx, t, beta.pipeline.State(), beta.machines[1].Name, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
 		asrt.Equal(beta.name+"-region", r.TypedSpec().Value.GetRegion())
 	})
 
