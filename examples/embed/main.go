@@ -1,8 +1,9 @@
 // Command embed is an example host program that embeds talos-ccm: it has its own COSI state and runtime,
-// runs talos-ccm for one or more clusters (one ccm.Instance each, a runtime over the host's state with the
-// cluster's namespace prefix, "NAME:"), and feeds the machines' facts from a file with a controller of its
-// own into each cluster's prefixed talos namespace, as a host such as Omni would from its own inventory. No
-// Talos API is contacted.
+// runs talos-ccm for one or more clusters in that runtime (ccm.Register with the cluster's namespace
+// prefix, "NAME:": one controller each, which runs the cluster's pipeline over its prefixed view of the
+// host's state), and feeds the machines' facts from a file with a controller of its own into each
+// cluster's prefixed talos namespace, as a host such as Omni would from its own inventory. No Talos API is
+// contacted.
 //
 //	go run ./examples/embed --cluster demo=$HOME/.kube/config --facts examples/embed/facts.yaml
 package main
@@ -15,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
@@ -85,9 +85,9 @@ func run(ctx context.Context, clusters clusterFlags, factsPath string, controlle
 		return fmt.Errorf("failed to create the host runtime: %w", err)
 	}
 
-	// One talos-ccm instance per cluster: its own runtime over the host's state, in the cluster's own
-	// namespaces ("NAME:talos", "NAME:node", ...).
-	instances := map[string]*ccm.Instance{}
+	// One talos-ccm pipeline per cluster, as one controller of the host's runtime: it runs the cluster's
+	// controllers in a talos-ccm runtime over the host's state, in the cluster's own namespaces
+	// ("NAME:talos", "NAME:node", ...).
 	prefixes := map[string]string{}
 
 	for name, kubeconfig := range clusters {
@@ -101,19 +101,17 @@ func run(ctx context.Context, clusters clusterFlags, factsPath string, controlle
 
 		prefix := name + ccm.NamespacePrefixSeparator
 
-		instance, err := ccm.New(ctx, hostState, ccm.Options{
+		if _, err = ccm.Register(ctx, host, hostState, ccm.Options{
 			RestConfig:      restConfig,
 			Logger:          logger.Named(name),
 			Controllers:     controllers,
 			Config:          cfg,
 			HostFacts:       true,
 			NamespacePrefix: prefix,
-		})
-		if err != nil {
+		}); err != nil {
 			return fmt.Errorf("failed to embed talos-ccm for cluster %s: %w", name, err)
 		}
 
-		instances[name] = instance
 		prefixes[name] = prefix
 	}
 
@@ -121,46 +119,13 @@ func run(ctx context.Context, clusters clusterFlags, factsPath string, controlle
 		return fmt.Errorf("failed to register the facts controller: %w", err)
 	}
 
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	logger.Info("embedded talos-ccm starting", zap.Int("clusters", len(prefixes)), zap.String("facts", factsPath))
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	start := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-
-		go func() {
-			defer wg.Done()
-
-			if err := f(ctx); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-				mu.Unlock()
-
-				cancel()
-			}
-		}()
+	// The host's runtime runs its own controller and every cluster's pipeline until ctx is done, and
+	// restarts a pipeline that fails.
+	if err = host.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("host runtime failed: %w", err)
 	}
 
-	start("host", func(ctx context.Context) error {
-		if err := host.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-
-		return nil
-	})
-
-	for name, instance := range instances {
-		start("cluster "+name, instance.Run)
-	}
-
-	logger.Info("embedded talos-ccm running", zap.Int("clusters", len(instances)), zap.String("facts", factsPath))
-
-	wg.Wait()
-
-	return errors.Join(errs...)
+	return nil
 }
