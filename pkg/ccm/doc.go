@@ -5,8 +5,8 @@
 // The pipeline of one cluster is a set of COSI controllers: sources that mirror the cluster's Nodes and
 // CSRs and, optionally, read every machine's facts from its Talos API; decisions (NodeTransform,
 // CSRDecision, NodeLifecycle, IP allocations); and sinks, the only writers to Kubernetes. Register puts
-// them, with talos-ccm's namespaces and resource definitions, into a runtime and its state; the talos-ccm
-// service itself is assembled the same way.
+// them, with talos-ccm's namespaces and resource definitions, into a host's runtime and its state; the
+// talos-ccm service itself is assembled the same way.
 //
 // # Feeding facts
 //
@@ -21,33 +21,44 @@
 // view, the host is a source, as the Kubernetes API is. No controller of the cluster runtime outputs those
 // types while the Talos source is off, so the writes never conflict with one.
 //
-// # Several clusters: one host state, one talos-ccm runtime per cluster
+// # Several clusters side by side in one host runtime and one host state
 //
 // Every talos-ccm resource type lives in one namespace, fixed by its ResourceDefinition ("talos", "kube",
 // "node", ...), and the generic controllers (qtransform) read and write there: they cannot be pointed at
-// other namespaces. Controller names are fixed too, and unique within a runtime. So a cluster's pipeline
-// runs in a runtime of its own, and the namespaces move below the runtime instead, in the state: New with
-// Options.NamespacePrefix (such as "cluster-a:") builds the cluster's runtime over a view of the host's
-// state (NewPrefixedState) that stores each namespace N as prefix+N ("cluster-a:talos") and refuses every
-// other namespace, so that a cluster's pipeline never reaches the host's resources or another cluster's.
+// other namespaces. Controller names are fixed too, and unique within a runtime. So the namespaces move
+// below the controllers instead, in the state, and each cluster's controllers run in a talos-ccm runtime of
+// their own: with Options.NamespacePrefix (such as "cluster-a:"), that runtime runs over a view of the
+// host's state (NewPrefixedState) that stores each namespace N as prefix+N ("cluster-a:talos") and refuses
+// every other namespace, so that a cluster's pipeline never reaches the host's resources or another
+// cluster's.
 //
-// A host thus keeps one state (its own, shared by every cluster), its own runtime with its own
-// controllers, and one Instance per cluster, created by New over the host's state with the cluster's
-// prefix. Its fact controller writes each cluster's PlatformMetadata and MachineAddresses into
+// A host thus keeps one state and one runtime, its own, with its own controllers. Register with a prefix
+// adds one controller to the host's runtime per cluster (PipelineControllerName(prefix)), which the host's
+// runtime starts, supervises and stops like any other of its controllers: each of its runs builds the
+// cluster's talos-ccm runtime over the cluster's prefixed view of the host's state, with its informers and
+// controllers, runs it until the host's runtime stops, and stops it; when the pipeline fails (a watch of
+// the host's state that fell behind, for one), the host's runtime restarts it with its backoff. That
+// controller declares no inputs and no outputs: the pipeline's controllers declare theirs to the talos-ccm
+// runtime, and write straight to the host's state, through the view, under their own names as owners,
+// never as the host runtime's.
+//
+// The host's fact controller writes each cluster's PlatformMetadata and MachineAddresses into
 // HostNamespace(prefix, TalosNamespace) of its own state, as outputs of its own runtime
-// (NewPlatformMetadataIn, NewMachineAddressesIn), and it can read each cluster's decisions through
-// Instance.State(). PrefixedNamespaces lists a prefix's namespaces, with those that hold decisions worth
-// persisting, so that the host's namespaced state builder can route them to a database and the others to
-// memory (MemoryStateBuilder). Instances of different prefixes share nothing but the host's state and the
-// process.
+// (NewPlatformMetadataIn, NewMachineAddressesIn), and it can read each cluster's decisions through the
+// State of the CCM that Register returned (the prefixed view). PrefixedNamespaces lists a prefix's
+// namespaces, with those that hold decisions worth persisting, so that the host's namespaced state builder
+// can route them to a database and the others to memory (MemoryStateBuilder). Pipelines of different
+// prefixes share nothing but the host's state, the host's runtime and the process.
 //
 // What the view costs and does not do: every resource crossing it is copied once more (to change its
-// namespace); two instances given the same prefix would share one pipeline's resources, so a host gives
-// each cluster its own; and the host's own controllers see the clusters' resources under their prefixed
-// namespaces, through its state, as it sees any other resource.
+// namespace); two pipelines given the same prefix would share one pipeline's resources, so a host gives
+// each cluster its own (the host's runtime refuses the same prefix twice); and the host's own controllers
+// see the clusters' resources under their prefixed namespaces, through its state, as they see any other
+// resource.
 //
-// Register puts the pipeline into a runtime of the host's instead, and so cannot apply a prefix (it refuses
-// one): it suits a host that manages a single cluster, as long as its own controllers' names and output
-// types do not collide with talos-ccm's. New without a prefix gives a cluster a runtime and a state of its
-// own.
+// New with a prefix builds the same pipeline as an Instance that the host runs itself (Instance.Run),
+// instead of a controller of the host's runtime. Without a prefix, Register puts the pipeline's controllers
+// into the host's runtime itself (that is how the talos-ccm service assembles itself): it suits a host that
+// manages a single cluster, as long as its own controllers' names and output types do not collide with
+// talos-ccm's; and New gives a cluster a runtime and a state of its own.
 package ccm

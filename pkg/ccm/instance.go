@@ -37,8 +37,9 @@ func NewState() state.State {
 	return state.WrapCore(namespaced.NewState(MemoryStateBuilder()))
 }
 
-// Instance is talos-ccm for one cluster with a runtime of its own: what a host that manages several
-// clusters creates once per cluster with New.
+// Instance is talos-ccm for one cluster with a runtime of its own, which the caller runs: what New
+// creates. A host that runs its clusters' pipelines in its own runtime uses Register with a namespace
+// prefix instead, which builds the same pipeline at each run of a controller of the host's runtime.
 type Instance struct {
 	ccm     *CCM
 	state   state.State
@@ -52,7 +53,7 @@ type Instance struct {
 // this cluster alone. With a prefix, st is the host's state, shared by every cluster (nil means a new
 // NewState()): the runtime runs over a view of st that stores every talos-ccm namespace N as prefix+N (see
 // NewPrefixedState), so that clusters of different prefixes never see each other's resources, nor the
-// host's.
+// host's. This is the pipeline that Register with a prefix runs as a controller of the host's runtime.
 func New(ctx context.Context, st state.State, opts Options) (*Instance, error) {
 	if st == nil {
 		st = NewState()
