@@ -75,7 +75,7 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 		persisted[ns.Name] = ns.Persisted
 	}
 
-	writes := newSerialWrites(db)
+	writes := newPersistedState(db)
 
 	st := namespaced.NewState(func(ns resource.Namespace) state.CoreState {
 		if persisted[ns] {

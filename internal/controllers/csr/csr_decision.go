@@ -79,8 +79,8 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 const decisionConcurrency = 16
 
 type csrDecider struct {
-	opts   CSRDecisionOptions
-	newest newestRequests
+	opts       CSRDecisionOptions
+	superseded supersededRequests
 }
 
 func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeCSR, out *csrres.CSRDecision) error {
@@ -197,14 +197,16 @@ func countDecision(decision *specs.CSRDecisionSpec) {
 	}
 }
 
-// supersededBy finds the newest request of the same requester that is newer than this one: among the
-// pending ones, and among those this process decided about before.
+// supersededBy finds the newest pending request of the same requester that is newer than this one, or
+// the one recorded as superseding it before. It records this request as the superseder of the older
+// pending ones.
 func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
 	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r, state.WithLabelQuery(resource.LabelEqual(kube.RequesterLabel, kube.RequesterLabelValue(request.GetUsername()))))
 	if err != nil {
 		return "", fmt.Errorf("failed to list certificate requests: %w", err)
 	}
 
+	created := request.GetCreated().AsTime()
 	siblings := map[string]time.Time{}
 
 	for other := range all.All() {
@@ -213,13 +215,19 @@ func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name
 			continue
 		}
 
-		siblings[other.Metadata().ID()] = spec.GetCreated().AsTime()
+		id := other.Metadata().ID()
+		siblings[id] = spec.GetCreated().AsTime()
+
+		if id != name && newer(name, created, id, siblings[id]) {
+			d.superseded.record(id, name, d.opts.Now())
+		}
 	}
 
-	seen, seenAt := d.newest.observe(request.GetUsername(), name, request.GetCreated().AsTime())
-	siblings[seen] = seenAt
+	if newest := SupersededBy(name, created, siblings); newest != "" {
+		return newest, nil
+	}
 
-	return SupersededBy(name, request.GetCreated().AsTime(), siblings), nil
+	return d.superseded.of(name), nil
 }
 
 // requestsOf lists the pending requests of one requester (every request when username is empty).

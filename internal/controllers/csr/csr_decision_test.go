@@ -209,6 +209,19 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Equal("csr-newer", d.TypedSpec().Value.GetSupersededBy())
 	})
+
+	// A request that comes after the newer one left was never pending beside it: it is decided, even when
+	// it was created in the same second and sorts before it.
+	later := kube.NewKubeCSR(kube.NamespaceName, "csr-a-later")
+	later.TypedSpec().Value = proto.CloneOf(valid.CSR)
+	later.TypedSpec().Value.Created = timestamppb.New(now)
+	kube.LabelRequester(later)
+	require.NoError(t, st.Create(ctx, later))
+
+	rtestutils.AssertResource(ctx, t, st, "csr-a-later", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Empty(d.TypedSpec().Value.GetSupersededBy())
+	})
 }
 
 func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
