@@ -12,21 +12,17 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller/runtime/options"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/impl/store"
 	"github.com/cosi-project/state-sqlite/pkg/state/impl/sqlite"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // StateFileName is the sqlite database in the state directory.
 const StateFileName = "state.db"
-
-// inMemoryHistory is how many events each in-memory collection keeps for watchers: bursts of thousands
-// of Node events are normal at start-up, and a watcher that falls behind the history has to restart.
-const inMemoryHistory = 16384
 
 // NewState builds talos-ccm's state: the decision namespaces in a sqlite database under dir, everything
 // else (mirrors and facts, rebuilt from their sources) in memory. An empty dir keeps everything in
@@ -36,14 +32,12 @@ const inMemoryHistory = 16384
 // moved aside (never deleted) and talos-ccm starts with an empty one; the decisions are rebuilt from
 // Kubernetes and Talos (every allocator rebuilds its allocations from the Nodes and Services).
 func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger) (state.State, func(), error) {
-	memory := inmem.NewStateWithOptions(
-		inmem.WithHistoryInitialCapacity(1024),
-		inmem.WithHistoryMaxCapacity(inMemoryHistory),
-		inmem.WithHistoryGap(64),
-	)
+	// Mirrors and facts: in memory, with a watch history long enough for the bursts of Node events of a
+	// large cluster (a watcher that falls behind the history has to restart).
+	memory := ccm.MemoryStateBuilder()
 
 	if dir == "" {
-		return state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return memory(ns) })), func() {}, nil
+		return state.WrapCore(namespaced.NewState(memory)), func() {}, nil
 	}
 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
