@@ -1,11 +1,13 @@
 package csr_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -24,23 +26,36 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
-func TestCSRDecisionController(t *testing.T) {
+// startDecider runs the CSRDecision controller with the options on an in-memory state that holds the
+// active config of validInput; it checks for leaked goroutines once the test is over.
+func startDecider(t *testing.T, opts csrctrl.CSRDecisionOptions) (context.Context, state.State, csrctrl.DecisionInput) {
+	t.Helper()
+
 	// Cleanups run last-in first-out: this one runs after the runtime has stopped.
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 
 	valid := validInput(t)
-	approvals := counterValue(t, metrics.CSRDecisions.WithLabelValues(csrctrl.VerdictApprove))
-	ruleTenFailures := counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))
 
 	rt := ctest.New(t)
-	rt.Register(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }}))
+	rt.Register(t, csrctrl.NewCSRDecisionController(opts))
 	ctx := rt.Start(t, 20*time.Second)
-	st := rt.State
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
-	require.NoError(t, st.Create(ctx, cfg))
+	require.NoError(t, rt.State.Create(ctx, cfg))
+
+	return ctx, rt.State, valid
+}
+
+func TestCSRDecisionController(t *testing.T) {
+	approvals := counterValue(t, metrics.CSRDecisions.WithLabelValues(csrctrl.VerdictApprove))
+	ruleTenFailures := counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))
+
+	ctx, st, valid := startDecider(t, csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }})
+
+	cfg, err := safe.StateGetByID[*config.Config](ctx, st, config.ActiveID)
+	require.NoError(t, err)
 
 	// A request that comes before its Node waits.
 	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
@@ -150,19 +165,7 @@ func TestCSRDecisionController(t *testing.T) {
 // A newer request that was decided and then left (approved, so no longer mirrored) before an older sibling
 // was decided again still supersedes that sibling: the older one must not be approved as well.
 func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
-	valid := validInput(t)
-
-	rt := ctest.New(t)
-	rt.Register(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }}))
-	ctx := rt.Start(t, 20*time.Second)
-	st := rt.State
-
-	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
-	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
-	require.NoError(t, st.Create(ctx, cfg))
+	ctx, st, valid := startDecider(t, csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }})
 
 	node := kube.NewKubeNode(kube.NamespaceName, "w1")
 	node.TypedSpec().Value = proto.CloneOf(valid.Node)
@@ -225,19 +228,7 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 }
 
 func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
-	valid := validInput(t)
-
-	rt := ctest.New(t)
-	rt.Register(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{}))
-	ctx := rt.Start(t, 20*time.Second)
-	st := rt.State
-
-	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
-	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
-	require.NoError(t, st.Create(ctx, cfg))
+	ctx, st, valid := startDecider(t, csrctrl.CSRDecisionOptions{})
 
 	node := kube.NewKubeNode(kube.NamespaceName, "w1")
 	node.TypedSpec().Value = proto.CloneOf(valid.Node)
