@@ -4,7 +4,7 @@ GO ?= go
 BIN := $(CURDIR)/bin
 GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test-fuzz all build test envtest generate check-generate demo lint clean bench bench-quick
+.PHONY: test-fuzz test-faults all build test envtest generate check-generate demo lint clean bench bench-quick
 
 all: build
 
@@ -31,6 +31,14 @@ test:
 	@assets="$$(hack/envtest.sh)" && \
 		echo "using envtest binaries in $$assets" && \
 		KUBEBUILDER_ASSETS="$$assets" $(GO) test $(GOTEST_FLAGS) ./...
+
+## test-faults: the fault suite (test/faults, build tag faults), on envtest and talos-sim: talos-ccm killed
+## while it initializes 1,000 nodes, the apiserver restarted, the Talos endpoint down for 30 seconds, slow
+## machines, malformed Talos facts. FAULTS_LOG_DIR keeps talos-ccm's logs.
+test-faults:
+	@assets="$$(hack/envtest.sh)" && \
+		echo "using envtest binaries in $$assets" && \
+		KUBEBUILDER_ASSETS="$$assets" $(GO) test $(GOTEST_FLAGS) -tags faults -v ./test/faults/
 
 ## test-fuzz: a short run of every fuzz target (CSR decisions, the config file, Talos facts): no panic on
 ## hostile input. FUZZTIME per target, default 10s.

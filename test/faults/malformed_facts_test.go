@@ -1,0 +1,367 @@
+//go:build faults
+
+package faults_test
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+// malformedRules template a tag into a label and every tag into an annotation, so that hostile tags reach
+// the rules too.
+const malformedRules = `transformations:
+  - name: owner
+    nodeSelector:
+      - matchExpressions:
+          - key: tags.owner
+            operator: Exists
+    labels:
+      example.com/owner: "{{ .Tags.owner }}"
+    annotations:
+      example.com/tags: "{{ .Tags }}"
+`
+
+// malformedCase is a machine that reports malformed facts, and what must come of it.
+type malformedCase struct {
+	name string
+	// machine changes the facts of a generated aws machine (what a Machine can describe).
+	machine func(m *talossim.Machine)
+	// raw returns resources to serve verbatim instead of those built from the facts.
+	raw func(m talossim.Machine) map[talossim.Kind][]resource.Resource
+	// recorded are what talos-ccm must say it left out: each must appear (in any case) in a warning or the
+	// pending reason of the NodeTransform.
+	recorded []string
+	// providerIDOrigin must appear in the origin of the providerID, when set.
+	providerIDOrigin string
+}
+
+// TestMalformedTalosFacts serves machines whose Talos facts are malformed (an empty PlatformMetadata,
+// thousands of tags, label values Kubernetes refuses, a providerID and DNS names too long or invalid,
+// addresses without a prefix or link, unspecified and multicast addresses, thousands of addresses) next to
+// good machines. talos-ccm must not crash or log errors, must initialize the good machines as usual, must
+// never write a half-applied Node (initialized with everything it decided, or untouched with the reason it
+// waits), must put only valid addresses on Nodes, and must record what it left out or assumed.
+func TestMalformedTalosFacts(t *testing.T) {
+	const prefix = "malformed"
+
+	c := sharedCluster()
+
+	cases := malformedCases()
+	machines := machinesFor(prefix, 7+len(cases), 61)
+	good := machines[:7]
+	bad := machines[7:]
+
+	for i, tc := range cases {
+		m := &bad[i]
+		// Every case starts from a cloud machine with a providerID, whatever the generator gave at that index.
+		m.Name = prefix + "-" + tc.name
+		m.Platform, m.NoPlatformMetadata, m.ProviderID = "aws", false, "aws:///us-east-1a/i-"+tc.name
+		m.Region, m.Zone = "us-east-1", "us-east-1a"
+
+		if tc.machine != nil {
+			tc.machine(m)
+		}
+	}
+
+	cleanupPrefix(t, c, prefix)
+
+	fleet, srv := startSim(t, machines)
+
+	for i, tc := range cases {
+		if tc.raw == nil {
+			continue
+		}
+
+		for kind, res := range tc.raw(bad[i]) {
+			if err := fleet.SetRawResources(bad[i].Name, kind, res); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	configFile := filepath.Join(t.TempDir(), "talos-ccm.yaml")
+	if err := os.WriteFile(configFile, []byte(malformedRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	socket := filepath.Join(shortTempDir(t), "ccm.sock")
+	nodes := watchNodes(t, c, prefix)
+	ccm := startCCM(t, "ccm", ccmConfig{
+		kubeconfig: c.kubeconfig(t), talosconfig: srv.TalosconfigPath(), socket: socket, race: true,
+		args: []string{"--config", configFile},
+	})
+	st := ccmState(t, socket)
+
+	joinKubelets(t, c, machines)
+
+	// The good machines are initialized as usual, next to the bad ones.
+	nodes.waitNodes(t, machineNames(good), 2*time.Minute, "initialized", isInitialized)
+
+	// Every bad machine gets a decision: initialized, or pending with a reason.
+	waitUntil(t, time.Minute, "talos-ccm decides about every malformed machine", func() bool {
+		for _, m := range bad {
+			nt := nodeTransform(t, st, m.Name)
+			if nt == nil || (!nt.GetInitialize() && nt.GetPending() == "") {
+				return false
+			}
+
+			if n := nodes.node(m.Name); nt.GetInitialize() && (n == nil || !isInitialized(n)) {
+				return false
+			}
+		}
+
+		return true
+	})
+
+	// Give talos-ccm time to do anything more it would do.
+	time.Sleep(5 * time.Second)
+
+	ccm.requireRunning()
+
+	decided := map[string]*specs.NodeTransformSpec{}
+
+	for i, tc := range cases {
+		m := bad[i]
+		n := nodes.node(m.Name)
+		nt := nodeTransform(t, st, m.Name)
+		decided[tc.name] = nt
+
+		t.Logf("%s: initialize=%t pending=%q warnings=%d (%s) providerID origin=%q addresses=%v", tc.name,
+			nt.GetInitialize(), nt.GetPending(), len(nt.GetWarnings()), shorten(strings.Join(nt.GetWarnings(), "; "), 300),
+			nt.GetOrigins()["providerID"], shortenAddresses(n.Status.Addresses))
+	}
+
+	t.Run("never half-applied", func(t *testing.T) {
+		for i := range cases {
+			checkWholeOrNothing(t, nodes.node(bad[i].Name), decided[cases[i].name])
+		}
+
+		nodes.checkNothingUndone(t)
+	})
+
+	t.Run("only valid addresses on Nodes", func(t *testing.T) {
+		for _, m := range bad {
+			for _, a := range nodes.node(m.Name).Status.Addresses {
+				if err := validNodeAddress(a); err != nil {
+					t.Errorf("%s: address %s %q: %v", m.Name, a.Type, shorten(a.Address, 80), err)
+				}
+			}
+		}
+	})
+
+	t.Run("a recorded reason for what was left out", func(t *testing.T) {
+		for _, tc := range cases {
+			nt := decided[tc.name]
+			record := strings.ToLower(strings.Join(append(slices.Clone(nt.GetWarnings()), nt.GetPending()), "\n"))
+
+			for _, want := range tc.recorded {
+				if !strings.Contains(record, strings.ToLower(want)) {
+					t.Errorf("%s: nothing recorded about %s (warnings: %q)", tc.name, want, shorten(strings.Join(nt.GetWarnings(), "; "), 300))
+				}
+			}
+
+			if origin := nt.GetOrigins()["providerID"]; !strings.Contains(origin, tc.providerIDOrigin) {
+				t.Errorf("%s: the providerID's origin %q does not say %q", tc.name, origin, tc.providerIDOrigin)
+			}
+		}
+	})
+}
+
+// validNodeAddress checks a Node address as a client of the Node would use it: an IP that can be dialed, or
+// a DNS name.
+func validNodeAddress(a corev1.NodeAddress) error {
+	switch a.Type {
+	case corev1.NodeInternalIP, corev1.NodeExternalIP:
+		ip, err := netip.ParseAddr(a.Address)
+
+		switch {
+		case err != nil:
+			return err
+		case ip.IsUnspecified(), ip.IsMulticast(), ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			return errors.New("not the address of a machine")
+		}
+	case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
+		if errs := validation.IsDNS1123Subdomain(strings.ToLower(a.Address)); len(errs) > 0 {
+			return errors.New(errs[0])
+		}
+	}
+
+	return nil
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+
+	return s[:n] + fmt.Sprintf("...(%d bytes)", len(s))
+}
+
+func shortenAddresses(addresses []corev1.NodeAddress) string {
+	parts := make([]string, 0, len(addresses))
+	for _, a := range addresses {
+		parts = append(parts, string(a.Type)+" "+shorten(a.Address, 40))
+	}
+
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// checkWholeOrNothing fails the test for a half-applied Node: an initialized Node has everything talos-ccm
+// decided; an uninitialized one has none of it, and its NodeTransform says what it waits for.
+func checkWholeOrNothing(t *testing.T, n *corev1.Node, nt *specs.NodeTransformSpec) {
+	t.Helper()
+
+	if isInitialized(n) {
+		if n.Spec.ProviderID != nt.GetProviderId() {
+			t.Errorf("%s: initialized with providerID %q, talos-ccm decided %q", n.Name, n.Spec.ProviderID, nt.GetProviderId())
+		}
+
+		for key, value := range nt.GetLabels() {
+			if n.Labels[key] != value {
+				t.Errorf("%s: initialized without the label %s=%q", n.Name, key, value)
+			}
+		}
+
+		for _, a := range nt.GetAddresses() {
+			want := corev1.NodeAddress{Type: corev1.NodeAddressType(a.GetType()), Address: a.GetAddress()}
+			if !containsAddress(n.Status.Addresses, want) {
+				t.Errorf("%s: initialized without the address %v", n.Name, want)
+			}
+		}
+
+		return
+	}
+
+	if nt.GetPending() == "" {
+		t.Errorf("%s: not initialized, and its NodeTransform does not say why", n.Name)
+	}
+
+	if n.Spec.ProviderID != "" || len(n.Status.Addresses) > 0 {
+		t.Errorf("%s: half-applied: not initialized, but has providerID %q and addresses %v", n.Name, n.Spec.ProviderID, n.Status.Addresses)
+	}
+
+	for key := range n.Labels {
+		if strings.HasPrefix(key, "topology.kubernetes.io/") || strings.HasPrefix(key, "node.cloudprovider.kubernetes.io/") ||
+			strings.HasPrefix(key, "example.com/") {
+			t.Errorf("%s: half-applied: not initialized, but has the label %s", n.Name, key)
+		}
+	}
+}
+
+func containsAddress(addresses []corev1.NodeAddress, a corev1.NodeAddress) bool {
+	for _, b := range addresses {
+		if b == a {
+			return true
+		}
+	}
+
+	return false
+}
+
+func malformedCases() []malformedCase {
+	return []malformedCase{
+		{
+			// Talos always names the platform: without one, talos-ccm assumes metal, and says so.
+			name:             "empty-platform-metadata",
+			providerIDOrigin: "fallback",
+			raw: func(talossim.Machine) map[talossim.Kind][]resource.Resource {
+				return map[talossim.Kind][]resource.Resource{
+					talossim.KindPlatformMetadata: {runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID)},
+				}
+			},
+		},
+		{
+			// More tags than talos-ccm keeps: the "owner" tag the rule selects on is among those cut.
+			name:     "huge-tags",
+			recorded: []string{"tags"},
+			machine: func(m *talossim.Machine) {
+				m.Tags = map[string]string{"owner": "team a (ops)\x00\x07"}
+
+				for i := range 5000 {
+					m.Tags[fmt.Sprintf("k%05d-%s", i, strings.Repeat("x", i%300))] = strings.Repeat("v\x01", i%200)
+				}
+			},
+		},
+		{
+			name:     "invalid-values",
+			recorded: []string{"topology.kubernetes.io/region", "topology.kubernetes.io/zone", "internalDNS", "externalDNS", "providerID"},
+			machine: func(m *talossim.Machine) {
+				m.Region = "us east 1 (primary)"
+				m.Zone = strings.Repeat("z", 300)
+				m.InstanceType = "m5.large\x00\x07\n"
+				m.InternalDNS = "not a dns name!"
+				m.ExternalDNS = strings.Repeat("e", 2000) + ".example.com"
+				m.ProviderID = "aws:///us-east-1a/" + strings.Repeat("i", 5000)
+			},
+		},
+		{
+			name:     "invalid-addresses",
+			recorded: []string{"0.0.0.0", "::/0", "address"},
+			raw: func(m talossim.Machine) map[talossim.Kind][]resource.Resource {
+				return map[talossim.Kind][]resource.Resource{talossim.KindAddresses: {
+					addressStatus("eth0", netip.PrefixFrom(m.NodeIPs[0], 20)),
+					addressStatus("", netip.MustParsePrefix("198.51.100.7/32")),
+					addressStatus("eth1", netip.Prefix{}),
+					addressStatus("external", netip.MustParsePrefix("0.0.0.0/0")),
+					addressStatus("external", netip.MustParsePrefix("::/0")),
+					addressStatus("eth0", netip.MustParsePrefix("224.0.0.1/32")),
+					addressStatus("eth0", netip.MustParsePrefix("255.255.255.255/32")),
+					addressStatus("eth0", netip.MustParsePrefix("::ffff:203.0.113.9/128")),
+				}}
+			},
+		},
+		{
+			// No address at all from Talos: the kubelet's node IP is the InternalIP, as its origin says.
+			name: "no-addresses",
+			raw: func(talossim.Machine) map[talossim.Kind][]resource.Resource {
+				return map[talossim.Kind][]resource.Resource{talossim.KindAddresses: {}}
+			},
+		},
+		{
+			name:     "too-many-addresses",
+			recorded: []string{"addresses"},
+			machine: func(m *talossim.Machine) {
+				for i := range 2000 {
+					m.Addresses = append(m.Addresses, talossim.Address{
+						LinkName: "eth1", Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 15),
+					})
+				}
+			},
+		},
+	}
+}
+
+// addressStatus is an AddressStatus as Talos serves it, for any prefix and link name, valid or not.
+func addressStatus(link string, prefix netip.Prefix) resource.Resource {
+	r := network.NewAddressStatus(network.NamespaceName, network.AddressID(link, prefix))
+
+	spec := r.TypedSpec()
+	spec.LinkName = link
+	spec.Address = prefix
+	spec.Scope = nethelpers.ScopeGlobal
+
+	if prefix.Addr().Is4() {
+		spec.Family = nethelpers.FamilyInet4
+	} else {
+		spec.Family = nethelpers.FamilyInet6
+	}
+
+	return r
+}
