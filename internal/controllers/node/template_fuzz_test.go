@@ -1,0 +1,194 @@
+package node_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+)
+
+// fuzzKey is the key every fuzzed rule writes, as a label, an annotation and a taint.
+const fuzzKey = "example.com/fuzz"
+
+// FuzzRenderTemplate renders arbitrary templates on arbitrary machine facts, the way transformation rules
+// render them per node: as a label, an annotation, a taint and a platformMetadata override (read by a later
+// rule). Neither validating nor rendering may panic, the result must not depend on the run, and what reaches
+// the NodeTransform must be valid for Kubernetes: a rule whose output is not is skipped, with a reason. The
+// seed corpus is in testdata/fuzz/FuzzRenderTemplate.
+func FuzzRenderTemplate(f *testing.F) {
+	seeds := []string{
+		"",
+		"plain",
+		"{{ .Zone }}",
+		`{{ if .Spot }}spot{{ else }}on-demand{{ end }}`,
+		`{{ replace .ProductName " " "-" }}`,
+		`proxmox://{{ default "pve" .Region }}/{{ getValue .SerialNumber "i" }}`,
+		`{{ coalesce .InstanceType .SKUNumber }}`,
+		`{{ ternary "spot" "on-demand" .Spot }}`,
+		`{{ regexFindString "^([a-z]+)-([0-9]+)$" .Hostname 2 }}`,
+		`{{ regexReplaceAll "[^a-z0-9]" (lower .Hostname) "-" }}`,
+		`{{ .Tags.Name | trimSuffix "-node" | upper }}`,
+		`{{ range $k, $v := .Tags }}{{ $k }}={{ $v }};{{ end }}`,
+		`{{ index .Tags "team" }}`,
+		`{{ b64dec (b64enc .UUID) }}`,
+		`{{ with .Tags }}{{ .Name }}{{ end }}`,
+		`{{ define "t" }}{{ template "t" . }}{{ end }}{{ template "t" . }}`,
+		`{{ printf "%0999999d" 1 }}`,
+		`{{ slice .Hostname 3 1 }}`,
+		`{{ regexFind "(" .Zone }}`,
+		`{{ len .Tags | printf "%d" }}`,
+		`{{ .Nope }}`,
+		`{{ $.Tags.a.b }}`,
+		`{{ range 1000000000 }}x{{ end }}`,
+		`{{`,
+		`{{ ternary 1 2 .Zone }}`,
+		`{{ call .Tags }}`,
+	}
+
+	for _, s := range seeds {
+		f.Add(s, "aws", "web-01.example.com", "us-east-1", "us-east-1a", "m5.large", "aws:///us-east-1a/i-0abc", true,
+			"Name=web-01;team=infra", "h=pve1;i=101", "4c4c4544-0042-3510-8052-b4c04f4d3232")
+	}
+
+	f.Add("{{ .Zone }}", "", "", "", "", "", "", false, "", "", "")
+	f.Add(`{{ .Tags }}`, "metal", "\x00\xff", "us east (1)", strings.Repeat("z", 70), "\n", "talos://metal/10.0.0.1", false,
+		"=;==;a=b=c;"+strings.Repeat("k", 300)+"=v", ";;", "")
+
+	f.Fuzz(func(t *testing.T, tmpl, platform, hostname, region, zone, instanceType, providerID string, spot bool,
+		tags, serial, uuid string,
+	) {
+		// Validation (what the config file goes through) must not panic either; its verdict does not matter
+		// here: a template it refuses is rendered all the same, as a rule written into the state by hand.
+		_ = node.ValidateTemplate(tmpl) //nolint:errcheck
+
+		pm := &specs.PlatformMetadataSpec{
+			HasPlatformMetadata: true,
+			Platform:            platform,
+			Hostname:            hostname,
+			Region:              region,
+			Zone:                zone,
+			InstanceType:        instanceType,
+			ProviderId:          providerID,
+			Spot:                spot,
+			Tags:                parseTags(tags),
+			SerialNumber:        serial,
+			Uuid:                uuid,
+		}
+
+		in := node.TransformInput{
+			Now:       time.Unix(1_800_000_000, 0),
+			NodeName:  "n1",
+			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}, Created: timestamppb.New(time.Unix(1_799_999_000, 0))},
+			Platform:  pm,
+			Addresses: &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{{Address: "10.0.0.5/24", LinkName: "eth0", Scope: "global"}}},
+			Config: &specs.ConfigSpec{Transformations: []*specs.TransformationRule{
+				{Name: "label", Labels: map[string]string{fuzzKey: tmpl}},
+				{Name: "annotation", Annotations: map[string]string{fuzzKey: tmpl}},
+				{Name: "taint", Taints: map[string]string{fuzzKey: tmpl}},
+				{Name: "override", PlatformMetadata: map[string]string{"Zone": tmpl}},
+				// A later rule sees the overridden fact.
+				{Name: "after-override", Annotations: map[string]string{"example.com/zone": "{{ .Zone }}"}},
+			}},
+		}
+
+		out, _ := node.BuildNodeTransform(in)
+
+		again, _ := node.BuildNodeTransform(in)
+		if !proto.Equal(out, again) {
+			t.Fatalf("two renders of the same template on the same facts differ:\n%v\n%v", out, again)
+		}
+
+		checkRendered(t, out)
+	})
+}
+
+// checkRendered checks that every output in the NodeTransform is valid for Kubernetes, and that every rule
+// was either applied or skipped with a reason.
+func checkRendered(t *testing.T, out *specs.NodeTransformSpec) {
+	t.Helper()
+
+	for k, v := range out.GetLabels() {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Fatalf("label %s=%q is invalid: %s", k, v, errs[0])
+		}
+	}
+
+	for k, v := range out.GetAnnotations() {
+		if len(v) > 64<<10 {
+			t.Fatalf("annotation %s is %d bytes long", k, len(v))
+		}
+	}
+
+	for _, taint := range out.GetTaints() {
+		switch taint.GetEffect() {
+		case "NoSchedule", "PreferNoSchedule", "NoExecute":
+		default:
+			t.Fatalf("taint %s has effect %q", taint.GetKey(), taint.GetEffect())
+		}
+
+		if errs := validation.IsValidLabelValue(taint.GetValue()); len(errs) > 0 {
+			t.Fatalf("taint %s has value %q: %s", taint.GetKey(), taint.GetValue(), errs[0])
+		}
+	}
+
+	decided := map[string]bool{}
+
+	for _, name := range out.GetMatchedRules() {
+		decided[name] = true
+	}
+
+	for _, s := range out.GetSkippedRules() {
+		if decided[s.GetRule()] {
+			t.Fatalf("rule %s is both applied and skipped", s.GetRule())
+		}
+
+		if s.GetReason() == "" {
+			t.Fatalf("rule %s is skipped without a reason", s.GetRule())
+		}
+
+		decided[s.GetRule()] = true
+	}
+
+	for _, name := range []string{"label", "annotation", "taint", "override", "after-override"} {
+		if !decided[name] {
+			t.Fatalf("rule %s (it selects every node) is neither applied nor skipped", name)
+		}
+	}
+
+	_, labeled := out.GetLabels()[fuzzKey]
+	if applied := !isSkipped(out, "label"); labeled != applied {
+		t.Fatalf("rule label applied=%t but the label is there=%t", applied, labeled)
+	}
+}
+
+func isSkipped(out *specs.NodeTransformSpec, rule string) bool {
+	for _, s := range out.GetSkippedRules() {
+		if s.GetRule() == rule {
+			return true
+		}
+	}
+
+	return false
+}
+
+// parseTags reads "k1=v1;k2=v2" (a part without "=" is a key with an empty value).
+func parseTags(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+
+	tags := map[string]string{}
+
+	for part := range strings.SplitSeq(s, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		tags[k] = v
+	}
+
+	return tags
+}
