@@ -40,8 +40,8 @@ test-faults:
 		echo "using envtest binaries in $$assets" && \
 		KUBEBUILDER_ASSETS="$$assets" $(GO) test $(GOTEST_FLAGS) -tags faults -v ./test/faults/
 
-## test-fuzz: a short run of every fuzz target (CSR decisions, the config file, Talos facts, rule templates): no panic on
-## hostile input. FUZZTIME per target, default 10s.
+## test-fuzz: a short run of every fuzz target (CSR decisions, the config file, Talos facts, rule templates):
+## no panic on hostile input. FUZZTIME per target, default 10s.
 FUZZTIME ?= 10s
 test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecideCSR$$' -fuzztime $(FUZZTIME) ./internal/controllers/csr
