@@ -3,6 +3,7 @@
 package faults_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -195,9 +196,7 @@ func servesOnlyItsNode(csr *certificatesv1.CertificateSigningRequest, node *core
 // submitAsNode creates a kubelet serving certificate request as the node itself (impersonating
 // system:node:NODE in system:nodes, so that the apiserver sets spec.username as for a real kubelet), asking
 // for the names and IPs given, and returns its name.
-func submitAsNode(t *testing.T, c cluster, node string, dnsNames []string, ips []net.IP) (string, error) {
-	t.Helper()
-
+func submitAsNode(ctx context.Context, c cluster, node string, dnsNames []string, ips []net.IP) (string, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", fmt.Errorf("failed to generate a key: %w", err)
@@ -220,7 +219,7 @@ func submitAsNode(t *testing.T, c cluster, node string, dnsNames []string, ips [
 		return "", fmt.Errorf("failed to create a client: %w", err)
 	}
 
-	created, err := client.CertificateSigningRequests().Create(t.Context(), &certificatesv1.CertificateSigningRequest{
+	created, err := client.CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-faults-"},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
