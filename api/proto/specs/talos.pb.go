@@ -50,8 +50,10 @@ type PlatformMetadataSpec struct {
 	// Whether the machine has a SystemInformation resource (containers do not).
 	HasSystemInformation bool `protobuf:"varint,31,opt,name=has_system_information,json=hasSystemInformation,proto3" json:"has_system_information,omitempty"`
 	// The IP the Talos API was asked through (client.WithNode).
-	NodeIp        string                 `protobuf:"bytes,32,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
-	Observed      *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=observed,proto3" json:"observed,omitempty"`
+	NodeIp   string                 `protobuf:"bytes,32,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
+	Observed *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=observed,proto3" json:"observed,omitempty"`
+	// What the machine reported that was left out (too long, too many), and why.
+	Warnings      []string `protobuf:"bytes,34,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +242,13 @@ func (x *PlatformMetadataSpec) GetObserved() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PlatformMetadataSpec) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 // MachineAddress is one Talos AddressStatus.
 type MachineAddress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -312,9 +321,11 @@ func (x *MachineAddress) GetFamily() string {
 
 // MachineAddressesSpec lists every address of one machine.
 type MachineAddressesSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Addresses     []*MachineAddress      `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	NodeIp        string                 `protobuf:"bytes,2,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Addresses []*MachineAddress      `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	NodeIp    string                 `protobuf:"bytes,2,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
+	// What the machine reported that was left out (invalid entries, too many), and why.
+	Warnings      []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +372,13 @@ func (x *MachineAddressesSpec) GetNodeIp() string {
 		return x.NodeIp
 	}
 	return ""
+}
+
+func (x *MachineAddressesSpec) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 // MachineStatusSpec is the machine's stage and whether its Talos API answers.
@@ -524,7 +542,7 @@ var File_specs_talos_proto protoreflect.FileDescriptor
 const file_specs_talos_proto_rawDesc = "" +
 	"\n" +
 	"\x11specs/talos.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x06\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x06\n" +
 	"\x14PlatformMetadataSpec\x12\x1a\n" +
 	"\bplatform\x18\x01 \x01(\tR\bplatform\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x16\n" +
@@ -552,7 +570,8 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\x15has_platform_metadata\x18\x1e \x01(\bR\x13hasPlatformMetadata\x124\n" +
 	"\x16has_system_information\x18\x1f \x01(\bR\x14hasSystemInformation\x12\x17\n" +
 	"\anode_ip\x18  \x01(\tR\x06nodeIP\x126\n" +
-	"\bobserved\x18! \x01(\v2\x1a.google.protobuf.TimestampR\bobserved\x1a7\n" +
+	"\bobserved\x18! \x01(\v2\x1a.google.protobuf.TimestampR\bobserved\x12\x1a\n" +
+	"\bwarnings\x18\" \x03(\tR\bwarnings\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
@@ -560,10 +579,11 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1b\n" +
 	"\tlink_name\x18\x02 \x01(\tR\blinkName\x12\x14\n" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\x12\x16\n" +
-	"\x06family\x18\x04 \x01(\tR\x06family\"i\n" +
+	"\x06family\x18\x04 \x01(\tR\x06family\"\x85\x01\n" +
 	"\x14MachineAddressesSpec\x128\n" +
 	"\taddresses\x18\x01 \x03(\v2\x1a.tccm.specs.MachineAddressR\taddresses\x12\x17\n" +
-	"\anode_ip\x18\x02 \x01(\tR\x06nodeIP\"\xdb\x01\n" +
+	"\anode_ip\x18\x02 \x01(\tR\x06nodeIP\x12\x1a\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"\xdb\x01\n" +
 	"\x11MachineStatusSpec\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1c\n" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1d\n" +

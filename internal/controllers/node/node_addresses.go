@@ -1,9 +1,12 @@
 package node
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
@@ -82,6 +85,9 @@ func parseAddrs(values []string) []netip.Addr {
 		}
 
 		ip = ip.Unmap()
+		if unusableIP(ip) != "" {
+			continue
+		}
 
 		if !slices.Contains(out, ip) {
 			out = append(out, ip)
@@ -123,7 +129,7 @@ func orderByFamily(ips []netip.Addr, preferIPv6 bool) []netip.Addr {
 
 // externalIPs picks the machine's ExternalIPs: the addresses on the "external" link, or, on platforms
 // without one, the global non-private addresses of real links; at most one per family, never an InternalIP.
-func externalIPs(platform string, addrs []*specs.MachineAddress, internal []netip.Addr, preferIPv6 bool) ([]netip.Addr, string) {
+func externalIPs(platform string, addrs []*specs.MachineAddress, internal []netip.Addr, preferIPv6 bool, warn func(string)) ([]netip.Addr, string) {
 	var onExternal, public []netip.Addr
 
 	publicOrigin := ""
@@ -140,6 +146,12 @@ func externalIPs(platform string, addrs []*specs.MachineAddress, internal []neti
 		}
 
 		if a.GetLinkName() == externalLinkName {
+			if why := unusableIP(ip); why != "" {
+				warn(fmt.Sprintf("address %s on link %s left out: %s", a.GetAddress(), externalLinkName, why))
+
+				continue
+			}
+
 			onExternal = append(onExternal, ip)
 
 			continue
@@ -163,6 +175,20 @@ func externalIPs(platform string, addrs []*specs.MachineAddress, internal []neti
 	}
 
 	return nil, ""
+}
+
+// unusableIP says why an IP cannot be a Node address (nobody can reach the machine at it), or "".
+func unusableIP(ip netip.Addr) string {
+	switch {
+	case ip.IsUnspecified():
+		return "an unspecified address"
+	case ip.IsMulticast():
+		return "a multicast address"
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	default:
+		return ""
+	}
 }
 
 func isPublic(ip netip.Addr, scope string) bool {
@@ -189,7 +215,8 @@ func isVirtualLink(link string) bool {
 }
 
 // nodeAddresses builds the Node's status.addresses: InternalIPs, ExternalIPs, Hostname, and the DNS names.
-func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool) []addressWithOrigin {
+// What cannot be a Node address (an unusable IP, a name that is not a DNS name) is left out with a warning.
+func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool, warn func(string)) []addressWithOrigin {
 	var out []addressWithOrigin
 
 	add := func(typ, value, origin string) {
@@ -202,34 +229,56 @@ func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.Platform
 		out = append(out, addressWithOrigin{address: &specs.NodeAddress{Type: typ, Address: value}, origin: origin})
 	}
 
+	addName := func(typ, value, origin string) bool {
+		if errs := validation.IsDNS1123Subdomain(strings.ToLower(value)); len(errs) > 0 {
+			warn(fmt.Sprintf("%s %q from %s left out: not a DNS name (RFC 1123, at most 253 characters)", typ, shorten(value), origin))
+
+			return false
+		}
+
+		add(typ, value, origin)
+
+		return true
+	}
+
 	internal, internalOrigin := NodeIPs(node, ma.GetNodeIp(), preferIPv6)
 	for _, ip := range internal {
 		add(AddressInternalIP, ip.String(), internalOrigin)
 	}
 
-	external, externalOrigin := externalIPs(pm.GetPlatform(), ma.GetAddresses(), internal, preferIPv6)
+	external, externalOrigin := externalIPs(pm.GetPlatform(), ma.GetAddresses(), internal, preferIPv6, warn)
 	for _, ip := range external {
 		add(AddressExternalIP, ip.String(), externalOrigin)
 	}
 
 	hostname, hostnameOrigin := pm.GetHostname(), "Talos platformMetadata.hostname"
-	if hostname == "" {
+	if hostname == "" || !addName(AddressHostname, hostname, hostnameOrigin) {
 		hostname, hostnameOrigin = nodeName, "Node name"
+		add(AddressHostname, hostname, hostnameOrigin)
 	}
 
-	add(AddressHostname, hostname, hostnameOrigin)
-
 	if strings.Contains(hostname, ".") {
-		add(AddressInternalDNS, hostname, hostnameOrigin+" (FQDN)")
+		addName(AddressInternalDNS, hostname, hostnameOrigin+" (FQDN)")
 	}
 
 	if dns := pm.GetInternalDns(); dns != "" {
-		add(AddressInternalDNS, dns, "Talos platformMetadata.internalDNS")
+		addName(AddressInternalDNS, dns, "Talos platformMetadata.internalDNS")
 	}
 
 	if dns := pm.GetExternalDns(); dns != "" {
-		add(AddressExternalDNS, dns, "Talos platformMetadata.externalDNS")
+		addName(AddressExternalDNS, dns, "Talos platformMetadata.externalDNS")
 	}
 
 	return out
+}
+
+// shorten keeps a value readable in a warning.
+func shorten(s string) string {
+	const most = 80
+
+	if len(s) <= most {
+		return s
+	}
+
+	return s[:most] + fmt.Sprintf("... (%d bytes)", len(s))
 }

@@ -67,7 +67,18 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 	rules := applyRules(in.Config.GetTransformations(), facts)
 	pm := rules.facts
 
-	for _, a := range nodeAddresses(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6()) {
+	// What the machine reported and was left out of its facts is said first.
+	for _, warning := range in.Platform.GetWarnings() {
+		out.Warnings = append(out.Warnings, "Talos facts: "+warning)
+	}
+
+	for _, warning := range in.Addresses.GetWarnings() {
+		out.Warnings = append(out.Warnings, "Talos addresses: "+warning)
+	}
+
+	warn := func(w string) { out.Warnings = append(out.Warnings, w) }
+
+	for _, a := range nodeAddresses(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6(), warn) {
 		out.Addresses = append(out.Addresses, a.address)
 		out.Origins["address/"+a.address.GetType()+"/"+a.address.GetAddress()] = a.origin
 	}

@@ -42,7 +42,9 @@ func TestNodeAddresses(t *testing.T) {
 		provided   []string
 		preferIPv6 bool
 		addresses  *specs.MachineAddressesSpec
+		dns        [2]string
 		want       []string
+		warnings   []string
 	}{
 		{
 			name:      "cloud: external link gives the ExternalIP",
@@ -124,20 +126,56 @@ func TestNodeAddresses(t *testing.T) {
 			addresses: addrs("eth0", "bogus", "eth1", "203.0.113.300/24"),
 			want:      []string{"InternalIP=10.0.0.4", "Hostname=m4"},
 		},
+		{
+			name:      "unusable IPs are never Node addresses, and said",
+			platform:  "aws",
+			hostname:  "a2",
+			provided:  []string{"0.0.0.0", "10.0.0.8"},
+			addresses: addrs("external", "0.0.0.0/0", "external", "::/0", "external", "224.0.0.1/32", "external", "255.255.255.255/32"),
+			want:      []string{"InternalIP=10.0.0.8", "Hostname=a2"},
+			warnings: []string{
+				"address 0.0.0.0/0 on link external left out: an unspecified address",
+				"address ::/0 on link external left out: an unspecified address",
+				"address 224.0.0.1/32 on link external left out: a multicast address",
+				"address 255.255.255.255/32 on link external left out: the broadcast address",
+			},
+		},
+		{
+			name:      "names that are not DNS names are never Node addresses, and said",
+			platform:  "aws",
+			hostname:  "Not A Hostname!",
+			provided:  []string{"10.0.0.8"},
+			addresses: addrs(),
+			dns:       [2]string{"not a dns name!", "ok.example.com"},
+			want:      []string{"InternalIP=10.0.0.8", "Hostname=bad-host", "ExternalDNS=ok.example.com"},
+			warnings: []string{
+				`Hostname "Not A Hostname!" from Talos platformMetadata.hostname left out: not a DNS name (RFC 1123, at most 253 characters)`,
+				`InternalDNS "not a dns name!" from Talos platformMetadata.internalDNS left out: not a DNS name (RFC 1123, at most 253 characters)`,
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
+			nodeName := tc.hostname
+			if tc.warnings != nil && tc.dns != [2]string{} {
+				nodeName = "bad-host"
+			}
+
 			spec, _ := node.BuildNodeTransform(node.TransformInput{
-				Now:       time.Now(),
-				NodeName:  tc.hostname,
-				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: tc.provided, Created: timestamppb.Now()},
-				Platform:  &specs.PlatformMetadataSpec{Platform: tc.platform, Hostname: tc.hostname, HasPlatformMetadata: true, ProviderId: "x://y"},
+				Now:      time.Now(),
+				NodeName: nodeName,
+				Node:     &specs.KubeNodeSpec{ProvidedNodeIps: tc.provided, Created: timestamppb.Now()},
+				Platform: &specs.PlatformMetadataSpec{
+					Platform: tc.platform, Hostname: tc.hostname, HasPlatformMetadata: true, ProviderId: "x://y",
+					InternalDns: tc.dns[0], ExternalDns: tc.dns[1],
+				},
 				Addresses: tc.addresses,
 				Config:    &specs.ConfigSpec{PreferIpv6: tc.preferIPv6},
 			})
 
 			assert.Equal(t, tc.want, nodeAddrs(spec))
+			assert.Equal(t, tc.warnings, spec.GetWarnings())
 		})
 	}
 }
@@ -253,4 +291,25 @@ func TestBuildNodeTransformWithoutFacts(t *testing.T) {
 	require.Contains(t, spec.GetPending(), "Talos facts")
 	require.Zero(t, requeue)
 	require.Empty(t, spec.GetProviderId())
+}
+
+func TestFactWarningsReachTheNodeTransform(t *testing.T) {
+	t.Parallel()
+
+	spec, _ := node.BuildNodeTransform(node.TransformInput{
+		Now:      time.Now(),
+		NodeName: "w1",
+		Node:     &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now()},
+		Platform: &specs.PlatformMetadataSpec{
+			Platform: "metal", HasPlatformMetadata: true, Warnings: []string{"platformMetadata.providerID left out: 5000 bytes, more than 1024"},
+		},
+		Addresses: &specs.MachineAddressesSpec{Warnings: []string{"10 of 522 addresses left out"}},
+		Config:    &specs.ConfigSpec{},
+	})
+
+	assert.Equal(t, []string{
+		"Talos facts: platformMetadata.providerID left out: 5000 bytes, more than 1024",
+		"Talos addresses: 10 of 522 addresses left out",
+	}, spec.GetWarnings())
+	assert.True(t, spec.GetInitialize())
 }

@@ -288,11 +288,15 @@ func controllerManagerConfigFacts(cmc *k8s.ControllerManagerConfigSpec, ip strin
 	out := &specs.ControllerManagerConfigSpec{NodeIp: ip}
 
 	for _, c := range cmc.PodCIDRs[:min(len(cmc.PodCIDRs), 4)] {
-		out.PodCidrs = append(out.PodCidrs, clean(c))
+		if len(c) <= maxFieldLength {
+			out.PodCidrs = append(out.PodCidrs, clean(c))
+		}
 	}
 
 	for _, c := range cmc.ServiceCIDRs[:min(len(cmc.ServiceCIDRs), 4)] {
-		out.ServiceCidrs = append(out.ServiceCidrs, clean(c))
+		if len(c) <= maxFieldLength {
+			out.ServiceCidrs = append(out.ServiceCidrs, clean(c))
+		}
 	}
 
 	return out

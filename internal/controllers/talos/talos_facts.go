@@ -1,6 +1,8 @@
 package talos
 
 import (
+	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,57 +14,118 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
 
-// Bounds on what one machine may report: facts beyond them are cut, so that a misbehaving or hostile
-// machine cannot make talos-ccm hold or write unbounded data.
+// Bounds on what one machine may report, so that a misbehaving or hostile machine cannot make talos-ccm
+// hold or write unbounded data. What is beyond them is left out, never cut (a cut value, a providerID
+// above all, would be a wrong value), and the facts say what was left out.
 const (
 	maxTags        = 256
 	maxFieldLength = 1024
 	maxAddresses   = 512
+	maxWarnings    = 8
 )
+
+// warnings collects what was left out of one machine's facts, bounded.
+type warnings struct {
+	list    []string
+	dropped int
+}
+
+func (w *warnings) add(format string, args ...any) {
+	if len(w.list) < maxWarnings {
+		w.list = append(w.list, fmt.Sprintf(format, args...))
+
+		return
+	}
+
+	w.dropped++
+}
+
+func (w *warnings) result() []string {
+	if w.dropped > 0 {
+		return append(w.list, fmt.Sprintf("and %d more", w.dropped))
+	}
+
+	return w.list
+}
+
+// field returns a PlatformMetadata or SystemInformation value cleaned, or "" with a warning when it is too
+// long.
+func (w *warnings) field(name, value string) string {
+	if len(value) > maxFieldLength {
+		w.add("%s left out: %d bytes, more than %d", name, len(value), maxFieldLength)
+
+		return ""
+	}
+
+	return clean(value)
+}
 
 // platformFacts converts Talos PlatformMetadata and SystemInformation (either may be nil: absent on
 // some metal machines and in containers) into a PlatformMetadataSpec.
 func platformFacts(pm *runtime.PlatformMetadataSpec, si *hardware.SystemInformationSpec, nodeIP string) *specs.PlatformMetadataSpec {
 	out := &specs.PlatformMetadataSpec{NodeIp: nodeIP}
 
+	var w warnings
+
 	if pm != nil {
 		out.HasPlatformMetadata = true
-		out.Platform = clean(pm.Platform)
-		out.Hostname = clean(pm.Hostname)
-		out.Region = clean(pm.Region)
-		out.Zone = clean(pm.Zone)
-		out.InstanceType = clean(pm.InstanceType)
-		out.InstanceId = clean(pm.InstanceID)
-		out.ProviderId = clean(pm.ProviderID)
+		out.Platform = w.field("platformMetadata.platform", pm.Platform)
+		out.Hostname = w.field("platformMetadata.hostname", pm.Hostname)
+		out.Region = w.field("platformMetadata.region", pm.Region)
+		out.Zone = w.field("platformMetadata.zone", pm.Zone)
+		out.InstanceType = w.field("platformMetadata.instanceType", pm.InstanceType)
+		out.InstanceId = w.field("platformMetadata.instanceID", pm.InstanceID)
+		out.ProviderId = w.field("platformMetadata.providerID", pm.ProviderID)
 		out.Spot = pm.Spot
-		out.InternalDns = clean(pm.InternalDNS)
-		out.ExternalDns = clean(pm.ExternalDNS)
-
-		if len(pm.Tags) > 0 {
-			keys := make([]string, 0, len(pm.Tags))
-			for k := range pm.Tags {
-				keys = append(keys, k)
-			}
-
-			slices.Sort(keys)
-
-			out.Tags = make(map[string]string, min(len(keys), maxTags))
-
-			for _, k := range keys[:min(len(keys), maxTags)] {
-				out.Tags[clean(k)] = clean(pm.Tags[k])
-			}
-		}
+		out.InternalDns = w.field("platformMetadata.internalDNS", pm.InternalDNS)
+		out.ExternalDns = w.field("platformMetadata.externalDNS", pm.ExternalDNS)
+		out.Tags = tagFacts(pm.Tags, &w)
 	}
 
 	if si != nil {
 		out.HasSystemInformation = true
-		out.Manufacturer = clean(si.Manufacturer)
-		out.ProductName = clean(si.ProductName)
-		out.Version = clean(si.Version)
-		out.SerialNumber = clean(si.SerialNumber)
-		out.Uuid = clean(si.UUID)
-		out.WakeUpType = clean(si.WakeUpType)
-		out.SkuNumber = clean(si.SKUNumber)
+		out.Manufacturer = w.field("systemInformation.manufacturer", si.Manufacturer)
+		out.ProductName = w.field("systemInformation.productName", si.ProductName)
+		out.Version = w.field("systemInformation.version", si.Version)
+		out.SerialNumber = w.field("systemInformation.serialNumber", si.SerialNumber)
+		out.Uuid = w.field("systemInformation.uuid", si.UUID)
+		out.WakeUpType = w.field("systemInformation.wakeUpType", si.WakeUpType)
+		out.SkuNumber = w.field("systemInformation.skuNumber", si.SKUNumber)
+	}
+
+	out.Warnings = w.result()
+
+	return out
+}
+
+// tagFacts keeps the first maxTags tags by key whose key and value are not too long.
+func tagFacts(tags map[string]string, w *warnings) map[string]string {
+	if len(tags) == 0 {
+		return nil
+	}
+
+	keys := slices.Sorted(maps.Keys(tags))
+	out := make(map[string]string, min(len(keys), maxTags))
+	tooLong := 0
+
+	for i, k := range keys {
+		if len(out) == maxTags {
+			w.add("platformMetadata.tags: %d of %d tags left out, from %q on (only the first %d by key are kept)", len(keys)-i, len(keys), clean(k[:min(len(k), 64)]), maxTags)
+
+			break
+		}
+
+		if len(k) > maxFieldLength || len(tags[k]) > maxFieldLength {
+			tooLong++
+
+			continue
+		}
+
+		out[clean(k)] = clean(tags[k])
+	}
+
+	if tooLong > 0 {
+		w.add("platformMetadata.tags: %d tags left out: key or value longer than %d bytes", tooLong, maxFieldLength)
 	}
 
 	return out
@@ -83,16 +146,33 @@ func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *runtime.Platfor
 	out.SkuNumber = facts.GetSkuNumber()
 	out.Observed = facts.GetObserved()
 
+	for _, warning := range facts.GetWarnings() {
+		if strings.HasPrefix(warning, "systemInformation.") {
+			out.Warnings = append(out.Warnings, warning)
+		}
+	}
+
 	return out
 }
 
-// addressFacts converts Talos AddressStatuses into a MachineAddressesSpec, sorted for a stable result and
-// without invalid entries.
+// addressFacts converts Talos AddressStatuses into a MachineAddressesSpec, sorted for a stable result, with
+// warnings for the invalid entries and for those beyond maxAddresses, which are left out.
 func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.MachineAddressesSpec {
 	out := &specs.MachineAddressesSpec{NodeIp: nodeIP}
 
+	var (
+		w       warnings
+		invalid []string
+	)
+
 	for _, s := range statuses {
-		if s == nil || !s.Address.IsValid() {
+		if s == nil {
+			continue
+		}
+
+		if !s.Address.IsValid() || len(s.LinkName) > maxFieldLength {
+			invalid = append(invalid, clean(s.LinkName))
+
 			continue
 		}
 
@@ -109,6 +189,10 @@ func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.M
 		})
 	}
 
+	if len(invalid) > 0 {
+		w.add("%d address entries left out: no valid address (links %s)", len(invalid), strings.Join(invalid[:min(len(invalid), 4)], ", "))
+	}
+
 	slices.SortFunc(out.Addresses, func(a, b *specs.MachineAddress) int {
 		if c := strings.Compare(a.GetLinkName(), b.GetLinkName()); c != 0 {
 			return c
@@ -117,7 +201,12 @@ func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.M
 		return strings.Compare(a.GetAddress(), b.GetAddress())
 	})
 
-	out.Addresses = out.Addresses[:min(len(out.Addresses), maxAddresses)]
+	if len(out.Addresses) > maxAddresses {
+		w.add("%d of %d addresses left out (only the first %d by link and address are kept)", len(out.Addresses)-maxAddresses, len(out.Addresses), maxAddresses)
+		out.Addresses = out.Addresses[:maxAddresses]
+	}
+
+	out.Warnings = w.result()
 
 	return out
 }
@@ -131,12 +220,8 @@ func stageName(ms *runtime.MachineStatusSpec) string {
 	return ms.Stage.String()
 }
 
-// clean bounds a string from the machine and strips what is not printable.
+// clean strips from a string of the machine what is not printable. Callers bound its length first.
 func clean(s string) string {
-	if len(s) > maxFieldLength {
-		s = s[:maxFieldLength]
-	}
-
 	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || r == 0xfffd {
 			return -1

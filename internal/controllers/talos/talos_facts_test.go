@@ -27,15 +27,40 @@ func TestPlatformFacts(t *testing.T) {
 		tags[strings.Repeat("k", 3)+string(rune('a'+i%26))+strings.Repeat("x", i%50)] = "v"
 	}
 
+	tags[strings.Repeat("long", 300)] = "v"
+
 	out = platformFacts(&runtime.PlatformMetadataSpec{
-		Platform: " aws\n", Hostname: strings.Repeat("h", 5000), Tags: tags,
-	}, &hardware.SystemInformationSpec{SerialNumber: "SN\x00123", UUID: "uuid-1"}, "10.0.0.1")
+		Platform: " aws\n", Hostname: strings.Repeat("h", 5000), Tags: tags, ProviderID: "aws:///" + strings.Repeat("i", 2000),
+		Region: "us-east-1",
+	}, &hardware.SystemInformationSpec{SerialNumber: "SN\x00123", UUID: "uuid-1", ProductName: strings.Repeat("p", 1025)}, "10.0.0.1")
 
 	assert.Equal(t, "aws", out.GetPlatform())
-	assert.Len(t, out.GetHostname(), maxFieldLength)
-	assert.LessOrEqual(t, len(out.GetTags()), maxTags)
+	assert.Equal(t, "us-east-1", out.GetRegion())
 	assert.Equal(t, "SN123", out.GetSerialNumber())
 	assert.True(t, out.GetHasSystemInformation())
+
+	// Too long is left out, never cut (a cut providerID would be a wrong one), and said.
+	assert.Empty(t, out.GetHostname())
+	assert.Empty(t, out.GetProviderId())
+	assert.Empty(t, out.GetProductName())
+	assert.Len(t, out.GetTags(), maxTags)
+	assert.NotContains(t, out.GetTags(), strings.Repeat("long", 300))
+
+	warnings := strings.Join(out.GetWarnings(), "\n")
+	assert.Contains(t, warnings, "platformMetadata.hostname left out: 5000 bytes")
+	assert.Contains(t, warnings, "platformMetadata.providerID left out")
+	assert.Contains(t, warnings, "systemInformation.productName left out")
+	assert.Contains(t, warnings, "platformMetadata.tags: 395 of 651 tags left out")
+
+	// The warnings themselves are bounded.
+	many := &runtime.PlatformMetadataSpec{}
+	for _, f := range []*string{&many.Platform, &many.Hostname, &many.Region, &many.Zone, &many.InstanceType, &many.InstanceID, &many.ProviderID, &many.InternalDNS, &many.ExternalDNS} {
+		*f = strings.Repeat("x", maxFieldLength+1)
+	}
+
+	out = platformFacts(many, &hardware.SystemInformationSpec{Manufacturer: strings.Repeat("m", maxFieldLength+1)}, "10.0.0.1")
+	require.Len(t, out.GetWarnings(), maxWarnings+1)
+	assert.Equal(t, "and 2 more", out.GetWarnings()[maxWarnings])
 }
 
 func TestAddressFacts(t *testing.T) {
@@ -53,6 +78,16 @@ func TestAddressFacts(t *testing.T) {
 	assert.Equal(t, "10.0.0.5/24", out.GetAddresses()[0].GetAddress())
 	assert.Equal(t, "203.0.113.1/24", out.GetAddresses()[1].GetAddress(), "a mapped IPv4 prefix is unmapped")
 	assert.Equal(t, "host", out.GetAddresses()[2].GetScope())
+	assert.Equal(t, []string{"1 address entries left out: no valid address (links eth1)"}, out.GetWarnings())
+
+	var many []*network.AddressStatusSpec
+	for i := range maxAddresses + 10 {
+		many = append(many, &network.AddressStatusSpec{Address: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32), LinkName: "eth0"})
+	}
+
+	out = addressFacts(many, "10.0.0.5")
+	assert.Len(t, out.GetAddresses(), maxAddresses)
+	assert.Equal(t, []string{"10 of 522 addresses left out (only the first 512 by link and address are kept)"}, out.GetWarnings())
 }
 
 func TestWithPlatformMetadata(t *testing.T) {
@@ -69,6 +104,10 @@ func TestWithPlatformMetadata(t *testing.T) {
 
 	same := withPlatformMetadata(before, &runtime.PlatformMetadataSpec{Platform: "gcp", Zone: "a"})
 	assert.True(t, proto.Equal(before, same), "the same PlatformMetadata gives the same facts")
+
+	// What was left out of SystemInformation is still said.
+	long := platformFacts(nil, &hardware.SystemInformationSpec{Version: strings.Repeat("v", maxFieldLength+1)}, "10.0.0.1")
+	assert.Equal(t, long.GetWarnings(), withPlatformMetadata(long, &runtime.PlatformMetadataSpec{Platform: "gcp"}).GetWarnings())
 
 	gone := withPlatformMetadata(before, nil)
 	assert.False(t, gone.GetHasPlatformMetadata())
