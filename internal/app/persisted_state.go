@@ -42,13 +42,12 @@ func newPersistedState(st state.CoreState) *persistedState {
 	return &persistedState{CoreState: st, turn: make(chan struct{}, 1), cache: map[resourceKey]resource.Resource{}}
 }
 
-// write runs fn when it is this writer's turn, or fails when ctx ends first.
-func (s *persistedState) write(ctx context.Context, fn func() error) error {
-	select {
-	case s.turn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// write runs fn when it is this writer's turn. Writes take milliseconds: a writer waits for its turn even
+// when its context ends, and the database operations run to their end (context.WithoutCancel in the
+// callers), so that stopping talos-ccm in the middle of a burst neither interrupts a write nor makes every
+// queued controller report a failure.
+func (s *persistedState) write(fn func() error) error {
+	s.turn <- struct{}{}
 
 	defer func() { <-s.turn }()
 
@@ -92,7 +91,9 @@ func (s *persistedState) Get(ctx context.Context, ptr resource.Pointer, opts ...
 
 	var res resource.Resource
 
-	err := s.write(ctx, func() error {
+	ctx = context.WithoutCancel(ctx)
+
+	err := s.write(func() error {
 		if cached, ok := s.cached(key); ok {
 			res = cached.DeepCopy()
 
@@ -113,20 +114,20 @@ func (s *persistedState) Get(ctx context.Context, ptr resource.Pointer, opts ...
 }
 
 func (s *persistedState) Create(ctx context.Context, res resource.Resource, opts ...state.CreateOption) error {
-	return s.write(ctx, func() error {
-		return s.afterWrite(keyOf(res.Metadata()), res, s.CoreState.Create(ctx, res, opts...))
+	return s.write(func() error {
+		return s.afterWrite(keyOf(res.Metadata()), res, s.CoreState.Create(context.WithoutCancel(ctx), res, opts...))
 	})
 }
 
 func (s *persistedState) Update(ctx context.Context, res resource.Resource, opts ...state.UpdateOption) error {
-	return s.write(ctx, func() error {
-		return s.afterWrite(keyOf(res.Metadata()), res, s.CoreState.Update(ctx, res, opts...))
+	return s.write(func() error {
+		return s.afterWrite(keyOf(res.Metadata()), res, s.CoreState.Update(context.WithoutCancel(ctx), res, opts...))
 	})
 }
 
 func (s *persistedState) Destroy(ctx context.Context, ptr resource.Pointer, opts ...state.DestroyOption) error {
-	return s.write(ctx, func() error {
-		err := s.CoreState.Destroy(ctx, ptr, opts...)
+	return s.write(func() error {
+		err := s.CoreState.Destroy(context.WithoutCancel(ctx), ptr, opts...)
 		if err == nil || state.IsNotFoundError(err) {
 			s.remember(keyOf(ptr), nil)
 		}

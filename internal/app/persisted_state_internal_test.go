@@ -154,3 +154,17 @@ func TestPersistedStateUnderConcurrentWriters(t *testing.T) {
 		requireSame(t, ps, db, fmt.Sprintf("n%d", i))
 	}
 }
+
+// Stopping talos-ccm cancels the controllers' contexts: a write already asked for still completes, instead
+// of being interrupted half-way or failing every queued controller.
+func TestPersistedStateWritesThroughCancellation(t *testing.T) {
+	t.Parallel()
+
+	st, ps, db := openPersisted(t)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+
+	require.NoError(t, st.Create(ctx, node.NewNodeTransform(node.NamespaceName, "late")))
+	requireSame(t, ps, db, "late")
+}
