@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // inClusterTalosConfig is where Talos mounts API credentials into pods of a namespace allowed by
@@ -29,6 +32,17 @@ func talosConfigPath(flag string) (string, error) {
 	return "", errors.New("no talosconfig: set --talosconfig or TALOSCONFIG, or run in a namespace with Talos API access")
 }
 
+// talosConnectParams bound the reconnect backoff of the Talos API connection.
+var talosConnectParams = grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  time.Second,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   5 * time.Second,
+	},
+	MinConnectTimeout: 10 * time.Second,
+}
+
 // newTalosClient connects to the Talos API with the talosconfig at path. endpoints, when set, replace the
 // talosconfig's. It also returns the talosconfig's context name, the default cluster name.
 func newTalosClient(ctx context.Context, path string, endpoints []string) (*client.Client, string, error) {
@@ -37,7 +51,12 @@ func newTalosClient(ctx context.Context, path string, endpoints []string) (*clie
 		return nil, "", fmt.Errorf("failed to read talosconfig %q: %w", path, err)
 	}
 
-	opts := []client.OptionFunc{client.WithConfig(cfg)}
+	opts := []client.OptionFunc{
+		client.WithConfig(cfg),
+		// gRPC's default reconnect backoff grows to two minutes: after a Talos API outage, the machines
+		// waiting would wait that long again. Reconnecting within seconds costs one dial per attempt.
+		client.WithGRPCDialOptions(grpc.WithConnectParams(talosConnectParams)),
+	}
 
 	if len(endpoints) > 0 {
 		opts = append(opts, client.WithEndpoints(endpoints...))

@@ -204,9 +204,10 @@ func failed(status *specs.ApplyStatusSpec, err error) error {
 	return controller.NewRequeueInterval(retryAfter(status.ConsecutiveFailures))
 }
 
-// retryAfter is the backoff after consecutive failed applies of one Node: 1s doubling up to 2 minutes.
+// retryAfter is the backoff after consecutive failed applies of one Node: 1s doubling up to 30s, so that
+// after an apiserver outage the Nodes waiting are written within half a minute of its return.
 func retryAfter(failures int32) time.Duration {
-	d := time.Second << min(max(failures-1, 0), 7)
+	d := time.Second << min(max(failures-1, 0), 5)
 
-	return min(d, 2*time.Minute)
+	return min(d, 30*time.Second)
 }
