@@ -93,30 +93,13 @@ func verdictOf(csr *certificatesv1.CertificateSigningRequest) string {
 func (w *csrWatch) waitVerdicts(t *testing.T, names []string, want string, timeout time.Duration) {
 	t.Helper()
 
-	start := time.Now()
-
-	for {
-		var other []string
-
-		for _, name := range names {
-			if got := w.verdict(name); got != want {
-				other = append(other, name+" ("+got+")")
-			}
+	waitEach(t, names, timeout, "certificate requests "+want, func(name string) string {
+		if got := w.verdict(name); got != want {
+			return name + " (" + got + ")"
 		}
 
-		if len(other) == 0 {
-			t.Logf("%d certificate requests %s after %s", len(names), want, time.Since(start).Round(100*time.Millisecond))
-
-			return
-		}
-
-		if time.Since(start) > timeout {
-			t.Fatalf("%d of %d certificate requests not %s within %s, among them: %s", len(other), len(names), want, timeout,
-				strings.Join(other[:min(len(other), 10)], ", "))
-		}
-
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // auditApprovals checks every approved request of the Nodes named PREFIX-*, independently of talos-ccm's

@@ -161,30 +161,13 @@ func (h *nodeHistory) countInitialized(names []string) int {
 func (h *nodeHistory) waitNodes(t *testing.T, names []string, timeout time.Duration, what string, cond func(*corev1.Node) bool) {
 	t.Helper()
 
-	start := time.Now()
-
-	for {
-		var pending []string
-
-		for _, name := range names {
-			if n := h.node(name); n == nil || !cond(n) {
-				pending = append(pending, name)
-			}
+	waitEach(t, names, timeout, "Nodes "+what, func(name string) string {
+		if n := h.node(name); n == nil || !cond(n) {
+			return name
 		}
 
-		if len(pending) == 0 {
-			t.Logf("%d Nodes %s after %s", len(names), what, time.Since(start).Round(100*time.Millisecond))
-
-			return
-		}
-
-		if time.Since(start) > timeout {
-			t.Fatalf("%d of %d Nodes not %s within %s, among them: %s", len(pending), len(names), what, timeout,
-				strings.Join(pending[:min(len(pending), 10)], ", "))
-		}
-
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // checkNothingUndone fails the test for every write that undid something applied.
