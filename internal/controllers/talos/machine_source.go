@@ -154,8 +154,10 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 		opts.CallTimeout = 10 * time.Second
 	}
 
+	// After a Talos API outage, the machines waiting are read again within RetryMax of its end. A failed
+	// attempt costs one call that fails at once while the connection is down.
 	if opts.RetryMax <= 0 {
-		opts.RetryMax = 30 * time.Second
+		opts.RetryMax = 10 * time.Second
 	}
 
 	if opts.PlatformRefresh <= 0 {
