@@ -102,7 +102,7 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.DurationVar(&opts.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", app.Defaults.LeaderElection.RenewDeadline, "how long the leader retries renewing the Lease before giving up leadership")
 	fs.DurationVar(&opts.LeaderElection.RetryPeriod, "leader-elect-retry-period", app.Defaults.LeaderElection.RetryPeriod, "how often to try to acquire or renew the Lease")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" turns it off)`)
-	fs.BoolVar(&opts.Profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on the metrics address")
+	fs.BoolVar(&opts.Profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ and the COSI runtime counters under /debug/vars on the metrics address")
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" turns it off)`)
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain: names under it are never approved in kubelet serving certificates")
 	fs.DurationVar(&opts.CSRMaxExpiration, "csr-max-expiration", app.Defaults.CSRMaxExpiration, "longest certificate lifetime (expirationSeconds) a kubelet serving certificate request may ask for")

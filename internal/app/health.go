@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"expvar"
 	"fmt"
 	"net"
 	"net/http"
@@ -97,6 +98,8 @@ func startHTTP(ctx context.Context, opts Options, h *health, logger *zap.Logger)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// The COSI runtime's own counters: queue lengths, reconciles and requeues per controller.
+		mux.Handle("/debug/vars", expvar.Handler())
 	}
 
 	if mux == probes {
