@@ -253,7 +253,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		defer apiServer.Stop()
 	}
 
-	rt, err := runtime.NewRuntime(st, logger.Named("runtime"), cachedResources()...)
+	rt, err := runtime.NewRuntime(st, logger.Named("runtime"))
 	if err != nil {
 		return fmt.Errorf("failed to create controller runtime: %w", err)
 	}

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/controller/runtime/options"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/impl/store"
 	"github.com/cosi-project/state-sqlite/pkg/state/impl/sqlite"
@@ -46,7 +46,7 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 
 	path := filepath.Join(dir, StateFileName)
 
-	pool, db, err := openDatabase(ctx, path, logger)
+	pool, db, decisions, err := openDatabase(ctx, path, logger)
 	if err != nil && rebuild {
 		moved, moveErr := moveAside(path)
 		if moveErr != nil {
@@ -56,30 +56,29 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 		logger.Warn("state database unreadable: moved aside, rebuilding the decisions from Kubernetes and Talos",
 			zap.String("path", path), zap.String("moved_to", moved), zap.Error(err))
 
-		pool, db, err = openDatabase(ctx, path, logger)
+		pool, db, decisions, err = openDatabase(ctx, path, logger)
 	}
 
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (to move it aside and rebuild the decisions from Kubernetes and Talos, start with --rebuild-state)", err)
 	}
 
-	persisted := map[resource.Namespace]bool{}
+	persisted := persistedNamespaces()
 
-	for _, ns := range resources.Namespaces() {
-		persisted[ns.Name] = ns.Persisted
-	}
-
-	writes := newPersistedState(db)
-
+	// The decisions live in memory too, with the database as their backing store.
 	st := namespaced.NewState(func(ns resource.Namespace) state.CoreState {
 		if persisted[ns] {
-			return writes
+			return memoryWithStore(decisions, ns)
 		}
 
 		return memory(ns)
 	})
 
 	closeFn := func() {
+		if err := decisions.Close(); err != nil {
+			logger.Warn("failed to write the last decisions to the state database", zap.Error(err))
+		}
+
 		db.Close()
 
 		if err := pool.Close(); err != nil {
@@ -90,20 +89,56 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 	return state.WrapCore(st), closeFn, nil
 }
 
-func openDatabase(ctx context.Context, path string, logger *zap.Logger) (*configuredPool, *sqlite.State, error) {
+// memoryWithStore is the in-memory state of a persisted namespace, with the database as its backing store.
+func memoryWithStore(decisions *sqliteStore, ns resource.Namespace) state.CoreState {
+	return inmem.NewStateWithOptions(append(ccm.MemoryStateOptions(), inmem.WithBackingStore(decisions.namespace(ns)))...)(ns)
+}
+
+// persistedNamespaces are the namespaces whose resources are kept in the database.
+func persistedNamespaces() map[resource.Namespace]bool {
+	persisted := map[resource.Namespace]bool{}
+
+	for _, ns := range resources.Namespaces() {
+		persisted[ns.Name] = ns.Persisted
+	}
+
+	return persisted
+}
+
+// openDatabase opens the state database and reads the decisions in it.
+func openDatabase(ctx context.Context, path string, logger *zap.Logger) (*configuredPool, *sqlite.State, *sqliteStore, error) {
 	pool, err := newConfiguredPool(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	db, err := sqlite.NewState(ctx, pool, store.ProtobufMarshaler{}, sqlite.WithLogger(logger.Named("sqlite")))
 	if err != nil {
 		pool.Close() //nolint:errcheck
 
-		return nil, nil, fmt.Errorf("failed to open state database %q: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("failed to open state database %q: %w", path, err)
 	}
 
-	return pool, db, nil
+	persisted := persistedNamespaces()
+
+	var kinds []resource.Kind
+
+	for _, r := range resources.All() {
+		rd := r.ResourceDefinition()
+		if persisted[rd.DefaultNamespace] {
+			kinds = append(kinds, resource.NewMetadata(rd.DefaultNamespace, rd.Type, "", resource.VersionUndefined))
+		}
+	}
+
+	decisions, err := newSQLiteStore(ctx, db, kinds, logger.Named("state"))
+	if err != nil {
+		db.Close()
+		pool.Close() //nolint:errcheck
+
+		return nil, nil, nil, fmt.Errorf("failed to read state database %q: %w", path, err)
+	}
+
+	return pool, db, decisions, nil
 }
 
 // moveAside renames the database and its journal files to <name>.broken-<time>, keeping them for a post
@@ -118,26 +153,4 @@ func moveAside(path string) (string, error) {
 	}
 
 	return path + suffix, nil
-}
-
-// cachedResources makes controllers read the persisted resources from memory: the runtime keeps them
-// current through a watch, and the sqlite database is only written.
-func cachedResources() []options.Option {
-	var opts []options.Option
-
-	persisted := map[resource.Namespace]bool{}
-
-	for _, ns := range resources.Namespaces() {
-		persisted[ns.Name] = ns.Persisted
-	}
-
-	for _, r := range resources.All() {
-		rd := r.ResourceDefinition()
-
-		if persisted[rd.DefaultNamespace] {
-			opts = append(opts, options.WithCachedResource(rd.DefaultNamespace, rd.Type))
-		}
-	}
-
-	return opts
 }

@@ -21,13 +21,19 @@ const inMemoryHistory = 16384
 // history long enough for the bursts of Node events of a large cluster: what a host's state builder should
 // give the namespaces of PrefixedNamespaces that are not persisted.
 func MemoryStateBuilder() namespaced.StateBuilder {
-	memory := inmem.NewStateWithOptions(
+	memory := inmem.NewStateWithOptions(MemoryStateOptions()...)
+
+	return func(ns resource.Namespace) state.CoreState { return memory(ns) }
+}
+
+// MemoryStateOptions are the options of MemoryStateBuilder's in-memory states, for a host that adds its
+// own (a backing store that persists some namespaces, say).
+func MemoryStateOptions() []inmem.StateOption {
+	return []inmem.StateOption{
 		inmem.WithHistoryInitialCapacity(1024),
 		inmem.WithHistoryMaxCapacity(inMemoryHistory),
 		inmem.WithHistoryGap(64),
-	)
-
-	return func(ns resource.Namespace) state.CoreState { return memory(ns) }
+	}
 }
 
 // NewState returns an empty in-memory state for one cluster's pipeline, or for the pipelines of several

@@ -1,0 +1,198 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+)
+
+// countingState counts the writes that reach the database and fails the first failWrites of them.
+type countingState struct {
+	state.CoreState
+
+	writes     atomic.Int64
+	failWrites atomic.Int64
+}
+
+func (c *countingState) write() error {
+	c.writes.Add(1)
+
+	if c.failWrites.Add(-1) >= 0 {
+		return errors.New("disk full")
+	}
+
+	return nil
+}
+
+func (c *countingState) Create(ctx context.Context, res resource.Resource, opts ...state.CreateOption) error {
+	if err := c.write(); err != nil {
+		return err
+	}
+
+	return c.CoreState.Create(ctx, res, opts...)
+}
+
+func (c *countingState) Update(ctx context.Context, res resource.Resource, opts ...state.UpdateOption) error {
+	if err := c.write(); err != nil {
+		return err
+	}
+
+	return c.CoreState.Update(ctx, res, opts...)
+}
+
+func transformPtr(id string) resource.Pointer {
+	return resource.NewMetadata(node.NamespaceName, node.NodeTransformType, id, resource.VersionUndefined)
+}
+
+func openTestDatabase(t *testing.T, dir string) (*countingState, func()) {
+	t.Helper()
+
+	pool, db, decisions, err := openDatabase(t.Context(), filepath.Join(dir, StateFileName), zaptest.NewLogger(t))
+	require.NoError(t, err)
+	require.NoError(t, decisions.Close())
+
+	return &countingState{CoreState: db}, func() {
+		db.Close()
+		require.NoError(t, pool.Close())
+	}
+}
+
+func newTestStore(t *testing.T, db state.CoreState) (*sqliteStore, state.State) {
+	t.Helper()
+
+	decisions, err := newSQLiteStore(t.Context(), db, []resource.Kind{transformPtr("")}, zaptest.NewLogger(t))
+	require.NoError(t, err)
+
+	return decisions, newDecisionsState(decisions)
+}
+
+func newDecisionsState(decisions *sqliteStore) state.State {
+	return state.WrapCore(memoryWithStore(decisions, node.NamespaceName))
+}
+
+// A burst of changes to one decision while the writer is busy is one write of the latest version.
+func TestSQLiteStoreWritesTheLatestVersionOfABurst(t *testing.T) {
+	t.Parallel()
+
+	db, closeDB := openTestDatabase(t, t.TempDir())
+	defer closeDB()
+
+	decisions, mem := newTestStore(t, db)
+
+	// The writer is busy (holds the flush) while the decision changes a hundred times.
+	decisions.flushMu.Lock()
+
+	nt := node.NewNodeTransform(node.NamespaceName, "w1")
+	require.NoError(t, mem.Create(t.Context(), nt))
+
+	for i := range 100 {
+		nt.TypedSpec().Value.ProviderId = "talos://metal/10.0.0." + string(rune('0'+i%10))
+		require.NoError(t, mem.Update(t.Context(), nt))
+	}
+
+	nt.TypedSpec().Value.ProviderId = "talos://metal/10.0.0.99"
+	require.NoError(t, mem.Update(t.Context(), nt))
+
+	// Readers see every change at once, from memory.
+	got, err := mem.Get(t.Context(), transformPtr("w1"))
+	require.NoError(t, err)
+	require.Equal(t, "talos://metal/10.0.0.99", got.(*node.NodeTransform).TypedSpec().Value.GetProviderId())
+
+	decisions.flushMu.Unlock()
+	require.NoError(t, decisions.Close())
+
+	require.Equal(t, int64(1), db.writes.Load())
+
+	stored, err := db.Get(t.Context(), transformPtr("w1"))
+	require.NoError(t, err)
+	require.Equal(t, "talos://metal/10.0.0.99", stored.(*node.NodeTransform).TypedSpec().Value.GetProviderId())
+}
+
+// Finalizers and the tearing-down phase survive a restart; a decision destroyed after its finalizers were
+// removed leaves the database, even when the database still had them.
+func TestSQLiteStoreKeepsMetadataAndDestroys(t *testing.T) {
+	t.Parallel()
+
+	dir := t.TempDir()
+
+	db, closeDB := openTestDatabase(t, dir)
+	decisions, mem := newTestStore(t, db)
+
+	for _, id := range []string{"kept", "gone"} {
+		nt := node.NewNodeTransform(node.NamespaceName, id)
+		require.NoError(t, mem.Create(t.Context(), nt, state.WithCreateOwner("node.NodeTransformController")))
+		require.NoError(t, mem.AddFinalizer(t.Context(), nt.Metadata(), "k8ssink.NodeSinkController"))
+	}
+
+	_, err := mem.Teardown(t.Context(), transformPtr("kept"), state.WithTeardownOwner("node.NodeTransformController"))
+	require.NoError(t, err)
+
+	require.NoError(t, decisions.Close())
+	closeDB()
+
+	// Restarted: both are back as they were.
+	db, closeDB = openTestDatabase(t, dir)
+	decisions, mem = newTestStore(t, db)
+
+	kept, err := mem.Get(t.Context(), transformPtr("kept"))
+	require.NoError(t, err)
+	require.Equal(t, resource.PhaseTearingDown, kept.Metadata().Phase())
+	require.True(t, kept.Metadata().Finalizers().Has("k8ssink.NodeSinkController"))
+	require.Equal(t, "node.NodeTransformController", kept.Metadata().Owner())
+
+	gone, err := mem.Get(t.Context(), transformPtr("gone"))
+	require.NoError(t, err)
+	require.True(t, gone.Metadata().Finalizers().Has("k8ssink.NodeSinkController"))
+
+	// The finalizer is removed and the decision destroyed before the writer writes either change.
+	decisions.flushMu.Lock()
+
+	require.NoError(t, mem.RemoveFinalizer(t.Context(), transformPtr("gone"), "k8ssink.NodeSinkController"))
+	require.NoError(t, mem.Destroy(t.Context(), transformPtr("gone"), state.WithDestroyOwner("node.NodeTransformController")))
+
+	decisions.flushMu.Unlock()
+	require.NoError(t, decisions.Close())
+
+	_, err = db.Get(t.Context(), transformPtr("gone"))
+	require.True(t, state.IsNotFoundError(err), "destroyed decision is still in the database: %v", err)
+
+	_, err = db.Get(t.Context(), transformPtr("kept"))
+	require.NoError(t, err)
+
+	closeDB()
+}
+
+// A write that fails stays pending and is written once the database accepts it; nothing is lost on Close.
+func TestSQLiteStoreRetriesFailedWrites(t *testing.T) {
+	t.Parallel()
+
+	db, closeDB := openTestDatabase(t, t.TempDir())
+	defer closeDB()
+
+	db.failWrites.Store(2)
+
+	decisions, mem := newTestStore(t, db)
+
+	nt := node.NewNodeTransform(node.NamespaceName, "w1")
+	nt.TypedSpec().Value.ProviderId = "talos://metal/10.0.0.1"
+	require.NoError(t, mem.Create(t.Context(), nt))
+
+	require.Eventually(t, func() bool {
+		_, err := db.Get(t.Context(), transformPtr("w1"))
+
+		return err == nil
+	}, 10*time.Second, flushRetry/10)
+
+	require.GreaterOrEqual(t, db.writes.Load(), int64(3))
+	require.NoError(t, decisions.Close())
+}
