@@ -28,6 +28,14 @@ var (
 		Help:      "Kubernetes API requests by verb, resource (with subresource) and HTTP status code.",
 	}, []string{"verb", "resource", "code"})
 
+	// KubernetesRequestDuration is how long the apiserver took to answer requests, by verb and resource.
+	KubernetesRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "kubernetes_request_duration_seconds",
+		Help:      "Time from sending a Kubernetes API request (after the client's rate limit) to its response headers, by verb and resource; watches are left out.",
+		Buckets:   []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"verb", "resource"})
+
 	// TalosSessions is the number of machines whose Talos API talos-ccm follows.
 	TalosSessions = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: Namespace,
@@ -52,5 +60,5 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(NodeInitializationSeconds, TalosCalls, KubernetesRequests, TalosSessions, QueueLength, LeaderElectionMaster)
+	Registry.MustRegister(NodeInitializationSeconds, TalosCalls, KubernetesRequests, KubernetesRequestDuration, TalosSessions, QueueLength, LeaderElectionMaster)
 }

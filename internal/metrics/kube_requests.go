@@ -4,15 +4,22 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CountKubernetesRequests wraps a Kubernetes client transport so that every request is counted in
-// KubernetesRequests.
+// KubernetesRequests, and the time the apiserver took to answer (after the client's rate limit, before the
+// body is read) observed in KubernetesRequestDuration.
 func CountKubernetesRequests(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		verb, resource := classifyRequest(req)
 
+		start := time.Now()
 		resp, err := next.RoundTrip(req)
+
+		if verb != "watch" {
+			KubernetesRequestDuration.WithLabelValues(verb, resource).Observe(time.Since(start).Seconds())
+		}
 
 		code := "error"
 		if err == nil {
