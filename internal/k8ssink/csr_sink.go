@@ -3,6 +3,7 @@ package k8ssink
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,6 +91,14 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 		return nil
 	}
 
+	if cond, ok := DecisionCondition(decision, time.Time{}); ok && slices.Contains(status.GetWrites(), string(cond.Type)) && status.GetError() == "" {
+		// Applied already: this is a newer version of the same decision (the finalizer this sink adds, say).
+		// A condition is never taken back, and the cache may not show it yet: nothing is read or written.
+		status.AppliedVersion = in.Metadata().Version().String()
+
+		return nil
+	}
+
 	current, err := s.requests.Get(name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -127,7 +136,9 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 
 	if result.Condition == certificatesv1.CertificateApproved {
 		metrics.CSRApprovalSeconds.Observe(now.Sub(current.CreationTimestamp.Time).Seconds())
-		logger.Info("csr approved", zap.String("csr", name), zap.String("node", decision.GetNode()))
+		logger.Info("csr approved", zap.String("csr", name), zap.String("node", decision.GetNode()),
+			zap.Duration("since_submitted", now.Sub(current.CreationTimestamp.Time)),
+			zap.Duration("since_decided", now.Sub(decision.GetDecidedAt().AsTime())))
 	} else {
 		logger.Warn("csr denied", zap.String("csr", name), zap.String("node", decision.GetNode()), zap.String("reason", decision.GetReason()))
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -365,4 +366,46 @@ func TestNodeApplierEnvtestStaleCache(t *testing.T) {
 	node = getNode(t, clientset, name)
 	assert.Equal(t, "talos://metal/10.0.0.3", node.Spec.ProviderID)
 	assert.Equal(t, append(foreignTaints(stale), operatorTaint), node.Spec.Taints)
+}
+
+// The informer caches trimmed Nodes (TrimNode): the applier's writes from a trimmed Node leave the status
+// that was trimmed away as it is on the server.
+func TestNodeApplierEnvtestTrimmedCache(t *testing.T) {
+	t.Parallel()
+
+	env := sharedEnv(t)
+	clientset := env.Clientset()
+	applier, _ := countedApplier(t, env)
+
+	const name = "envtest-node-trimmed"
+
+	node := createKubeletNode(t, clientset, name, "")
+	node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
+	node.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.36.0", OSImage: "Talos"}
+	node.Status.Conditions = []corev1.NodeCondition{
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory"},
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"},
+	}
+
+	written, err := clientset.CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{FieldManager: "kubelet"})
+	require.NoError(t, err)
+
+	trimmed, err := k8ssink.TrimNode(written.DeepCopy())
+	require.NoError(t, err)
+
+	result, err := applier.Apply(t.Context(), trimmed.(*corev1.Node), k8ssink.NodeDesired{
+		Name:       name,
+		ProviderID: "talos://metal/10.0.0.4",
+		Labels:     map[string]string{"topology.kubernetes.io/zone": "a"},
+		Initialize: true,
+	})
+	require.NoError(t, err)
+	require.True(t, result.Initialized)
+
+	got := getNode(t, clientset, name)
+	assert.Equal(t, "talos://metal/10.0.0.4", got.Spec.ProviderID)
+	assert.Equal(t, written.Status.Capacity, got.Status.Capacity)
+	assert.Equal(t, written.Status.NodeInfo, got.Status.NodeInfo)
+	assert.Len(t, got.Status.Conditions, 2)
+	assert.Equal(t, written.Annotations, got.Annotations)
 }

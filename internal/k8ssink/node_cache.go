@@ -4,10 +4,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TrimNode drops from a Node what talos-ccm never reads, before the informer caches it: the list of
-// container images (tens of kilobytes per Node on a real cluster) and the managedFields entries of other
-// field managers (talos-ccm's own entries are kept: the applier reads them to know what it owns). Every
-// update talos-ccm sends leaves managedFields out, so the server keeps the full list.
+// TrimNode drops from a Node what talos-ccm never reads, before the informer caches it: of the status, all
+// but the addresses and the Ready condition (the list of container images alone is tens of kilobytes per
+// Node on a real cluster; capacity, system info and the other conditions are kilobytes more), and the
+// managedFields entries of other field managers (talos-ccm's own entries are kept: the applier reads them
+// to know what it owns). Every update talos-ccm sends leaves managedFields out, so the server keeps the
+// full list, and updates of a Node leave its status as it is on the server (status is a subresource).
 //
 // It is an informer transform (cache.TransformFunc): it changes the object it is given, which the
 // informer has just decoded and nobody else holds.
@@ -17,7 +19,18 @@ func TrimNode(obj any) (any, error) {
 		return obj, nil
 	}
 
-	node.Status.Images = nil
+	var ready []corev1.NodeCondition
+
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = append(ready, c)
+		}
+	}
+
+	node.Status = corev1.NodeStatus{
+		Addresses:  node.Status.Addresses,
+		Conditions: ready,
+	}
 
 	kept := node.ManagedFields[:0]
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
@@ -27,6 +28,12 @@ func TestTrimNode(t *testing.T) {
 		Status: corev1.NodeStatus{
 			Images:    []corev1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}},
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"},
+			},
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.36.0"},
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
 		},
 	}
 
@@ -35,6 +42,10 @@ func TestTrimNode(t *testing.T) {
 
 	trimmed := out.(*corev1.Node)
 	require.Nil(t, trimmed.Status.Images)
+	require.Nil(t, trimmed.Status.Capacity)
+	require.Empty(t, trimmed.Status.NodeInfo.KubeletVersion)
+	require.Equal(t, []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}, trimmed.Status.Conditions,
+		"the Ready condition stays")
 	require.Len(t, trimmed.ManagedFields, 2)
 
 	for _, e := range trimmed.ManagedFields {

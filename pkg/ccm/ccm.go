@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -176,9 +177,12 @@ type CCM struct {
 	state      state.State
 	restConfig *rest.Config
 	informers  informers.SharedInformerFactory
-	opts       Options
-	enabled    map[string]bool
-	logger     *zap.Logger
+	// requestInformers watches certificate requests on a connection of its own (ownConnection): their
+	// events never wait behind the Node watch's.
+	requestInformers informers.SharedInformerFactory
+	opts             Options
+	enabled          map[string]bool
+	logger           *zap.Logger
 
 	// events is created on first use by eventRecorder.
 	events     record.EventRecorder
@@ -234,19 +238,25 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 		return nil, err
 	}
 
-	clientset, err := kubernetes.NewForConfig(opts.RestConfig)
+	clientset, err := kubernetes.NewForConfig(ownConnection(opts.RestConfig))
+	if err != nil {
+		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
+	}
+
+	requestClientset, err := kubernetes.NewForConfig(ownConnection(opts.RestConfig))
 	if err != nil {
 		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
 	}
 
 	c := &CCM{
-		runtime:    rt,
-		state:      st,
-		restConfig: opts.RestConfig,
-		informers:  informers.NewSharedInformerFactory(clientset, 0),
-		opts:       opts,
-		enabled:    enabled,
-		logger:     opts.Logger,
+		runtime:          rt,
+		state:            st,
+		restConfig:       opts.RestConfig,
+		informers:        informers.NewSharedInformerFactory(clientset, 0),
+		requestInformers: informers.NewSharedInformerFactory(requestClientset, 0),
+		opts:             opts,
+		enabled:          enabled,
+		logger:           opts.Logger,
 	}
 
 	// Nodes are cached without what talos-ccm never reads (images, other managers' managedFields): on a
@@ -307,6 +317,7 @@ func (c *CCM) Start(ctx context.Context) {
 	}
 
 	c.informers.Start(ctx.Done())
+	c.requestInformers.Start(ctx.Done())
 }
 
 // WaitForCacheSync waits until the informers have their caches, and reports whether they do (false when
@@ -317,9 +328,11 @@ func (c *CCM) WaitForCacheSync(ctx context.Context) bool {
 		return c.runs.waitForCacheSync(ctx)
 	}
 
-	for _, synced := range c.informers.WaitForCacheSync(ctx.Done()) {
-		if !synced {
-			return false
+	for _, factory := range []informers.SharedInformerFactory{c.informers, c.requestInformers} {
+		for _, synced := range factory.WaitForCacheSync(ctx.Done()) {
+			if !synced {
+				return false
+			}
 		}
 	}
 
@@ -334,6 +347,7 @@ func (c *CCM) Close() {
 	}
 
 	c.informers.Shutdown()
+	c.requestInformers.Shutdown()
 
 	if c.stopEvents != nil {
 		c.stopEvents()
@@ -351,9 +365,9 @@ func (c *CCM) eventRecorder() record.EventRecorder {
 
 // writer returns the client one controller writes with. As in kube-controller-manager, every controller
 // has its own client, with its own rate limit, so that approving certificates or posting events never
-// waits behind a burst of Node writes, and the other way around.
+// waits behind a burst of Node writes, and the other way around; and its own connection (ownConnection).
 func (c *CCM) writer(name string) kubernetes.Interface {
-	cfg := rest.CopyConfig(c.restConfig)
+	cfg := ownConnection(c.restConfig)
 	cfg.UserAgent = "talos-ccm/" + name
 
 	client, err := kubernetes.NewForConfig(cfg)
@@ -381,4 +395,19 @@ func (c *CCM) newConfigSource() *configctrl.ConfigSourceController {
 	}
 
 	return ctrl
+}
+
+// ownConnection returns a copy of cfg whose clients do not share their connection with the clients of
+// other copies. client-go gives every client of the same TLS settings one HTTP/2 connection, and HTTP/2
+// flow control is per connection: while thousands of Nodes join, the responses to the Node writes and the
+// Node watch's events fill that connection, and the certificate request watch's events waited behind them
+// for seconds. A dialer of its own makes a connection of its own (client-go keys its connections by dialer).
+func ownConnection(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+
+	if cfg.Dial == nil {
+		cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+
+	return cfg
 }

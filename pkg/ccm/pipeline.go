@@ -58,7 +58,7 @@ func (c *CCM) registerCloudNode() error {
 // decisions and the CSR sink. Without machine addresses (no Talos source, no host facts), rule 8, the
 // check against the machine's own addresses, is skipped and every decision says so.
 func (c *CCM) registerCSRApproval() error {
-	requests := c.informers.Certificates().V1().CertificateSigningRequests()
+	requests := c.requestInformers.Certificates().V1().CertificateSigningRequests()
 
 	return errors.Join(
 		c.runtime.RegisterController(&kubectrl.KubeCSRController{Informer: requests.Informer()}),

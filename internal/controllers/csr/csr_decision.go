@@ -44,7 +44,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 		opts.Now = time.Now
 	}
 
-	d := &csrDecider{opts: opts}
+	d := &csrDecider{opts: opts, index: newRequesterIndex()}
 
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
@@ -56,18 +56,23 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 				return kube.NewKubeCSR(kube.NamespaceName, out.Metadata().ID())
 			},
 			TransformFunc: d.transform,
+			FinalizerRemovalFunc: func(_ context.Context, _ controller.Reader, _ *zap.Logger, in *kube.KubeCSR) error {
+				d.index.remove(in.Metadata().ID())
+
+				return nil
+			},
 		},
 		qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperFuncFromTyped[*kube.KubeNode](
-			func(ctx context.Context, _ *zap.Logger, r controller.QRuntime, n *kube.KubeNode) ([]resource.Pointer, error) {
-				return requestsOf(ctx, r, NodeUserPrefix+n.Metadata().ID())
+			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, n *kube.KubeNode) ([]resource.Pointer, error) {
+				return d.index.requests(NodeUserPrefix + n.Metadata().ID()), nil
 			})),
 		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperFuncFromTyped[*talos.MachineAddresses](
-			func(ctx context.Context, _ *zap.Logger, r controller.QRuntime, m *talos.MachineAddresses) ([]resource.Pointer, error) {
-				return requestsOf(ctx, r, NodeUserPrefix+m.Metadata().ID())
+			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, m *talos.MachineAddresses) ([]resource.Pointer, error) {
+				return d.index.requests(NodeUserPrefix + m.Metadata().ID()), nil
 			})),
 		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](
-			func(ctx context.Context, _ *zap.Logger, r controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
-				return requestsOf(ctx, r, "")
+			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
+				return d.index.requests(""), nil
 			})),
 		// Decisions are independent of each other (a request and its siblings are re-decided when either
 		// changes), and each is persisted: several at once keep approvals fast while thousands of nodes join.
@@ -79,6 +84,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 const decisionConcurrency = 16
 
 type csrDecider struct {
+	index      *requesterIndex
 	opts       CSRDecisionOptions
 	superseded supersededRequests
 }
@@ -95,6 +101,9 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 
 	name := in.Metadata().ID()
 	request := in.TypedSpec().Value
+
+	// Before the Node and the machine are read: a change of either from now on decides this request again.
+	d.index.add(name, request.GetUsername())
 
 	supersededBy, err := d.supersededBy(ctx, r, name, request)
 	if err != nil {
@@ -228,29 +237,6 @@ func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name
 	}
 
 	return d.superseded.of(name), nil
-}
-
-// requestsOf lists the pending requests of one requester (every request when username is empty).
-func requestsOf(ctx context.Context, r controller.QRuntime, username string) ([]resource.Pointer, error) {
-	var opts []state.ListOption
-	if username != "" {
-		opts = append(opts, state.WithLabelQuery(resource.LabelEqual(kube.RequesterLabel, kube.RequesterLabelValue(username))))
-	}
-
-	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("failed to list certificate requests: %w", err)
-	}
-
-	var ptrs []resource.Pointer
-
-	for res := range all.All() {
-		if username == "" || res.TypedSpec().Value.GetUsername() == username {
-			ptrs = append(ptrs, res.Metadata())
-		}
-	}
-
-	return ptrs, nil
 }
 
 // getRunning reads a resource that may not exist; a missing one, or one being torn down, is nil.

@@ -1,0 +1,107 @@
+package k8ssink_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// A decision is applied once: newer versions of the same decision (the sink's own finalizer, a label) do not
+// send the approval again while the informer's cache still shows the request pending.
+func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
+	t.Parallel()
+
+	request := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "csr-1", UID: "uid-1", ResourceVersion: "1"},
+		Spec:       certificatesv1.CertificateSigningRequestSpec{Username: "system:node:w1", SignerName: certificatesv1.KubeletServingSignerName},
+	}
+
+	client := fake.NewClientset(request.DeepCopy())
+
+	// The cache never catches up in this test: it shows the request pending throughout.
+	requests := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, requests.Add(request))
+
+	rt := ctest.New(t)
+	rt.Register(t, k8ssink.NewCSRSinkController(
+		k8ssink.NewCSRApplier(client.CertificatesV1().CertificateSigningRequests()),
+		certlisters.NewCertificateSigningRequestLister(requests),
+		corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
+		nil,
+	))
+
+	ctx := rt.Start(t, 30*time.Second)
+
+	mirror := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
+	mirror.TypedSpec().Value = &specs.KubeCSRSpec{Username: "system:node:w1"}
+	require.NoError(t, rt.State.Create(ctx, mirror))
+
+	decision := csr.NewCSRDecision(csr.NamespaceName, "csr-1")
+	decision.TypedSpec().Value = &specs.CSRDecisionSpec{
+		Verdict:      csrctrl.VerdictApprove,
+		Node:         "w1",
+		CsrUid:       "uid-1",
+		InputVersion: csrctrl.InputVersion(mirror),
+	}
+	require.NoError(t, rt.State.Create(ctx, decision))
+
+	rtestutils.AssertResource(ctx, t, rt.State, "csr/csr-1", func(s *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal([]string{string(certificatesv1.CertificateApproved)}, s.TypedSpec().Value.GetWrites())
+	})
+
+	// A newer version of the same decision.
+	current, err := safe.StateUpdateWithConflicts(ctx, rt.State, decision.Metadata(), func(d *csr.CSRDecision) error {
+		d.Metadata().Labels().Set("example.com/touched", "yes")
+
+		return nil
+	})
+	require.NoError(t, err)
+
+	rtestutils.AssertResource(ctx, t, rt.State, "csr/csr-1", func(s *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal(current.Metadata().Version().String(), s.TypedSpec().Value.GetAppliedVersion())
+	})
+
+	updates := 0
+
+	for _, action := range client.Actions() {
+		if action.GetVerb() == "update" && action.GetSubresource() == "approval" {
+			updates++
+		}
+
+		assert.NotEqual(t, "get", action.GetVerb(), "nothing is read again")
+	}
+
+	assert.Equal(t, 1, updates, "the approval is sent once")
+
+	got, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, "csr-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.True(t, slicesContainsApproved(got))
+}
+
+func slicesContainsApproved(request *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range request.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved {
+			return true
+		}
+	}
+
+	return false
+}
