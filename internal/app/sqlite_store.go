@@ -19,10 +19,11 @@ import (
 // backing store of their in-memory states (inmem.BackingStore), as Talos keeps its persisted resources.
 //
 //   - Controllers read, write and watch the decisions at the speed of memory; none waits for the disk.
-//   - Writes reach the database behind the controllers' backs, one writer at a time, a few milliseconds
-//     after the change: a burst of changes to one decision (created, then a finalizer, then an update) is
-//     one write of its latest version. Close writes what is left.
-//   - A crash (SIGKILL, OOM) loses at most the changes of those milliseconds, which are decisions rebuilt
+//   - Writes reach the database behind the controllers' backs, one writer at a time, at most flushDelay
+//     after the change plus the time to write what came before: the changes to one decision in that time
+//     (created, then a finalizer, then an update) are one write of its latest version. Close writes what
+//     is left.
+//   - A crash (SIGKILL, OOM) loses at most the changes of that time, which are decisions rebuilt
 //     from Kubernetes and Talos: allocators take the pod CIDRs and LoadBalancer IPs found on Nodes and
 //     Services as facts.
 //   - A write that fails stays pending and is tried again; state_pending_writes and state_writes_total
@@ -71,8 +72,13 @@ type storedRow struct {
 	version resource.Version
 }
 
-// flushRetry is how long a failed write waits before it is tried again.
-const flushRetry = time.Second
+const (
+	// flushDelay is how long changes gather before they are written: while thousands of nodes join, a
+	// decision changes several times within it and is written once.
+	flushDelay = 250 * time.Millisecond
+	// flushRetry is how long a failed write waits before it is tried again.
+	flushRetry = time.Second
+)
 
 // newSQLiteStore reads every decision of kinds from the database, and starts the writer.
 func newSQLiteStore(ctx context.Context, db state.CoreState, kinds []resource.Kind, logger *zap.Logger) (*sqliteStore, error) {
@@ -128,6 +134,12 @@ func (s *sqliteStore) run(ctx context.Context) {
 		case <-s.stop:
 			return
 		case <-s.ready:
+		}
+
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(flushDelay):
 		}
 
 		if err := s.flush(ctx); err != nil {
