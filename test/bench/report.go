@@ -39,6 +39,7 @@ func report(w io.Writer, results []*result) {
 		fmt.Fprintf(tw, "%s\tafter init: heap / stacks / goroutines\t%.0f MiB / %.0f MiB / %.0f\t-\t-\n", r.name(), r.heapBytes/(1<<20), r.stackBytes/(1<<20), r.goroutines)
 		fmt.Fprintf(tw, "%s\tidle %s: writes / Talos calls per minute\t%.1f / %.1f\t-\t-\n", r.name(), r.idle, r.idleWritesPerMin, r.idleTalosPerMin)
 		fmt.Fprintf(tw, "%s\tkubelet registration (not talos-ccm)\t%s\t-\t-\n", r.name(), round(r.registration))
+		fmt.Fprintf(tw, "%s\tCSR seen by a watch p50 / p99 (not talos-ccm)\t%s / %s\t-\t-\n", r.name(), round(r.csrWatch.p50), round(r.csrWatch.p99))
 	}
 
 	tw.Flush() //nolint:errcheck
@@ -58,7 +59,7 @@ func writeCSV(path string, results []*result) error {
 		"ccm_p50_s", "ccm_p99_s", "ccm_max_s", "floor_p50_s", "floor_p99_s", "floor_max_s", "p99_ratio", "ccm_p99_without_slow_s",
 		"csr_p50_s", "csr_p99_s", "csr_approved", "csr_submitted",
 		"kube_requests_per_node", "talos_calls_per_node",
-		"peak_rss_mib", "cpu_s", "heap_mib", "stack_mib", "goroutines", "idle_min", "idle_writes_per_min", "idle_talos_calls_per_min", "registration_s",
+		"peak_rss_mib", "cpu_s", "heap_mib", "stack_mib", "goroutines", "idle_min", "idle_writes_per_min", "idle_talos_calls_per_min", "registration_s", "csr_watch_p50_s", "csr_watch_p99_s",
 	}}
 
 	for _, r := range results {
@@ -72,7 +73,7 @@ func writeCSV(path string, results []*result) error {
 			fmt.Sprintf("%.1f", float64(r.peakRSS)/(1<<20)), fmt.Sprintf("%.2f", r.cpuSeconds),
 			fmt.Sprintf("%.1f", r.heapBytes/(1<<20)), fmt.Sprintf("%.1f", r.stackBytes/(1<<20)), fmt.Sprintf("%.0f", r.goroutines),
 			fmt.Sprintf("%.1f", r.idle.Minutes()), fmt.Sprintf("%.2f", r.idleWritesPerMin), fmt.Sprintf("%.2f", r.idleTalosPerMin),
-			secs(r.registration),
+			secs(r.registration), secs(r.csrWatch.p50), secs(r.csrWatch.p99),
 		})
 	}
 

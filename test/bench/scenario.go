@@ -48,6 +48,8 @@ type result struct {
 	// ccmOthers are the latencies without the slow machine (slow scenario only).
 	ccmOthers latencies
 	csr       latencies
+	// csrWatch is from a CSR's submission to its first event on the bench's own watch.
+	csrWatch latencies
 
 	requestsPerNode map[string]float64
 	talosPerNode    float64
@@ -234,7 +236,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	step(fmt.Sprintf("initialized in %s; waiting for the serving CSRs", res.ccm.wall.Round(time.Millisecond)))
 
-	res.csr, res.csrSubmitted = watch.csrLatencies(ctx, kubelets, names, 60*time.Second)
+	res.csr, res.csrWatch, res.csrSubmitted = watch.csrLatencies(ctx, kubelets, names, 60*time.Second)
 
 	// Queued work (Events are posted asynchronously) finishes before the idle window starts.
 	before, err := settle(ctx, metricsAddr, 3*time.Second, time.Minute)

@@ -17,10 +17,11 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
-// watcher records, from the apiserver's own watch streams, when each Node lost its uninitialized taint and
-// when each CSR was approved.
+// watcher records, from the apiserver's own watch streams, when each Node lost its uninitialized taint,
+// when each CSR was first seen, and when each CSR was approved.
 type watcher struct {
 	initialized map[string]time.Time
+	seen        map[string]time.Time
 	approved    map[string]time.Time
 	factory     informers.SharedInformerFactory
 	cancel      context.CancelFunc
@@ -36,6 +37,7 @@ func newWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{
 		initialized: map[string]time.Time{},
+		seen:        map[string]time.Time{},
 		approved:    map[string]time.Time{},
 		factory:     informers.NewSharedInformerFactory(client, 0),
 		cancel:      cancel,
@@ -55,6 +57,8 @@ func newWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
 		if !ok {
 			return
 		}
+
+		w.record(w.seen, csr.Name)
 
 		for _, c := range csr.Status.Conditions {
 			if c.Type == certificatesv1.CertificateApproved {
@@ -162,15 +166,18 @@ func nodeLatencies(names []string, w *watcher, kubelets *talossim.Kubelets, star
 }
 
 // csrLatencies waits up to timeout for every node's serving CSR to be approved, and measures each from
-// its submission to its approval. It returns how many CSRs were submitted.
-func (w *watcher) csrLatencies(ctx context.Context, kubelets *talossim.Kubelets, names []string, timeout time.Duration) (latencies, int) {
+// its submission to its approval, and to its first event on a watch of the apiserver's (what talos-ccm
+// cannot be faster than). It returns how many CSRs were submitted.
+func (w *watcher) csrLatencies(ctx context.Context, kubelets *talossim.Kubelets, names []string, timeout time.Duration) (approval, watched latencies, submitted int) {
 	deadline := time.Now().Add(timeout)
 
 	for {
-		submitted, approved := 0, 0
+		submitted = 0
+		approved := 0
 
 		per := make([]time.Duration, 0, len(names))
 		done := make([]time.Duration, 0, len(names))
+		seen := make([]time.Duration, 0, len(names))
 
 		for _, name := range names {
 			t, ok := kubelets.Times(name)
@@ -179,6 +186,10 @@ func (w *watcher) csrLatencies(ctx context.Context, kubelets *talossim.Kubelets,
 			}
 
 			submitted++
+
+			if at, ok := w.get(w.seen, t.CSRName); ok {
+				seen = append(seen, max(at.Sub(t.CSRSubmitted), 0))
+			}
 
 			if at, ok := w.get(w.approved, t.CSRName); ok {
 				approved++
@@ -189,7 +200,7 @@ func (w *watcher) csrLatencies(ctx context.Context, kubelets *talossim.Kubelets,
 		}
 
 		if (submitted == len(names) && approved == submitted) || time.Now().After(deadline) || ctx.Err() != nil {
-			return summarize(per, done), submitted
+			return summarize(per, done), summarize(seen, seen), submitted
 		}
 
 		time.Sleep(100 * time.Millisecond)
