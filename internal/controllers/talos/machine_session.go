@@ -38,8 +38,6 @@ type sessionOptions struct {
 	RetryMin, RetryMax time.Duration
 	// PlatformRefresh is how often PlatformMetadata is read again (it has no cheap watch on old Talos).
 	PlatformRefresh time.Duration
-	// Opening paces the sessions that open at once (nil: no pacing).
-	Opening *openingSlots
 	// ProbeInterval is how often a machine whose Node is NotReady is asked directly for its status. A
 	// watch does not say when a machine stops answering (the client resumes it silently), and whether a
 	// NotReady Node's machine answers, and as which machine, is what lifecycle verdicts are made of.
@@ -100,13 +98,6 @@ func (s *machineSession) run(ctx context.Context) {
 func (s *machineSession) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(client.WithNode(ctx, s.ip))
 	defer cancel()
-
-	opened, err := s.opts.Opening.acquire(ctx)
-	if err != nil {
-		return err
-	}
-
-	defer opened()
 
 	platform, err := s.readPlatform(ctx)
 	if err != nil {
@@ -261,8 +252,6 @@ func (s *machineSession) session(ctx context.Context) error {
 			case state.Bootstrapped:
 				bootstrapped = true
 				status.LastSeen = timestamppb.Now()
-
-				opened()
 
 				s.send(ctx, machineFacts{platform: platform, status: cloneStatus(status)})
 			case state.Noop:

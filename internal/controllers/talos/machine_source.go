@@ -148,7 +148,6 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 		RetryMin:        500 * time.Millisecond,
 		RetryMax:        ctrl.Options.RetryMax,
 		PlatformRefresh: ctrl.Options.PlatformRefresh,
-		Opening:         newOpeningSlots(openingConcurrency, openingHold),
 	}
 
 	if opts.CallTimeout <= 0 {
