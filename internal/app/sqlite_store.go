@@ -65,11 +65,15 @@ type typedResource struct {
 }
 
 // storedRow is what the writer needs to know of a row to replace or remove it: its version and owner
-// (checked by the database), and the resource last written (a row is removed without finalizers).
+// (checked by the database), and whether it has finalizers (the database removes a row only without).
 type storedRow struct {
-	last    resource.Resource
-	owner   string
-	version resource.Version
+	owner         string
+	version       resource.Version
+	hasFinalizers bool
+}
+
+func rowOf(md *resource.Metadata) storedRow {
+	return storedRow{owner: md.Owner(), version: md.Version(), hasFinalizers: !md.Finalizers().Empty()}
 }
 
 const (
@@ -101,7 +105,7 @@ func newSQLiteStore(ctx context.Context, db state.CoreState, kinds []resource.Ki
 
 		for _, res := range list.Items {
 			md := res.Metadata()
-			s.stored[keyOf(md)] = storedRow{last: res, owner: md.Owner(), version: md.Version()}
+			s.stored[keyOf(md)] = rowOf(md)
 			s.loaded[md.Namespace()] = append(s.loaded[md.Namespace()], typedResource{res: res, typ: md.Type()})
 		}
 	}
@@ -222,7 +226,7 @@ func (s *sqliteStore) write(ctx context.Context, key resourceKey, res resource.R
 			return nil
 		}
 
-		if err := s.remove(ctx, row); err != nil {
+		if err := s.remove(ctx, key, row); err != nil {
 			return err
 		}
 
@@ -246,31 +250,33 @@ func (s *sqliteStore) write(ctx context.Context, key resourceKey, res resource.R
 		return fmt.Errorf("failed to write %s: %w", written.Metadata(), err)
 	}
 
-	s.stored[key] = storedRow{last: res, owner: written.Metadata().Owner(), version: written.Metadata().Version()}
+	s.stored[key] = rowOf(written.Metadata())
 
 	return nil
 }
 
 // remove deletes a row; the database refuses to delete a row with finalizers, which the in-memory
 // resource had lost before it was destroyed, so they are removed first.
-func (s *sqliteStore) remove(ctx context.Context, row storedRow) error {
-	md := row.last.Metadata()
+func (s *sqliteStore) remove(ctx context.Context, key resourceKey, row storedRow) error {
+	ptr := resource.NewMetadata(key.namespace, key.typ, key.id, resource.VersionUndefined)
 
-	if !md.Finalizers().Empty() {
-		cleared := row.last.DeepCopy()
-		cleared.Metadata().SetVersion(row.version)
-
-		for _, fin := range *md.Finalizers() {
-			cleared.Metadata().Finalizers().Remove(fin)
+	if row.hasFinalizers {
+		current, err := s.db.Get(ctx, ptr)
+		if err != nil && !state.IsNotFoundError(err) {
+			return fmt.Errorf("failed to read %s: %w", ptr, err)
 		}
 
-		if err := s.db.Update(ctx, cleared, state.WithUpdateOwner(row.owner), state.WithExpectedPhaseAny()); err != nil {
-			return fmt.Errorf("failed to clear the finalizers of %s: %w", md, err)
+		if current != nil {
+			*current.Metadata().Finalizers() = nil
+
+			if err = s.db.Update(ctx, current, state.WithUpdateOwner(row.owner), state.WithExpectedPhaseAny()); err != nil {
+				return fmt.Errorf("failed to clear the finalizers of %s: %w", ptr, err)
+			}
 		}
 	}
 
-	if err := s.db.Destroy(ctx, md, state.WithDestroyOwner(row.owner)); err != nil && !state.IsNotFoundError(err) {
-		return fmt.Errorf("failed to delete %s: %w", md, err)
+	if err := s.db.Destroy(ctx, ptr, state.WithDestroyOwner(row.owner)); err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("failed to delete %s: %w", ptr, err)
 	}
 
 	return nil

@@ -131,7 +131,7 @@ func TestSQLiteStoreKeepsMetadataAndDestroys(t *testing.T) {
 	for _, id := range []string{"kept", "gone"} {
 		nt := node.NewNodeTransform(node.NamespaceName, id)
 		require.NoError(t, mem.Create(t.Context(), nt, state.WithCreateOwner("node.NodeTransformController")))
-		require.NoError(t, mem.AddFinalizer(t.Context(), nt.Metadata(), "k8ssink.NodeSinkController"))
+		require.NoError(t, mem.AddFinalizer(t.Context(), nt.Metadata(), "k8ssink.NodeSinkController", "k8ssink.NodeLifecycleSinkController"))
 	}
 
 	_, err := mem.Teardown(t.Context(), transformPtr("kept"), state.WithTeardownOwner("node.NodeTransformController"))
@@ -157,7 +157,7 @@ func TestSQLiteStoreKeepsMetadataAndDestroys(t *testing.T) {
 	// The finalizer is removed and the decision destroyed before the writer writes either change.
 	decisions.flushMu.Lock()
 
-	require.NoError(t, mem.RemoveFinalizer(t.Context(), transformPtr("gone"), "k8ssink.NodeSinkController"))
+	require.NoError(t, mem.RemoveFinalizer(t.Context(), transformPtr("gone"), "k8ssink.NodeSinkController", "k8ssink.NodeLifecycleSinkController"))
 	require.NoError(t, mem.Destroy(t.Context(), transformPtr("gone"), state.WithDestroyOwner("node.NodeTransformController")))
 
 	decisions.flushMu.Unlock()
