@@ -33,8 +33,6 @@ type NodeApplierOptions struct {
 	// ConflictBackoff bounds the retries of the taint update on a conflict; zero means
 	// retry.DefaultRetry.
 	ConflictBackoff wait.Backoff
-	// Written, when set, is given every Node as the apiserver returned it after a write.
-	Written func(*corev1.Node)
 }
 
 // NodeApplier brings Nodes to the state talos-ccm decided for them. It keeps no state between
@@ -42,7 +40,6 @@ type NodeApplierOptions struct {
 type NodeApplier struct {
 	nodes   NodeClient
 	logger  *zap.Logger
-	written func(*corev1.Node)
 	manager string
 	backoff wait.Backoff
 }
@@ -85,14 +82,9 @@ func NewNodeApplier(nodes NodeClient, logger *zap.Logger, opts NodeApplierOption
 		opts.ConflictBackoff = retry.DefaultRetry
 	}
 
-	if opts.Written == nil {
-		opts.Written = func(*corev1.Node) {}
-	}
-
 	return &NodeApplier{
 		nodes:   nodes,
 		logger:  logger,
-		written: opts.Written,
 		manager: opts.FieldManager,
 		backoff: opts.ConflictBackoff,
 	}
@@ -137,8 +129,6 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 			return result, fmt.Errorf("failed to apply labels and annotations of node %q: %w", desired.Name, err)
 		}
 
-		a.written(node)
-
 		result.Node = node
 		result.Writes++
 		result.MetadataApplied = true
@@ -151,8 +141,6 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 		if err != nil {
 			return result, fmt.Errorf("failed to patch addresses of node %q: %w", desired.Name, err)
 		}
-
-		a.written(node)
 
 		result.Node = node
 		result.Writes++
@@ -246,8 +234,6 @@ func (a *NodeApplier) updateSpec(ctx context.Context, desired NodeDesired, first
 			// Unwrapped: RetryOnConflict recognizes the conflict by the API error; Apply wraps it.
 			return err
 		}
-
-		a.written(updated)
 
 		result.Node = updated
 		result.Writes++

@@ -23,7 +23,6 @@ import (
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
-	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 )
@@ -181,11 +180,9 @@ type CCM struct {
 	// requestInformers watches certificate requests on a connection of its own (ownConnection): their
 	// events never wait behind the Node watch's.
 	requestInformers informers.SharedInformerFactory
-	// nodeWrites brings the Nodes the node sink writes into the KubeNode mirror before the Node watch does.
-	nodeWrites *kubectrl.NodeWrites
-	opts       Options
-	enabled    map[string]bool
-	logger     *zap.Logger
+	opts             Options
+	enabled          map[string]bool
+	logger           *zap.Logger
 
 	// events is created on first use by eventRecorder.
 	events     record.EventRecorder
@@ -267,8 +264,6 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 	if err = c.informers.Core().V1().Nodes().Informer().SetTransform(k8ssink.TrimNode); err != nil {
 		return nil, fmt.Errorf("failed to set up the node informer: %w", err)
 	}
-
-	c.nodeWrites = kubectrl.NewNodeWrites(c.informers.Core().V1().Nodes().Informer(), k8ssink.TrimNode)
 
 	if err = c.registerSources(); err != nil {
 		c.Close()

@@ -26,7 +26,7 @@ var controllerGroups = map[string]func(*CCM) error{
 func (c *CCM) registerSources() error {
 	err := errors.Join(
 		c.runtime.RegisterController(c.newConfigSource()),
-		c.runtime.RegisterController(&kubectrl.KubeNodeController{Informer: c.informers.Core().V1().Nodes().Informer(), Writes: c.nodeWrites}),
+		c.runtime.RegisterController(&kubectrl.KubeNodeController{Informer: c.informers.Core().V1().Nodes().Informer()}),
 	)
 
 	if c.opts.Talos != nil {
@@ -45,9 +45,7 @@ func (c *CCM) registerSources() error {
 
 // registerCloudNode registers Node initialization: the transform and the node sink.
 func (c *CCM) registerCloudNode() error {
-	applier := k8ssink.NewNodeApplier(c.writer(ControllerCloudNode).CoreV1().Nodes(), c.logger.Named("node-applier"), k8ssink.NodeApplierOptions{
-		Written: c.nodeWrites.Written,
-	})
+	applier := k8ssink.NewNodeApplier(c.writer(ControllerCloudNode).CoreV1().Nodes(), c.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
 
 	return errors.Join(
 		c.runtime.RegisterQController(nodectrl.NewNodeTransformController()),

@@ -33,16 +33,10 @@ type informerMirror[R generic.ResourceWithRD] struct {
 	object string
 	// syncID, when set, is the KubeSync written once the informer's initial list is mirrored.
 	syncID resource.ID
-	// writes, when set, brings the objects talos-ccm writes into the mirror before the informer does.
-	writes *NodeWrites
 }
 
 func (m *informerMirror[R]) run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	pending := dirty.New()
-
-	if m.writes != nil {
-		pending = m.writes.pending
-	}
 	key := func(obj any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			pending.Add(k)
@@ -121,12 +115,7 @@ func (m *informerMirror[R]) syncAll(ctx context.Context, r controller.Runtime, p
 }
 
 func (m *informerMirror[R]) sync(ctx context.Context, r controller.Runtime, id resource.ID, tearingDown map[resource.ID]struct{}) error {
-	getByKey := m.informer.GetStore().GetByKey
-	if m.writes != nil {
-		getByKey = m.writes.getByKey
-	}
-
-	obj, exists, err := getByKey(id)
+	obj, exists, err := m.informer.GetStore().GetByKey(id)
 	if err != nil {
 		return fmt.Errorf("failed to read %s %q from the cache: %w", m.object, id, err)
 	}

@@ -18,8 +18,6 @@ import (
 type KubeNodeController struct {
 	// Informer is a shared informer on Nodes; the caller starts it.
 	Informer cache.SharedIndexInformer
-	// Writes, when set, brings the Nodes that talos-ccm writes into the mirror before the informer does.
-	Writes *NodeWrites
 }
 
 // Name implements controller.Controller interface.
@@ -57,7 +55,6 @@ func (ctrl *KubeNodeController) Run(ctx context.Context, r controller.Runtime, l
 		},
 		object: "node",
 		syncID: kube.NodesSyncID,
-		writes: ctrl.Writes,
 	}
 
 	return m.run(ctx, r, logger)
