@@ -4,7 +4,7 @@ GO ?= go
 BIN := $(CURDIR)/bin
 GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test-fuzz test-faults all build test envtest generate check-generate demo lint clean bench bench-quick
+.PHONY: test-fuzz test-faults test-k8s-versions test-bench-functions all build test envtest generate check-generate demo lint clean bench bench-quick
 
 all: build
 
@@ -13,8 +13,9 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 ## envtest: build kube-apiserver and etcd from Go modules (once per version) and print their directory.
+## K8S_MINOR=1.35 builds an older supported minor (hack/envtest/k8s-1.35/go.mod) instead.
 envtest:
-	@hack/envtest.sh
+	@hack/envtest.sh $(K8S_MINOR)
 
 .PHONY: helm manifests
 
@@ -40,6 +41,31 @@ test-faults:
 		echo "using envtest binaries in $$assets" && \
 		KUBEBUILDER_ASSETS="$$assets" $(GO) test $(GOTEST_FLAGS) -tags faults -v ./test/faults/
 
+## test-k8s-versions: node initialization, kubelet serving CSR approval, the chart's RBAC (and the secure
+## metrics' TokenReview and SubjectAccessReview) and the manifests' server-side dry run, against each
+## older supported Kubernetes minor (hack/envtest.sh list, all but the current one, which `make test`
+## covers), building the apiservers it lacks. Every minor runs even when one fails.
+K8S_VERSION_TESTS ?= ^(TestKubernetesVersion|TestNodesInitializedWithExpectedFacts|TestKubeletServingCSRs|TestCSRApprovalWithoutTalos|TestManifestsDryRun|TestRBACGrantsWhatTheControllersNeed|TestTalosCCMRunsWithTheChartIdentity|TestSecureMetricsWithTheChartRBAC)$$
+test-k8s-versions:
+	@current="$$(hack/envtest.sh list | tail -n 1)" && failed="" && \
+	for minor in $$(hack/envtest.sh list); do \
+		[ "$$minor" = "$$current" ] && continue; \
+		assets="$$(hack/envtest.sh "$$minor")" || { failed="$$failed $$minor"; continue; }; \
+		echo "Kubernetes $$minor: envtest binaries in $$assets"; \
+		KUBEBUILDER_ASSETS="$$assets" TALOS_CCM_EXPECT_K8S_MINOR="$$minor" \
+			$(GO) test $(GOTEST_FLAGS) -run '$(K8S_VERSION_TESTS)' ./test/e2e ./test/deploy || failed="$$failed $$minor"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-k8s-versions: failed on Kubernetes$$failed"; exit 1; fi
+
+## test-bench-functions: every Benchmark function run once (-benchtime=1x), so that none of them rots
+## unnoticed: `make test` runs no benchmark. The packages are found by their Benchmark functions; some need
+## envtest.
+test-bench-functions:
+	@assets="$$(hack/envtest.sh)" && \
+		pkgs="$$(grep -rl --include='*_test.go' '^func Benchmark' cmd internal pkg test | xargs -n1 dirname | sort -u | sed 's|^|./|')" && \
+		echo "running the Benchmark functions of$$(echo $$pkgs | sed 's/^/ /')" && \
+		KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 25m -run '^$$' -bench . -benchtime=1x $$pkgs
+
 ## test-fuzz: a short run of every fuzz target (CSR decisions, the config file, Talos facts, rule templates):
 ## no panic on hostile input. FUZZTIME per target, default 10s.
 FUZZTIME ?= 10s
@@ -58,7 +84,8 @@ demo: build
 	@hack/demo.sh
 
 ## bench: initialize 100, 1,000 and 5,000 simulated nodes, measured against a floor of the same writes
-## by a bare client (results in bench/results; 5 idle minutes each: takes a while).
+## by a bare client, and the CSR flood scenario (--flood; results in bench/results; 5 idle minutes each:
+## takes a while).
 bench: build
 	@assets="$$(hack/envtest.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench --nodes 100,1000,5000 --idle 5m --slow-at 1000
 

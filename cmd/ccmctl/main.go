@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/talos-ccm/talos-ccm/internal/ccmctl"
+	"github.com/talos-ccm/talos-ccm/internal/version"
 	// The resource packages register their protobuf types, so that resources decode to typed values.
 	_ "github.com/talos-ccm/talos-ccm/internal/resources"
 )
@@ -34,6 +35,7 @@ Usage:
   ccmctl explain node NAME
   ccmctl config validate FILE
   ccmctl config test FILE --node NAME
+  ccmctl version
 
 TYPE is a resource type or any of its aliases (ccmctl get rd lists them).
 
@@ -111,6 +113,14 @@ func dispatch(ctx context.Context, conn *connection, args []string, stdout io.Wr
 		default:
 			return usageError{msg: fmt.Sprintf("unknown config subcommand %q (want validate or test)", rest[1])}
 		}
+	case "version":
+		if len(rest) > 1 {
+			return usageError{msg: "usage: ccmctl version"}
+		}
+
+		fmt.Fprintln(stdout, "ccmctl", version.Get())
+
+		return nil
 	case "help":
 		return pflag.ErrHelp
 	default:

@@ -3,7 +3,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/memlimit"
+	"github.com/talos-ccm/talos-ccm/internal/version"
 )
 
 func main() {
@@ -25,8 +28,22 @@ func main() {
 	}
 }
 
+// errVersion is returned by parseFlags for --version: print the version and exit.
+var errVersion = errors.New("version requested")
+
+// printVersion writes the line of `talos-ccm --version`.
+func printVersion(w io.Writer) {
+	fmt.Fprintln(w, "talos-ccm", version.Get())
+}
+
 func run() error {
 	opts, logLevel, err := parseFlags(os.Args[1:])
+	if errors.Is(err, errVersion) {
+		printVersion(os.Stdout)
+
+		return nil
+	}
+
 	if err != nil {
 		return err
 	}
@@ -37,6 +54,9 @@ func run() error {
 	}
 
 	defer logger.Sync() //nolint:errcheck
+
+	build := version.Get()
+	logger.Info("talos-ccm", zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go_version", build.GoVersion))
 
 	// In a container with a memory limit, the garbage collector keeps the heap under it (GOMEMLIMIT wins).
 	if limit, source, err := memlimit.Apply(); err != nil {
@@ -61,9 +81,13 @@ func run() error {
 
 func parseFlags(args []string) (app.Options, string, error) {
 	var (
-		opts      app.Options
-		endpoints string
-		logLevel  string
+		opts        app.Options
+		endpoints   string
+		logLevel    string
+		showVersion bool
+		secure      bool
+
+		betaTopologyLabels bool
 	)
 
 	fs := pflag.NewFlagSet("talos-ccm", pflag.ContinueOnError)
@@ -102,15 +126,26 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.DurationVar(&opts.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", app.Defaults.LeaderElection.RenewDeadline, "how long the leader retries renewing the Lease before giving up leadership")
 	fs.DurationVar(&opts.LeaderElection.RetryPeriod, "leader-elect-retry-period", app.Defaults.LeaderElection.RetryPeriod, "how often to try to acquire or renew the Lease")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" turns it off)`)
+	fs.BoolVar(&secure, "metrics-secure", true, "serve /metrics (and --profiling) over HTTPS to callers whose bearer token the apiserver authenticates and authorizes (TokenReview, SubjectAccessReview for get on the path); false serves plain HTTP, only on a localhost --metrics-bind-address")
+	fs.StringVar(&opts.TLSCertFile, "tls-cert-file", "", "serving certificate of the secure metrics endpoint, re-read when it changes (default: a self-signed one generated at start)")
+	fs.StringVar(&opts.TLSPrivateKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.BoolVar(&opts.Profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ and the COSI runtime counters under /debug/vars on the metrics address")
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" turns it off)`)
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain: names under it are never approved in kubelet serving certificates")
 	fs.DurationVar(&opts.CSRMaxExpiration, "csr-max-expiration", app.Defaults.CSRMaxExpiration, "longest certificate lifetime (expirationSeconds) a kubelet serving certificate request may ask for")
+	fs.BoolVar(&betaTopologyLabels, "beta-topology-labels", true, "also set the deprecated beta.kubernetes.io/instance-type, failure-domain.beta.kubernetes.io/zone and region labels, as the Kubernetes cloud-node controller does")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&showVersion, "version", false, "print the version, commit and Go version, and exit")
 
 	if err := fs.Parse(args); err != nil {
 		return opts, "", err
 	}
+
+	if showVersion {
+		return opts, "", errVersion
+	}
+
+	opts.MetricsInsecure = !secure
 
 	// An explicit --cluster-domain wins over the config file's global.clusterDomain; the default does not.
 	if !fs.Changed("cluster-domain") {
@@ -119,6 +154,11 @@ func parseFlags(args []string) (app.Options, string, error) {
 
 	// An explicit --prefer-ipv6 (true or false) wins over the config file's global.preferIPv6.
 	opts.PreferIPv6Set = fs.Changed("prefer-ipv6")
+
+	// An explicit --csr-max-expiration wins over the config file's csrApproval.maxExpirationSeconds.
+	opts.CSRMaxExpirationSet = fs.Changed("csr-max-expiration")
+
+	opts.DisableBetaTopologyLabels = !betaTopologyLabels
 
 	// The Pod that Events about the config file are posted on, from the downward API.
 	opts.PodNamespace, opts.PodName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")

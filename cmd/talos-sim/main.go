@@ -50,7 +50,7 @@ Control API (--control-listen), HTTP/JSON:
   PUT    /machines/{name}/unreachable        {"unreachable": true}
   PUT    /machines/{name}/addresses          [{"linkName": "eth0", "prefix": "10.0.0.5/24", "scope": "global"}]
   PUT    /machines/{name}/stage              {"stage": "shutting down"}
-  DELETE /machines/{name}/resources/{kind}   hide platformmetadata|systeminformation|addresses|machinestatus|hostname|controllermanagerconfig
+  DELETE /machines/{name}/resources/{kind}   hide platformmetadata|systeminformation|addresses|machinestatus|hostname|controllermanagerconfig|nodename
   PUT    /machines/{name}/resources/{kind}   restore them
   GET    /kubelets/times                     per-node kubelet timestamps (kubelet mode)
   PUT    /kubelets/{name}/ready              {"ready": false} (kubelet mode)

@@ -118,6 +118,9 @@ func writeFacts(ctx context.Context, r controller.Runtime, ns resource.Namespace
 
 		if err := safe.WriterModify(ctx, r, ccm.NewPlatformMetadataIn(ns, m.Name), func(pm *ccm.PlatformMetadata) error {
 			pm.TypedSpec().Value = &specs.PlatformMetadataSpec{
+				// The host knows which machine is which Node, and says so: talos-ccm gives a Node only
+				// facts that name it.
+				Nodename:            m.Name,
 				Platform:            m.Platform,
 				Hostname:            m.Name,
 				Region:              m.Region,
@@ -150,7 +153,7 @@ func writeFacts(ctx context.Context, r controller.Runtime, ns resource.Namespace
 }
 
 func machineAddresses(m Machine) (*specs.MachineAddressesSpec, error) {
-	out := &specs.MachineAddressesSpec{NodeIp: m.NodeIP}
+	out := &specs.MachineAddressesSpec{NodeIp: m.NodeIP, Nodename: m.Name}
 
 	for _, a := range m.Addresses {
 		prefix, err := netip.ParsePrefix(a.Address)

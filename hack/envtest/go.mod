@@ -2,7 +2,9 @@
 // Go modules only (hack/envtest.sh). k8s.io/kubernetes requires its staging modules at v0.0.0 and
 // points them at its own source tree with replace directives that do not apply to a dependent
 // module, so every one of them is replaced here with the release matching the Kubernetes version
-// (Kubernetes v1.X.Y ships staging modules v0.X.Y). Bump all of them together.
+// (Kubernetes v1.X.Y ships staging modules v0.X.Y). Bump all of them together. The two previous minors,
+// which the README supports too, have their own go.mod in k8s-1.X/ (hack/envtest.sh 1.X): on a bump of
+// the minor, keep this file's old requirements as the newest k8s-1.X/go.mod and drop the oldest one.
 module github.com/talos-ccm/talos-ccm/hack/envtest
 
 go 1.26.2

@@ -56,6 +56,14 @@ type Options struct {
 	StaleNodeGrace time.Duration
 	// MetricsBindAddress serves /metrics; "" or "0" turns it off.
 	MetricsBindAddress string
+	// MetricsInsecure serves /metrics (and the profiles) over plain HTTP without authentication
+	// (--metrics-secure=false); only accepted with a localhost MetricsBindAddress. By default they are
+	// served over HTTPS to callers whose bearer token the apiserver authenticates (TokenReview) and
+	// authorizes for `get` on the path (SubjectAccessReview).
+	MetricsInsecure bool
+	// TLSCertFile and TLSPrivateKeyFile are the serving certificate of the secure metrics server, re-read
+	// when they change; without them, a self-signed certificate is generated at start.
+	TLSCertFile, TLSPrivateKeyFile string
 	// Profiling serves Go's profiles under /debug/pprof/ next to /metrics.
 	Profiling bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns it off. It may equal
@@ -77,6 +85,13 @@ type Options struct {
 	// PreferIPv6Set marks PreferIPv6 as given explicitly (--prefer-ipv6 on the command line): it then wins
 	// over the config file's global.preferIPv6. PreferIPv6 true always counts as explicit.
 	PreferIPv6Set bool
+	// CSRMaxExpirationSet marks CSRMaxExpiration as given explicitly (--csr-max-expiration on the command
+	// line): it then wins over the config file's csrApproval.maxExpirationSeconds.
+	CSRMaxExpirationSet bool
+	// DisableBetaTopologyLabels leaves out the deprecated beta topology labels
+	// (beta.kubernetes.io/instance-type, failure-domain.beta.kubernetes.io/zone and region), which are set
+	// by default as the Kubernetes cloud-node controller does (--beta-topology-labels=false).
+	DisableBetaTopologyLabels bool
 	// AllocateNodeCIDRs turns the node-ipam controller on, as if it were listed in Controllers
 	// (--allocate-node-cidrs).
 	AllocateNodeCIDRs bool
@@ -179,6 +194,10 @@ func (o Options) withDefaults() Options {
 // Run runs talos-ccm until ctx is cancelled.
 func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	opts = opts.withDefaults()
+
+	if err := validateMetricsOptions(opts); err != nil {
+		return err
+	}
 
 	// A bad config file is the first thing reported, before any client or controller starts.
 	configFile, err := loadConfigFile(opts.ConfigFile)
@@ -294,12 +313,19 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return err
 	}
 
-	defer pipeline.Close()
+	// Close waits for the informers, which stop only when the context they started with ends: end it first,
+	// also when Run returns while ctx is still alive (a leader that lost its Lease exits).
+	informersCtx, stopInformers := context.WithCancel(ctx)
+
+	defer func() {
+		stopInformers()
+		pipeline.Close()
+	}()
 
 	// The lister is asked for before the informers start, so that the Node informer runs even without a
 	// controller that reads Nodes.
 	metrics.CountNodes(pipeline.NodeLister())
-	pipeline.Start(ctx)
+	pipeline.Start(informersCtx)
 
 	logger.Info("talos-ccm started",
 		zap.Strings("controllers", slices.Sorted(maps.Keys(enabled))),
@@ -339,7 +365,7 @@ func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, client
 		h.leader = le.watchdog
 	}
 
-	if err := startHTTP(ctx, opts, h, logger); err != nil {
+	if err := startHTTP(ctx, opts, h, clientset, logger); err != nil {
 		return err
 	}
 

@@ -32,6 +32,8 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 		PreferIpv6:            opts.PreferIPv6,
 		ProviderIdWaitSeconds: int64(opts.ProviderIDWait / time.Second),
 		Source:                "flags",
+
+		DisableBetaTopologyLabels: opts.DisableBetaTopologyLabels,
 	}
 
 	var explicit []string
@@ -58,8 +60,8 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 		explicit = append(explicit, "service_cidrs")
 	}
 
-	// The CSR approver's settings: the cluster domain (explicit when given), and the longest lifetime,
-	// which a csrApproval section of the config file replaces with the rest of that section.
+	// The CSR approver's settings: the cluster domain and the longest lifetime, each explicit when given;
+	// a csrApproval section of the config file without maxExpirationSeconds keeps the flag's value.
 	spec.ClusterDomain = csrctrl.DefaultClusterDomain
 	if opts.ClusterDomain != "" {
 		spec.ClusterDomain = opts.ClusterDomain
@@ -67,6 +69,9 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 	}
 
 	spec.CsrApproval = &specs.CSRApprovalConfig{MaxExpirationSeconds: int64(opts.CSRMaxExpiration / time.Second)}
+	if opts.CSRMaxExpirationSet {
+		explicit = append(explicit, "csr_approval.max_expiration_seconds")
+	}
 
 	return spec, explicit
 }

@@ -18,7 +18,7 @@ func TestBadConfigFileStopsRunAtOnce(t *testing.T) {
 	t.Parallel()
 
 	path := filepath.Join(t.TempDir(), "talos-ccm.yaml")
-	require.NoError(t, os.WriteFile(path, []byte("global:\n  clusterName: c1\n  PreferIPv6: true\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte("global:\n  clusterName: c1\n  PreferIpv6: true\n"), 0o600))
 
 	err := app.Run(t.Context(), app.Options{
 		ConfigFile: path,
@@ -26,7 +26,7 @@ func TestBadConfigFileStopsRunAtOnce(t *testing.T) {
 		RestConfig: &rest.Config{Host: "https://127.0.0.1:1"},
 	}, zaptest.NewLogger(t))
 
-	require.ErrorContains(t, err, "failed to load config file: "+path+`:3: global: unknown key "PreferIPv6" (did you mean "preferIPv6"?`)
+	require.ErrorContains(t, err, "failed to load config file: "+path+`:3: global: unknown key "PreferIpv6" (did you mean "preferIPv6"?`)
 
 	err = app.Run(t.Context(), app.Options{ConfigFile: filepath.Join(t.TempDir(), "missing.yaml")}, zaptest.NewLogger(t))
 	require.ErrorContains(t, err, "failed to load config file")

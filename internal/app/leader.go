@@ -85,6 +85,10 @@ func newLeaderElector(cfg LeaderElection, client kubernetes.Interface, logger *z
 		return nil, fmt.Errorf("failed to set up leader election: %w", err)
 	}
 
+	// Only leaderelection.RunOrDie ties the watchdog to its elector: without this, /healthz would never see
+	// a leader that stopped renewing its Lease.
+	watchdog.SetLeaderElection(elector)
+
 	return &leaderElector{elector: elector, watchdog: watchdog, leading: leading, identity: identity}, nil
 }
 

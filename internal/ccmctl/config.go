@@ -140,6 +140,11 @@ func TestConfig(ctx context.Context, st state.State, cfg *specs.ConfigSpec, name
 		return DryRun{}, err
 	}
 
+	ms, err := getOptional[*talos.MachineStatus](ctx, st, name)
+	if err != nil {
+		return DryRun{}, err
+	}
+
 	live, err := getOptional[*config.Config](ctx, st, config.ActiveID)
 	if err != nil {
 		return DryRun{}, err
@@ -163,6 +168,10 @@ func TestConfig(ctx context.Context, st state.State, cfg *specs.ConfigSpec, name
 
 	if ma != nil {
 		in.Addresses = ma.TypedSpec().Value
+	}
+
+	if ms != nil {
+		in.Status = ms.TypedSpec().Value
 	}
 
 	result, _ := nodectrl.BuildNodeTransform(in)

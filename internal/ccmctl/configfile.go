@@ -2,9 +2,13 @@ package ccmctl
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
+	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
 )
 
 // LoadConfigFile reads and validates a config file exactly as talos-ccm does, so that its messages are
@@ -13,12 +17,94 @@ func LoadConfigFile(path string) (*specs.ConfigSpec, error) {
 	return configfile.Load(path)
 }
 
-// ValidateConfigFile validates a config file offline and describes a valid one in one line.
+// ConfigWarning is something of a valid config that its author should look at again.
+type ConfigWarning struct {
+	// Line is the line of the rule in the file, 1-based; 0 when unknown.
+	Line int
+	// Rule names the transformation rule, `rule "NAME"` or `rule transformations[INDEX]`.
+	Rule    string
+	Message string
+}
+
+// String formats the warning as the config file's errors are formatted, after the file name.
+func (w ConfigWarning) String() string {
+	var b strings.Builder
+
+	if w.Line > 0 {
+		fmt.Fprintf(&b, ":%d", w.Line)
+	}
+
+	b.WriteString(": ")
+
+	if w.Rule != "" {
+		b.WriteString(w.Rule + ": ")
+	}
+
+	b.WriteString("warning: " + w.Message)
+
+	return b.String()
+}
+
+// ConfigWarnings lists what a valid config allows and should not rely on: what the parser accepted with a
+// warning (the Talos CCM's spellings), rules that write protected labels they opted in to
+// (allowProtectedLabels) on nodes selected by, or with values taken from, facts that the machines report
+// themselves, and template calls that look written for the argument order of the Talos CCM's documentation.
+func ConfigWarnings(cfg *specs.ConfigSpec) []ConfigWarning {
+	var out []ConfigWarning
+
+	for _, w := range cfg.GetWarnings() {
+		out = append(out, ConfigWarning{Line: int(w.GetLine()), Rule: w.GetRule(), Message: w.GetMessage()})
+	}
+
+	for i, rule := range cfg.GetTransformations() {
+		id := fmt.Sprintf("rule transformations[%d]", i)
+		if rule.GetName() != "" {
+			id = fmt.Sprintf("rule %q", rule.GetName())
+		}
+
+		for _, msg := range nodectrl.ProtectedLabelWarnings(rule) {
+			out = append(out, ConfigWarning{Line: int(rule.GetLine()), Rule: id, Message: msg})
+		}
+
+		for _, section := range []struct {
+			name   string
+			values map[string]string
+		}{
+			{"labels", rule.GetLabels()},
+			{"annotations", rule.GetAnnotations()},
+			{"taints", rule.GetTaints()},
+			{"platformMetadata", rule.GetPlatformMetadata()},
+		} {
+			for _, key := range slices.Sorted(maps.Keys(section.values)) {
+				for _, msg := range nodectrl.ArgumentOrderWarnings(section.values[key]) {
+					out = append(out, ConfigWarning{Line: int(rule.GetLine()), Rule: id, Message: fmt.Sprintf("%s[%q]: %s", section.name, key, msg)})
+				}
+			}
+		}
+	}
+
+	return out
+}
+
+// ValidateConfigFile validates a config file offline and describes a valid one: a line per warning
+// ("FILE:LINE: rule "NAME": warning: ..."), then a line of summary. Warnings do not make a config invalid.
 func ValidateConfigFile(path string) (string, error) {
 	cfg, err := LoadConfigFile(path)
 	if err != nil {
 		return "", err
 	}
 
-	return fmt.Sprintf("%s: valid: %s", path, summary(cfg)), nil
+	warnings := ConfigWarnings(cfg)
+	lines := make([]string, 0, len(warnings)+1)
+
+	for _, w := range warnings {
+		lines = append(lines, path+w.String())
+	}
+
+	line := fmt.Sprintf("%s: valid: %s", path, summary(cfg))
+	if n := len(warnings); n > 0 {
+		line += fmt.Sprintf(", %d warning%s", n, plural(n))
+	}
+
+	return strings.Join(append(lines, line), "\n"), nil
 }

@@ -146,6 +146,10 @@ func WriteExplanation(w io.Writer, f NodeFacts) error {
 
 	line("Machine", machineState(f.Machine))
 
+	if nt != nil {
+		line("Bound to", boundState(nt))
+	}
+
 	if f.Lifecycle != nil && (f.Lifecycle.GetShutdown() || f.Lifecycle.GetDelete()) {
 		line("Lifecycle", lifecycleState(f.Lifecycle))
 	}
@@ -261,6 +265,13 @@ func machineState(m *specs.MachineStatusSpec) string {
 
 	if m.GetNodeIp() != "" {
 		parts = append(parts, "Talos API at "+m.GetNodeIp())
+	}
+
+	switch {
+	case m.GetNodenameRead() && m.GetNodename() == "":
+		parts = append(parts, "names itself no node")
+	case m.GetNodenameRead():
+		parts = append(parts, "names itself node "+m.GetNodename())
 	}
 
 	if m.GetLastSeen() != nil {
@@ -428,4 +439,18 @@ func Explain(ctx context.Context, st state.State, name string, w io.Writer) erro
 	}
 
 	return WriteExplanation(w, facts)
+}
+
+// boundState says which machine the Node is bound to, or what keeps it from its machine.
+func boundState(nt *specs.NodeTransformSpec) string {
+	switch {
+	case nt.GetVerified() && nt.GetConflict() != "":
+		return fmt.Sprintf("machine %s (verified); %s", nt.GetMachine(), nt.GetConflict())
+	case nt.GetVerified():
+		return fmt.Sprintf("machine %s (verified: it names itself this Node)", nt.GetMachine())
+	case nt.GetConflict() != "":
+		return "nothing: " + nt.GetConflict()
+	default:
+		return "nothing yet"
+	}
 }

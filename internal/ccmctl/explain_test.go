@@ -27,6 +27,8 @@ func TestWriteExplanation(t *testing.T) {
 		Taints:      []*specs.Taint{{Key: "dedicated", Value: "db", Effect: "NoSchedule"}},
 		Addresses:   []*specs.NodeAddress{{Type: "InternalIP", Address: "10.0.0.1"}},
 		Initialize:  true,
+		Verified:    true,
+		Machine:     "uuid/u-1",
 		Origins: map[string]string{
 			"providerID":                        "Talos platformMetadata.providerID",
 			"label/topology.kubernetes.io/zone": "Talos platformMetadata.zone",
@@ -66,6 +68,7 @@ func TestWriteExplanation(t *testing.T) {
 				"Initialized:    yes\n",
 				"Pending:        nothing\n",
 				"Machine:        reachable, stage running, Talos API at 10.0.0.1\n",
+				"Bound to:       machine uuid/u-1 (verified: it names itself this Node)\n",
 				"Last apply:     2026-01-02T03:04:05Z, decision version 3 (latest: 4), writes: labels, taints\n",
 				"Matched rules:  db nodes\n",
 				"Warnings:       label x: value from y left out\n",
@@ -100,6 +103,20 @@ func TestWriteExplanation(t *testing.T) {
 				"                the last apply failed (2 in a row): conflict\n",
 				"Machine:        unreachable, last error: connection refused\n",
 				"Matched rules:  -\n",
+			},
+		},
+		{
+			name: "a machine that is another node",
+			facts: ccmctl.NodeFacts{
+				Name:      "web-7",
+				Transform: &specs.NodeTransformSpec{Pending: "machine at 10.0.0.12 is node web-1, not web-7", Conflict: "machine at 10.0.0.12 is node web-1, not web-7"},
+				Node:      &specs.KubeNodeSpec{Uninitialized: true},
+				Machine:   &specs.MachineStatusSpec{Reachable: true, NodeIp: "10.0.0.12", Nodename: "web-1", NodenameRead: true},
+			},
+			want: []string{
+				"Pending:        machine at 10.0.0.12 is node web-1, not web-7\n",
+				"Machine:        reachable, Talos API at 10.0.0.12, names itself node web-1\n",
+				"Bound to:       nothing: machine at 10.0.0.12 is node web-1, not web-7\n",
 			},
 		},
 		{

@@ -1,7 +1,8 @@
 // Package configfile reads the talos-ccm config file: global settings, transformation rules and the
 // narrowing of kubelet serving certificate approval, in the format Talos CCM users already have.
 //
-// Decoding is strict: an unknown key (PreferIPv6 is not preferIPv6), a bad regular expression, an unknown
+// Decoding is strict: an unknown key (PreferIpv6 is not preferIPv6; only the Talos CCM's documented spelling
+// PreferIPv6 is read, with a warning), a bad regular expression, an unknown
 // operator or fact, a wrong number of values, an unparsable template, an invalid taint or an invalid CIDR
 // is an error naming the file, the line and the rule. Every problem of a file is reported at once.
 package configfile
@@ -147,6 +148,8 @@ func Parse(name string, data []byte) (spec *specs.ConfigSpec, err error) {
 	if len(p.problems) > 0 {
 		return nil, &Error{File: name, Problems: p.problems}
 	}
+
+	spec.Warnings = p.warnings
 
 	return spec, nil
 }

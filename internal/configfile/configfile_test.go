@@ -33,6 +33,7 @@ transformations:
           - key: Tags.Role
             operator: Exists
     labels:      {node-role.kubernetes.io/web: "", tier: 1}
+    allowProtectedLabels: [node-role.kubernetes.io/web]
     annotations: {example.com/instance: "{{ .InstanceID }}"}
     taints:      {example.com/dedicated: "web:NoSchedule", example.com/spot: "{{ .Spot }}:PreferNoSchedule"}
     platformMetadata: {InstanceType: "{{ coalesce .InstanceType .SKUNumber }}", spot: "true"}
@@ -65,13 +66,14 @@ func TestParseValid(t *testing.T) {
 					{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: "Regexp", Values: []string{"^web-.+$"}}}},
 					{Name: "edge", MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "Tags.Role", Operator: "Exists"}}},
 				},
-				Labels:           map[string]string{"node-role.kubernetes.io/web": "", "tier": "1"},
-				Annotations:      map[string]string{"example.com/instance": "{{ .InstanceID }}"},
-				Taints:           map[string]string{"example.com/dedicated": "web:NoSchedule", "example.com/spot": "{{ .Spot }}:PreferNoSchedule"},
-				PlatformMetadata: map[string]string{"InstanceType": "{{ coalesce .InstanceType .SKUNumber }}", "spot": "true"},
+				Labels:               map[string]string{"node-role.kubernetes.io/web": "", "tier": "1"},
+				AllowProtectedLabels: []string{"node-role.kubernetes.io/web"},
+				Annotations:          map[string]string{"example.com/instance": "{{ .InstanceID }}"},
+				Taints:               map[string]string{"example.com/dedicated": "web:NoSchedule", "example.com/spot": "{{ .Spot }}:PreferNoSchedule"},
+				PlatformMetadata:     map[string]string{"InstanceType": "{{ coalesce .InstanceType .SKUNumber }}", "spot": "true"},
 			},
 			{
-				Line:             21,
+				Line:             22,
 				PlatformMetadata: map[string]string{"providerId": `proxmox://{{ getValue .SerialNumber "i" }}`},
 			},
 		},
@@ -110,10 +112,10 @@ func TestParseErrors(t *testing.T) {
 		in   string
 		want string
 	}{
-		{"key case matters", "global:\n  PreferIPv6: true\n", `cfg.yaml:2: global: unknown key "PreferIPv6" (did you mean "preferIPv6"?`},
-		{"unknown top-level key", "globals: {}\n", `cfg.yaml:1: unknown key "globals" (known: global, transformations, csrApproval, loadBalancer)`},
-		{"unknown rule key", rule("    label: {a: b}\n"), `cfg.yaml:3: rule "web": unknown key "label" (known: name,`},
-		{"features are rejected with a reason", rule("    labels: {a: b}\n    features:\n      publicIPDiscovery: true\n"), `cfg.yaml:4: rule "web": unknown key "features": features (publicIPDiscovery) are not supported`},
+		{"key case matters", "global:\n  PreferIpv6: true\n", `cfg.yaml:2: global: unknown key "PreferIpv6" (did you mean "preferIPv6"?`},
+		{"unknown top-level key", "globals: {}\n", `cfg.yaml:1: unknown key "globals" (did you mean "global"? known: global, transformations, csrApproval, loadBalancer)`},
+		{"unknown rule key", rule("    label: {a: b}\n"), `cfg.yaml:3: rule "web": unknown key "label" (did you mean "labels"? known: name,`},
+		{"unknown features are rejected", rule("    labels: {a: b}\n    features:\n      publicIPPredict: true\n"), `cfg.yaml:5: rule "web": features: unknown key "publicIPPredict" (did you mean "publicIPDiscovery"?`},
 		{"preferIPv6 must be a boolean", "global:\n  preferIPv6: \"yes\"\n", "cfg.yaml:2: global.preferIPv6 must be true or false"},
 		{"invalid YAML", "global:\n  clusterName: a\n   bad: indent\n", "cfg.yaml:3: invalid YAML"},
 		{"invalid YAML on the first line", "a: \"x\" y\n", "cfg.yaml:1: invalid YAML: did not find expected key"},
@@ -148,7 +150,7 @@ func TestParseErrors(t *testing.T) {
 		{"invalid annotation key", rule("    annotations:\n      \"a b\": c\n"), `annotations["a b"]: invalid annotation key`},
 		{"invalid taint effect", rule("    taints:\n      example.com/x: \"web:NoSchedul\"\n"), `cfg.yaml:4: rule "web": taints["example.com/x"]: invalid taint "web:NoSchedul": effect "NoSchedul" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
 		{"taint effect alone must be valid", rule("    taints:\n      example.com/x: web\n"), `effect "web" is not one of`},
-		{"reserved taint", rule("    taints:\n      node.cloudprovider.kubernetes.io/storage-type: \"ceph:NoSchedule\"\n"), `taints["node.cloudprovider.kubernetes.io/storage-type"]: taint key "node.cloudprovider.kubernetes.io/storage-type" is reserved`},
+		{"reserved taint", rule("    taints:\n      node.cloudprovider.kubernetes.io/shutdown: \"true:NoSchedule\"\n"), `taints["node.cloudprovider.kubernetes.io/shutdown"]: taint key "node.cloudprovider.kubernetes.io/shutdown" is reserved`},
 		{"reserved node taint", rule("    taints:\n      node.kubernetes.io/not-ready: NoExecute\n"), "is reserved"},
 		{"unknown platformMetadata key", rule("    platformMetadata:\n      Datacenter: x\n"), `cfg.yaml:4: rule "web": platformMetadata["Datacenter"]: unknown platformMetadata key "Datacenter"`},
 		{"hostname cannot be overridden", rule("    platformMetadata:\n      Hostname: x\n"), "cannot be overridden: the hostname names the machine"},
@@ -163,6 +165,30 @@ func TestParseErrors(t *testing.T) {
 		{"invalid cluster domain", "global:\n  clusterDomain: \"-bad\"\n", "is not a DNS name"},
 		{"merge keys", "global: &g\n  clusterName: a\ncsrApproval:\n  <<: *g\n", "merge keys (<<) are not supported"},
 		{"Talos endpoints are flags", "global:\n  endpoints: [1.2.3.4]\n", "--talos-endpoints"},
+		// Protected label keys need an opt-in per rule and per key.
+		{"protected label", rule("    labels:\n      node-role.kubernetes.io/control-plane: \"\"\n"), `cfg.yaml:4: rule "web": labels["node-role.kubernetes.io/control-plane"]: label key "node-role.kubernetes.io/control-plane" is protected: the NodeRestriction admission plugin keeps it from kubelets`},
+		{"templated protected label", rule("    labels:\n      node-role.kubernetes.io/x: '{{ .Tags.Role }}'\n"), `labels["node-role.kubernetes.io/x"]: label key "node-role.kubernetes.io/x" is protected`},
+		{"node-restriction label", rule("    labels: {node-restriction.kubernetes.io/pool: a}\n"), "is protected"},
+		{"node-restriction subdomain label", rule("    labels: {team.node-restriction.kubernetes.io/pool: a}\n"), "is protected"},
+		{"hostname label", rule("    labels: {kubernetes.io/hostname: x}\n"), `cfg.yaml:3: rule "web": labels["kubernetes.io/hostname"]: label key "kubernetes.io/hostname" is protected`},
+		{"talos-ccm's own label", rule("    labels: {node.cloudprovider.kubernetes.io/platform: x}\n"), "is protected"},
+		{"another protected key than the allowed one", rule("    labels: {node-role.kubernetes.io/a: \"\", node-role.kubernetes.io/b: \"\"}\n    allowProtectedLabels: [node-role.kubernetes.io/a]\n"), `cfg.yaml:3: rule "web": labels["node-role.kubernetes.io/b"]: label key "node-role.kubernetes.io/b" is protected`},
+		{"allowing no wildcard", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels: [\"node-role.kubernetes.io/*\"]\n"), `cfg.yaml:4: rule "web": allowProtectedLabels[0]: invalid label key "node-role.kubernetes.io/*"`},
+		{"allowing an unprotected key", rule("    labels: {example.com/a: x}\n    allowProtectedLabels: [example.com/a]\n"), `cfg.yaml:4: rule "web": allowProtectedLabels[0]: label key "example.com/a" is not protected`},
+		{"allowing a key the rule does not write", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels:\n      - node-role.kubernetes.io/a\n      - node-role.kubernetes.io/b\n"), `cfg.yaml:6: rule "web": allowProtectedLabels[1]: the rule writes no label "node-role.kubernetes.io/b"`},
+		{"allowing a key twice", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels: [node-role.kubernetes.io/a, node-role.kubernetes.io/a]\n"), `allowProtectedLabels[1]: "node-role.kubernetes.io/a" is already listed on line 4`},
+		{"allowProtectedLabels must be a list", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels: node-role.kubernetes.io/a\n"), "allowProtectedLabels must be a list"},
+		{"empty allowProtectedLabels", rule("    labels: {example.com/a: x}\n    allowProtectedLabels: []\n"), `cfg.yaml:4: rule "web": allowProtectedLabels is empty`},
+		{"allowProtectedLabels in global", "global:\n  allowProtectedLabels: [node-role.kubernetes.io/a]\n", `cfg.yaml:2: global: unknown key "allowProtectedLabels"`},
+		// Template constructs that could loop, recurse or build huge values.
+		{"range in a template", rule("    annotations:\n      example.com/tags: '{{ range $k, $v := .Tags }}{{ $k }}{{ end }}'\n"), `cfg.yaml:4: rule "web": annotations["example.com/tags"]: invalid template: {{ range }} is not allowed`},
+		{"range over a number", rule("    labels:\n      a: '{{ range 1000000000 }}{{ end }}'\n"), `cfg.yaml:4: rule "web": labels["a"]: invalid template: {{ range }} is not allowed`},
+		{"define in a template", rule("    labels:\n      a: '{{ define \"r\" }}{{ template \"r\" . }}{{ end }}{{ template \"r\" . }}'\n"), `labels["a"]: invalid template: {{ define "r" }} and {{ block "r" }} are not allowed`},
+		{"template call", rule("    taints:\n      example.com/t: '{{ template \"x\" }}:NoSchedule'\n"), `cfg.yaml:4: rule "web": taints["example.com/t"]: invalid template: {{ template "x" }} is not allowed`},
+		{"block in a template", rule("    platformMetadata:\n      Zone: '{{ block \"b\" . }}{{ end }}'\n"), `platformMetadata["Zone"]: invalid template: {{ define "b" }} and {{ block "b" }} are not allowed`},
+		{"huge printf width", rule("    annotations:\n      example.com/a: '{{ printf \"%01000000000d\" 1 }}'\n"), `cfg.yaml:4: rule "web": annotations["example.com/a"]: invalid template: printf "%01000000000d": width 1000000000 is more than 1024`},
+		{"printf width from an operand", rule("    annotations:\n      example.com/a: '{{ printf \"%*d\" 9999999 1 }}'\n"), "width from an operand (*) is not allowed"},
+		{"repeat is not defined", rule("    annotations:\n      example.com/a: '{{ repeat 1000000 \"x\" }}'\n"), `function "repeat" not defined`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -186,7 +212,7 @@ func TestParseErrors(t *testing.T) {
 func TestParseReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 
-	in := "global:\n  PreferIPv6: true\ntransformations:\n  - name: a\n    labels: {\"x y\": z}\n  - name: b\n    taints: {example.com/t: Never}\n"
+	in := "global:\n  PreferIpv6: true\ntransformations:\n  - name: a\n    labels: {\"x y\": z}\n  - name: b\n    taints: {example.com/t: Never}\n"
 
 	_, err := configfile.Parse("cfg.yaml", []byte(in))
 	require.Error(t, err)
@@ -252,7 +278,7 @@ func TestLoad(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "file "+path, spec.GetSource())
 
-	require.NoError(t, os.WriteFile(path, []byte("global:\n  PreferIPv6: true\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte("global:\n  PreferIpv6: true\n"), 0o600))
 
 	_, err = configfile.Load(path)
 	require.ErrorContains(t, err, path+":2: global: unknown key")
@@ -288,14 +314,44 @@ func FuzzParse(f *testing.F) {
 			Now:       time.Now(),
 			NodeName:  "web-1",
 			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}},
-			Platform:  &specs.PlatformMetadataSpec{Platform: "metal", Hostname: "web-1", Tags: map[string]string{"Role": "web"}},
-			Addresses: &specs.MachineAddressesSpec{},
+			Platform:  &specs.PlatformMetadataSpec{Nodename: "web-1", Platform: "metal", Hostname: "web-1", Tags: map[string]string{"Role": "web"}},
+			Addresses: &specs.MachineAddressesSpec{Nodename: "web-1"},
 			Config:    spec,
 		})
 
 		for _, skipped := range out.GetSkippedRules() {
 			require.NotContains(t, skipped.GetReason(), "invalid template")
 			require.NotContains(t, skipped.GetReason(), "nodeSelector")
+			require.NotContains(t, skipped.GetReason(), "is protected")
 		}
 	})
+}
+
+func TestParseAllowProtectedLabels(t *testing.T) {
+	t.Parallel()
+
+	// The opt-in may come before the labels it allows, and allows only its own rule's.
+	in := `transformations:
+  - name: workers
+    allowProtectedLabels:
+      - node-role.kubernetes.io/worker
+      - node-restriction.kubernetes.io/pool
+    labels:
+      node-role.kubernetes.io/worker: ""
+      node-restriction.kubernetes.io/pool: general
+      example.com/team: infra
+  - name: gpu
+    labels:
+      node-role.kubernetes.io/gpu: ""
+`
+	_, err := configfile.Parse("cfg.yaml", []byte(in))
+	require.Error(t, err)
+	assert.Equal(t, `cfg.yaml:12: rule "gpu": labels["node-role.kubernetes.io/gpu"]: label key "node-role.kubernetes.io/gpu" is protected: `+
+		"the NodeRestriction admission plugin keeps it from kubelets, and a rule that writes it from a machine's own facts would let a "+
+		"compromised machine give it to itself (list it in the rule's allowProtectedLabels to write it anyway)", err.Error())
+
+	spec, err := configfile.Parse("cfg.yaml", []byte(strings.SplitAfter(in, "infra\n")[0]))
+	require.NoError(t, err)
+	require.Len(t, spec.GetTransformations(), 1)
+	assert.Equal(t, []string{"node-role.kubernetes.io/worker", "node-restriction.kubernetes.io/pool"}, spec.GetTransformations()[0].GetAllowProtectedLabels())
 }

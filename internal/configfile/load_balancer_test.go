@@ -59,7 +59,7 @@ func TestParseLoadBalancerErrors(t *testing.T) {
 		{
 			name:   "unknown key",
 			config: "loadBalancer:\n  pool: []\n",
-			want:   `ccm.yaml:2: loadBalancer: unknown key "pool" (known: pools)`,
+			want:   `ccm.yaml:2: loadBalancer: unknown key "pool" (did you mean "pools"? known: pools)`,
 		},
 		{
 			name:   "case matters",

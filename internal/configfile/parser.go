@@ -3,11 +3,13 @@ package configfile
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v4"
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -27,7 +29,8 @@ const maxProblems = 100
 var (
 	topKeys         = []string{"global", "transformations", "csrApproval", "loadBalancer"}
 	globalKeys      = []string{"clusterName", "preferIPv6", "clusterDomain", "serviceCIDRs"}
-	ruleKeys        = []string{"name", "nodeSelector", "labels", "annotations", "taints", "platformMetadata"}
+	ruleKeys        = []string{"name", "nodeSelector", "labels", "annotations", "taints", "platformMetadata", "allowProtectedLabels", "features"}
+	featureKeys     = []string{"publicIPDiscovery"}
 	termKeys        = []string{"name", "matchExpressions"}
 	requirementKeys = []string{"key", "operator", "values"}
 	csrKeys         = []string{"allowedIPPrefixes", "dnsNameRegex", "maxExpirationSeconds"}
@@ -35,13 +38,20 @@ var (
 
 // unsupportedKeys explain keys that other Talos CCM versions document and talos-ccm rejects.
 var unsupportedKeys = map[string]string{
-	"features":  "features (publicIPDiscovery) are not supported: talos-ccm always takes ExternalIPs from the machine's own addresses",
 	"endpoints": "Talos API endpoints are not set in the config file: use --talos-endpoints or $TALOS_ENDPOINTS",
+}
+
+// upstreamSpellings are keys the Talos CCM documentation spells otherwise than talos-ccm, by mapping, with
+// the key they mean: accepted with a warning. The Talos CCM's own parser ignored them (its keys are
+// case-sensitive), so a file that relied on them being ignored behaves otherwise here: the warning says so.
+var upstreamSpellings = map[string]map[string]string{
+	"global": {"PreferIPv6": "preferIPv6"},
 }
 
 // parser walks the YAML tree of one file, building the spec and collecting problems.
 type parser struct {
 	problems []Problem
+	warnings []*specs.ConfigWarning
 	budget   int
 	// rule is the context of the rule being read, for messages.
 	rule string
@@ -59,6 +69,16 @@ func (p *parser) problem(n *yaml.Node, format string, args ...any) {
 	if len(p.problems) >= maxProblems {
 		p.budget = 0
 	}
+}
+
+// warn records something of a valid file that its author should look at again.
+func (p *parser) warn(n *yaml.Node, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+
+	p.warnings = append(p.warnings, &specs.ConfigWarning{Line: int32(min(line, 1<<30)), Rule: p.rule, Message: fmt.Sprintf(format, args...)}) //nolint:gosec // Bounded.
 }
 
 // resolve follows aliases and charges the budget; nil means the walk must stop.
@@ -137,6 +157,18 @@ func (p *parser) mapping(n *yaml.Node, what string, known []string, fn func(key 
 
 		seen[key] = k.Line
 
+		if meant, ok := upstreamSpellings[what][key]; ok && slices.Contains(known, meant) {
+			if line, dup := seen[meant]; dup {
+				p.problem(k, "%s: %q is %q, already set on line %d", what, key, meant, line)
+
+				continue
+			}
+
+			p.warn(k, "%s: %q read as %q, the key talos-ccm documents (the Talos CCM documents %q but ignores it: keys are case-sensitive there)", what, key, meant, key)
+			seen[meant] = k.Line
+			key = meant
+		}
+
 		if known != nil && !slices.Contains(known, key) {
 			p.problem(k, "%s", unknownKey(what, key, known))
 
@@ -164,7 +196,73 @@ func unknownKey(what, key string, known []string) string {
 		}
 	}
 
+	if k := nearKey(key, known); k != "" {
+		return fmt.Sprintf("%sunknown key %q (did you mean %q? known: %s)", what, key, k, strings.Join(known, ", "))
+	}
+
 	return fmt.Sprintf("%sunknown key %q (known: %s)", what, key, strings.Join(known, ", "))
+}
+
+// nearKey returns the known key that key most likely misspells, or "": one a few edits away (at most a
+// quarter of its length, and at least two), else one that starts with the same word of six letters or more
+// (publicIPPredict for publicIPDiscovery).
+func nearKey(key string, known []string) string {
+	best, bestDistance := "", -1
+
+	for _, k := range known {
+		d := editDistance(strings.ToLower(key), strings.ToLower(k))
+		if d <= max(2, len(k)/4) && (bestDistance < 0 || d < bestDistance) {
+			best, bestDistance = k, d
+		}
+	}
+
+	if best != "" {
+		return best
+	}
+
+	for _, k := range known {
+		n := 0
+		for n < len(k) && n < len(key) && unicode.ToLower(rune(k[n])) == unicode.ToLower(rune(key[n])) {
+			n++
+		}
+
+		if n >= 6 {
+			return k
+		}
+	}
+
+	return ""
+}
+
+// editDistance is the Levenshtein distance of two short strings (keys).
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return max(len(a), len(b))
+	}
+
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+
+	for j := range prev {
+		prev[j] = j
+	}
+
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+
+		prev, cur = cur, prev
+	}
+
+	return prev[len(b)]
 }
 
 // sequence calls fn for every item of a sequence node. A null node is an empty sequence.
@@ -432,14 +530,34 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 		return
 	}
 
-	p.mapping(n, "", ruleKeys, func(key string, _, v *yaml.Node) {
+	// Protected label keys are checked once the whole rule is read: allowProtectedLabels may come after
+	// the labels it allows.
+	var (
+		labelKeys   = map[string]*yaml.Node{}
+		allowed     []string
+		allowedAt   []*yaml.Node
+		allowedNode *yaml.Node
+	)
+
+	p.mapping(n, "", ruleKeys, func(key string, k, v *yaml.Node) {
 		switch key {
+		case "allowProtectedLabels":
+			allowedNode = k
+
+			p.sequence(v, "allowProtectedLabels", func(i int, item *yaml.Node) {
+				if s, sn, ok := p.scalar(item, fmt.Sprintf("allowProtectedLabels[%d]", i)); ok {
+					allowed = append(allowed, s)
+					allowedAt = append(allowedAt, sn)
+				}
+			})
 		case "nodeSelector":
 			p.sequence(v, "nodeSelector", func(i int, item *yaml.Node) {
 				rule.NodeSelector = append(rule.NodeSelector, p.term(item, fmt.Sprintf("nodeSelector[%d]", i)))
 			})
 		case "labels":
 			rule.Labels = p.stringMap(v, "labels", func(key, value string, k, vn *yaml.Node) {
+				labelKeys[key] = k
+
 				p.check(k, "labels", key, node.ValidateLabelKey(key))
 				p.check(vn, "labels", key, node.ValidateLabelValue(value))
 			})
@@ -453,6 +571,8 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 				p.check(k, "taints", key, node.ValidateTaintKey(key))
 				p.check(vn, "taints", key, node.ValidateTaintValue(value))
 			})
+		case "features":
+			rule.Features = p.features(v)
 		case "platformMetadata":
 			canonical := map[string]int{}
 
@@ -475,8 +595,62 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 		}
 	})
 
-	if p.budget > 0 && len(rule.Labels)+len(rule.Annotations)+len(rule.Taints)+len(rule.PlatformMetadata) == 0 && !p.hasProblemsOnRule() {
-		p.problem(n, "the rule sets nothing: give it labels, annotations, taints or platformMetadata")
+	p.protectedLabels(rule, labelKeys, allowed, allowedAt)
+
+	if allowedNode != nil && len(allowed) == 0 && p.budget > 0 {
+		p.problem(allowedNode, "allowProtectedLabels is empty: leave it out, or list the protected label keys the rule may write")
+	}
+
+	if p.budget > 0 && len(rule.Labels)+len(rule.Annotations)+len(rule.Taints)+len(rule.PlatformMetadata) == 0 &&
+		!rule.GetFeatures().GetPublicIpDiscovery() && !p.hasProblemsOnRule() {
+		p.problem(n, "the rule sets nothing: give it labels, annotations, taints, platformMetadata or features")
+	}
+}
+
+// features reads a rule's feature flags.
+func (p *parser) features(n *yaml.Node) *specs.TransformationFeatures {
+	out := &specs.TransformationFeatures{}
+
+	p.mapping(n, "features", featureKeys, func(key string, _, v *yaml.Node) {
+		if key == "publicIPDiscovery" {
+			out.PublicIpDiscovery, _ = p.boolean(v, "features.publicIPDiscovery")
+		}
+	})
+
+	return out
+}
+
+// protectedLabels refuses the protected label keys that the rule writes without listing them in
+// allowProtectedLabels, and the entries of allowProtectedLabels that allow nothing.
+func (p *parser) protectedLabels(rule *specs.TransformationRule, labelKeys map[string]*yaml.Node, allowed []string, allowedAt []*yaml.Node) {
+	seen := map[string]int{}
+
+	for i, key := range allowed {
+		what := fmt.Sprintf("allowProtectedLabels[%d]", i)
+
+		if line, dup := seen[key]; dup {
+			p.problem(allowedAt[i], "%s: %q is already listed on line %d", what, key, line)
+
+			continue
+		}
+
+		seen[key] = allowedAt[i].Line
+
+		if err := node.ValidateAllowedProtectedLabel(key, rule.GetLabels()); err != nil {
+			p.problem(allowedAt[i], "%s: %v", what, err)
+
+			continue
+		}
+
+		rule.AllowProtectedLabels = append(rule.AllowProtectedLabels, key)
+	}
+
+	for _, key := range slices.Sorted(maps.Keys(labelKeys)) {
+		if node.ValidateLabelKey(key) != nil {
+			continue // Already reported.
+		}
+
+		p.check(labelKeys[key], "labels", key, node.ValidateProtectedLabel(key, allowed))
 	}
 }
 

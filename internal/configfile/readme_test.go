@@ -31,6 +31,14 @@ func readmeExample(t *testing.T, marker string) []byte {
 	return []byte(block)
 }
 
+// withNodename gives the facts of a machine that names itself after its hostname, so that they are its
+// Node's.
+func withNodename(pm *specs.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
+	pm.Nodename = pm.GetHostname()
+
+	return pm
+}
+
 // TestReadmeExample checks that the Talos CCM documentation's examples in the README load and give what
 // that documentation says.
 func TestReadmeExample(t *testing.T) {
@@ -46,8 +54,8 @@ func TestReadmeExample(t *testing.T) {
 			Now:       time.Now(),
 			NodeName:  pm.GetHostname(),
 			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"172.16.0.11"}, Created: timestamppb.Now()},
-			Platform:  pm,
-			Addresses: &specs.MachineAddressesSpec{},
+			Platform:  withNodename(pm),
+			Addresses: &specs.MachineAddressesSpec{Nodename: pm.GetHostname()},
 			Config:    cfg,
 		})
 
@@ -74,12 +82,16 @@ func TestReadmeExample(t *testing.T) {
 			"topology.kubernetes.io/zone":               "us-west-1f",
 			"node-role.kubernetes.io/web":               "",
 			"node-role.kubernetes.io/capacity-type":     "on-demand",
+			// The beta topology labels, as the Kubernetes cloud-node controller sets them.
+			"beta.kubernetes.io/instance-type":         "t2.micro",
+			"failure-domain.beta.kubernetes.io/region": "us-west-1-on-metal",
+			"failure-domain.beta.kubernetes.io/zone":   "us-west-1f",
 		}, out.GetLabels())
 		assert.Equal(t, map[string]string{
 			"custom-annotation/instance-id": "id-e8e8c388-5812-4db0-87e2-ad1fee51a1c1",
 			"custom-annotation/cloud-id":    "",
 		}, out.GetAnnotations())
-		assert.Equal(t, []*specs.Taint{{Key: "example.com/storage-type", Value: "ceph", Effect: "NoSchedule"}}, out.GetTaints())
+		assert.Equal(t, []*specs.Taint{{Key: "node.cloudprovider.kubernetes.io/storage-type", Value: "ceph", Effect: "NoSchedule"}}, out.GetTaints())
 	})
 
 	t.Run("a spot cloud machine selected by its hostname", func(t *testing.T) {
@@ -138,4 +150,53 @@ func TestReadmeFormatExample(t *testing.T) {
 	assert.Equal(t, []string{"10.0.0.0/8"}, cfg.GetCsrApproval().GetAllowedIpPrefixes())
 	assert.Equal(t, `^[a-z0-9-]+(\.example\.com)?$`, cfg.GetCsrApproval().GetDnsNameRegex())
 	require.Len(t, cfg.GetTransformations(), 1)
+}
+
+// TestReadmeProtectedLabelsExample checks the example of the README's paragraph on protected labels: it
+// loads, writes its protected label, and draws no warning.
+func TestReadmeProtectedLabelsExample(t *testing.T) {
+	t.Parallel()
+
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+
+	_, rest, ok := strings.Cut(string(readme), "**Protected labels.**")
+	require.True(t, ok)
+
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	require.True(t, ok)
+
+	block, _, ok := strings.Cut(rest, "```\n")
+	require.True(t, ok)
+
+	cfg, err := configfile.Parse("README.md", []byte(block))
+	require.NoError(t, err)
+	require.Len(t, cfg.GetTransformations(), 1)
+	assert.Empty(t, node.ProtectedLabelWarnings(cfg.GetTransformations()[0]))
+
+	out, _ := node.BuildNodeTransform(node.TransformInput{
+		Now:       time.Now(),
+		NodeName:  "w-1",
+		Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"172.16.0.11"}, Created: timestamppb.Now()},
+		Platform:  withNodename(&specs.PlatformMetadataSpec{Platform: "metal", Hostname: "w-1"}),
+		Addresses: &specs.MachineAddressesSpec{Nodename: "w-1"},
+		Config:    cfg,
+	})
+
+	assert.Empty(t, out.GetSkippedRules())
+	assert.Equal(t, "", out.GetLabels()["node-role.kubernetes.io/worker"])
+	assert.Contains(t, out.GetLabels(), "node-role.kubernetes.io/worker")
+
+	// The upstream documentation's example draws the warning the README promises.
+	docs, err := configfile.Parse("README.md", readmeExample(t, "talos-ccm-docs"))
+	require.NoError(t, err)
+
+	var warnings []string
+
+	for _, rule := range docs.GetTransformations() {
+		warnings = append(warnings, node.ProtectedLabelWarnings(rule)...)
+	}
+
+	require.NotEmpty(t, warnings)
+	assert.Contains(t, strings.Join(warnings, "\n"), "nodeSelector picks from facts the machine reports (platform, hostname)")
 }

@@ -92,7 +92,7 @@ func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.L
 	}
 
 	if s.ruleEvents != nil {
-		s.ruleEvents.Report(current, decision.GetSkippedRules())
+		s.ruleEvents.Report(current, decision.GetSkippedRules(), decision.GetConflict())
 	}
 
 	if !decision.GetInitialize() {

@@ -1,6 +1,7 @@
 package k8ssink
 
 import (
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,12 @@ import (
 // matched the Node but was skipped, because its output is invalid for it.
 const RuleSkippedReason = "TransformationRuleSkipped"
 
-// NodeRuleEvents posts a Warning Event on a Node for every transformation rule skipped for it, as the
+// MachineIdentityConflictReason is the reason of the Warning Event posted on a Node that talos-ccm does
+// not bind to the machine its kubelet points at (see the NodeTransform's conflict).
+const MachineIdentityConflictReason = "MachineIdentityConflict"
+
+// NodeRuleEvents posts a Warning Event on a Node for every transformation rule skipped for it, and for
+// the conflict that keeps it from its machine's facts, as the
 // NodeTransform records them. Each rule and reason is posted once: a resync, or a NodeTransform that
 // changed for another reason, posts nothing again; a rule skipped again after it applied (or for another
 // reason) is posted again. It is safe for concurrent use.
@@ -25,18 +31,25 @@ type NodeRuleEvents struct {
 	posted map[string]map[skippedRule]struct{}
 }
 
-// skippedRule identifies a post: the rule and the reason.
+// skippedRule identifies a post: the rule and the reason; a conflict has no rule.
 type skippedRule struct {
 	rule, reason string
 }
+
+// conflictRule stands for the rule of a conflict's post.
+const conflictRule = "\x00conflict"
 
 // NewNodeRuleEvents returns a NodeRuleEvents posting through recorder.
 func NewNodeRuleEvents(recorder record.EventRecorder) *NodeRuleEvents {
 	return &NodeRuleEvents{recorder: recorder, posted: map[string]map[skippedRule]struct{}{}}
 }
 
-// Report posts the skipped rules of node that were not posted already.
-func (e *NodeRuleEvents) Report(node *corev1.Node, skipped []*specs.SkippedRule) {
+// Report posts the skipped rules of node, and its conflict when not empty, that were not posted already.
+func (e *NodeRuleEvents) Report(node *corev1.Node, skipped []*specs.SkippedRule, conflict string) {
+	if conflict != "" {
+		skipped = append(slices.Clip(skipped), &specs.SkippedRule{Rule: conflictRule, Reason: conflict})
+	}
+
 	e.mu.Lock()
 	post, next := newSkippedRules(e.posted[node.Name], skipped)
 
@@ -48,6 +61,12 @@ func (e *NodeRuleEvents) Report(node *corev1.Node, skipped []*specs.SkippedRule)
 	e.mu.Unlock()
 
 	for _, s := range post {
+		if s.rule == conflictRule {
+			e.recorder.Event(node, corev1.EventTypeWarning, MachineIdentityConflictReason, s.reason)
+
+			continue
+		}
+
 		e.recorder.Eventf(node, corev1.EventTypeWarning, RuleSkippedReason, "transformation rule %s skipped: %s", s.rule, s.reason)
 	}
 }

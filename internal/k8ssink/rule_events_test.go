@@ -39,24 +39,29 @@ func TestNodeRuleEvents(t *testing.T) {
 	skip := func(rule, reason string) *specs.SkippedRule { return &specs.SkippedRule{Rule: rule, Reason: reason} }
 
 	for _, step := range []struct {
-		name    string
-		node    *corev1.Node
-		skipped []*specs.SkippedRule
-		want    []string
+		name     string
+		node     *corev1.Node
+		skipped  []*specs.SkippedRule
+		conflict string
+		want     []string
 	}{
-		{"a skipped rule is posted", n1, []*specs.SkippedRule{skip("web", "bad label")}, []string{"Warning TransformationRuleSkipped transformation rule web skipped: bad label"}},
-		{"a resync posts nothing", n1, []*specs.SkippedRule{skip("web", "bad label")}, nil},
-		{"another node is separate", n2, []*specs.SkippedRule{skip("web", "bad label")}, []string{"Warning TransformationRuleSkipped transformation rule web skipped: bad label"}},
-		{"a new reason is posted, a known one is not", n1, []*specs.SkippedRule{skip("web", "bad label"), skip("db", "bad taint"), skip("db", "bad taint")}, []string{"Warning TransformationRuleSkipped transformation rule db skipped: bad taint"}},
-		{"the rule applies again", n1, nil, nil},
-		{"skipped again: posted again", n1, []*specs.SkippedRule{skip("web", "bad label")}, []string{"Warning TransformationRuleSkipped transformation rule web skipped: bad label"}},
+		{"a skipped rule is posted", n1, []*specs.SkippedRule{skip("web", "bad label")}, "", []string{"Warning TransformationRuleSkipped transformation rule web skipped: bad label"}},
+		{"a resync posts nothing", n1, []*specs.SkippedRule{skip("web", "bad label")}, "", nil},
+		{"another node is separate", n2, []*specs.SkippedRule{skip("web", "bad label")}, "", []string{"Warning TransformationRuleSkipped transformation rule web skipped: bad label"}},
+		{"a new reason is posted, a known one is not", n1, []*specs.SkippedRule{skip("web", "bad label"), skip("db", "bad taint"), skip("db", "bad taint")}, "", []string{"Warning TransformationRuleSkipped transformation rule db skipped: bad taint"}},
+		{"the rule applies again", n1, nil, "", nil},
+		{"skipped again: posted again", n1, []*specs.SkippedRule{skip("web", "bad label")}, "", []string{"Warning TransformationRuleSkipped transformation rule web skipped: bad label"}},
+		{"a conflict is posted", n1, []*specs.SkippedRule{skip("web", "bad label")}, "machine at 10.0.0.2 is node n2, not n1", []string{"Warning MachineIdentityConflict machine at 10.0.0.2 is node n2, not n1"}},
+		{"the same conflict is not posted again", n1, []*specs.SkippedRule{skip("web", "bad label")}, "machine at 10.0.0.2 is node n2, not n1", nil},
+		{"the conflict ends", n1, []*specs.SkippedRule{skip("web", "bad label")}, "", nil},
+		{"it comes back: posted again", n1, nil, "machine at 10.0.0.2 is node n2, not n1", []string{"Warning MachineIdentityConflict machine at 10.0.0.2 is node n2, not n1"}},
 	} {
-		events.Report(step.node, step.skipped)
+		events.Report(step.node, step.skipped, step.conflict)
 		assert.Equal(t, step.want, drain(recorder), step.name)
 	}
 
 	events.Forget("n1")
-	events.Report(n1, []*specs.SkippedRule{skip("web", "bad label")})
+	events.Report(n1, []*specs.SkippedRule{skip("web", "bad label")}, "")
 	assert.Len(t, drain(recorder), 1, "a forgotten node starts over")
 }
 

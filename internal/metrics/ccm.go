@@ -14,6 +14,15 @@ var (
 		Buckets:   []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 	})
 
+	// NodeIdentityConflicts counts the times a Node was found not bound to its machine: its kubelet points
+	// at a machine that is another node or none, its facts are another node's, or another Node holds its
+	// machine, providerID or address.
+	NodeIdentityConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "node_identity_conflicts_total",
+		Help:      "Times a Node was found not bound to its own machine (a machine that names itself another node, or a machine, providerID or address another Node holds); see the NodeTransform's conflict.",
+	})
+
 	// TalosCalls counts Talos API calls by resource and result.
 	TalosCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace,
@@ -60,5 +69,5 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(NodeInitializationSeconds, TalosCalls, KubernetesRequests, KubernetesRequestDuration, TalosSessions, QueueLength, LeaderElectionMaster)
+	Registry.MustRegister(NodeInitializationSeconds, NodeIdentityConflicts, TalosCalls, KubernetesRequests, KubernetesRequestDuration, TalosSessions, QueueLength, LeaderElectionMaster)
 }

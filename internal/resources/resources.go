@@ -48,6 +48,7 @@ func All() []meta.ResourceWithRD {
 		&kube.KubeService{},
 		&kube.KubeSync{},
 		&kube.KubeCSR{},
+		&kube.KubeAPIServer{},
 		&talos.PlatformMetadata{},
 		&talos.MachineAddresses{},
 		&talos.MachineStatus{},

@@ -14,6 +14,8 @@
 //   - network HostnameStatuses.net.talos.dev "hostname";
 //   - hardware SystemInformations.hardware.talos.dev "systeminformation" (absent without a UUID);
 //   - runtime MachineStatuses.runtime.talos.dev "machine" (stage, ready when running);
+//   - k8s Nodenames.kubernetes.talos.dev "nodename": the node name the machine says it is, its Name
+//     unless Nodename claims another one (absent with NoNodename);
 //   - on control-plane machines, controlplane ControllerManagerConfigs.kubernetes.talos.dev
 //     "kube-controller-manager" with the pod and service CIDRs.
 //
@@ -26,7 +28,7 @@
 //
 // Fleet changes take effect at once, and watches see them: SetLatency, SetUnreachable,
 // RemoveResource/RestoreResource (kinds platformmetadata, systeminformation, addresses,
-// machinestatus, hostname, controllermanagerconfig), SetAddresses, SetStage, UpdateMachine,
+// machinestatus, hostname, controllermanagerconfig, nodename), SetAddresses, SetStage, UpdateMachine,
 // AddMachine, RemoveMachine; Machines, Machine and Faults read them. Server.Pause and Server.Resume take
 // the whole endpoint down (every connection and stream cut, new ones refused) and back up on the same
 // addresses, as an apid restart or a network outage would. SetRawResources serves resources verbatim in
@@ -57,8 +59,11 @@
 //
 // Kubelets registers a Node per machine as a kubelet with --cloud-provider=external does (the
 // uninitialized taint, the provided-node-ip annotation, a Ready status, no addresses), and once the
-// CCM has removed the taint and set addresses, submits one kubelet-serving CSR impersonating
-// system:node:NAME, with the SANs a kubelet takes from the Node's addresses.
+// CCM has removed the taint and set addresses, submits one kubelet-serving CSR, with the SANs a
+// kubelet takes from the Node's addresses. Every write of a kubelet is made impersonating
+// system:node:NAME in system:nodes, so an apiserver with the Node authorizer and NodeRestriction
+// holds it to what a real kubelet may do; the control-plane role label, which a kubelet may not set,
+// is applied as the admin, as Talos's machined applies it.
 //
 // # Fleet file
 //

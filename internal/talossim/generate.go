@@ -293,11 +293,18 @@ func (g *generator) platformFacts(m *Machine, private, external netip.Addr) {
 	}
 }
 
-// privateIPv4 returns a unique private address for machine i: 10.<16*platform+hi>.<mid>.<2..251>.
+// privateIPv4 returns a unique private address for machine i: 10.<16*platform+hi>.<mid>.<2..251>, where
+// the blocks from 10.96 on move up by 64, out of Talos's default Service range 10.96.0.0/12 (ServiceCIDRv4):
+// no node has an address there, and the CSR approver refuses it.
 func (g *generator) privateIPv4(i int, platform string) netip.Addr {
 	n := i + 10
 
-	return netip.AddrFrom4([4]byte{10, byte(16*platformIndex(platform) + n/(250*256)), byte((n / 250) % 256), byte(n%250 + 2)})
+	base := 16 * platformIndex(platform)
+	if base >= 96 {
+		base += 64
+	}
+
+	return netip.AddrFrom4([4]byte{10, byte(base + n/(250*256)), byte((n / 250) % 256), byte(n%250 + 2)})
 }
 
 // globalIPv6 returns a global address in a /64 of its own in 2001:db8::/32.

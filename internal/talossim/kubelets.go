@@ -16,9 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
@@ -32,6 +34,10 @@ const (
 	TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 	// AnnotationProvidedNodeIP carries the kubelet's --node-ip, comma-separated.
 	AnnotationProvidedNodeIP = "alpha.kubernetes.io/provided-node-ip"
+	// LabelControlPlane marks the Node of a control-plane machine. A kubelet may not set it (the
+	// NodeRestriction admission plugin refuses node-role.kubernetes.io labels from a node): Talos's
+	// machined applies it with the machine's admin credentials.
+	LabelControlPlane = "node-role.kubernetes.io/control-plane"
 )
 
 // Defaults of KubeletOptions, sized to register 5,000 nodes quickly.
@@ -72,6 +78,12 @@ type NodeTimes struct {
 // Kubelets acts as the kubelets of a fleet: it registers a Node for every machine as a kubelet with
 // --cloud-provider=external does, then, once the cloud controller manager has removed a Node's
 // uninitialized taint and set its addresses, submits one kubelet-serving CSR as that node.
+//
+// Every write a kubelet makes (its Node, its status, its CSRs) is made as that node (user
+// system:node:NAME in groups system:nodes and system:authenticated, by impersonation), so the
+// apiserver's Node authorizer and NodeRestriction admission hold it to what a real kubelet may do.
+// What Talos's machined writes with admin credentials (the control-plane role label) is written as
+// the admin; so are the reads, which a real kubelet makes of its own Node only.
 //
 // More machines can join with Add, before or while it runs.
 type Kubelets struct {
@@ -252,17 +264,22 @@ func (k *Kubelets) AllTimes() map[string]NodeTimes {
 	return res
 }
 
-// SetReady posts the node's Ready condition as True or False.
+// SetReady posts the node's Ready condition as True or False, as the node's kubelet.
 func (k *Kubelets) SetReady(ctx context.Context, name string, ready bool) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := k.clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	client, err := k.nodeCoreClient(name)
+	if err != nil {
+		return err
+	}
+
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 
 		setReadyCondition(node, ready, time.Now())
 
-		_, err = k.clientset.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		_, err = client.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 
 		return err
 	})
@@ -325,13 +342,19 @@ func (k *Kubelets) processNext(ctx context.Context) bool {
 	return true
 }
 
-// register creates the machine's Node, then posts its Ready status.
+// register creates the machine's Node and posts its Ready status as the node's kubelet, then labels
+// a control-plane machine's Node as Talos does.
 func (k *Kubelets) register(ctx context.Context, name string) error {
 	k.mu.Lock()
 	m := k.machines[name]
 	k.mu.Unlock()
 
-	nodes := k.clientset.CoreV1().Nodes()
+	client, err := k.nodeCoreClient(name)
+	if err != nil {
+		return err
+	}
+
+	nodes := client.Nodes()
 
 	node, err := nodes.Create(ctx, newNode(m), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -366,11 +389,33 @@ func (k *Kubelets) register(ctx context.Context, name string) error {
 		return fmt.Errorf("failed to post node status: %w", err)
 	}
 
+	if m.ControlPlane {
+		if err = k.labelControlPlane(ctx, node); err != nil {
+			return err
+		}
+	}
+
 	k.markRegistered(name)
 
 	// The CCM may have initialized the Node before its status was posted.
 	if obj, exists, _ := k.nodes.GetStore().GetByKey(name); exists {
 		k.observe(obj)
+	}
+
+	return nil
+}
+
+// labelControlPlane adds the control-plane role label to the Node, as the admin: Talos's machined
+// does it on a control-plane machine, where a kubelet may not.
+func (k *Kubelets) labelControlPlane(ctx context.Context, node *corev1.Node) error {
+	if _, ok := node.Labels[LabelControlPlane]; ok {
+		return nil
+	}
+
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:""}}}`, LabelControlPlane)
+
+	if _, err := k.clientset.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("failed to label control-plane node: %w", err)
 	}
 
 	return nil
@@ -453,16 +498,9 @@ func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
 	return nil
 }
 
-// nodeClient returns a certificates client that acts as the node's kubelet. It shares the rate
-// limiter and (through client-go's transport cache) the connections of the admin client.
+// nodeClient returns a certificates client that acts as the node's kubelet.
 func (k *Kubelets) nodeClient(name string) (*certificatesv1client.CertificatesV1Client, error) {
-	cfg := rest.CopyConfig(k.restCfg)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: NodeUserPrefix + name,
-		Groups:   []string{NodesGroup, "system:authenticated"},
-	}
-
-	client, err := certificatesv1client.NewForConfig(cfg)
+	client, err := certificatesv1client.NewForConfig(k.nodeConfig(name))
 	if err != nil {
 		return nil, fmt.Errorf("failed to create node client: %w", err)
 	}
@@ -470,7 +508,30 @@ func (k *Kubelets) nodeClient(name string) (*certificatesv1client.CertificatesV1
 	return client, nil
 }
 
-// newNode returns the Node a kubelet with --cloud-provider=external registers for the machine.
+// nodeCoreClient returns a core client that acts as the node's kubelet.
+func (k *Kubelets) nodeCoreClient(name string) (*corev1client.CoreV1Client, error) {
+	client, err := corev1client.NewForConfig(k.nodeConfig(name))
+	if err != nil {
+		return nil, fmt.Errorf("failed to create node client: %w", err)
+	}
+
+	return client, nil
+}
+
+// nodeConfig returns the admin's config impersonating the node's kubelet. Its clients share the rate
+// limiter and (through client-go's transport cache) the connections of the admin client.
+func (k *Kubelets) nodeConfig(name string) *rest.Config {
+	cfg := rest.CopyConfig(k.restCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: NodeUserPrefix + name,
+		Groups:   []string{NodesGroup, "system:authenticated"},
+	}
+
+	return cfg
+}
+
+// newNode returns the Node a kubelet with --cloud-provider=external registers for the machine: only
+// labels a kubelet may set on its own Node (no role label, see LabelControlPlane).
 func newNode(m Machine) *corev1.Node {
 	labels := map[string]string{
 		corev1.LabelHostname:      m.Name,
@@ -478,10 +539,6 @@ func newNode(m Machine) *corev1.Node {
 		corev1.LabelArchStable:    "amd64",
 		"beta.kubernetes.io/os":   "linux",
 		"beta.kubernetes.io/arch": "amd64",
-	}
-
-	if m.ControlPlane {
-		labels["node-role.kubernetes.io/control-plane"] = ""
 	}
 
 	ips := make([]string, 0, len(m.NodeIPs))

@@ -64,6 +64,9 @@ func TestKubelets(t *testing.T) {
 			{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
 		}, node.Spec.Taints)
 		assert.Equal(t, m.Name, node.Labels[corev1.LabelHostname])
+		// Applied as Talos's machined applies it: a kubelet may not give its Node a role.
+		_, controlPlane := node.Labels[talossim.LabelControlPlane]
+		assert.Equal(t, m.ControlPlane, controlPlane, m.Name)
 		assert.Empty(t, node.Spec.ProviderID)
 		assert.Empty(t, node.Status.Addresses)
 		assert.Equal(t, corev1.ConditionTrue, readyStatus(node), m.Name)

@@ -27,6 +27,14 @@ type Machine struct {
 	Platform string `yaml:"platform" json:"platform"`
 	// NoPlatformMetadata drops the PlatformMetadata resource (metal machines without metadata).
 	NoPlatformMetadata bool `yaml:"noPlatformMetadata,omitempty" json:"noPlatformMetadata,omitempty"`
+	// NoPlatformHostname leaves the hostname of PlatformMetadata empty, as Talos's metal platform does
+	// without the talos.hostname= kernel argument.
+	NoPlatformHostname bool `yaml:"noPlatformHostname,omitempty" json:"noPlatformHostname,omitempty"`
+	// Nodename is the Kubernetes node name the machine publishes in its Nodename resource; empty means
+	// Name. A fault knob: a machine that claims to be another node.
+	Nodename string `yaml:"nodename,omitempty" json:"nodename,omitempty"`
+	// NoNodename drops the Nodename resource (a machine that says of no node that it is it).
+	NoNodename bool `yaml:"noNodename,omitempty" json:"noNodename,omitempty"`
 
 	Region       string `yaml:"region,omitempty" json:"region,omitempty"`
 	Zone         string `yaml:"zone,omitempty" json:"zone,omitempty"`
@@ -56,6 +64,9 @@ type Address struct {
 	Prefix   netip.Prefix `yaml:"prefix" json:"prefix"`
 	// Scope is "global", "host" or "link" (any nethelpers.Scope name).
 	Scope string `yaml:"scope,omitempty" json:"scope,omitempty"`
+	// Flags are the address's flags, comma-separated nethelpers.AddressFlags names ("temporary",
+	// "deprecated,permanent"...). Empty means "permanent", as for an address set by configuration.
+	Flags string `yaml:"flags,omitempty" json:"flags,omitempty"`
 }
 
 // SystemInfo is the SMBIOS system information of a machine.
@@ -123,6 +134,12 @@ func (m Machine) Validate() error {
 		}
 	}
 
+	if m.Nodename != "" {
+		if errs := validation.IsDNS1123Subdomain(m.Nodename); len(errs) > 0 {
+			return fmt.Errorf("nodename %q is not a DNS-1123 name: %s", m.Nodename, errs[0])
+		}
+	}
+
 	if !slices.Contains(Platforms, m.Platform) {
 		return fmt.Errorf("platform %q is not one of %q", m.Platform, Platforms)
 	}
@@ -146,7 +163,7 @@ func (m Machine) Validate() error {
 	return nil
 }
 
-// Validate checks the link name, prefix and scope of the address.
+// Validate checks the link name, prefix, scope and flags of the address.
 func (a Address) Validate() error {
 	if a.LinkName == "" {
 		return errors.New("linkName is required")
@@ -158,6 +175,12 @@ func (a Address) Validate() error {
 
 	if _, err := a.scope(); err != nil {
 		return err
+	}
+
+	if a.Flags != "" {
+		if _, err := nethelpers.AddressFlagsString(a.Flags); err != nil {
+			return fmt.Errorf("failed to parse flags %q: %w", a.Flags, err)
+		}
 	}
 
 	return nil

@@ -24,11 +24,12 @@ const (
 	KindMachineStatus           Kind = "machinestatus"
 	KindHostname                Kind = "hostname"
 	KindControllerManagerConfig Kind = "controllermanagerconfig"
+	KindNodename                Kind = "nodename"
 )
 
 // Kinds lists every Kind, in the order Resources returns them.
 var Kinds = []Kind{
-	KindPlatformMetadata, KindSystemInformation, KindAddresses, KindMachineStatus, KindHostname, KindControllerManagerConfig,
+	KindPlatformMetadata, KindSystemInformation, KindAddresses, KindMachineStatus, KindHostname, KindControllerManagerConfig, KindNodename,
 }
 
 // ParseKind parses a Kind name.
@@ -48,6 +49,7 @@ var kindTypes = map[Kind]resource.Kind{
 	KindMachineStatus:           resource.NewMetadata(runtime.NamespaceName, runtime.MachineStatusType, "", resource.VersionUndefined),
 	KindHostname:                resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, "", resource.VersionUndefined),
 	KindControllerManagerConfig: resource.NewMetadata(k8s.ControlPlaneNamespaceName, k8s.ControllerManagerConfigType, "", resource.VersionUndefined),
+	KindNodename:                resource.NewMetadata(k8s.NamespaceName, k8s.NodenameType, "", resource.VersionUndefined),
 }
 
 // Default Kubernetes networks that control-plane machines report in ControllerManagerConfig.
@@ -98,6 +100,12 @@ func (m Machine) resourcesOf(kind Kind) []resource.Resource {
 		}
 
 		return []resource.Resource{m.controllerManagerConfig()}
+	case KindNodename:
+		if m.NoNodename {
+			return nil
+		}
+
+		return []resource.Resource{m.nodename()}
 	}
 
 	return nil
@@ -118,6 +126,10 @@ func (m Machine) platformMetadata() *runtime.PlatformMetadata {
 		InternalDNS:  m.InternalDNS,
 		ExternalDNS:  m.ExternalDNS,
 		Tags:         m.Tags,
+	}
+
+	if m.NoPlatformHostname {
+		r.TypedSpec().Hostname = ""
 	}
 
 	return r
@@ -168,6 +180,21 @@ func (m Machine) hostnameStatus() *network.HostnameStatus {
 	return r
 }
 
+// nodename is the Kubernetes node name the machine says it is (what its kubelet registers as): the
+// machine's Name unless a fault knob makes it claim another one.
+func (m Machine) nodename() *k8s.Nodename {
+	r := k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID)
+
+	r.TypedSpec().Nodename = m.Name
+	if m.Nodename != "" {
+		r.TypedSpec().Nodename = m.Nodename
+	}
+
+	r.TypedSpec().HostnameVersion = "1"
+
+	return r
+}
+
 func (m Machine) controllerManagerConfig() *k8s.ControllerManagerConfig {
 	r := k8s.NewControllerManagerConfig()
 
@@ -205,6 +232,11 @@ func (m Machine) addressStatuses() []resource.Resource {
 		spec.LinkIndex = linkIndex[addr.LinkName]
 		spec.Scope = scope
 		spec.Flags = nethelpers.AddressFlags(nethelpers.AddressPermanent)
+
+		// Validate refused flags that do not parse.
+		if flags, err := nethelpers.AddressFlagsString(addr.Flags); addr.Flags != "" && err == nil {
+			spec.Flags = flags
+		}
 
 		if addr.Prefix.Addr().Is4() {
 			spec.Family = nethelpers.FamilyInet4

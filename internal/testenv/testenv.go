@@ -106,13 +106,7 @@ func start() (*Env, error) {
 	apiServer := env.ControlPlane.GetAPIServer()
 	apiServer.Path = filepath.Join(dir, "kube-apiserver")
 
-	args := apiServer.Configure()
-	args.Set("max-requests-inflight", strconv.Itoa(maxRequestsInflight))
-	args.Set("max-mutating-requests-inflight", strconv.Itoa(maxMutatingRequestsInflight))
-	// The Node authorizer in front of RBAC, as in a real cluster (Talos configures the same): it
-	// is what lets a kubelet identity (user system:node:NAME in group system:nodes) create its
-	// own CertificateSigningRequests and Node; RBAC alone binds no role to system:nodes.
-	args.Set("authorization-mode", "Node,RBAC")
+	ConfigureAPIServer(apiServer.Configure())
 
 	cfg, err := env.Start()
 	if err != nil {
@@ -132,6 +126,24 @@ func start() (*Env, error) {
 		clientset:  clientset,
 		kubeconfig: env.KubeConfig,
 	}, nil
+}
+
+// ConfigureAPIServer sets the kube-apiserver flags every control plane of the tests runs with, so
+// that a test that starts its own control plane (one it restarts, say) runs as the shared one does.
+func ConfigureAPIServer(args *envtest.Arguments) {
+	args.Set("max-requests-inflight", strconv.Itoa(maxRequestsInflight))
+	args.Set("max-mutating-requests-inflight", strconv.Itoa(maxMutatingRequestsInflight))
+	// The Node authorizer in front of RBAC, as in a real cluster (Talos configures the same): it
+	// is what lets a kubelet identity (user system:node:NAME in group system:nodes) create its
+	// own CertificateSigningRequests and Node; RBAC alone binds no role to system:nodes.
+	args.Set("authorization-mode", "Node,RBAC")
+	// NodeRestriction, on top of the default admission plugins, as in a real cluster: a kubelet
+	// identity may create and update only its own Node, may not change its taints once registered,
+	// and may not set labels in the node-restriction.kubernetes.io namespace nor kubernetes.io
+	// labels that are not a kubelet's (node-role.kubernetes.io/* among them). Hostile writes in the
+	// tests are made with kubelet identities, so they are held to exactly what a stolen kubelet
+	// credential could do.
+	args.Set("enable-admission-plugins", "NodeRestriction")
 }
 
 // Clientset returns a clientset authenticated as the admin, shared by every caller.

@@ -53,6 +53,10 @@ func TestStart(t *testing.T) {
 		testKubeconfig(t, env)
 	})
 
+	t.Run("node restriction", func(t *testing.T) {
+		testNodeRestriction(t, env)
+	})
+
 	require.NoError(t, env.Stop())
 	require.NoError(t, env.Stop(), "a second stop must be harmless, t.Cleanup calls it again")
 
@@ -142,6 +146,44 @@ func testKubeletServingCSR(t *testing.T, env *testenv.Env) {
 	assert.Equal(t, csr.Spec.Request, got.Spec.Request)
 }
 
+// testNodeRestriction checks that a kubelet identity is held to its own Node, as the Node authorizer and
+// the NodeRestriction admission plugin hold it in a real cluster.
+func testNodeRestriction(t *testing.T, env *testenv.Env) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:bar", Groups: []string{"system:nodes", "system:authenticated"}}
+
+	kubelet, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	nodes := kubelet.CoreV1().Nodes()
+	node := func(name string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+
+	_, err = nodes.Create(t.Context(), node("baz", nil), metav1.CreateOptions{})
+	require.Error(t, err, "a node may not create another node's Node")
+
+	_, err = nodes.Create(t.Context(), node("bar", map[string]string{"node-role.kubernetes.io/control-plane": ""}), metav1.CreateOptions{})
+	require.Error(t, err, "a node may not give itself a role")
+
+	created, err := nodes.Create(t.Context(), node("bar", map[string]string{corev1.LabelHostname: "bar"}), metav1.CreateOptions{})
+	require.NoError(t, err, "a node may create its own Node")
+
+	created.Spec.Taints = []corev1.Taint{{Key: "example.com/mine", Effect: corev1.TaintEffectNoSchedule}}
+	_, err = nodes.Update(t.Context(), created, metav1.UpdateOptions{})
+	require.Error(t, err, "a node may not change its own taints")
+
+	_, err = nodes.Get(t.Context(), "foo", metav1.GetOptions{})
+	require.Error(t, err, "a node may not read another node's Node")
+
+	foo, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), "foo", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	foo.Labels["example.com/stolen"] = "true"
+	_, err = nodes.Update(t.Context(), foo, metav1.UpdateOptions{})
+	require.Error(t, err, "a node may not update another node's Node")
+}
+
 // testKubeconfig checks that the written kubeconfig gives another client admin access.
 func testKubeconfig(t *testing.T, env *testenv.Env) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigFile(t))
@@ -172,6 +214,7 @@ func assertAPIServerFlags(t *testing.T, procs map[int][]string) {
 			"--max-requests-inflight=3000",
 			"--max-mutating-requests-inflight=1500",
 			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
 		} {
 			assert.True(t, slices.Contains(cmdline, flag), "kube-apiserver runs without %s: %v", flag, cmdline)
 		}

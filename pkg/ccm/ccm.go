@@ -79,8 +79,9 @@ type ConfigFile struct {
 	// Initial is the file as already parsed by the caller, so that a bad file is reported before anything
 	// starts; nil means the file is read when the pipeline starts.
 	Initial *specs.ConfigSpec
-	// Explicit lists the ConfigSpec fields (protobuf names, such as "cluster_name") of Options.Config that
-	// win over the file; the file wins over the others.
+	// Explicit lists the ConfigSpec fields (protobuf names, such as "cluster_name", with a dot into a
+	// section: "csr_approval.max_expiration_seconds") of Options.Config that win over the file; the file
+	// wins over the others.
 	Explicit []string
 	// PodNamespace and PodName name a Pod that Events about rejected changes of the file are posted on;
 	// empty means no such Event.

@@ -13,7 +13,9 @@
 // With Options.Talos nil, the Talos source is off and nothing contacts a Talos API: the host writes a
 // PlatformMetadata and a MachineAddresses for each Node (its ID is the Node name) into TalosNamespace of
 // the cluster's state, with the constructors and types of this package and the specs of
-// github.com/talos-ccm/talos-ccm/api/proto/specs. A Node is initialized once both exist; destroying them
+// github.com/talos-ccm/talos-ccm/api/proto/specs. Both must name the Node in their nodename field (the
+// host says which machine is which Node, as a Talos machine does in its Nodename resource): facts that
+// name no node, or another one, give the Node nothing. A Node is initialized once both exist; destroying them
 // puts its NodeTransform back to pending (a Node keeps the providerID it was given: Kubernetes never lets
 // it change). MachineStatus is only read by node-lifecycle, for the shutdown taint.
 //

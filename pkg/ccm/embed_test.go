@@ -175,6 +175,7 @@ func writeFacts(ctx context.Context, r controller.Runtime, ns resource.Namespace
 
 func platformMetadata(m talossim.Machine) *specs.PlatformMetadataSpec {
 	return &specs.PlatformMetadataSpec{
+		Nodename:            m.Name,
 		Platform:            m.Platform,
 		Hostname:            m.Hostname(),
 		Region:              m.Region,
@@ -188,7 +189,7 @@ func platformMetadata(m talossim.Machine) *specs.PlatformMetadataSpec {
 }
 
 func machineAddresses(m talossim.Machine) *specs.MachineAddressesSpec {
-	out := &specs.MachineAddressesSpec{}
+	out := &specs.MachineAddressesSpec{Nodename: m.Name}
 
 	if len(m.NodeIPs) > 0 {
 		out.NodeIp = m.NodeIPs[0].String()

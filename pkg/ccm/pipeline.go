@@ -59,10 +59,27 @@ func (c *CCM) registerCloudNode() error {
 // check against the machine's own addresses, is skipped and every decision says so.
 func (c *CCM) registerCSRApproval() error {
 	requests := c.requestInformers.Certificates().V1().CertificateSigningRequests()
+	talosFacts := c.opts.Talos != nil || c.opts.HostFacts
+
+	// With machine facts, decisions read the Nodes' addresses as talos-ccm verified them (NodeTransforms),
+	// which cloud-node computes; without cloud-node they are computed here, and written nowhere.
+	if talosFacts && !c.enabled[ControllerCloudNode] {
+		if err := c.runtime.RegisterQController(nodectrl.NewNodeTransformController()); err != nil {
+			return err
+		}
+	}
+
+	// Rule 9's facts: the apiserver's endpoints, and the Service ranges from Talos.
+	serviceCIDRsFromTalos, err := c.registerReservedSources()
+	if err != nil {
+		return err
+	}
 
 	return errors.Join(
 		c.runtime.RegisterController(&kubectrl.KubeCSRController{Informer: requests.Informer()}),
-		c.runtime.RegisterQController(csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{TalosFacts: c.opts.Talos != nil || c.opts.HostFacts})),
+		c.runtime.RegisterQController(csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
+			TalosFacts: talosFacts, ServiceCIDRsFromTalos: serviceCIDRsFromTalos, APIServerSource: true,
+		})),
 		c.runtime.RegisterQController(k8ssink.NewCSRSinkController(
 			k8ssink.NewCSRApplier(c.writer(ControllerCSRApproval).CertificatesV1().CertificateSigningRequests()),
 			requests.Lister(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),

@@ -29,6 +29,7 @@ type options struct {
 	slowNodes   int
 	seed        int64
 	logLevel    string
+	flood       int
 }
 
 func main() {
@@ -46,9 +47,14 @@ func main() {
 	flag.IntVar(&opts.slowNodes, "slow-at", 1000, "also run this fleet size with one machine answering in 3s (0: skip)")
 	flag.Int64Var(&opts.seed, "seed", 1, "seed of the generated fleets")
 	flag.StringVar(&opts.logLevel, "ccm-log-level", "warn", "--log-level of talos-ccm (its log is written next to the results)")
+	flag.IntVar(&opts.flood, "flood", 1600, "also run the flood scenario: one node files this many CSRs, another node's approvals are timed (0: skip)")
 	flag.Parse()
 
 	for _, s := range strings.Split(nodes, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue // --nodes= runs no fleet scenario
+		}
+
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "bench: bad --nodes entry %q\n", s)
@@ -105,7 +111,21 @@ func run(ctx context.Context, opts options) error {
 		}
 	}
 
+	var flood *floodResult
+
+	if opts.flood > 0 {
+		fmt.Printf("==> flood of %d CSRs\n", opts.flood)
+
+		if flood, err = runFlood(ctx, opts, opts.flood); err != nil {
+			return fmt.Errorf("flood: %w", err)
+		}
+	}
+
 	report(os.Stdout, results)
+
+	if flood != nil {
+		reportFlood(os.Stdout, flood)
+	}
 
 	return writeCSV(filepath.Join(opts.outDir, "results.csv"), results)
 }

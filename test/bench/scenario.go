@@ -171,6 +171,8 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		"--kube-api-qps", fmt.Sprint(opts.qps),
 		"--kube-api-burst", fmt.Sprint(2*opts.qps),
 		"--metrics-bind-address", metricsAddr,
+		// Plain HTTP on localhost: the bench scrapes /metrics without a token.
+		"--metrics-secure=false",
 		"--health-probe-bind-address", "0",
 		"--profiling",
 		"--log-level", opts.logLevel,

@@ -105,6 +105,7 @@ func run(ctx context.Context, opts options) error {
 		"--talosconfig", talosconfig,
 		"--state-dir", filepath.Join(workDir, "state"),
 		"--metrics-bind-address", "127.0.0.1:0",
+		"--metrics-secure=false",
 		"--health-probe-bind-address", "127.0.0.1:0",
 	)
 	if err != nil {

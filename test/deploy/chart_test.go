@@ -53,7 +53,12 @@ func TestChartRendersEveryExample(t *testing.T) {
 			require.NotEmpty(t, objects)
 
 			for _, obj := range objects {
-				if obj.GetKind() != "ClusterRole" && obj.GetKind() != "ClusterRoleBinding" {
+				switch {
+				case obj.GetKind() == "ClusterRole" || obj.GetKind() == "ClusterRoleBinding":
+				case obj.GetName() == "talos-ccm-apiserver-endpoints":
+					// Reading the kubernetes Service's EndpointSlice is granted where it lives.
+					assert.Equal(t, "default", obj.GetNamespace(), "%s %s", obj.GetKind(), obj.GetName())
+				default:
 					assert.Equal(t, "kube-system", obj.GetNamespace(), "%s %s", obj.GetKind(), obj.GetName())
 				}
 			}
@@ -69,9 +74,12 @@ func TestChartDefaultDeployment(t *testing.T) {
 
 	objects := render(t, "talos-ccm", "kube-system", nil)
 
+	// The ClusterRoles: the controllers', the secure metrics' reviews and the scrapers' metrics-reader
+	// (bound only with metrics.readers).
 	assert.Equal(t, []string{
-		"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Role",
-		"RoleBinding", "ServiceAccount", "ServiceAccount",
+		"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap",
+		"Deployment", "NetworkPolicy", "PodDisruptionBudget", "Role", "Role", "RoleBinding", "RoleBinding",
+		"ServiceAccount", "ServiceAccount",
 	}, kinds(objects))
 
 	deployment := convert[appsv1.Deployment](t, find(t, objects, "Deployment", "talos-ccm"))
@@ -303,6 +311,10 @@ func TestChartRejectsValuesThatCannotWork(t *testing.T) {
 		{name: "misspelt value", set: []string{"leaderElection.leaseDurations=15s"}, want: "additional properties 'leaseDurations' not allowed"},
 		{name: "duration without unit", set: []string{"nodeLifecycle.staleNodeGrace=300"}, want: "staleNodeGrace"},
 		{name: "ServiceMonitor without Service", set: []string{"metrics.serviceMonitor.enabled=true"}, want: "needs metrics.enabled and metrics.service.enabled"},
+		{name: "plain HTTP metrics on every interface", set: []string{"metrics.secure=false"}, want: "needs a localhost metrics.bindAddress"},
+		{name: "plain HTTP metrics on a pod IP", set: []string{"metrics.secure=false", "metrics.bindAddress=10.0.0.5:10260"}, want: "needs a localhost metrics.bindAddress"},
+		{name: "metrics certificate twice", set: []string{"metrics.tls.secretName=tls", "metrics.tls.certFile=/tls.crt", "metrics.tls.keyFile=/tls.key"}, want: "not both"},
+		{name: "metrics certificate without key", set: []string{"metrics.tls.certFile=/tls.crt"}, want: "go together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

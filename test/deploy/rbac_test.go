@@ -62,11 +62,20 @@ var (
 		{verb: "watch", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
 		{verb: "update", group: "certificates.k8s.io", resource: "certificatesigningrequests", subresource: "approval"},
 		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "kubernetes.io/kubelet-serving"},
+		// The apiserver's endpoints (rule 9), by name only.
+		{verb: "get", group: "discovery.k8s.io", resource: "endpointslices", namespace: "default", name: "kubernetes"},
+		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices", namespace: "default", name: "kubernetes"},
+		{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices", namespace: "default", name: "kubernetes"},
 	}
 	serviceLB = []access{
 		{verb: "list", resource: "services"},
 		{verb: "watch", resource: "services"},
 		{verb: "patch", resource: "services", subresource: "status", namespace: "default"},
+	}
+	// metricsAuth are the reviews of the secure metrics endpoint's delegated authentication.
+	metricsAuth = []access{
+		{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews"},
+		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews"},
 	}
 	// neverGranted are requests no configuration of the chart grants.
 	neverGranted = []access{
@@ -85,6 +94,9 @@ var (
 		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: "release", name: "LEASE"},
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		{verb: "impersonate", resource: "users"},
+		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices", namespace: "default"},
+		{verb: "get", group: "discovery.k8s.io", resource: "endpointslices", namespace: "default", name: "another-service"},
+		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
 	}
 )
 
@@ -115,7 +127,7 @@ func TestRBACGrantsWhatTheControllersNeed(t *testing.T) {
 	}{
 		{
 			name:    "default",
-			allowed: concat(nodesRead, nodesWrite, eventsWrite, leaderElection, csrApproval),
+			allowed: concat(nodesRead, nodesWrite, eventsWrite, leaderElection, csrApproval, metricsAuth),
 			denied:  concat(nodesDelete, serviceLB, neverGranted),
 		},
 		{
@@ -141,6 +153,12 @@ func TestRBACGrantsWhatTheControllersNeed(t *testing.T) {
 			set:     []string{"leaderElection.enabled=false"},
 			allowed: concat(nodesRead, nodesWrite, eventsWrite, csrApproval),
 			denied:  concat(nodesDelete, leaderElection, serviceLB, neverGranted),
+		},
+		{
+			name:    "metrics off",
+			set:     []string{"metrics.enabled=false"},
+			allowed: concat(nodesRead, nodesWrite, eventsWrite, leaderElection, csrApproval),
+			denied:  concat(nodesDelete, serviceLB, metricsAuth, neverGranted),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -227,11 +227,11 @@ func TestCcmctl(t *testing.T) {
 		assert.Equal(t, good+": valid: 2 transformation rules\n", r.stdout)
 
 		bad := filepath.Join(dir, "bad.yaml")
-		require.NoError(t, os.WriteFile(bad, []byte("global:\n  PreferIPv6: true\ntransformations:\n  - name: x\n    nodeSelector:\n      - matchExpressions:\n          - {key: platform, operator: Inn, values: [aws]}\n"), 0o600))
+		require.NoError(t, os.WriteFile(bad, []byte("global:\n  PreferIpv6: true\ntransformations:\n  - name: x\n    nodeSelector:\n      - matchExpressions:\n          - {key: platform, operator: Inn, values: [aws]}\n"), 0o600))
 
 		r = runCcmctl(t, bin, "config", "validate", bad)
 		assert.Equal(t, 1, r.code)
-		assert.Equal(t, "ccmctl: "+bad+`:2: global: unknown key "PreferIPv6" (did you mean "preferIPv6"? keys are case-sensitive)`+"\n"+
+		assert.Equal(t, "ccmctl: "+bad+`:2: global: unknown key "PreferIpv6" (did you mean "preferIPv6"? keys are case-sensitive)`+"\n"+
 			"ccmctl: "+bad+`:7: rule "x": nodeSelector[0].matchExpressions[0]: unknown operator "Inn" (known: In, NotIn, Exists, DoesNotExist, Gt, Lt, Regexp)`+"\n", r.stderr)
 	})
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,10 +26,14 @@ type ccm struct {
 	cancel   context.CancelFunc
 	done     chan error
 	stopOnce sync.Once
+	t        *testing.T
 
-	mu             sync.Mutex
-	errors         []string
-	errorsExpected atomic.Bool
+	mu     sync.Mutex
+	errors []string
+	// expected are the steps, by what they do, during which the test makes talos-ccm log errors on
+	// purpose (expectErrors); expectedLogged counts the errors logged during them.
+	expected       []string
+	expectedLogged int
 }
 
 // startCCM runs talos-ccm against the shared control plane and the given simulated fleet; without a fleet
@@ -46,12 +49,12 @@ func startCCM(t *testing.T, srv *talossim.Server, opts app.Options) *ccm {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	c := &ccm{writes: counter, cancel: cancel, done: make(chan error, 1)}
+	c := &ccm{writes: counter, cancel: cancel, done: make(chan error, 1), t: t}
 
-	// Every error-level line talos-ccm logs fails the test, unless the test causes errors on purpose
-	// (expectErrors). Registered before c.stop, this check runs after talos-ccm has stopped.
+	// Every error-level line talos-ccm logs fails the test, unless it is logged during a step that causes
+	// errors on purpose (expectErrors). Registered before c.stop, this check runs after talos-ccm has stopped.
 	t.Cleanup(func() {
-		if errs := c.loggedErrors(); len(errs) > 0 && !c.errorsExpected.Load() {
+		if errs := c.loggedErrors(); len(errs) > 0 {
 			t.Errorf("talos-ccm logged %d error(s) the test did not cause on purpose, the first: %s", len(errs), errs[0])
 		}
 	})
@@ -59,23 +62,57 @@ func startCCM(t *testing.T, srv *talossim.Server, opts app.Options) *ccm {
 	logger := zap.New(zapcore.RegisterHooks(zaptest.NewLogger(t).Core(), func(e zapcore.Entry) error {
 		if e.Level >= zapcore.ErrorLevel {
 			c.mu.Lock()
-			c.errors = append(c.errors, e.LoggerName+": "+e.Message)
+			if len(c.expected) > 0 {
+				c.expectedLogged++
+			} else {
+				c.errors = append(c.errors, e.LoggerName+": "+e.Message)
+			}
 			c.mu.Unlock()
 		}
 
 		return nil
 	}))
 
-	go func() { c.done <- app.Run(ctx, opts, logger) }()
+	// talos-ccm runs until the test stops it: an exit before that fails the test at once, so that a test
+	// checking that something did not happen cannot pass because nothing runs any more.
+	go func() {
+		err := app.Run(ctx, opts, logger)
+		if ctx.Err() == nil {
+			t.Errorf("talos-ccm exited before the test stopped it: %v", err)
+
+			// Reported: stop has nothing more to say.
+			err = nil
+		}
+
+		c.done <- err
+	}()
 
 	t.Cleanup(c.stop)
 
 	return c
 }
 
-// expectErrors tells the log check that this test makes talos-ccm log errors on purpose.
-func (c *ccm) expectErrors() {
-	c.errorsExpected.Store(true)
+// expectErrors tells the log check that the step starting now, described by why, makes talos-ccm log
+// errors on purpose; the returned function ends the step, and fails the test if the step logged no error.
+// Errors logged outside such steps fail the test.
+func (c *ccm) expectErrors(why string) (done func()) {
+	c.mu.Lock()
+	c.expected = append(c.expected, why)
+	logged := c.expectedLogged
+	c.mu.Unlock()
+
+	return func() {
+		c.t.Helper()
+
+		c.mu.Lock()
+		c.expected = slices.DeleteFunc(c.expected, func(s string) bool { return s == why })
+		logged = c.expectedLogged - logged
+		c.mu.Unlock()
+
+		if logged == 0 {
+			c.t.Errorf("talos-ccm logged no error while %s", why)
+		}
+	}
 }
 
 func (c *ccm) loggedErrors() []string {
@@ -90,7 +127,10 @@ func (c *ccm) stop() {
 		c.cancel()
 
 		select {
-		case <-c.done:
+		case err := <-c.done:
+			if err != nil {
+				c.t.Errorf("talos-ccm failed: %v", err)
+			}
 		case <-time.After(30 * time.Second):
 			panic("talos-ccm did not stop within 30s")
 		}

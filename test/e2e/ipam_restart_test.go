@@ -135,6 +135,20 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 		}
 	}
 
+	// The case this test is for: decisions persisted before the kill but not applied yet, on Nodes that
+	// still exist. The node-ipam writer's rate limit (a burst of 5, 60 a second) is far slower than the
+	// allocator, so the allocator is always ahead when the kill lands.
+	var unapplied []string
+
+	for name := range persisted {
+		if _, applied := before[name]; !applied && !deleted[name] {
+			unapplied = append(unapplied, name)
+		}
+	}
+
+	t.Logf("%d allocations persisted but not applied at the kill, on Nodes that stay", len(unapplied))
+	require.NotEmpty(t, unapplied, "the kill must land between persisting an allocation and applying it")
+
 	start("second")
 
 	waitNodes(t, live, 120*time.Second, hasPodCIDRs)

@@ -92,7 +92,9 @@ func TestMetricsAndProbes(t *testing.T) {
 
 	addr := freeAddress(t)
 
-	startCCM(t, srv, app.Options{MetricsBindAddress: addr, HealthProbeBindAddress: addr})
+	// Plain HTTP on localhost; the secure default (HTTPS, tokens checked by the apiserver) is tested by
+	// internal/delegatedauth and test/deploy.
+	startCCM(t, srv, app.Options{MetricsBindAddress: addr, HealthProbeBindAddress: addr, MetricsInsecure: true})
 
 	require.Eventually(t, func() bool {
 		code, _ := httpGet(t, "http://"+addr+"/readyz")

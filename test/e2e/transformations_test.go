@@ -37,7 +37,7 @@ transformations:
   - name: capacity
     labels:
       example.com/capacity: "{{ if .Spot }}spot{{ else }}on-demand{{ end }}"
-      example.com/product: '{{ replace .ProductName " " "-" }}'
+      example.com/product: '{{ replace " " "-" .ProductName }}'
     annotations:
       example.com/serial: "{{ .SerialNumber }}"
   - name: proxmox
@@ -303,9 +303,6 @@ func TestTransformationRules(t *testing.T) {
 
 	instance := startCCM(t, srv, app.Options{ConfigFile: mount.path, PodNamespace: "default", PodName: "talos-ccm-rules-e2e"})
 
-	// The invalid edit below is logged as an error on purpose.
-	instance.expectErrors()
-
 	joinNodes(t, machines)
 
 	waitRules(t, machines, true, 60*time.Second)
@@ -374,6 +371,9 @@ func TestTransformationRules(t *testing.T) {
 	// An invalid edit changes nothing: it is counted, reported on the Pod, and the last good config stays.
 	failures := reloadFailures(t)
 
+	// The invalid edit is logged as an error on purpose; errors at any other step fail the test.
+	invalidEditDone := instance.expectErrors("an invalid edit of the config file is rejected")
+
 	valid := transformationRules + zonedRule
 	mount.update(t, valid+"  - name: broken\n    nodeSelector:\n      - matchExpressions:\n          - {key: hostname, operator: Regexp, values: [\"^web-[\"]}\n    labels: {a: b}\n")
 
@@ -390,6 +390,7 @@ func TestTransformationRules(t *testing.T) {
 	}, 10*time.Second, 200*time.Millisecond)
 
 	time.Sleep(2 * time.Second)
+	invalidEditDone()
 	waitRules(t, machines, false, time.Second)
 
 	// A valid edit after an invalid one applies again.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -65,12 +64,9 @@ func startRestartableControlPlane(t *testing.T) *restartableControlPlane {
 	apiServer.Path = filepath.Join(dir, "kube-apiserver")
 	apiServer.CertDir = t.TempDir()
 
-	// As the shared control plane: the Node authorizer lets kubelet identities create their own Nodes and
-	// certificate requests, and the request limits let thousands of writes in at once.
-	args := apiServer.Configure()
-	args.Set("authorization-mode", "Node,RBAC")
-	args.Set("max-requests-inflight", strconv.Itoa(3000))
-	args.Set("max-mutating-requests-inflight", strconv.Itoa(1500))
+	// As the shared control plane: the Node authorizer and NodeRestriction hold kubelet identities to their
+	// own Nodes and certificate requests, and the request limits let thousands of writes in at once.
+	testenv.ConfigureAPIServer(apiServer.Configure())
 
 	cfg, err := e.Start()
 	if err != nil {

@@ -48,8 +48,13 @@ type malformedCase struct {
 	// recorded are what talos-ccm must say it left out: each must appear (in any case) in a warning or the
 	// pending reason of the NodeTransform.
 	recorded []string
-	// providerIDOrigin must appear in the origin of the providerID, when set.
-	providerIDOrigin string
+	// pending, when set, is what the machine's Node must be waiting for (in its NodeTransform's pending
+	// reason): what was left out is something talos-ccm waits for. Every other case leaves out only the bad
+	// part, so its Node must be initialized.
+	pending string
+	// providerIDOrigin and internalIPOrigin must be the origins of the providerID and of the Node's first
+	// InternalIP, for every initialized case.
+	providerIDOrigin, internalIPOrigin string
 }
 
 // TestMalformedTalosFacts serves machines whose Talos facts are malformed (an empty PlatformMetadata,
@@ -143,10 +148,27 @@ func TestMalformedTalosFacts(t *testing.T) {
 		nt := nodeTransform(t, st, m.Name)
 		decided[tc.name] = nt
 
-		t.Logf("%s: initialize=%t pending=%q warnings=%d (%s) providerID origin=%q addresses=%v", tc.name,
+		t.Logf("%s: initialize=%t pending=%q warnings=%d (%s) providerID origin=%q InternalIP origin=%q addresses=%v", tc.name,
 			nt.GetInitialize(), nt.GetPending(), len(nt.GetWarnings()), shorten(strings.Join(nt.GetWarnings(), "; "), 300),
-			nt.GetOrigins()["providerID"], shortenAddresses(n.Status.Addresses))
+			nt.GetOrigins()["providerID"], internalIPOrigin(nt), shortenAddresses(n.Status.Addresses))
 	}
+
+	// Leaving out the bad part means the rest is applied: a Node that stays pending passes the checks below
+	// without proving anything, so every case says which it must be.
+	t.Run("initialized unless waiting for what was left out", func(t *testing.T) {
+		for i, tc := range cases {
+			nt, n := decided[tc.name], nodes.node(bad[i].Name)
+
+			switch {
+			case tc.pending == "" && !isInitialized(n):
+				t.Errorf("%s: not initialized (pending %q), though only its bad facts are to be left out", tc.name, nt.GetPending())
+			case tc.pending != "" && isInitialized(n):
+				t.Errorf("%s: initialized, though it must wait for %s", tc.name, tc.pending)
+			case tc.pending != "" && !strings.Contains(nt.GetPending(), tc.pending):
+				t.Errorf("%s: pending %q, not waiting for %s", tc.name, nt.GetPending(), tc.pending)
+			}
+		}
+	})
 
 	t.Run("never half-applied", func(t *testing.T) {
 		for i := range cases {
@@ -177,11 +199,30 @@ func TestMalformedTalosFacts(t *testing.T) {
 				}
 			}
 
-			if origin := nt.GetOrigins()["providerID"]; !strings.Contains(origin, tc.providerIDOrigin) {
-				t.Errorf("%s: the providerID's origin %q does not say %q", tc.name, origin, tc.providerIDOrigin)
+			if tc.pending != "" {
+				continue
+			}
+
+			if origin := nt.GetOrigins()["providerID"]; origin != tc.providerIDOrigin {
+				t.Errorf("%s: the providerID's origin is %q, want %q", tc.name, origin, tc.providerIDOrigin)
+			}
+
+			if origin := internalIPOrigin(nt); origin != tc.internalIPOrigin {
+				t.Errorf("%s: the InternalIP's origin is %q, want %q", tc.name, origin, tc.internalIPOrigin)
 			}
 		}
 	})
+}
+
+// internalIPOrigin is the origin of the first InternalIP a NodeTransform decided, "" without one.
+func internalIPOrigin(nt *specs.NodeTransformSpec) string {
+	for _, a := range nt.GetAddresses() {
+		if a.GetType() == string(corev1.NodeInternalIP) {
+			return nt.GetOrigins()["address/"+a.GetType()+"/"+a.GetAddress()]
+		}
+	}
+
+	return ""
 }
 
 // validNodeAddress checks a Node address as a client of the Node would use it: an IP that can be dialed, or
@@ -275,12 +316,20 @@ func containsAddress(addresses []corev1.NodeAddress, a corev1.NodeAddress) bool 
 	return false
 }
 
+// The origins the NodeTransform gives a providerID from Talos and an InternalIP from the kubelet's provided
+// node IP.
+const (
+	talosProviderIDOrigin = "Talos platformMetadata.providerID"
+	providedIPOrigin      = "kubelet provided-node-ip annotation"
+)
+
 func malformedCases() []malformedCase {
 	return []malformedCase{
 		{
 			// Talos always names the platform: without one, talos-ccm assumes metal, and says so.
 			name:             "empty-platform-metadata",
-			providerIDOrigin: "fallback",
+			providerIDOrigin: "fallback: platform metal has no providerID in Talos",
+			internalIPOrigin: providedIPOrigin,
 			raw: func(talossim.Machine) map[talossim.Kind][]resource.Resource {
 				return map[talossim.Kind][]resource.Resource{
 					talossim.KindPlatformMetadata: {runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID)},
@@ -289,8 +338,10 @@ func malformedCases() []malformedCase {
 		},
 		{
 			// More tags than talos-ccm keeps: the "owner" tag the rule selects on is among those cut.
-			name:     "huge-tags",
-			recorded: []string{"tags"},
+			name:             "huge-tags",
+			recorded:         []string{"tags"},
+			providerIDOrigin: talosProviderIDOrigin,
+			internalIPOrigin: providedIPOrigin,
 			machine: func(m *talossim.Machine) {
 				m.Tags = map[string]string{"owner": "team a (ops)\x00\x07"}
 
@@ -300,20 +351,34 @@ func malformedCases() []malformedCase {
 			},
 		},
 		{
-			name:     "invalid-values",
-			recorded: []string{"topology.kubernetes.io/region", "topology.kubernetes.io/zone", "internalDNS", "externalDNS", "providerID"},
+			name: "invalid-values",
+			// The instance type's control characters are dropped (the facts are cleaned), not recorded.
+			recorded:         []string{"topology.kubernetes.io/region", "topology.kubernetes.io/zone", "internalDNS", "externalDNS"},
+			providerIDOrigin: talosProviderIDOrigin,
+			internalIPOrigin: providedIPOrigin,
 			machine: func(m *talossim.Machine) {
 				m.Region = "us east 1 (primary)"
 				m.Zone = strings.Repeat("z", 300)
 				m.InstanceType = "m5.large\x00\x07\n"
 				m.InternalDNS = "not a dns name!"
 				m.ExternalDNS = strings.Repeat("e", 2000) + ".example.com"
+			},
+		},
+		{
+			// A providerID is never cut: left out, it is one a cloud machine has yet to report, so the Node
+			// waits for it (--provider-id-wait, 5m by default, longer than this test).
+			name:     "oversized-provider-id",
+			recorded: []string{"providerID"},
+			pending:  "waiting for the providerID from Talos platform aws",
+			machine: func(m *talossim.Machine) {
 				m.ProviderID = "aws:///us-east-1a/" + strings.Repeat("i", 5000)
 			},
 		},
 		{
-			name:     "invalid-addresses",
-			recorded: []string{"0.0.0.0", "::/0", "address"},
+			name:             "invalid-addresses",
+			recorded:         []string{"0.0.0.0", "::/0", "address"},
+			providerIDOrigin: talosProviderIDOrigin,
+			internalIPOrigin: providedIPOrigin,
 			raw: func(m talossim.Machine) map[talossim.Kind][]resource.Resource {
 				return map[talossim.Kind][]resource.Resource{talossim.KindAddresses: {
 					addressStatus("eth0", netip.PrefixFrom(m.NodeIPs[0], 20)),
@@ -329,14 +394,18 @@ func malformedCases() []malformedCase {
 		},
 		{
 			// No address at all from Talos: the kubelet's node IP is the InternalIP, as its origin says.
-			name: "no-addresses",
+			name:             "no-addresses",
+			providerIDOrigin: talosProviderIDOrigin,
+			internalIPOrigin: providedIPOrigin,
 			raw: func(talossim.Machine) map[talossim.Kind][]resource.Resource {
 				return map[talossim.Kind][]resource.Resource{talossim.KindAddresses: {}}
 			},
 		},
 		{
-			name:     "too-many-addresses",
-			recorded: []string{"addresses"},
+			name:             "too-many-addresses",
+			recorded:         []string{"addresses"},
+			providerIDOrigin: talosProviderIDOrigin,
+			internalIPOrigin: providedIPOrigin,
 			machine: func(m *talossim.Machine) {
 				for i := range 2000 {
 					m.Addresses = append(m.Addresses, talossim.Address{

@@ -45,9 +45,15 @@ type ConfigSpec struct {
 	// The SHA-256 of the config file in force (hex), empty without a config file.
 	FileSha256 string `protobuf:"bytes,10,opt,name=file_sha256,json=fileSHA256,proto3" json:"file_sha256,omitempty"`
 	// The LoadBalancer IP pools (loadBalancer in the config file).
-	LoadBalancer  *LoadBalancerConfig `protobuf:"bytes,20,opt,name=load_balancer,json=loadBalancer,proto3" json:"load_balancer,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LoadBalancer *LoadBalancerConfig `protobuf:"bytes,20,opt,name=load_balancer,json=loadBalancer,proto3" json:"load_balancer,omitempty"`
+	// What the config file's parser accepted with a warning.
+	Warnings []*ConfigWarning `protobuf:"bytes,21,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Leaves out the deprecated beta topology labels (beta.kubernetes.io/instance-type,
+	// failure-domain.beta.kubernetes.io/zone and region), which are set by default, as the Kubernetes
+	// cloud-node controller does (--beta-topology-labels=false).
+	DisableBetaTopologyLabels bool `protobuf:"varint,22,opt,name=disable_beta_topology_labels,json=disableBetaTopologyLabels,proto3" json:"disable_beta_topology_labels,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *ConfigSpec) Reset() {
@@ -157,6 +163,20 @@ func (x *ConfigSpec) GetLoadBalancer() *LoadBalancerConfig {
 	return nil
 }
 
+func (x *ConfigSpec) GetWarnings() []*ConfigWarning {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *ConfigSpec) GetDisableBetaTopologyLabels() bool {
+	if x != nil {
+		return x.DisableBetaTopologyLabels
+	}
+	return false
+}
+
 // TransformationRule is one entry of `transformations` in the config file.
 type TransformationRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -169,7 +189,12 @@ type TransformationRule struct {
 	Taints           map[string]string `protobuf:"bytes,5,rep,name=taints,proto3" json:"taints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	PlatformMetadata map[string]string `protobuf:"bytes,6,rep,name=platform_metadata,json=platformMetadata,proto3" json:"platform_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The line of the rule in the config file, for messages.
-	Line          int32 `protobuf:"varint,7,opt,name=line,proto3" json:"line,omitempty"`
+	Line int32 `protobuf:"varint,7,opt,name=line,proto3" json:"line,omitempty"`
+	// Protected label keys (those the NodeRestriction admission plugin keeps from kubelets, and
+	// kubernetes.io/hostname) that this rule may write: each one listed explicitly, no wildcard.
+	AllowProtectedLabels []string `protobuf:"bytes,8,rep,name=allow_protected_labels,json=allowProtectedLabels,proto3" json:"allow_protected_labels,omitempty"`
+	// Feature flags for the Nodes the rule selects (features in the config file).
+	Features      *TransformationFeatures `protobuf:"bytes,9,opt,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +278,132 @@ func (x *TransformationRule) GetLine() int32 {
 	return 0
 }
 
+func (x *TransformationRule) GetAllowProtectedLabels() []string {
+	if x != nil {
+		return x.AllowProtectedLabels
+	}
+	return nil
+}
+
+func (x *TransformationRule) GetFeatures() *TransformationFeatures {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
+// TransformationFeatures are the feature flags a transformation rule turns on for the Nodes it selects.
+type TransformationFeatures struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The machine's global non-private addresses of real links are ExternalIPs on any platform, not only on
+	// those without an external link (metal, nocloud, openstack, oracle).
+	PublicIpDiscovery bool `protobuf:"varint,1,opt,name=public_ip_discovery,json=publicIPDiscovery,proto3" json:"public_ip_discovery,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TransformationFeatures) Reset() {
+	*x = TransformationFeatures{}
+	mi := &file_specs_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransformationFeatures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransformationFeatures) ProtoMessage() {}
+
+func (x *TransformationFeatures) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransformationFeatures.ProtoReflect.Descriptor instead.
+func (*TransformationFeatures) Descriptor() ([]byte, []int) {
+	return file_specs_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TransformationFeatures) GetPublicIpDiscovery() bool {
+	if x != nil {
+		return x.PublicIpDiscovery
+	}
+	return false
+}
+
+// ConfigWarning is something of a valid config file that its author should look at again (an
+// upstream spelling read with another meaning's risk, a template call that looks written for another
+// argument order).
+type ConfigWarning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The line in the config file, 1-based; 0 when unknown.
+	Line int32 `protobuf:"varint,1,opt,name=line,proto3" json:"line,omitempty"`
+	// The rule, `rule "NAME"` or `rule transformations[INDEX]`; empty outside rules.
+	Rule          string `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigWarning) Reset() {
+	*x = ConfigWarning{}
+	mi := &file_specs_config_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigWarning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigWarning) ProtoMessage() {}
+
+func (x *ConfigWarning) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_config_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigWarning.ProtoReflect.Descriptor instead.
+func (*ConfigWarning) Descriptor() ([]byte, []int) {
+	return file_specs_config_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConfigWarning) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *ConfigWarning) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ConfigWarning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // NodeSelectorTerm ANDs its expressions; a term without expressions selects no node.
 type NodeSelectorTerm struct {
 	state            protoimpl.MessageState     `protogen:"open.v1"`
@@ -265,7 +416,7 @@ type NodeSelectorTerm struct {
 
 func (x *NodeSelectorTerm) Reset() {
 	*x = NodeSelectorTerm{}
-	mi := &file_specs_config_proto_msgTypes[2]
+	mi := &file_specs_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +428,7 @@ func (x *NodeSelectorTerm) String() string {
 func (*NodeSelectorTerm) ProtoMessage() {}
 
 func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_specs_config_proto_msgTypes[2]
+	mi := &file_specs_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +441,7 @@ func (x *NodeSelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorTerm.ProtoReflect.Descriptor instead.
 func (*NodeSelectorTerm) Descriptor() ([]byte, []int) {
-	return file_specs_config_proto_rawDescGZIP(), []int{2}
+	return file_specs_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeSelectorTerm) GetMatchExpressions() []*NodeSelectorRequirement {
@@ -319,7 +470,7 @@ type NodeSelectorRequirement struct {
 
 func (x *NodeSelectorRequirement) Reset() {
 	*x = NodeSelectorRequirement{}
-	mi := &file_specs_config_proto_msgTypes[3]
+	mi := &file_specs_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +482,7 @@ func (x *NodeSelectorRequirement) String() string {
 func (*NodeSelectorRequirement) ProtoMessage() {}
 
 func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_specs_config_proto_msgTypes[3]
+	mi := &file_specs_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +495,7 @@ func (x *NodeSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*NodeSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_specs_config_proto_rawDescGZIP(), []int{3}
+	return file_specs_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NodeSelectorRequirement) GetKey() string {
@@ -383,7 +534,7 @@ type CSRApprovalConfig struct {
 
 func (x *CSRApprovalConfig) Reset() {
 	*x = CSRApprovalConfig{}
-	mi := &file_specs_config_proto_msgTypes[4]
+	mi := &file_specs_config_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +546,7 @@ func (x *CSRApprovalConfig) String() string {
 func (*CSRApprovalConfig) ProtoMessage() {}
 
 func (x *CSRApprovalConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_specs_config_proto_msgTypes[4]
+	mi := &file_specs_config_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +559,7 @@ func (x *CSRApprovalConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSRApprovalConfig.ProtoReflect.Descriptor instead.
 func (*CSRApprovalConfig) Descriptor() ([]byte, []int) {
-	return file_specs_config_proto_rawDescGZIP(), []int{4}
+	return file_specs_config_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CSRApprovalConfig) GetAllowedIpPrefixes() []string {
@@ -437,7 +588,7 @@ var File_specs_config_proto protoreflect.FileDescriptor
 const file_specs_config_proto_rawDesc = "" +
 	"\n" +
 	"\x12specs/config.proto\x12\n" +
-	"tccm.specs\x1a\x10specs/ipam.proto\"\x8f\x04\n" +
+	"tccm.specs\x1a\x10specs/ipam.proto\"\x87\x05\n" +
 	"\n" +
 	"ConfigSpec\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
@@ -453,7 +604,9 @@ const file_specs_config_proto_rawDesc = "" +
 	"\vfile_sha256\x18\n" +
 	" \x01(\tR\n" +
 	"fileSHA256\x12C\n" +
-	"\rload_balancer\x18\x14 \x01(\v2\x1e.tccm.specs.LoadBalancerConfigR\floadBalancer\"\xb8\x05\n" +
+	"\rload_balancer\x18\x14 \x01(\v2\x1e.tccm.specs.LoadBalancerConfigR\floadBalancer\x125\n" +
+	"\bwarnings\x18\x15 \x03(\v2\x19.tccm.specs.ConfigWarningR\bwarnings\x12?\n" +
+	"\x1cdisable_beta_topology_labels\x18\x16 \x01(\bR\x19disableBetaTopologyLabels\"\xae\x06\n" +
 	"\x12TransformationRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12A\n" +
 	"\rnode_selector\x18\x02 \x03(\v2\x1c.tccm.specs.NodeSelectorTermR\fnodeSelector\x12B\n" +
@@ -461,7 +614,9 @@ const file_specs_config_proto_rawDesc = "" +
 	"\vannotations\x18\x04 \x03(\v2/.tccm.specs.TransformationRule.AnnotationsEntryR\vannotations\x12B\n" +
 	"\x06taints\x18\x05 \x03(\v2*.tccm.specs.TransformationRule.TaintsEntryR\x06taints\x12a\n" +
 	"\x11platform_metadata\x18\x06 \x03(\v24.tccm.specs.TransformationRule.PlatformMetadataEntryR\x10platformMetadata\x12\x12\n" +
-	"\x04line\x18\a \x01(\x05R\x04line\x1a9\n" +
+	"\x04line\x18\a \x01(\x05R\x04line\x124\n" +
+	"\x16allow_protected_labels\x18\b \x03(\tR\x14allowProtectedLabels\x12>\n" +
+	"\bfeatures\x18\t \x01(\v2\".tccm.specs.TransformationFeaturesR\bfeatures\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -473,7 +628,13 @@ const file_specs_config_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
 	"\x15PlatformMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\x16TransformationFeatures\x12.\n" +
+	"\x13public_ip_discovery\x18\x01 \x01(\bR\x11publicIPDiscovery\"Q\n" +
+	"\rConfigWarning\x12\x12\n" +
+	"\x04line\x18\x01 \x01(\x05R\x04line\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"x\n" +
 	"\x10NodeSelectorTerm\x12P\n" +
 	"\x11match_expressions\x18\x01 \x03(\v2#.tccm.specs.NodeSelectorRequirementR\x10matchExpressions\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"_\n" +
@@ -498,34 +659,38 @@ func file_specs_config_proto_rawDescGZIP() []byte {
 	return file_specs_config_proto_rawDescData
 }
 
-var file_specs_config_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_specs_config_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_specs_config_proto_goTypes = []any{
 	(*ConfigSpec)(nil),              // 0: tccm.specs.ConfigSpec
 	(*TransformationRule)(nil),      // 1: tccm.specs.TransformationRule
-	(*NodeSelectorTerm)(nil),        // 2: tccm.specs.NodeSelectorTerm
-	(*NodeSelectorRequirement)(nil), // 3: tccm.specs.NodeSelectorRequirement
-	(*CSRApprovalConfig)(nil),       // 4: tccm.specs.CSRApprovalConfig
-	nil,                             // 5: tccm.specs.TransformationRule.LabelsEntry
-	nil,                             // 6: tccm.specs.TransformationRule.AnnotationsEntry
-	nil,                             // 7: tccm.specs.TransformationRule.TaintsEntry
-	nil,                             // 8: tccm.specs.TransformationRule.PlatformMetadataEntry
-	(*LoadBalancerConfig)(nil),      // 9: tccm.specs.LoadBalancerConfig
+	(*TransformationFeatures)(nil),  // 2: tccm.specs.TransformationFeatures
+	(*ConfigWarning)(nil),           // 3: tccm.specs.ConfigWarning
+	(*NodeSelectorTerm)(nil),        // 4: tccm.specs.NodeSelectorTerm
+	(*NodeSelectorRequirement)(nil), // 5: tccm.specs.NodeSelectorRequirement
+	(*CSRApprovalConfig)(nil),       // 6: tccm.specs.CSRApprovalConfig
+	nil,                             // 7: tccm.specs.TransformationRule.LabelsEntry
+	nil,                             // 8: tccm.specs.TransformationRule.AnnotationsEntry
+	nil,                             // 9: tccm.specs.TransformationRule.TaintsEntry
+	nil,                             // 10: tccm.specs.TransformationRule.PlatformMetadataEntry
+	(*LoadBalancerConfig)(nil),      // 11: tccm.specs.LoadBalancerConfig
 }
 var file_specs_config_proto_depIdxs = []int32{
-	1, // 0: tccm.specs.ConfigSpec.transformations:type_name -> tccm.specs.TransformationRule
-	4, // 1: tccm.specs.ConfigSpec.csr_approval:type_name -> tccm.specs.CSRApprovalConfig
-	9, // 2: tccm.specs.ConfigSpec.load_balancer:type_name -> tccm.specs.LoadBalancerConfig
-	2, // 3: tccm.specs.TransformationRule.node_selector:type_name -> tccm.specs.NodeSelectorTerm
-	5, // 4: tccm.specs.TransformationRule.labels:type_name -> tccm.specs.TransformationRule.LabelsEntry
-	6, // 5: tccm.specs.TransformationRule.annotations:type_name -> tccm.specs.TransformationRule.AnnotationsEntry
-	7, // 6: tccm.specs.TransformationRule.taints:type_name -> tccm.specs.TransformationRule.TaintsEntry
-	8, // 7: tccm.specs.TransformationRule.platform_metadata:type_name -> tccm.specs.TransformationRule.PlatformMetadataEntry
-	3, // 8: tccm.specs.NodeSelectorTerm.match_expressions:type_name -> tccm.specs.NodeSelectorRequirement
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	1,  // 0: tccm.specs.ConfigSpec.transformations:type_name -> tccm.specs.TransformationRule
+	6,  // 1: tccm.specs.ConfigSpec.csr_approval:type_name -> tccm.specs.CSRApprovalConfig
+	11, // 2: tccm.specs.ConfigSpec.load_balancer:type_name -> tccm.specs.LoadBalancerConfig
+	3,  // 3: tccm.specs.ConfigSpec.warnings:type_name -> tccm.specs.ConfigWarning
+	4,  // 4: tccm.specs.TransformationRule.node_selector:type_name -> tccm.specs.NodeSelectorTerm
+	7,  // 5: tccm.specs.TransformationRule.labels:type_name -> tccm.specs.TransformationRule.LabelsEntry
+	8,  // 6: tccm.specs.TransformationRule.annotations:type_name -> tccm.specs.TransformationRule.AnnotationsEntry
+	9,  // 7: tccm.specs.TransformationRule.taints:type_name -> tccm.specs.TransformationRule.TaintsEntry
+	10, // 8: tccm.specs.TransformationRule.platform_metadata:type_name -> tccm.specs.TransformationRule.PlatformMetadataEntry
+	2,  // 9: tccm.specs.TransformationRule.features:type_name -> tccm.specs.TransformationFeatures
+	5,  // 10: tccm.specs.NodeSelectorTerm.match_expressions:type_name -> tccm.specs.NodeSelectorRequirement
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_specs_config_proto_init() }
@@ -540,7 +705,7 @@ func file_specs_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_config_proto_rawDesc), len(file_specs_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

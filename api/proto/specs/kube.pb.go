@@ -513,6 +513,53 @@ func (x *KubeSyncSpec) GetObjects() int32 {
 	return 0
 }
 
+// KubeAPIServerSpec mirrors the endpoints of the default/kubernetes Service (its EndpointSlice): the
+// apiserver's own IPs, which a kubelet serving certificate must not name unless they are its node's own.
+type KubeAPIServerSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ready and not ready endpoint IPs, sorted, deduplicated.
+	EndpointIps   []string `protobuf:"bytes,1,rep,name=endpoint_ips,json=endpointIPs,proto3" json:"endpoint_ips,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubeAPIServerSpec) Reset() {
+	*x = KubeAPIServerSpec{}
+	mi := &file_specs_kube_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubeAPIServerSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubeAPIServerSpec) ProtoMessage() {}
+
+func (x *KubeAPIServerSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_kube_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubeAPIServerSpec.ProtoReflect.Descriptor instead.
+func (*KubeAPIServerSpec) Descriptor() ([]byte, []int) {
+	return file_specs_kube_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *KubeAPIServerSpec) GetEndpointIps() []string {
+	if x != nil {
+		return x.EndpointIps
+	}
+	return nil
+}
+
 var File_specs_kube_proto protoreflect.FileDescriptor
 
 const file_specs_kube_proto_rawDesc = "" +
@@ -570,7 +617,9 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
 	"\fKubeSyncSpec\x12\x16\n" +
 	"\x06synced\x18\x01 \x01(\bR\x06synced\x12\x18\n" +
-	"\aobjects\x18\x02 \x01(\x05R\aobjectsB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\aobjects\x18\x02 \x01(\x05R\aobjects\"6\n" +
+	"\x11KubeAPIServerSpec\x12!\n" +
+	"\fendpoint_ips\x18\x01 \x03(\tR\vendpointIPsB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_kube_proto_rawDescOnce sync.Once
@@ -584,7 +633,7 @@ func file_specs_kube_proto_rawDescGZIP() []byte {
 	return file_specs_kube_proto_rawDescData
 }
 
-var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_specs_kube_proto_goTypes = []any{
 	(*Taint)(nil),                 // 0: tccm.specs.Taint
 	(*NodeAddress)(nil),           // 1: tccm.specs.NodeAddress
@@ -592,26 +641,27 @@ var file_specs_kube_proto_goTypes = []any{
 	(*ServicePort)(nil),           // 3: tccm.specs.ServicePort
 	(*KubeServiceSpec)(nil),       // 4: tccm.specs.KubeServiceSpec
 	(*KubeSyncSpec)(nil),          // 5: tccm.specs.KubeSyncSpec
-	nil,                           // 6: tccm.specs.KubeNodeSpec.LabelsEntry
-	nil,                           // 7: tccm.specs.KubeServiceSpec.LabelsEntry
-	nil,                           // 8: tccm.specs.KubeServiceSpec.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*KubeAPIServerSpec)(nil),     // 6: tccm.specs.KubeAPIServerSpec
+	nil,                           // 7: tccm.specs.KubeNodeSpec.LabelsEntry
+	nil,                           // 8: tccm.specs.KubeServiceSpec.LabelsEntry
+	nil,                           // 9: tccm.specs.KubeServiceSpec.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_specs_kube_proto_depIdxs = []int32{
-	6, // 0: tccm.specs.KubeNodeSpec.labels:type_name -> tccm.specs.KubeNodeSpec.LabelsEntry
-	0, // 1: tccm.specs.KubeNodeSpec.taints:type_name -> tccm.specs.Taint
-	1, // 2: tccm.specs.KubeNodeSpec.addresses:type_name -> tccm.specs.NodeAddress
-	9, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
-	9, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
-	7, // 5: tccm.specs.KubeServiceSpec.labels:type_name -> tccm.specs.KubeServiceSpec.LabelsEntry
-	8, // 6: tccm.specs.KubeServiceSpec.annotations:type_name -> tccm.specs.KubeServiceSpec.AnnotationsEntry
-	3, // 7: tccm.specs.KubeServiceSpec.ports:type_name -> tccm.specs.ServicePort
-	9, // 8: tccm.specs.KubeServiceSpec.created:type_name -> google.protobuf.Timestamp
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	7,  // 0: tccm.specs.KubeNodeSpec.labels:type_name -> tccm.specs.KubeNodeSpec.LabelsEntry
+	0,  // 1: tccm.specs.KubeNodeSpec.taints:type_name -> tccm.specs.Taint
+	1,  // 2: tccm.specs.KubeNodeSpec.addresses:type_name -> tccm.specs.NodeAddress
+	10, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
+	10, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
+	8,  // 5: tccm.specs.KubeServiceSpec.labels:type_name -> tccm.specs.KubeServiceSpec.LabelsEntry
+	9,  // 6: tccm.specs.KubeServiceSpec.annotations:type_name -> tccm.specs.KubeServiceSpec.AnnotationsEntry
+	3,  // 7: tccm.specs.KubeServiceSpec.ports:type_name -> tccm.specs.ServicePort
+	10, // 8: tccm.specs.KubeServiceSpec.created:type_name -> google.protobuf.Timestamp
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_specs_kube_proto_init() }
@@ -625,7 +675,7 @@ func file_specs_kube_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_kube_proto_rawDesc), len(file_specs_kube_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

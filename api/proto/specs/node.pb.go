@@ -45,7 +45,16 @@ type NodeTransformSpec struct {
 	Warnings []string `protobuf:"bytes,11,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	// The transformation rules that matched the node but were not applied, because their output is invalid
 	// for it.
-	SkippedRules  []*SkippedRule `protobuf:"bytes,12,rep,name=skipped_rules,json=skippedRules,proto3" json:"skipped_rules,omitempty"`
+	SkippedRules []*SkippedRule `protobuf:"bytes,12,rep,name=skipped_rules,json=skippedRules,proto3" json:"skipped_rules,omitempty"`
+	// What keeps the Node from its machine's facts, or from the machine its kubelet now points at (a
+	// machine that names itself another node, a machine or providerID another Node holds); empty when
+	// nothing does.
+	Conflict string `protobuf:"bytes,13,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	// True when the facts were read from the machine that names itself this Node, and no other Node holds
+	// that machine or the providerID: only then are addresses, providerID and certificates granted.
+	Verified bool `protobuf:"varint,14,opt,name=verified,proto3" json:"verified,omitempty"`
+	// The machine the Node is bound to: "uuid/<SystemInformation UUID>", or "ip/<address>" without one.
+	Machine       string `protobuf:"bytes,15,opt,name=machine,proto3" json:"machine,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +173,27 @@ func (x *NodeTransformSpec) GetSkippedRules() []*SkippedRule {
 	return nil
 }
 
+func (x *NodeTransformSpec) GetConflict() string {
+	if x != nil {
+		return x.Conflict
+	}
+	return ""
+}
+
+func (x *NodeTransformSpec) GetVerified() bool {
+	if x != nil {
+		return x.Verified
+	}
+	return false
+}
+
+func (x *NodeTransformSpec) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
 // SkippedRule is a transformation rule left out for one node, with the reason.
 type SkippedRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -223,7 +253,7 @@ var File_specs_node_proto protoreflect.FileDescriptor
 const file_specs_node_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/node.proto\x12\n" +
-	"tccm.specs\x1a\x10specs/kube.proto\"\xfd\x05\n" +
+	"tccm.specs\x1a\x10specs/kube.proto\"\xcf\x06\n" +
 	"\x11NodeTransformSpec\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerID\x12A\n" +
@@ -240,7 +270,10 @@ const file_specs_node_proto_rawDesc = "" +
 	"\bplatform\x18\n" +
 	" \x01(\tR\bplatform\x12\x1a\n" +
 	"\bwarnings\x18\v \x03(\tR\bwarnings\x12<\n" +
-	"\rskipped_rules\x18\f \x03(\v2\x17.tccm.specs.SkippedRuleR\fskippedRules\x1a9\n" +
+	"\rskipped_rules\x18\f \x03(\v2\x17.tccm.specs.SkippedRuleR\fskippedRules\x12\x1a\n" +
+	"\bconflict\x18\r \x01(\tR\bconflict\x12\x1a\n" +
+	"\bverified\x18\x0e \x01(\bR\bverified\x12\x18\n" +
+	"\amachine\x18\x0f \x01(\tR\amachine\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

@@ -53,7 +53,10 @@ type PlatformMetadataSpec struct {
 	NodeIp   string                 `protobuf:"bytes,32,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
 	Observed *timestamppb.Timestamp `protobuf:"bytes,33,opt,name=observed,proto3" json:"observed,omitempty"`
 	// What the machine reported that was left out (too long, too many), and why.
-	Warnings      []string `protobuf:"bytes,34,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,34,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The Kubernetes node name the machine says it is (Talos's Nodename resource). Facts belong to a Node
+	// only when this is the Node's name.
+	Nodename      string `protobuf:"bytes,35,opt,name=nodename,proto3" json:"nodename,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -249,14 +252,25 @@ func (x *PlatformMetadataSpec) GetWarnings() []string {
 	return nil
 }
 
+func (x *PlatformMetadataSpec) GetNodename() string {
+	if x != nil {
+		return x.Nodename
+	}
+	return ""
+}
+
 // MachineAddress is one Talos AddressStatus.
 type MachineAddress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The address with its prefix length, e.g. 10.0.0.5/24.
-	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	LinkName      string `protobuf:"bytes,2,opt,name=link_name,json=linkName,proto3" json:"link_name,omitempty"`
-	Scope         string `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
-	Family        string `protobuf:"bytes,4,opt,name=family,proto3" json:"family,omitempty"`
+	Address  string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	LinkName string `protobuf:"bytes,2,opt,name=link_name,json=linkName,proto3" json:"link_name,omitempty"`
+	Scope    string `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
+	Family   string `protobuf:"bytes,4,opt,name=family,proto3" json:"family,omitempty"`
+	// The kernel's address flags (Talos's nethelpers.AddressFlags by name: permanent, temporary, deprecated,
+	// tentative...). Node addresses prefer permanent addresses and never take temporary, deprecated or
+	// tentative ones.
+	Flags         []string `protobuf:"bytes,5,rep,name=flags,proto3" json:"flags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,13 +333,22 @@ func (x *MachineAddress) GetFamily() string {
 	return ""
 }
 
+func (x *MachineAddress) GetFlags() []string {
+	if x != nil {
+		return x.Flags
+	}
+	return nil
+}
+
 // MachineAddressesSpec lists every address of one machine.
 type MachineAddressesSpec struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Addresses []*MachineAddress      `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	NodeIp    string                 `protobuf:"bytes,2,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
 	// What the machine reported that was left out (invalid entries, too many), and why.
-	Warnings      []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The Kubernetes node name the machine says it is (Talos's Nodename resource).
+	Nodename      string `protobuf:"bytes,4,opt,name=nodename,proto3" json:"nodename,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -381,15 +404,27 @@ func (x *MachineAddressesSpec) GetWarnings() []string {
 	return nil
 }
 
+func (x *MachineAddressesSpec) GetNodename() string {
+	if x != nil {
+		return x.Nodename
+	}
+	return ""
+}
+
 // MachineStatusSpec is the machine's stage and whether its Talos API answers.
 type MachineStatusSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stage         string                 `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
-	Reachable     bool                   `protobuf:"varint,2,opt,name=reachable,proto3" json:"reachable,omitempty"`
-	LastError     string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	MachineUuid   string                 `protobuf:"bytes,4,opt,name=machine_uuid,json=machineUUID,proto3" json:"machine_uuid,omitempty"`
-	NodeIp        string                 `protobuf:"bytes,5,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
-	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Stage       string                 `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	Reachable   bool                   `protobuf:"varint,2,opt,name=reachable,proto3" json:"reachable,omitempty"`
+	LastError   string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	MachineUuid string                 `protobuf:"bytes,4,opt,name=machine_uuid,json=machineUUID,proto3" json:"machine_uuid,omitempty"`
+	NodeIp      string                 `protobuf:"bytes,5,opt,name=node_ip,json=nodeIP,proto3" json:"node_ip,omitempty"`
+	LastSeen    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// The Kubernetes node name that the machine answering at node_ip says it is (Talos's Nodename
+	// resource), once it was asked: see nodename_read.
+	Nodename string `protobuf:"bytes,7,opt,name=nodename,proto3" json:"nodename,omitempty"`
+	// Whether the machine at node_ip was asked for its Nodename: then an empty nodename means it has none.
+	NodenameRead  bool `protobuf:"varint,8,opt,name=nodename_read,json=nodenameRead,proto3" json:"nodename_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +499,20 @@ func (x *MachineStatusSpec) GetLastSeen() *timestamppb.Timestamp {
 		return x.LastSeen
 	}
 	return nil
+}
+
+func (x *MachineStatusSpec) GetNodename() string {
+	if x != nil {
+		return x.Nodename
+	}
+	return ""
+}
+
+func (x *MachineStatusSpec) GetNodenameRead() bool {
+	if x != nil {
+		return x.NodenameRead
+	}
+	return false
 }
 
 // ControllerManagerConfigSpec holds the Kubernetes networks of a control-plane machine, from Talos's
@@ -542,7 +591,7 @@ var File_specs_talos_proto protoreflect.FileDescriptor
 const file_specs_talos_proto_rawDesc = "" +
 	"\n" +
 	"\x11specs/talos.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x06\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\a\n" +
 	"\x14PlatformMetadataSpec\x12\x1a\n" +
 	"\bplatform\x18\x01 \x01(\tR\bplatform\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x16\n" +
@@ -571,19 +620,22 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\x16has_system_information\x18\x1f \x01(\bR\x14hasSystemInformation\x12\x17\n" +
 	"\anode_ip\x18  \x01(\tR\x06nodeIP\x126\n" +
 	"\bobserved\x18! \x01(\v2\x1a.google.protobuf.TimestampR\bobserved\x12\x1a\n" +
-	"\bwarnings\x18\" \x03(\tR\bwarnings\x1a7\n" +
+	"\bwarnings\x18\" \x03(\tR\bwarnings\x12\x1a\n" +
+	"\bnodename\x18# \x01(\tR\bnodename\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x01\n" +
 	"\x0eMachineAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1b\n" +
 	"\tlink_name\x18\x02 \x01(\tR\blinkName\x12\x14\n" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\x12\x16\n" +
-	"\x06family\x18\x04 \x01(\tR\x06family\"\x85\x01\n" +
+	"\x06family\x18\x04 \x01(\tR\x06family\x12\x14\n" +
+	"\x05flags\x18\x05 \x03(\tR\x05flags\"\xa1\x01\n" +
 	"\x14MachineAddressesSpec\x128\n" +
 	"\taddresses\x18\x01 \x03(\v2\x1a.tccm.specs.MachineAddressR\taddresses\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIP\x12\x1a\n" +
-	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"\xdb\x01\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\x12\x1a\n" +
+	"\bnodename\x18\x04 \x01(\tR\bnodename\"\x9c\x02\n" +
 	"\x11MachineStatusSpec\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1c\n" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1d\n" +
@@ -591,7 +643,9 @@ const file_specs_talos_proto_rawDesc = "" +
 	"last_error\x18\x03 \x01(\tR\tlastError\x12!\n" +
 	"\fmachine_uuid\x18\x04 \x01(\tR\vmachineUUID\x12\x17\n" +
 	"\anode_ip\x18\x05 \x01(\tR\x06nodeIP\x127\n" +
-	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\xb0\x01\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x1a\n" +
+	"\bnodename\x18\a \x01(\tR\bnodename\x12#\n" +
+	"\rnodename_read\x18\b \x01(\bR\fnodenameRead\"\xb0\x01\n" +
 	"\x1bControllerManagerConfigSpec\x12\x1b\n" +
 	"\tpod_cidrs\x18\x01 \x03(\tR\bpodCIDRs\x12#\n" +
 	"\rservice_cidrs\x18\x02 \x03(\tR\fserviceCIDRs\x12\x17\n" +

@@ -87,6 +87,12 @@ func (x *KubeSyncSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 func (x *KubeSyncSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
 
 // MarshalYAML implements yaml.Marshaler.
+func (x *KubeAPIServerSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *KubeAPIServerSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
 func (x *ControllerManagerConfigSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.

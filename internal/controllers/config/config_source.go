@@ -55,8 +55,9 @@ type ConfigSourceController struct {
 	Initial *specs.ConfigSpec
 	// Path is the config file; empty means the flags alone.
 	Path string
-	// Explicit lists the ConfigSpec fields (protobuf names, such as "cluster_name") that were given as
-	// command-line flags: they win over the file.
+	// Explicit lists the ConfigSpec fields (protobuf names, such as "cluster_name", with a dot into a
+	// section: "csr_approval.max_expiration_seconds") that were given as command-line flags: they win over
+	// the file.
 	Explicit []string
 	// PollInterval is how often the file is read without a notification; zero means DefaultPollInterval.
 	PollInterval time.Duration
@@ -135,6 +136,10 @@ func (ctrl *ConfigSourceController) write(ctx context.Context, r controller.Runt
 		zap.String("file_sha256", spec.GetFileSha256()),
 	)
 
+	for _, w := range spec.GetWarnings() {
+		logger.Warn("config file warning", zap.Int32("line", w.GetLine()), zap.String("rule", w.GetRule()), zap.String("message", w.GetMessage()))
+	}
+
 	return nil
 }
 
@@ -147,27 +152,13 @@ func Merge(flags *specs.ConfigSpec, explicit []string, file *specs.ConfigSpec) *
 	}
 
 	out := proto.CloneOf(file)
-	dst := out.ProtoReflect()
 
-	isExplicit := make(map[protoreflect.Name]bool, len(explicit))
+	isExplicit := make(map[string]bool, len(explicit))
 	for _, name := range explicit {
-		isExplicit[protoreflect.Name(name)] = true
+		isExplicit[name] = true
 	}
 
-	src := proto.CloneOf(flags).ProtoReflect()
-	fields := src.Descriptor().Fields()
-
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-
-		switch {
-		case isExplicit[fd.Name()] && !src.Has(fd):
-			// An explicit flag with its zero value (--prefer-ipv6=false) still wins.
-			dst.Clear(fd)
-		case isExplicit[fd.Name()] || (src.Has(fd) && !dst.Has(fd)):
-			dst.Set(fd, src.Get(fd))
-		}
-	}
+	mergeMessage(out.ProtoReflect(), proto.CloneOf(flags).ProtoReflect(), isExplicit, "")
 
 	out.Source = file.GetSource() + " and flags"
 	out.FileSha256 = file.GetFileSha256()
@@ -178,6 +169,31 @@ func Merge(flags *specs.ConfigSpec, explicit []string, file *specs.ConfigSpec) *
 	}
 
 	return out
+}
+
+// mergeMessage merges the flags src into the file's dst field by field: an explicit flag (named by its
+// path of protobuf field names, such as "csr_approval.max_expiration_seconds") wins, a flag fills what the
+// file does not set, and a section both set (csrApproval) is merged the same way, so that a file section
+// that leaves a setting out does not drop the flag's value for it.
+func mergeMessage(dst, src protoreflect.Message, isExplicit map[string]bool, prefix string) {
+	fields := src.Descriptor().Fields()
+
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		name := prefix + string(fd.Name())
+
+		switch {
+		case isExplicit[name] && !src.Has(fd):
+			// An explicit flag with its zero value (--prefer-ipv6=false) still wins.
+			dst.Clear(fd)
+		case isExplicit[name]:
+			dst.Set(fd, src.Get(fd))
+		case fd.Message() != nil && !fd.IsList() && !fd.IsMap() && src.Has(fd) && dst.Has(fd):
+			mergeMessage(dst.Mutable(fd).Message(), src.Get(fd).Message(), isExplicit, name+".")
+		case src.Has(fd) && !dst.Has(fd):
+			dst.Set(fd, src.Get(fd))
+		}
+	}
 }
 
 // fileWatch follows the config file after start.

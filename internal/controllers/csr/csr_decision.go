@@ -22,6 +22,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
@@ -32,6 +33,12 @@ type CSRDecisionOptions struct {
 	// TalosFacts says that a Talos source runs: rule 8 then waits for each machine's addresses. Without
 	// one, rule 8 is skipped and the decisions say so.
 	TalosFacts bool
+	// ServiceCIDRsFromTalos says that a ControllerManagerConfig source runs: with no serviceCIDRs in the
+	// configuration, rule 9 then waits for the Service ranges Talos reports.
+	ServiceCIDRsFromTalos bool
+	// APIServerSource says that the KubeAPIServer source runs: rule 9 then waits for the apiserver's
+	// endpoints.
+	APIServerSource bool
 }
 
 // CSRDecisionController decides about every pending kubelet serving certificate request (KubeCSR) from the
@@ -44,7 +51,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 		opts.Now = time.Now
 	}
 
-	d := &csrDecider{opts: opts, index: newRequesterIndex()}
+	d := &csrDecider{opts: opts, index: newRequesterIndex(opts.Now)}
 
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
@@ -57,7 +64,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 			},
 			TransformFunc: d.transform,
 			FinalizerRemovalFunc: func(_ context.Context, _ controller.Reader, _ *zap.Logger, in *kube.KubeCSR) error {
-				d.index.remove(in.Metadata().ID())
+				d.index.remove(in.Metadata().ID(), in.TypedSpec().Value.GetUsername())
 
 				return nil
 			},
@@ -66,12 +73,33 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, n *kube.KubeNode) ([]resource.Pointer, error) {
 				return d.index.requests(NodeUserPrefix + n.Metadata().ID()), nil
 			})),
+		qtransform.WithExtraMappedInput[*noderes.NodeTransform](qtransform.MapperFuncFromTyped[*noderes.NodeTransform](
+			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, n *noderes.NodeTransform) ([]resource.Pointer, error) {
+				return d.index.requests(NodeUserPrefix + n.Metadata().ID()), nil
+			})),
 		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperFuncFromTyped[*talos.MachineAddresses](
 			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, m *talos.MachineAddresses) ([]resource.Pointer, error) {
 				return d.index.requests(NodeUserPrefix + m.Metadata().ID()), nil
 			})),
 		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](
 			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
+				return d.index.requests(""), nil
+			})),
+		// The facts of rule 9 are the same for every request: a change decides every head again.
+		qtransform.WithExtraMappedInput[*talos.ControllerManagerConfig](qtransform.MapperFuncFromTyped[*talos.ControllerManagerConfig](
+			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, _ *talos.ControllerManagerConfig) ([]resource.Pointer, error) {
+				return d.index.requests(""), nil
+			})),
+		qtransform.WithExtraMappedInput[*kube.KubeAPIServer](qtransform.MapperFuncFromTyped[*kube.KubeAPIServer](
+			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, _ *kube.KubeAPIServer) ([]resource.Pointer, error) {
+				return d.index.requests(""), nil
+			})),
+		qtransform.WithExtraMappedInput[*kube.KubeSync](qtransform.MapperFuncFromTyped[*kube.KubeSync](
+			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, s *kube.KubeSync) ([]resource.Pointer, error) {
+				if s.Metadata().ID() != kube.APIServerSyncID {
+					return nil, nil
+				}
+
 				return d.index.requests(""), nil
 			})),
 		// Decisions are independent of each other (a request and its siblings are re-decided when either
@@ -84,9 +112,8 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 const decisionConcurrency = 16
 
 type csrDecider struct {
-	index      *requesterIndex
-	opts       CSRDecisionOptions
-	superseded supersededRequests
+	index *requesterIndex
+	opts  CSRDecisionOptions
 }
 
 func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeCSR, out *csrres.CSRDecision) error {
@@ -102,9 +129,8 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	name := in.Metadata().ID()
 	request := in.TypedSpec().Value
 
-	// Before the Node and the machine are read: a change of either from now on decides this request again.
-	d.index.add(name, request.GetUsername())
-
+	// Before the Node and the machine are read (supersededBy records the request in the index): a change of
+	// either from now on decides this request again.
 	supersededBy, err := d.supersededBy(ctx, r, name, request)
 	if err != nil {
 		return err
@@ -126,6 +152,12 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 		TalosFacts:   d.opts.TalosFacts,
 	}
 
+	if supersededBy == "" {
+		if input.Reserved, err = d.reservedFacts(ctx, r, input.Config); err != nil {
+			return err
+		}
+	}
+
 	if nodeName, ok := NodeName(request.GetUsername()); ok && supersededBy == "" {
 		node, err := getRunning[*kube.KubeNode](ctx, r, nodeName)
 		if err != nil {
@@ -144,6 +176,22 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 
 			if machine != nil {
 				input.Machine = machine.TypedSpec().Value
+			}
+
+			transform, err := getRunning[*noderes.NodeTransform](ctx, r, nodeName)
+			if err != nil {
+				return err
+			}
+
+			if transform != nil {
+				spec := transform.TypedSpec().Value
+				input.Verified = spec.GetVerified() && spec.GetInitialize()
+				input.VerifiedAddresses = spec.GetAddresses()
+				input.Unverified = spec.GetConflict()
+
+				if input.Unverified == "" {
+					input.Unverified = spec.GetPending()
+				}
 			}
 		}
 	}
@@ -206,37 +254,26 @@ func countDecision(decision *specs.CSRDecisionSpec) {
 	}
 }
 
-// supersededBy finds the newest pending request of the same requester that is newer than this one, or
-// the one recorded as superseding it before. It records this request as the superseder of the older
-// pending ones.
+// supersededBy returns the request that supersedes this one, or "" when this one is its requester's newest
+// pending request and is decided in full (requesterIndex.observe). It costs O(1) whatever the number of
+// siblings: a node that files thousands of requests delays no other node. A request answered from the
+// memory of superseded requests is released from it once its persisted decision names the superseder.
 func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
-	all, err := safe.ReaderListAll[*kube.KubeCSR](ctx, r, state.WithLabelQuery(resource.LabelEqual(kube.RequesterLabel, kube.RequesterLabelValue(request.GetUsername()))))
-	if err != nil {
-		return "", fmt.Errorf("failed to list certificate requests: %w", err)
+	by, remembered := d.index.observe(name, request.GetUsername(), request.GetCreated().AsTime())
+	if !remembered {
+		return by, nil
 	}
 
-	created := request.GetCreated().AsTime()
-	siblings := map[string]time.Time{}
+	previous, err := safe.ReaderGetByID[*csrres.CSRDecision](ctx, r, name)
 
-	for other := range all.All() {
-		spec := other.TypedSpec().Value
-		if other.Metadata().Phase() != resource.PhaseRunning || spec.GetUsername() != request.GetUsername() {
-			continue
-		}
-
-		id := other.Metadata().ID()
-		siblings[id] = spec.GetCreated().AsTime()
-
-		if id != name && newer(name, created, id, siblings[id]) {
-			d.superseded.record(id, name, d.opts.Now())
-		}
+	switch {
+	case err == nil && previous.TypedSpec().Value.GetSupersededBy() != "":
+		d.index.confirm(name, request.GetUsername())
+	case err != nil && !state.IsNotFoundError(err):
+		return "", fmt.Errorf("failed to read the decision about %s: %w", name, err)
 	}
 
-	if newest := SupersededBy(name, created, siblings); newest != "" {
-		return newest, nil
-	}
-
-	return d.superseded.of(name), nil
+	return by, nil
 }
 
 // getRunning reads a resource that may not exist; a missing one, or one being torn down, is nil.

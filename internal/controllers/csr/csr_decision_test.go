@@ -23,6 +23,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
@@ -92,6 +93,18 @@ func TestCSRDecisionController(t *testing.T) {
 	machine := talos.NewMachineAddresses(talos.NamespaceName, "w1")
 	machine.TypedSpec().Value = proto.CloneOf(valid.Machine)
 	require.NoError(t, st.Create(ctx, machine))
+
+	// The facts are read, but talos-ccm has not bound the Node to its machine yet: what the kubelet wrote
+	// into the Node's status grants nothing.
+	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Contains(d.TypedSpec().Value.GetReason(), "verified facts")
+	})
+
+	// The Node's transform is verified: approved, against the addresses it holds.
+	transform := noderes.NewNodeTransform(noderes.NamespaceName, "w1")
+	transform.TypedSpec().Value = &specs.NodeTransformSpec{Verified: true, Initialize: true, Addresses: valid.Node.GetAddresses()}
+	require.NoError(t, st.Create(ctx, transform))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())

@@ -103,9 +103,22 @@ type DecisionInput struct {
 	Config *specs.ConfigSpec
 	// SupersededBy names a newer pending request of the same requester, when there is one.
 	SupersededBy string
-	// TalosFacts says whether a Talos source runs: then rule 8 waits for the machine's facts; without one
-	// rule 8 is skipped.
+	// TalosFacts says whether a Talos source runs (or a host writes the machines' facts): then rules 6 to 8
+	// decide from what talos-ccm verified of the requesting node's machine; without one, from the Node's
+	// status, which is the kubelet's own claim.
 	TalosFacts bool
+	// Verified says that talos-ccm bound the Node to its machine (the machine names itself this Node, and
+	// no other Node holds it, its providerID or its addresses) and computed its complete NodeTransform.
+	Verified bool
+	// VerifiedAddresses are the Node's addresses as talos-ccm computed them from the verified machine's
+	// facts (the NodeTransform's), not as the kubelet wrote them; nil without Talos facts.
+	VerifiedAddresses []*specs.NodeAddress
+	// Unverified says why the Node is not bound to its machine (the NodeTransform's conflict or pending),
+	// when Verified is false.
+	Unverified string
+	// Reserved holds the facts rule 9 reads beyond the configuration: the Service ranges from Talos and the
+	// apiserver's own IPs.
+	Reserved ReservedFacts
 }
 
 // DecideCSR applies the approval rules to a request. It also returns, for a request that waits only
@@ -215,7 +228,8 @@ type decider struct {
 	otherSANs []string
 	dnsNames  []string
 	ips       []netip.Addr
-	// settleUntil is set when the names do not match the Node yet and the request is young.
+	// settleUntil is when a waiting decision is to be made again: set when the names do not match the Node
+	// yet and the request is young (rule 7), or while the Service ranges are awaited (rule 9).
 	settleUntil time.Time
 	isNode      bool
 }
@@ -556,7 +570,11 @@ func (d *decider) expiration() *specs.CSRRuleResult {
 	return pass(RuleExpiration, "expirationSeconds %d, at most %d", requested, maxSeconds)
 }
 
-// node is rule 6: the Node exists and is initialized. It waits, never fails.
+// kubeletClaim marks the reasons of decisions made without Talos facts.
+const kubeletClaim = "evidence: the Node's status, the kubelet's own claim (no Talos API)"
+
+// node is rule 6: the Node exists and talos-ccm initialized it from its machine's verified facts (without
+// Talos facts: the Node exists and has no uninitialized taint). It waits, never fails.
 func (d *decider) node() *specs.CSRRuleResult {
 	switch {
 	case !d.isNode:
@@ -565,9 +583,15 @@ func (d *decider) node() *specs.CSRRuleResult {
 		return wait(RuleNode, "Node %q does not exist yet", d.nodeName)
 	case d.in.Node.GetUninitialized():
 		return wait(RuleNode, "Node %q is not initialized yet", d.nodeName)
+	case !d.in.TalosFacts:
+		return pass(RuleNode, "Node %q exists and is initialized (%s)", d.nodeName, kubeletClaim)
+	case !d.in.Verified && d.in.Unverified != "":
+		return wait(RuleNode, "Node %q is not bound to its machine: %s", d.nodeName, d.in.Unverified)
+	case !d.in.Verified:
+		return wait(RuleNode, "Node %q is not initialized by talos-ccm from its machine's verified facts yet", d.nodeName)
 	}
 
-	return pass(RuleNode, "Node %q exists and is initialized", d.nodeName)
+	return pass(RuleNode, "Node %q is initialized by talos-ccm from its machine's verified facts", d.nodeName)
 }
 
 // nodeAddresses is rule 7: every DNS name is one of the Node's Hostname, InternalDNS or ExternalDNS
@@ -597,12 +621,23 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 		return wait(RuleNodeAddresses, "the Node's addresses are not final until it is initialized")
 	}
 
+	// With Talos facts, the names and IPs are compared with the addresses talos-ccm computed from the
+	// verified machine: what the kubelet wrote into the Node's status is its own claim.
+	addresses, evidence := d.in.VerifiedAddresses, "the addresses talos-ccm verified of Node %q's machine"
+	if !d.in.TalosFacts {
+		addresses, evidence = d.in.Node.GetAddresses(), "the addresses of Node %q ("+kubeletClaim+")"
+	} else if !d.in.Verified {
+		return wait(RuleNodeAddresses, "Node %q is not bound to its machine: no verified addresses", d.nodeName)
+	}
+
+	evidence = fmt.Sprintf(evidence, d.nodeName)
+
 	var (
 		names []string
 		ips   []netip.Addr
 	)
 
-	for _, a := range d.in.Node.GetAddresses() {
+	for _, a := range addresses {
 		switch a.GetType() {
 		case "Hostname", "InternalDNS", "ExternalDNS":
 			names = append(names, a.GetAddress())
@@ -628,10 +663,10 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	}
 
 	if len(foreign) == 0 {
-		return pass(RuleNodeAddresses, "every name and IP is an address of Node %q", d.nodeName)
+		return pass(RuleNodeAddresses, "every name and IP is among %s", evidence)
 	}
 
-	message := fmt.Sprintf("%s not among the addresses of Node %q", strings.Join(foreign, ", "), d.nodeName)
+	message := fmt.Sprintf("%s not among %s", strings.Join(foreign, ", "), evidence)
 
 	if created := d.csr.GetCreated(); created != nil && created.IsValid() {
 		if until := created.AsTime().Add(AddressSettle); until.After(d.in.Now) {
@@ -658,6 +693,8 @@ func (d *decider) machineAddresses() *specs.CSRRuleResult {
 		return skip(RuleMachineAddresses, "the requester is not a node")
 	case d.in.Machine == nil:
 		return wait(RuleMachineAddresses, "the Talos facts of machine %q are not read yet", d.nodeName)
+	case d.in.Machine.GetNodename() != d.nodeName:
+		return wait(RuleMachineAddresses, "the machine addresses filed under %q are not of a machine that names itself %q", d.nodeName, d.nodeName)
 	}
 
 	var own []netip.Addr
@@ -683,57 +720,6 @@ func (d *decider) machineAddresses() *specs.CSRRuleResult {
 	}
 
 	return pass(RuleMachineAddresses, "every IP is an address Talos reports for machine %q", d.nodeName)
-}
-
-// reserved is rule 9: no name of the cluster's own services, no IP of the service ranges.
-func (d *decider) reserved() *specs.CSRRuleResult {
-	if d.req == nil {
-		return skip(RuleReserved, "the request does not parse")
-	}
-
-	domain := normalizeName(d.in.Config.GetClusterDomain())
-	if domain == "" {
-		domain = DefaultClusterDomain
-	}
-
-	var found []string
-
-	for _, name := range d.dnsNames {
-		if ReservedName(name, domain) {
-			found = append(found, fmt.Sprintf("DNS name %q", name))
-		}
-	}
-
-	var ranges []netip.Prefix
-
-	for _, cidr := range d.in.Config.GetServiceCidrs() {
-		prefix, err := netip.ParsePrefix(strings.TrimSpace(cidr))
-		if err != nil {
-			return wait(RuleReserved, "the service CIDR %q in the configuration is invalid", cidr)
-		}
-
-		ranges = append(ranges, prefix.Masked())
-	}
-
-	for _, ip := range d.ips {
-		for _, r := range ranges {
-			if r.Contains(ip) {
-				found = append(found, fmt.Sprintf("IP %s in the service range %s", ip, r))
-
-				break
-			}
-		}
-	}
-
-	if len(found) > 0 {
-		return fail(RuleReserved, "reserved: %s", strings.Join(found, ", "))
-	}
-
-	if len(ranges) == 0 {
-		return pass(RuleReserved, "no reserved name (cluster domain %s; no service range configured)", domain)
-	}
-
-	return pass(RuleReserved, "no reserved name or service IP (cluster domain %s)", domain)
 }
 
 // ReservedName says whether a DNS name belongs to the cluster's own services: kubernetes, kubernetes.*,
@@ -813,25 +799,8 @@ func (d *decider) operator() *specs.CSRRuleResult {
 	return pass(RuleOperator, "within the configured prefixes and DNS name pattern")
 }
 
-// SupersededBy returns the newest of the pending requests of the same requester that are newer than the
-// request name (created at created), or "" when name is the newest. Requests created in the same second
-// are ordered by name.
-func SupersededBy(name string, created time.Time, siblings map[string]time.Time) string {
-	newest, newestAt := "", time.Time{}
-
-	for other, at := range siblings {
-		if other == name || !newer(other, at, name, created) {
-			continue
-		}
-
-		if newest == "" || newer(other, at, newest, newestAt) {
-			newest, newestAt = other, at
-		}
-	}
-
-	return newest
-}
-
+// newer orders two requests of one requester: the later created, and among those created in the same
+// second (the API's precision), the greater name.
 func newer(a string, aAt time.Time, b string, bAt time.Time) bool {
 	if !aAt.Equal(bAt) {
 		return aAt.After(bAt)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -152,7 +153,7 @@ func validInput(t testing.TB) csrctrl.DecisionInput {
 			{Type: "InternalDNS", Address: "w1.internal.example"},
 			{Type: "ExternalDNS", Address: "w1.example.com"},
 		}},
-		Machine: &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{
+		Machine: &specs.MachineAddressesSpec{Nodename: "w1", Addresses: []*specs.MachineAddress{
 			{Address: "127.0.0.1/8", LinkName: "lo"},
 			{Address: "10.0.0.1/24", LinkName: "eth0"},
 			{Address: "203.0.113.1/32", LinkName: "external"},
@@ -162,6 +163,8 @@ func validInput(t testing.TB) csrctrl.DecisionInput {
 			ServiceCidrs:  []string{"10.96.0.0/12", "fd00:96::/108"},
 		},
 		TalosFacts: true,
+		// The table runner makes the verified addresses the Node's, unless a case keeps them apart.
+		Verified: true,
 	}
 }
 
@@ -205,6 +208,8 @@ func TestDecideCSR(t *testing.T) {
 		name   string
 		modify func(t testing.TB, in *csrctrl.DecisionInput)
 		want   []want
+		// keepVerified keeps the verified addresses the case set, instead of the Node's.
+		keepVerified bool
 	}{
 		{
 			name:   "kubelet request",
@@ -239,7 +244,10 @@ func TestDecideCSR(t *testing.T) {
 					other := proto.CloneOf(in.CSR)
 					other.Request = buildRequest(t, request{key: key})
 
-					decision, _ := csrctrl.DecideCSR(csrctrl.DecisionInput{Now: in.Now, CSR: other, Node: in.Node, Machine: in.Machine, Config: in.Config, TalosFacts: true})
+					decision, _ := csrctrl.DecideCSR(csrctrl.DecisionInput{
+						Now: in.Now, CSR: other, Node: in.Node, Machine: in.Machine, Config: in.Config, TalosFacts: true,
+						Verified: true, VerifiedAddresses: in.Node.GetAddresses(),
+					})
 					assert.Equal(t, csrctrl.VerdictApprove, decision.GetVerdict(), "%T: %s", key, decision.GetReason())
 				}
 			},
@@ -476,6 +484,55 @@ func TestDecideCSR(t *testing.T) {
 			want:   []want{{verdict: csrctrl.VerdictWait, rule: 6, result: csrctrl.ResultWait, reason: "not initialized"}},
 		},
 
+		// Rules 6 and 7 decide from what talos-ccm verified of the machine, not from what the kubelet wrote.
+		{
+			name: "a name the kubelet wrote into its Node's status, but not verified: denied",
+			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
+				in.VerifiedAddresses = slices.Clone(in.Node.GetAddresses())
+				in.Node.Addresses = append(in.Node.Addresses, &specs.NodeAddress{Type: "InternalDNS", Address: "victim.example.com"},
+					&specs.NodeAddress{Type: "InternalIP", Address: "10.0.0.2"})
+				in.CSR.Request = buildRequest(t, request{dns: []string{"w1", "victim.example.com"}, ips: []string{"10.0.0.1", "10.0.0.2"}})
+			},
+			keepVerified: true,
+			want: []want{{
+				verdict: csrctrl.VerdictDeny, rule: 7, result: csrctrl.ResultFail,
+				reason: `DNS name "victim.example.com", IP 10.0.0.2 not among the addresses talos-ccm verified of Node "w1"'s machine`,
+			}},
+		},
+		{
+			name: "the Node is not bound to its machine: waits, and says why",
+			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
+				in.Verified = false
+				in.Unverified = "machine at 10.0.0.2 is node w2, not w1"
+			},
+			want: []want{
+				{verdict: csrctrl.VerdictWait, rule: 6, result: csrctrl.ResultWait, reason: "not bound to its machine: machine at 10.0.0.2 is node w2, not w1"},
+				{rule: 7, result: csrctrl.ResultWait, reason: "no verified addresses"},
+			},
+		},
+		{
+			name: "a Node registered without the uninitialized taint is not trusted until verified",
+			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
+				in.Verified = false
+			},
+			want: []want{{verdict: csrctrl.VerdictWait, rule: 6, result: csrctrl.ResultWait, reason: "verified facts yet"}},
+		},
+		{
+			name: "without Talos, the Node's status is the evidence, and the decision says whose claim it is",
+			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
+				in.TalosFacts, in.Verified, in.Machine = false, false, nil
+			},
+			want: []want{
+				{verdict: csrctrl.VerdictApprove, rule: 6, result: csrctrl.ResultPass, reason: "the kubelet's own claim"},
+				{rule: 7, result: csrctrl.ResultPass, reason: "the kubelet's own claim"},
+			},
+		},
+		{
+			name:   "machine addresses filed under the node but of another machine",
+			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.Machine.Nodename = "w2" },
+			want:   []want{{verdict: csrctrl.VerdictWait, rule: 8, result: csrctrl.ResultWait, reason: "not of a machine that names itself"}},
+		},
+
 		// Rule 7: the Node's addresses.
 		{
 			name: "another node's name",
@@ -611,6 +668,10 @@ func TestDecideCSR(t *testing.T) {
 			in := validInput(t)
 			tc.modify(t, &in)
 
+			if !tc.keepVerified && in.Verified {
+				in.VerifiedAddresses = in.Node.GetAddresses()
+			}
+
 			decision, recheck := csrctrl.DecideCSR(in)
 
 			for _, w := range tc.want {
@@ -661,7 +722,10 @@ func TestDecideCSRSuperseded(t *testing.T) {
 func TestDecideCSRNamesTheSANs(t *testing.T) {
 	t.Parallel()
 
-	decision, _ := csrctrl.DecideCSR(validInput(t))
+	in := validInput(t)
+	in.VerifiedAddresses = in.Node.GetAddresses()
+
+	decision, _ := csrctrl.DecideCSR(in)
 	require.Equal(t, csrctrl.VerdictApprove, decision.GetVerdict(), decision.GetReason())
 	assert.Equal(t, nodeDNS, decision.GetDnsNames())
 	assert.Equal(t, nodeIPs, decision.GetIpAddresses())
@@ -722,27 +786,6 @@ func checkInvariants(t testing.TB, in csrctrl.DecisionInput, decision *specs.CSR
 	require.NotNil(t, in.Node)
 	require.False(t, in.Node.GetUninitialized())
 	require.Equal(t, name, decision.GetNode())
-}
-
-func TestSupersededBy(t *testing.T) {
-	t.Parallel()
-
-	t0 := now
-	siblings := map[string]time.Time{"csr-a": t0, "csr-b": t0.Add(time.Second), "csr-c": t0.Add(time.Second), "csr-d": t0.Add(-time.Hour)}
-
-	for _, tc := range []struct {
-		name string
-		want string
-	}{
-		{"csr-a", "csr-c"},
-		{"csr-b", "csr-c"}, // same second: the name orders
-		{"csr-c", ""},
-		{"csr-d", "csr-c"},
-	} {
-		assert.Equal(t, tc.want, csrctrl.SupersededBy(tc.name, siblings[tc.name], siblings), tc.name)
-	}
-
-	assert.Empty(t, csrctrl.SupersededBy("csr-z", t0, nil))
 }
 
 func TestReservedName(t *testing.T) {

@@ -3,87 +3,214 @@ package csr
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
-// requesterIndex maps each requester to the requests the decider has seen of it, so that a change to a
-// Node or a machine finds the requests to decide again without reading every request: while thousands of
-// nodes join, their Nodes change thousands of times, and a label query reads the whole collection.
+// requesterIndex keeps, for each requester, the one request that is decided in full (its newest pending
+// request, the head) and the memory of which requests were superseded (supersededRequests). A change to a
+// Node or a machine then decides again the head of its requester and the few superseded requests whose
+// decision does not say so yet, never every request of the requester: a node that files thousands of
+// requests costs one decision per change, and every step here costs O(1), whatever the number of
+// siblings.
 //
-// A request is added before it is decided for the first time, and before the decision reads the Node and
-// the machine: a change that the decision missed is mapped to it. A request not added yet has its first
-// decision ahead of it, which reads the Node and the machine as they are then.
+// A request is observed before it is decided for the first time, and before the decision reads the Node
+// and the machine: a change that the decision missed is mapped to it. A request not observed yet has its
+// first decision ahead of it, which reads the Node and the machine as they are then.
 type requesterIndex struct {
-	mu     sync.Mutex
-	byUser map[string]map[resource.ID]struct{}
-	userOf map[resource.ID]string
+	now func() time.Time
+	by  map[string]*requester
+	mu  sync.Mutex
+	// remembered counts the superseded requests remembered over every requester.
+	remembered int
+	limits     indexLimits
 }
 
-func newRequesterIndex() *requesterIndex {
-	return &requesterIndex{byUser: map[string]map[resource.ID]struct{}{}, userOf: map[resource.ID]string{}}
+// indexLimits bound the memory of superseded requests.
+type indexLimits struct {
+	// perRequester and total bound the superseded requests remembered by name; beyond them a request is
+	// folded into its requester's floor.
+	perRequester, total int
+	// sweep is how many other requesters an observation looks at for an expired floor.
+	sweep int
 }
 
-// add records that request id is of username.
-func (x *requesterIndex) add(id resource.ID, username string) {
+// Default bounds: a superseded request costs about a hundred bytes, so the total is a few MiB.
+const (
+	maxRememberedPerRequester = 4096
+	maxRememberedTotal        = 65536
+	// forgetFloor is how long a floor is kept: Kubernetes deletes requests pending for a day.
+	forgetFloor = 25 * time.Hour
+	floorSweep  = 2
+)
+
+// requester is what the index keeps of one requester.
+type requester struct {
+	// head is the newest pending request observed since the previous head left; it is the only request
+	// of the requester decided in full.
+	head request
+	// superseded remembers the requests that were superseded and whose decision may not say so yet.
+	superseded supersededRequests
+}
+
+// request names one request and orders it among its siblings.
+type request struct {
+	created time.Time
+	name    string
+}
+
+func (r request) newerThan(o request) bool { return newer(r.name, r.created, o.name, o.created) }
+
+func newRequesterIndex(now func() time.Time) *requesterIndex {
+	if now == nil {
+		now = time.Now
+	}
+
+	return &requesterIndex{
+		now: now,
+		by:  map[string]*requester{},
+		limits: indexLimits{
+			perRequester: maxRememberedPerRequester, total: maxRememberedTotal, sweep: floorSweep,
+		},
+	}
+}
+
+// observe records that request name of username (created at created) is pending and returns the request
+// that supersedes it, or "" when it is to be decided in full; remembered says that the answer comes from
+// the memory of superseded requests, which confirm releases once the decision names the superseder.
+//
+// The newest pending request of a requester is its head. A request older than the head is superseded by
+// it; a newer one becomes the head, and the head it displaces is remembered as superseded by it (its
+// decision was reached while it was the head, and says nothing of it). The memory outlives the superseding
+// request: once that is approved and leaves, an older sibling decided again must not look like the newest.
+// A request observed after the head left was never pending beside it, and becomes the head itself.
+func (x *requesterIndex) observe(name, username string, created time.Time) (by string, remembered bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 
-	if previous, ok := x.userOf[id]; ok {
-		if previous == username {
-			return
-		}
+	now := x.now()
+	x.sweepLocked(username, now)
 
-		x.removeLocked(id)
+	r := x.by[username]
+	if r == nil {
+		r = &requester{}
+		x.by[username] = r
 	}
 
-	x.userOf[id] = username
+	this := request{name: name, created: created}
 
-	if x.byUser[username] == nil {
-		x.byUser[username] = map[resource.ID]struct{}{}
+	if r.head.name == name {
+		return "", false
 	}
 
-	x.byUser[username][id] = struct{}{}
+	if by := r.superseded.of(this, now); by != "" {
+		return by, true
+	}
+
+	if r.head.name != "" && !this.newerThan(r.head) {
+		x.rememberLocked(r, this, r.head.name, now)
+
+		return r.head.name, true
+	}
+
+	if r.head.name != "" {
+		x.rememberLocked(r, r.head, name, now)
+	}
+
+	r.head = this
+
+	return "", false
 }
 
-// remove forgets request id.
-func (x *requesterIndex) remove(id resource.ID) {
+// confirm releases the memory of request name of username: its persisted decision names its superseder,
+// and superseded is final.
+func (x *requesterIndex) confirm(name, username string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 
-	x.removeLocked(id)
+	if r := x.by[username]; r != nil {
+		x.remembered -= r.superseded.forget(name)
+		x.dropIfEmptyLocked(username, r)
+	}
 }
 
-func (x *requesterIndex) removeLocked(id resource.ID) {
-	username, ok := x.userOf[id]
-	if !ok {
+// rememberLocked records that older is superseded by newer, within the bounds.
+func (x *requesterIndex) rememberLocked(r *requester, older request, newer string, now time.Time) {
+	if r.superseded.len() >= x.limits.perRequester || x.remembered >= x.limits.total {
+		r.superseded.fold(older, newer, now)
+
 		return
 	}
 
-	delete(x.userOf, id)
-	delete(x.byUser[username], id)
+	x.remembered += r.superseded.remember(older.name, newer)
+}
 
-	if len(x.byUser[username]) == 0 {
-		delete(x.byUser, username)
+// remove forgets request name of username: it left (approved, denied, deleted or expired).
+func (x *requesterIndex) remove(name, username string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+
+	r := x.by[username]
+	if r == nil {
+		return
+	}
+
+	if r.head.name == name {
+		r.head = request{}
+	}
+
+	x.remembered -= r.superseded.forget(name)
+	x.dropIfEmptyLocked(username, r)
+}
+
+func (x *requesterIndex) dropIfEmptyLocked(username string, r *requester) {
+	if r.head.name == "" && r.superseded.empty(x.now()) {
+		delete(x.by, username)
 	}
 }
 
-// requests returns the requests of username, every request when username is empty, sorted.
+// sweepLocked looks at a few requesters other than username (Go's map iteration starts at a random
+// place) and drops those left with nothing but an expired floor: a bounded, lazy pruning.
+func (x *requesterIndex) sweepLocked(username string, now time.Time) {
+	seen := 0
+
+	for other, r := range x.by {
+		if seen >= x.limits.sweep {
+			return
+		}
+
+		seen++
+
+		if other != username && r.head.name == "" && r.superseded.empty(now) {
+			delete(x.by, other)
+		}
+	}
+}
+
+// requests returns the requests to decide again when a fact of username changes (every requester's when
+// username is empty): the head, and the superseded requests whose decision may not say so yet, sorted.
 func (x *requesterIndex) requests(username string) []resource.Pointer {
 	x.mu.Lock()
 
 	var ids []resource.ID
 
+	collect := func(r *requester) {
+		if r.head.name != "" {
+			ids = append(ids, r.head.name)
+		}
+
+		ids = r.superseded.appendNames(ids)
+	}
+
 	if username == "" {
-		for id := range x.userOf {
-			ids = append(ids, id)
+		for _, r := range x.by {
+			collect(r)
 		}
-	} else {
-		for id := range x.byUser[username] {
-			ids = append(ids, id)
-		}
+	} else if r := x.by[username]; r != nil {
+		collect(r)
 	}
 
 	x.mu.Unlock()

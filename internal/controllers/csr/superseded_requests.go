@@ -1,50 +1,101 @@
 package csr
 
 import (
-	"sync"
 	"time"
 )
 
-// supersededRequests remembers which requests were seen superseded: when a request is decided, every
-// older pending request of the same requester is recorded as superseded by it. A request leaves the
-// KubeCSR mirror once it is approved, so without this memory an older sibling decided again after that
-// moment (and not in between) would look like the newest and be approved as well. A request created after
-// the newer one left was never pending beside it, so it is not recorded.
+// supersededRequests remembers, for one requester, which requests were seen superseded and by which
+// request. A request leaves the KubeCSR mirror once it is approved, so without this memory an older sibling
+// decided again after that moment would look like the newest and be approved as well. A request is
+// remembered until its decision names its superseder (that decision is persisted and final) or it leaves.
+//
+// The memory is bounded (requesterIndex's limits): beyond them a superseded request is folded into the
+// floor, the newest such request and its superseder. Every request of the requester not newer than the
+// floor is then taken as superseded by the floor's superseder. That errs on the side of waiting: a request
+// older than the floor that comes after its superseder left waits too, until the kubelet files a newer one
+// (it does when its request is not signed in time). The floor is forgotten after forgetFloor.
 type supersededRequests struct {
-	mu sync.Mutex
-	by map[string]superseder
+	by map[string]string
+	// floor is the newest request folded, floorBy its superseder and floorAt when it was set.
+	floor   request
+	floorBy string
+	floorAt time.Time
 }
 
-type superseder struct {
-	at   time.Time
-	name string
-}
-
-// forget is how long a record is kept: Kubernetes deletes requests pending for a day.
-const forget = 25 * time.Hour
-
-// record notes that older was pending when newer was decided.
-func (s *supersededRequests) record(older, newer string, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
+// remember records that older is superseded by newer; it returns how many records were added (0 or 1).
+func (s *supersededRequests) remember(older, newer string) int {
 	if s.by == nil {
-		s.by = map[string]superseder{}
+		s.by = map[string]string{}
 	}
 
-	s.by[older] = superseder{name: newer, at: now}
+	_, known := s.by[older]
+	s.by[older] = newer
 
-	for name, rec := range s.by {
-		if now.Sub(rec.at) > forget {
-			delete(s.by, name)
-		}
+	if known {
+		return 0
 	}
+
+	return 1
 }
 
-// of returns the request that superseded name, or "".
-func (s *supersededRequests) of(name string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// fold takes older into the floor.
+func (s *supersededRequests) fold(older request, newer string, now time.Time) {
+	if s.floorBy == "" || older.newerThan(s.floor) {
+		s.floor, s.floorBy = older, newer
+	}
 
-	return s.by[name].name
+	s.floorAt = now
+}
+
+// forget drops the record of name; it returns how many records were dropped (0 or 1).
+func (s *supersededRequests) forget(name string) int {
+	if _, ok := s.by[name]; !ok {
+		return 0
+	}
+
+	delete(s.by, name)
+
+	return 1
+}
+
+// of returns the request that superseded r, or "".
+func (s *supersededRequests) of(r request, now time.Time) string {
+	if by, ok := s.by[r.name]; ok {
+		return by
+	}
+
+	if s.floorLive(now) && !r.newerThan(s.floor) {
+		return s.floorBy
+	}
+
+	return ""
+}
+
+func (s *supersededRequests) floorLive(now time.Time) bool {
+	if s.floorBy == "" {
+		return false
+	}
+
+	if now.Sub(s.floorAt) > forgetFloor {
+		s.floor, s.floorBy, s.floorAt = request{}, "", time.Time{}
+
+		return false
+	}
+
+	return true
+}
+
+func (s *supersededRequests) len() int { return len(s.by) }
+
+// empty says whether nothing is remembered (an expired floor counts as nothing).
+func (s *supersededRequests) empty(now time.Time) bool {
+	return len(s.by) == 0 && !s.floorLive(now)
+}
+
+func (s *supersededRequests) appendNames(ids []string) []string {
+	for name := range s.by {
+		ids = append(ids, name)
+	}
+
+	return ids
 }

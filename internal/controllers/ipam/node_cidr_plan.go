@@ -124,6 +124,7 @@ func PlanNodeCIDRs(in NodeCIDRInput) NodeCIDRPlan {
 
 	if in.Settings.Mode == ModeTalosIPv6 {
 		p.buildPrefixPools(nodes)
+		p.buildFallbackPool(nodes)
 	}
 
 	p.claim(nodes)
@@ -183,28 +184,69 @@ func (p *nodePlanner) buildRangePools() {
 			continue
 		}
 
-		c = c.Masked()
-		mask := p.mask(family)
-		pl := newPool("pod/"+family, PurposePodCIDR, family, mask)
-		pl.source = s.ClusterSource
-		pl.ranges = []Range{rangeOf(c)}
-		pl.next = p.in.PreviousPools[pl.id].GetNext()
+		p.addRangePool(c)
+	}
+}
 
-		switch {
-		case mask < c.Bits() || mask > c.Addr().BitLen():
-			pl.invalid = fmt.Sprintf("the node CIDR mask size /%d does not fit the cluster range %s", mask, c)
-		case mask-c.Bits() > 63:
-			pl.invalid = fmt.Sprintf("the cluster range %s holds more than 2^63 /%d blocks", c, mask)
+// buildFallbackPool makes, in talos-ipv6 mode, the pool of the cluster's IPv6 range, from which the Nodes
+// whose machine has no usable global IPv6 prefix get their IPv6 pod CIDR (as the Talos CCM falls back to
+// the cluster range): only when such a Node exists, or a Node holds a CIDR of that range.
+func (p *nodePlanner) buildFallbackPool(nodes []NodeFacts) {
+	var cluster netip.Prefix
+
+	for _, c := range p.in.Settings.ClusterCIDRs {
+		if familyOf(c.Addr()) == FamilyIPv6 {
+			cluster = c.Masked()
+
+			break
 		}
+	}
 
-		for _, e := range s.ServiceCIDRs {
-			if e.Overlaps(c) {
-				pl.excluded = append(pl.excluded, e.Masked())
+	if !cluster.IsValid() {
+		return
+	}
+
+	needed := len(p.noPrefix) > 0
+
+	for _, n := range nodes {
+		for _, s := range n.PodCIDRs {
+			if c, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil && cluster.Contains(c.Addr()) {
+				needed = true
 			}
 		}
-
-		p.rangePools[family] = pl
 	}
+
+	if needed {
+		p.addRangePool(cluster)
+	}
+}
+
+// addRangePool makes the pool of a cluster range.
+func (p *nodePlanner) addRangePool(c netip.Prefix) {
+	s := p.in.Settings
+	family := familyOf(c.Addr())
+
+	c = c.Masked()
+	mask := p.mask(family)
+	pl := newPool("pod/"+family, PurposePodCIDR, family, mask)
+	pl.source = s.ClusterSource
+	pl.ranges = []Range{rangeOf(c)}
+	pl.next = p.in.PreviousPools[pl.id].GetNext()
+
+	switch {
+	case mask < c.Bits() || mask > c.Addr().BitLen():
+		pl.invalid = fmt.Sprintf("the node CIDR mask size /%d does not fit the cluster range %s", mask, c)
+	case mask-c.Bits() > 63:
+		pl.invalid = fmt.Sprintf("the cluster range %s holds more than 2^63 /%d blocks", c, mask)
+	}
+
+	for _, e := range s.ServiceCIDRs {
+		if e.Overlaps(c) {
+			pl.excluded = append(pl.excluded, e.Masked())
+		}
+	}
+
+	p.rangePools[family] = pl
 }
 
 // buildPrefixPools finds each machine's own IPv6 prefix and makes a pool of every prefix that can hold a
@@ -339,6 +381,11 @@ func (p *nodePlanner) poolFor(node string, c netip.Prefix) *pool {
 		if pl, ok := p.prefixPools[netip.PrefixFrom(c.Addr(), bits).Masked()]; ok {
 			return pl
 		}
+	}
+
+	// The cluster's IPv6 range, which Nodes without a machine prefix fall back to.
+	if pl := p.rangePools[FamilyIPv6]; pl != nil && pl.inRanges(netip.PrefixFrom(c.Addr(), 128)) {
+		return pl
 	}
 
 	return nil
@@ -504,6 +551,8 @@ func (p *nodePlanner) keepPrevious(nodes []NodeFacts) {
 			if family == FamilyIPv6 && p.in.Settings.Mode == ModeTalosIPv6 {
 				if own, ok := p.prefixes[n.Name]; ok {
 					pl = p.prefixPools[own]
+				} else {
+					pl = p.rangePools[FamilyIPv6]
 				}
 			} else {
 				pl = p.rangePools[family]
@@ -584,8 +633,12 @@ func (p *nodePlanner) allocate(nodes []NodeFacts) {
 					alloc.State, alloc.Reason = StatePending, "waiting for the machine's addresses from its Talos API"
 
 					continue
+				case !ok && p.rangePools[FamilyIPv6] != nil:
+					// As the Talos CCM does: the cluster's IPv6 range, and the allocation says so.
+					pl = p.rangePools[FamilyIPv6]
+					alloc.Reason = p.noPrefix[n.Name] + ": fallback to the cluster's IPv6 range " + strings.Join(rangeStrings(pl.ranges), ", ")
 				case !ok:
-					alloc.State, alloc.Reason = StateFailed, p.noPrefix[n.Name]
+					alloc.State, alloc.Reason = StateFailed, p.noPrefix[n.Name]+", and there is no cluster IPv6 range to fall back to"
 
 					continue
 				default:

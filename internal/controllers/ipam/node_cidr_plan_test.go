@@ -254,9 +254,9 @@ func TestPlanNodeCIDRs(t *testing.T) {
 			},
 			want: map[string]string{
 				v4("tiny"):    "allocated 10.244.0.0/24",
-				v6("tiny"):    "failed: the machine's IPv6 prefix 2001:db8::7/128 cannot hold a /80 pod CIDR segment (a segment must be smaller than the prefix)",
+				v6("tiny"):    "failed: the machine's IPv6 prefix 2001:db8::7/128 cannot hold a /80 pod CIDR segment (a segment must be smaller than the prefix), and there is no cluster IPv6 range to fall back to",
 				v4("v4only"):  "allocated 10.244.1.0/24",
-				v6("v4only"):  "failed: the machine has no global IPv6 address on a physical link",
+				v6("v4only"):  "failed: the machine has no global IPv6 address on a physical link, and there is no cluster IPv6 range to fall back to",
 				v4("unknown"): "allocated 10.244.2.0/24",
 				v6("unknown"): "pending: waiting for the machine's addresses from its Talos API",
 			},

@@ -63,6 +63,56 @@ func NodeIPs(node *specs.KubeNodeSpec, talosTarget string, preferIPv6 bool) ([]n
 	return nil, ""
 }
 
+// verifiedNodeIPs returns NodeIPs, but only those the machine proves to be its own: one of its addresses,
+// or the address its Talos API answered at as this Node. The kubelet's provided IPs and the Node's
+// addresses are its own claims; an IP that is not the machine's is left out with a warning.
+func verifiedNodeIPs(node *specs.KubeNodeSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool, warn func(string)) ([]netip.Addr, string) {
+	own := map[netip.Addr]bool{}
+
+	if ip, err := netip.ParseAddr(ma.GetNodeIp()); err == nil {
+		own[ip.Unmap()] = true
+	}
+
+	for _, a := range ma.GetAddresses() {
+		if prefix, err := netip.ParsePrefix(a.GetAddress()); err == nil {
+			own[prefix.Addr().Unmap()] = true
+		}
+	}
+
+	filter := func(values []string, origin string) []string {
+		var kept []string
+
+		for _, ip := range parseAddrs(values) {
+			if own[ip] {
+				kept = append(kept, ip.String())
+
+				continue
+			}
+
+			warn(fmt.Sprintf("InternalIP %s from %s left out: not an address of the machine", ip, origin))
+		}
+
+		return kept
+	}
+
+	claims := &specs.KubeNodeSpec{ProvidedNodeIps: filter(node.GetProvidedNodeIps(), originProvidedIP)}
+	if len(claims.GetProvidedNodeIps()) == 0 {
+		claims.Addresses = addressesOfType(filter(internalIPs(node), originNodeAddress), AddressInternalIP)
+	}
+
+	return NodeIPs(claims, ma.GetNodeIp(), preferIPv6)
+}
+
+func addressesOfType(values []string, typ string) []*specs.NodeAddress {
+	out := make([]*specs.NodeAddress, 0, len(values))
+
+	for _, v := range values {
+		out = append(out, &specs.NodeAddress{Type: typ, Address: v})
+	}
+
+	return out
+}
+
 func internalIPs(node *specs.KubeNodeSpec) []string {
 	var out []string
 
@@ -127,12 +177,40 @@ func orderByFamily(ips []netip.Addr, preferIPv6 bool) []netip.Addr {
 	return out
 }
 
-// externalIPs picks the machine's ExternalIPs: the addresses on the "external" link, or, on platforms
-// without one, the global non-private addresses of real links; at most one per family, never an InternalIP.
-func externalIPs(platform string, addrs []*specs.MachineAddress, internal []netip.Addr, preferIPv6 bool, warn func(string)) ([]netip.Addr, string) {
-	var onExternal, public []netip.Addr
+// Address flags (Talos's nethelpers.AddressFlags names) that matter for Node addresses.
+const (
+	flagPermanent = "permanent"
+)
 
-	publicOrigin := ""
+// unstableAddressFlags mark addresses that are not the machine's stable address: IPv6 privacy addresses
+// (temporary) change every few hours, deprecated ones are on their way out, tentative ones and those that
+// failed duplicate address detection may not be the machine's at all. None of them is a Node address.
+var unstableAddressFlags = []string{"temporary", "deprecated", "tentative", "dadfailed"}
+
+// unstableFlag returns the first flag of a that keeps it from being a Node address, or "".
+func unstableFlag(a *specs.MachineAddress) string {
+	for _, f := range a.GetFlags() {
+		if slices.Contains(unstableAddressFlags, f) {
+			return f
+		}
+	}
+
+	return ""
+}
+
+// externalCandidate is an address that may become an ExternalIP.
+type externalCandidate struct {
+	ip        netip.Addr
+	origin    string
+	permanent bool
+}
+
+// externalIPs picks the machine's ExternalIPs: the addresses on the "external" link, or, on platforms
+// without one (and wherever a rule turns publicIPDiscovery on), the global non-private addresses of real
+// links; at most one per family, permanent addresses first, never an InternalIP nor a temporary,
+// deprecated or tentative address. discovery names the rule that turned publicIPDiscovery on, or is "".
+func externalIPs(platform string, addrs []*specs.MachineAddress, internal []netip.Addr, preferIPv6 bool, discovery string, warn func(string)) []externalCandidate {
+	var onExternal, public []externalCandidate
 
 	for _, a := range addrs {
 		prefix, err := netip.ParsePrefix(a.GetAddress())
@@ -141,9 +219,11 @@ func externalIPs(platform string, addrs []*specs.MachineAddress, internal []neti
 		}
 
 		ip := prefix.Addr().Unmap()
-		if slices.Contains(internal, ip) {
+		if slices.Contains(internal, ip) || unstableFlag(a) != "" {
 			continue
 		}
+
+		c := externalCandidate{ip: ip, permanent: slices.Contains(a.GetFlags(), flagPermanent)}
 
 		if a.GetLinkName() == externalLinkName {
 			if why := unusableIP(ip); why != "" {
@@ -152,29 +232,58 @@ func externalIPs(platform string, addrs []*specs.MachineAddress, internal []neti
 				continue
 			}
 
-			onExternal = append(onExternal, ip)
+			c.origin = originExternalLink
+			onExternal = append(onExternal, c)
 
 			continue
 		}
 
 		if isPublic(ip, a.GetScope()) && !isVirtualLink(a.GetLinkName()) {
-			if publicOrigin == "" {
-				publicOrigin = originGlobalAddress + a.GetLinkName()
-			}
-
-			public = append(public, ip)
+			c.origin = originGlobalAddress + a.GetLinkName()
+			public = append(public, c)
 		}
 	}
 
-	if len(onExternal) > 0 {
-		return orderByFamily(onExternal, preferIPv6), originExternalLink
+	candidates := onExternal
+
+	switch {
+	case discovery != "":
+		for _, c := range public {
+			c.origin += " (" + discovery + ": features.publicIPDiscovery)"
+			candidates = append(candidates, c)
+		}
+	case len(onExternal) == 0 && slices.Contains(platformsWithPublicLinkAddresses, platform):
+		candidates = public
 	}
 
-	if slices.Contains(platformsWithPublicLinkAddresses, platform) && len(public) > 0 {
-		return orderByFamily(public, preferIPv6), publicOrigin
+	// Permanent addresses first, in the order of each source (the external link before discovery).
+	slices.SortStableFunc(candidates, func(a, b externalCandidate) int {
+		switch {
+		case a.permanent == b.permanent:
+			return 0
+		case a.permanent:
+			return -1
+		default:
+			return 1
+		}
+	})
+
+	var v4, v6 []externalCandidate
+
+	for _, c := range candidates {
+		switch {
+		case c.ip.Is4() && len(v4) == 0:
+			v4 = append(v4, c)
+		case c.ip.Is6() && len(v6) == 0:
+			v6 = append(v6, c)
+		}
 	}
 
-	return nil, ""
+	if preferIPv6 {
+		return append(v6, v4...)
+	}
+
+	return append(v4, v6...)
 }
 
 // unusableIP says why an IP cannot be a Node address (nobody can reach the machine at it), or "".
@@ -216,7 +325,9 @@ func isVirtualLink(link string) bool {
 
 // nodeAddresses builds the Node's status.addresses: InternalIPs, ExternalIPs, Hostname, and the DNS names.
 // What cannot be a Node address (an unusable IP, a name that is not a DNS name) is left out with a warning.
-func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool, warn func(string)) []addressWithOrigin {
+// hostnameOrigin says where pm's hostname came from.
+// discovery names the rule that turned publicIPDiscovery on, or is "".
+func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool, hostnameOrigin, discovery string, warn func(string)) []addressWithOrigin {
 	var out []addressWithOrigin
 
 	add := func(typ, value, origin string) {
@@ -241,17 +352,16 @@ func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.Platform
 		return true
 	}
 
-	internal, internalOrigin := NodeIPs(node, ma.GetNodeIp(), preferIPv6)
+	internal, internalOrigin := verifiedNodeIPs(node, ma, preferIPv6, warn)
 	for _, ip := range internal {
 		add(AddressInternalIP, ip.String(), internalOrigin)
 	}
 
-	external, externalOrigin := externalIPs(pm.GetPlatform(), ma.GetAddresses(), internal, preferIPv6, warn)
-	for _, ip := range external {
-		add(AddressExternalIP, ip.String(), externalOrigin)
+	for _, c := range externalIPs(pm.GetPlatform(), ma.GetAddresses(), internal, preferIPv6, discovery, warn) {
+		add(AddressExternalIP, c.ip.String(), c.origin)
 	}
 
-	hostname, hostnameOrigin := pm.GetHostname(), "Talos platformMetadata.hostname"
+	hostname := pm.GetHostname()
 	if hostname == "" || !addName(AddressHostname, hostname, hostnameOrigin) {
 		hostname, hostnameOrigin = nodeName, "Node name"
 		add(AddressHostname, hostname, hostnameOrigin)

@@ -51,6 +51,7 @@ func transformLifecycle(ctx context.Context, r controller.Reader, logger *zap.Lo
 	}
 
 	input := LifecycleInput{
+		NodeName: in.Metadata().ID(),
 		Now:      time.Now(),
 		Node:     in.TypedSpec().Value,
 		Previous: out.TypedSpec().Value,

@@ -24,6 +24,8 @@ type LifecycleOptions struct {
 // LifecycleInput is everything a NodeLifecycle is computed from. Status and Platform are nil when Talos
 // facts are missing; Previous is the last verdict (it carries the recorded machine identity).
 type LifecycleInput struct {
+	// NodeName is the Node's name, which its machine names itself when it is the Node's.
+	NodeName string
 	Now      time.Time
 	Node     *specs.KubeNodeSpec
 	Status   *specs.MachineStatusSpec
@@ -74,6 +76,8 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 		out.Reason = "the Node is NotReady and its machine stopped answering after reporting that it was shutting down"
 	case !out.Reachable:
 		out.Reason = "the Node is NotReady and its machine does not answer (not evidence of anything: nothing is done)"
+	case in.Status.GetNodenameRead() && in.Status.GetNodename() != in.NodeName:
+		out.Reason = "the Node is NotReady; the machine at its address is not it"
 	default:
 		out.Reason = fmt.Sprintf("the Node is NotReady; its machine answers in stage %q", out.Stage)
 	}
@@ -110,6 +114,10 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 // staleEvidence returns positive evidence that the Node's machine is gone, and whether the operator
 // enabled deletion for that kind of evidence.
 func staleEvidence(in LifecycleInput, out *specs.NodeLifecycleSpec) (string, bool) {
+	if out.Reachable && in.Status.GetNodenameRead() && in.Status.GetNodename() != in.NodeName && in.NodeName != "" {
+		return "the machine answering at the node's address names itself " + nodenameText(in.Status.GetNodename()), in.Options.DeleteStaleNodes
+	}
+
 	if out.Reachable && out.MachineUuid != "" && out.RecordedMachineUuid != "" && out.MachineUuid != out.RecordedMachineUuid {
 		return fmt.Sprintf("the machine answering at the node's address is %s, not %s", out.MachineUuid, out.RecordedMachineUuid),
 			in.Options.DeleteStaleNodes
@@ -120,4 +128,12 @@ func staleEvidence(in LifecycleInput, out *specs.NodeLifecycleSpec) (string, boo
 	}
 
 	return "", false
+}
+
+func nodenameText(nodename string) string {
+	if nodename == "" {
+		return "no node"
+	}
+
+	return "node " + nodename
 }

@@ -96,6 +96,25 @@ func TestBuildNodeLifecycle(t *testing.T) {
 			wantReason:   "would be deleted",
 		},
 		{
+			name: "another node's machine at the address past the grace, deletion on: deleted",
+			in: node.LifecycleInput{
+				NodeName: "w1", Now: now, Node: notReady(6 * time.Minute), Previous: recorded, Options: deleteAll,
+				Status: &specs.MachineStatusSpec{Reachable: true, Nodename: "w9", NodenameRead: true},
+			},
+			wantDelete:   true,
+			wantRecorded: "uuid-a",
+			wantReason:   "names itself node w9",
+		},
+		{
+			name: "a machine with no Nodename at the address, deletion off: said, not done",
+			in: node.LifecycleInput{
+				NodeName: "w1", Now: now, Node: notReady(time.Hour), Previous: recorded, Options: node.LifecycleOptions{StaleNodeGrace: time.Minute},
+				Status: &specs.MachineStatusSpec{Reachable: true, NodenameRead: true},
+			},
+			wantRecorded: "uuid-a",
+			wantReason:   "names itself no node (the Node would be deleted",
+		},
+		{
 			name:         "identity swap on a Ready node: nothing",
 			in:           node.LifecycleInput{Now: now, Node: &specs.KubeNodeSpec{Ready: true}, Status: swapped, Previous: recorded, Options: deleteAll},
 			wantRecorded: "uuid-a",

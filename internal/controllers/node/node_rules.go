@@ -36,11 +36,14 @@ var Operators = []string{OpIn, OpNotIn, OpExists, OpDoesNotExist, OpGt, OpLt, Op
 // Taint effects a rule may set.
 var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
 
-// Key prefixes rules may not use: the taints of the node lifecycle and of the cloud provider framework
-// (node.kubernetes.io/not-ready, node.cloudprovider.kubernetes.io/uninitialized...), and talos-ccm's own
-// bookkeeping annotations.
+// Keys rules may not use: the namespace of the Kubernetes node lifecycle's taints (node.kubernetes.io/not-ready,
+// unreachable...: the kubelet and kube-controller-manager set and remove them, and NoExecute ones evict
+// pods), the two taints talos-ccm itself sets and removes (a rule that set them would fight talos-ccm), and
+// talos-ccm's own bookkeeping annotations. The rest of node.cloudprovider.kubernetes.io/ is open to rules,
+// as in the Talos CCM, whose own examples taint node.cloudprovider.kubernetes.io/storage-type.
 var (
-	reservedTaintPrefixes      = []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/"}
+	reservedTaintPrefixes      = []string{"node.kubernetes.io/"}
+	reservedTaintKeys          = []string{"node.cloudprovider.kubernetes.io/uninitialized", "node.cloudprovider.kubernetes.io/shutdown"}
 	reservedAnnotationPrefixes = []string{"tccm.dev/"}
 )
 
@@ -407,16 +410,20 @@ func ValidateAnnotationKey(key string) error {
 	return nil
 }
 
-// ValidateTaintKey checks a taint key; the node.kubernetes.io/ and node.cloudprovider.kubernetes.io/
-// namespaces belong to the node lifecycle and the cloud provider framework.
+// ValidateTaintKey checks a taint key; the node.kubernetes.io/ namespace belongs to the node lifecycle, and
+// the uninitialized and shutdown taints to talos-ccm.
 func ValidateTaintKey(key string) error {
 	if errs := content.IsLabelKey(key); len(errs) > 0 {
 		return fmt.Errorf("invalid taint key %q: %s", key, strings.Join(errs, "; "))
 	}
 
+	if slices.Contains(reservedTaintKeys, key) {
+		return fmt.Errorf("taint key %q is reserved: talos-ccm sets and removes it itself", key)
+	}
+
 	for _, prefix := range reservedTaintPrefixes {
 		if strings.HasPrefix(key, prefix) {
-			return fmt.Errorf("taint key %q is reserved: taints under %s belong to Kubernetes and the cloud provider framework", key, prefix)
+			return fmt.Errorf("taint key %q is reserved: taints under %s belong to the Kubernetes node lifecycle", key, prefix)
 		}
 	}
 
@@ -485,6 +492,8 @@ type rulesResult struct {
 	origins map[string]string
 	matched []string
 	skipped []*specs.SkippedRule
+	// publicIPDiscovery names the last matching rule that turned features.publicIPDiscovery on, or is "".
+	publicIPDiscovery string
 }
 
 // ruleOutput is the rendered output of one rule for one machine, applied only when all of it is valid.
@@ -544,6 +553,10 @@ func applyRules(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpe
 			res.origins["taint/"+k] = origin
 		}
 
+		if rule.GetFeatures().GetPublicIpDiscovery() {
+			res.publicIPDiscovery = origin
+		}
+
 		// Validated by renderRule: the overrides apply as a whole.
 		for name, v := range out.overrides {
 			facts[strings.ToLower(name)].set(res.facts, v) //nolint:errcheck
@@ -568,9 +581,11 @@ func renderRule(rule *specs.TransformationRule, pm *specs.PlatformMetadataSpec) 
 	var errs []error
 
 	for _, k := range slices.Sorted(maps.Keys(rule.GetLabels())) {
+		// Protected keys are refused here too, not only when the config file is loaded: a Config may be
+		// written into the state by an embedder, without the file's parser.
 		v, err := renderTemplate(rule.GetLabels()[k], data)
 		if err == nil {
-			err = errors.Join(ValidateLabelKey(k), checkLabelValue(v))
+			err = errors.Join(ValidateLabelKey(k), ValidateProtectedLabel(k, rule.GetAllowProtectedLabels()), checkLabelValue(v))
 		}
 
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -28,6 +29,8 @@ type NodeTransformController = qtransform.QController[*kube.KubeNode, *node.Node
 
 // NewNodeTransformController instantiates the NodeTransform controller.
 func NewNodeTransformController() *NodeTransformController {
+	t := &nodeTransformer{claims: newClaimRegistry()}
+
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeNode, *node.NodeTransform]{
 			Name: "node.NodeTransformController",
@@ -37,15 +40,32 @@ func NewNodeTransformController() *NodeTransformController {
 			UnmapMetadataFunc: func(out *node.NodeTransform) *kube.KubeNode {
 				return kube.NewKubeNode(kube.NamespaceName, out.Metadata().ID())
 			},
-			TransformFunc: transformNode,
+			TransformFunc: t.transform,
+			FinalizerRemovalFunc: func(_ context.Context, _ controller.Reader, _ *zap.Logger, in *kube.KubeNode) error {
+				t.claims.remove(in.Metadata().ID())
+
+				return nil
+			},
 		},
 		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
 	)
 }
 
-func transformNode(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, out *node.NodeTransform) error {
+// contestedRecheck is how often a NodeTransform whose machine, providerID or address another Node also
+// claims is computed again: the claims are seen one Node at a time (after a restart, in any order), and
+// the stronger claim wins once both were seen.
+const contestedRecheck = 10 * time.Second
+
+// nodeTransformer computes NodeTransforms, and holds every Node's claim on its machine, providerID and
+// addresses.
+type nodeTransformer struct {
+	claims *claimRegistry
+}
+
+func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, out *node.NodeTransform) error {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
@@ -67,9 +87,15 @@ func transformNode(ctx context.Context, r controller.Reader, logger *zap.Logger,
 		return err
 	}
 
+	ms, err := getOptional[*talos.MachineStatus](ctx, r, id)
+	if err != nil {
+		return err
+	}
+
 	var (
 		pmSpec *specs.PlatformMetadataSpec
 		maSpec *specs.MachineAddressesSpec
+		msSpec *specs.MachineStatusSpec
 	)
 
 	if pm != nil {
@@ -80,14 +106,39 @@ func transformNode(ctx context.Context, r controller.Reader, logger *zap.Logger,
 		maSpec = ma.TypedSpec().Value
 	}
 
+	if ms != nil {
+		msSpec = ms.TypedSpec().Value
+	}
+
 	spec, requeue := BuildNodeTransform(TransformInput{
 		Now:       time.Now(),
 		NodeName:  id,
 		Node:      in.TypedSpec().Value,
 		Platform:  pmSpec,
 		Addresses: maSpec,
+		Status:    msSpec,
 		Config:    cfg.TypedSpec().Value,
 	})
+
+	if spec.GetVerified() {
+		current := pointerConflict(id, msSpec) == ""
+
+		conflict, contested := t.claims.bind(claimOf(id, in.TypedSpec().Value, spec, current))
+		if conflict != "" {
+			refuse(spec, conflict)
+		}
+
+		if contested && (requeue == 0 || requeue > contestedRecheck) {
+			requeue = contestedRecheck
+		}
+	} else {
+		t.claims.remove(id)
+	}
+
+	if conflict := spec.GetConflict(); conflict != "" && conflict != out.TypedSpec().Value.GetConflict() {
+		metrics.NodeIdentityConflicts.Inc()
+		logger.Warn("node not bound to its machine", zap.String("node", id), zap.String("conflict", conflict))
+	}
 
 	out.TypedSpec().Value = spec
 
@@ -98,6 +149,35 @@ func transformNode(ctx context.Context, r controller.Reader, logger *zap.Logger,
 	}
 
 	return nil
+}
+
+// claimOf is what a Node with a verified NodeTransform claims: its machine, its providerID (and the one in
+// its spec, when that is another), and its InternalIPs.
+// current is false while the Node keeps facts read before, its kubelet pointing at another machine.
+func claimOf(name string, kn *specs.KubeNodeSpec, spec *specs.NodeTransformSpec, current bool) Claim {
+	initialized := !kn.GetUninitialized()
+	claim := Claim{
+		Node:    name,
+		Created: kn.GetCreated().AsTime(),
+		Current: current,
+		Keys:    map[string]bool{"machine/" + spec.GetMachine(): initialized},
+	}
+
+	if id := spec.GetProviderId(); id != "" {
+		claim.Keys["providerID/"+id] = kn.GetProviderId() == id
+	}
+
+	if id := kn.GetProviderId(); id != "" {
+		claim.Keys["providerID/"+id] = true
+	}
+
+	for _, a := range spec.GetAddresses() {
+		if a.GetType() == AddressInternalIP {
+			claim.Keys["ip/"+a.GetAddress()] = initialized
+		}
+	}
+
+	return claim
 }
 
 // getOptional reads a resource of the node's that may not exist yet; a missing one is nil, not an error.

@@ -20,6 +20,21 @@ const (
 	LabelPlatform     = "node.cloudprovider.kubernetes.io/platform"
 	LabelLifecycle    = "node.cloudprovider.kubernetes.io/lifecycle"
 	LabelClusterName  = "node.cloudprovider.kubernetes.io/clustername"
+
+	// The deprecated beta topology labels, which the Kubernetes cloud-node controller still sets next to
+	// the GA ones (and so does the Talos CCM): selectors written for them keep working.
+	LabelBetaInstanceType = "beta.kubernetes.io/instance-type"
+	LabelBetaZone         = "failure-domain.beta.kubernetes.io/zone"
+	LabelBetaRegion       = "failure-domain.beta.kubernetes.io/region"
+)
+
+// OriginFactHostname is the NodeTransform origins key that says where the hostname fact came from when it
+// did not come from Talos.
+const OriginFactHostname = "fact/hostname"
+
+const (
+	originTalosHostname    = "Talos platformMetadata.hostname"
+	originNodeNameHostname = "Node name (Talos platformMetadata has no hostname)"
 )
 
 // fallbackPlatform is the platform assumed for a machine without PlatformMetadata.
@@ -36,7 +51,10 @@ type TransformInput struct {
 	Platform  *specs.PlatformMetadataSpec
 	Addresses *specs.MachineAddressesSpec
 	Config    *specs.ConfigSpec
-	NodeName  string
+	// Status is what the machine at the address the Node's kubelet points at said when last asked; nil
+	// when it was not (or when a host writes the facts itself).
+	Status   *specs.MachineStatusSpec
+	NodeName string
 }
 
 // BuildNodeTransform computes the desired state of one Node from its facts and the transformation rules of
@@ -48,10 +66,34 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 		Origins: map[string]string{},
 	}
 
+	pointer := pointerConflict(in.NodeName, in.Status)
+
 	if in.Platform == nil || in.Addresses == nil {
 		out.Pending = "waiting for the machine's Talos facts (PlatformMetadata and addresses)"
 
+		if pointer != "" {
+			out.Pending, out.Conflict = pointer, pointer
+		}
+
 		return out, 0
+	}
+
+	// Facts are the Node's only when its machine says it is the Node: the address they were read at is
+	// the kubelet's claim.
+	if why := factsOfOtherNode(in.NodeName, in.Platform, in.Addresses); why != "" {
+		out.Pending, out.Conflict = why, why
+
+		return out, 0
+	}
+
+	out.Verified = true
+	out.Machine = MachineKey(in.Platform, in.Addresses)
+
+	if pointer != "" {
+		// The kubelet now points at another machine: the Node keeps what its own machine said, and gets
+		// nothing of the other one.
+		out.Conflict = pointer + ": the Node keeps the facts its own machine gave before"
+		out.Warnings = append(out.Warnings, out.Conflict)
 	}
 
 	out.Platform = in.Platform.GetPlatform()
@@ -63,6 +105,16 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 	// below: addresses (DNS names), the well-known labels and the providerID.
 	facts := proto.CloneOf(in.Platform)
 	facts.Platform = out.Platform
+
+	// Talos's metal platform fills the hostname only from the talos.hostname= kernel argument, so most
+	// metal machines report none: the Node name stands in for it, in selectors, templates and the Hostname
+	// address, as in the Talos CCM.
+	hostnameOrigin := originTalosHostname
+	if facts.GetHostname() == "" && in.NodeName != "" {
+		facts.Hostname = in.NodeName
+		hostnameOrigin = originNodeNameHostname
+		out.Origins[OriginFactHostname] = originNodeNameHostname
+	}
 
 	rules := applyRules(in.Config.GetTransformations(), facts)
 	pm := rules.facts
@@ -78,7 +130,7 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 	warn := func(w string) { out.Warnings = append(out.Warnings, w) }
 
-	for _, a := range nodeAddresses(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6(), warn) {
+	for _, a := range nodeAddresses(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6(), hostnameOrigin, rules.publicIPDiscovery, warn) {
 		out.Addresses = append(out.Addresses, a.address)
 		out.Origins["address/"+a.address.GetType()+"/"+a.address.GetAddress()] = a.origin
 	}
@@ -88,10 +140,20 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 	requeue := setProviderID(out, in, pm, rules.origins)
 
+	if conflict := providerIDConflict(in.Node, out.GetProviderId()); conflict != "" {
+		if in.Node.GetUninitialized() {
+			refuse(out, conflict)
+
+			return out, 0
+		}
+
+		out.Warnings = append(out.Warnings, conflict)
+	}
+
 	switch {
 	case out.Pending != "":
 	case !hasAddressType(out.Addresses, AddressInternalIP):
-		out.Pending = "no InternalIP: the Node has no provided-node-ip annotation or addresses, and Talos gave no node IP"
+		out.Pending = "no InternalIP: no provided-node-ip or Node address is an address of the machine, and Talos gave no node IP"
 	default:
 		out.Initialize = true
 	}
@@ -127,6 +189,12 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 	set(LabelRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
 	set(LabelZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
 	set(LabelInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
+
+	if !cfg.GetDisableBetaTopologyLabels() {
+		set(LabelBetaRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
+		set(LabelBetaZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
+		set(LabelBetaInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
+	}
 
 	if pm.GetHasPlatformMetadata() {
 		set(LabelPlatform, out.GetPlatform(), "Talos platformMetadata.platform")

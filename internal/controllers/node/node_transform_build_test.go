@@ -83,7 +83,7 @@ func TestNodeAddresses(t *testing.T) {
 			platform:  "hcloud",
 			hostname:  "h1",
 			provided:  []string{"2001:db8::10", "10.0.0.10"},
-			addresses: addrs("eth0", "10.0.0.10/24"),
+			addresses: addrs("eth0", "10.0.0.10/24", "eth0", "2001:db8::10/64"),
 			want:      []string{"InternalIP=10.0.0.10", "InternalIP=2001:db8::10", "Hostname=h1"},
 		},
 		{
@@ -92,7 +92,7 @@ func TestNodeAddresses(t *testing.T) {
 			hostname:   "h1",
 			provided:   []string{"10.0.0.10", "2001:db8::10"},
 			preferIPv6: true,
-			addresses:  addrs("eth0", "10.0.0.10/24"),
+			addresses:  addrs("eth0", "10.0.0.10/24", "eth0", "2001:db8::10/64"),
 			want:       []string{"InternalIP=2001:db8::10", "InternalIP=10.0.0.10", "Hostname=h1"},
 		},
 		{
@@ -102,6 +102,15 @@ func TestNodeAddresses(t *testing.T) {
 			provided:  []string{"198.51.100.20"},
 			addresses: addrs("eth0", "198.51.100.20/24"),
 			want:      []string{"InternalIP=198.51.100.20", "Hostname=m2"},
+		},
+		{
+			name:      "a provided IP that is not the machine's is left out, and said",
+			platform:  "hcloud",
+			hostname:  "h2",
+			provided:  []string{"10.0.0.11", "2001:db8::99"},
+			addresses: addrs("eth0", "10.0.0.11/24", "eth0", "2001:db8::11/64"),
+			want:      []string{"InternalIP=10.0.0.11", "Hostname=h2"},
+			warnings:  []string{"InternalIP 2001:db8::99 from kubelet provided-node-ip annotation left out: not an address of the machine"},
 		},
 		{
 			name:      "FQDN hostname is also InternalDNS",
@@ -162,7 +171,7 @@ func TestNodeAddresses(t *testing.T) {
 				nodeName = "bad-host"
 			}
 
-			spec, _ := node.BuildNodeTransform(node.TransformInput{
+			spec, _ := node.BuildNodeTransform(bound(node.TransformInput{
 				Now:      time.Now(),
 				NodeName: nodeName,
 				Node:     &specs.KubeNodeSpec{ProvidedNodeIps: tc.provided, Created: timestamppb.Now()},
@@ -172,7 +181,7 @@ func TestNodeAddresses(t *testing.T) {
 				},
 				Addresses: tc.addresses,
 				Config:    &specs.ConfigSpec{PreferIpv6: tc.preferIPv6},
-			})
+			}))
 
 			assert.Equal(t, tc.want, nodeAddrs(spec))
 			assert.Equal(t, tc.warnings, spec.GetWarnings())
@@ -207,6 +216,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 			wantLabels: map[string]string{
 				node.LabelRegion: "eu-west-1", node.LabelZone: "eu-west-1a", node.LabelInstanceType: "m5.large",
 				node.LabelPlatform: "aws", node.LabelLifecycle: "spot", node.LabelClusterName: "prod",
+				node.LabelBetaRegion: "eu-west-1", node.LabelBetaZone: "eu-west-1a", node.LabelBetaInstanceType: "m5.large",
 			},
 		},
 		{
@@ -230,7 +240,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 			now:         created.Add(10 * time.Second),
 			pm:          &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "gcp", Zone: "us-central1-a"},
 			wantRequeue: 50 * time.Second,
-			wantLabels:  map[string]string{node.LabelZone: "us-central1-a", node.LabelPlatform: "gcp", node.LabelClusterName: "prod"},
+			wantLabels:  map[string]string{node.LabelZone: "us-central1-a", node.LabelBetaZone: "us-central1-a", node.LabelPlatform: "gcp", node.LabelClusterName: "prod"},
 		},
 		{
 			name:           "cloud without providerID after the wait gets the fallback",
@@ -252,14 +262,14 @@ func TestProviderIDAndLabels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			spec, requeue := node.BuildNodeTransform(node.TransformInput{
+			spec, requeue := node.BuildNodeTransform(bound(node.TransformInput{
 				Now:       tc.now,
 				NodeName:  "n1",
 				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}, Created: timestamppb.New(created)},
 				Platform:  tc.pm,
 				Addresses: addrs("eth0", "10.0.0.5/24"),
 				Config:    cfg,
-			})
+			}))
 
 			assert.Equal(t, tc.wantProviderID, spec.GetProviderId())
 			assert.Equal(t, tc.wantInitialize, spec.GetInitialize(), spec.GetPending())
@@ -280,12 +290,12 @@ func TestProviderIDAndLabels(t *testing.T) {
 func TestBuildNodeTransformWithoutFacts(t *testing.T) {
 	t.Parallel()
 
-	spec, requeue := node.BuildNodeTransform(node.TransformInput{
+	spec, requeue := node.BuildNodeTransform(bound(node.TransformInput{
 		Now:      time.Now(),
 		NodeName: "n1",
 		Node:     &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}},
 		Config:   &specs.ConfigSpec{},
-	})
+	}))
 
 	require.False(t, spec.GetInitialize())
 	require.Contains(t, spec.GetPending(), "Talos facts")
@@ -296,7 +306,7 @@ func TestBuildNodeTransformWithoutFacts(t *testing.T) {
 func TestFactWarningsReachTheNodeTransform(t *testing.T) {
 	t.Parallel()
 
-	spec, _ := node.BuildNodeTransform(node.TransformInput{
+	spec, _ := node.BuildNodeTransform(bound(node.TransformInput{
 		Now:      time.Now(),
 		NodeName: "w1",
 		Node:     &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now()},
@@ -305,7 +315,7 @@ func TestFactWarningsReachTheNodeTransform(t *testing.T) {
 		},
 		Addresses: &specs.MachineAddressesSpec{Warnings: []string{"10 of 522 addresses left out"}},
 		Config:    &specs.ConfigSpec{},
-	})
+	}))
 
 	assert.Equal(t, []string{
 		"Talos facts: platformMetadata.providerID left out: 5000 bytes, more than 1024",

@@ -1,11 +1,14 @@
 package node_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -20,15 +23,23 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
-func TestNodeTransformController(t *testing.T) {
+// startTransformer runs the NodeTransform controller on an in-memory state, and checks for leaked
+// goroutines once the test is over.
+func startTransformer(t *testing.T) (context.Context, state.State) {
+	t.Helper()
+
 	// Cleanups run last-in first-out: this one runs after the runtime has stopped.
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 
 	rt := ctest.New(t)
 	rt.Register(t, nodectrl.NewNodeTransformController())
-	ctx := rt.Start(t, 20*time.Second)
-	st := rt.State
+
+	return rt.Start(t, 20*time.Second), rt.State
+}
+
+func TestNodeTransformController(t *testing.T) {
+	ctx, st := startTransformer(t)
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value = &specs.ConfigSpec{ClusterName: "c1", Source: "test"}
@@ -45,11 +56,11 @@ func TestNodeTransformController(t *testing.T) {
 	})
 
 	pm := talos.NewPlatformMetadata(talos.NamespaceName, "w1")
-	pm.TypedSpec().Value = &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "hcloud", ProviderId: "hcloud://42", Zone: "fsn1-dc14"}
+	pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: "w1", HasPlatformMetadata: true, Platform: "hcloud", ProviderId: "hcloud://42", Zone: "fsn1-dc14"}
 	require.NoError(t, st.Create(ctx, pm))
 
 	ma := talos.NewMachineAddresses(talos.NamespaceName, "w1")
-	ma.TypedSpec().Value = &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{{Address: "10.0.0.1/24", LinkName: "eth0", Scope: "global"}}}
+	ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: "w1", Addresses: []*specs.MachineAddress{{Address: "10.0.0.1/24", LinkName: "eth0", Scope: "global"}}}
 	require.NoError(t, st.Create(ctx, ma))
 
 	rtestutils.AssertResource(ctx, t, st, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
@@ -78,18 +89,12 @@ func TestNodeTransformController(t *testing.T) {
 }
 
 func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
-	rt := ctest.New(t)
-	rt.Register(t, nodectrl.NewNodeTransformController())
-	ctx := rt.Start(t, 20*time.Second)
-	st := rt.State
+	ctx, st := startTransformer(t)
 
 	rule := &specs.TransformationRule{
 		Name:         "web",
 		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: nodectrl.OpRegexp, Values: []string{"^web-"}}}}},
-		Labels:       map[string]string{"node-role.kubernetes.io/web": ""},
+		Labels:       map[string]string{"example.com/role-web": ""},
 		Taints:       map[string]string{"example.com/zone": "{{ .Zone }}:NoSchedule"},
 	}
 
@@ -97,23 +102,25 @@ func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
 	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test", Transformations: []*specs.TransformationRule{rule}}
 	require.NoError(t, st.Create(ctx, cfg))
 
-	for _, name := range []string{"web-1", "db-1"} {
+	for i, name := range []string{"web-1", "db-1"} {
+		ip := fmt.Sprintf("10.0.0.%d", i+1)
+
 		kn := kube.NewKubeNode(kube.NamespaceName, name)
-		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now()}
+		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.Now()}
 		require.NoError(t, st.Create(ctx, kn))
 
 		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
-		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: name, Zone: "a"}
+		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: name, HasPlatformMetadata: true, Platform: "metal", Hostname: name, Zone: "a"}
 		require.NoError(t, st.Create(ctx, pm))
 
 		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
-		ma.TypedSpec().Value = &specs.MachineAddressesSpec{NodeIp: "10.0.0.1"}
+		ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: name, NodeIp: ip}
 		require.NoError(t, st.Create(ctx, ma))
 	}
 
 	rtestutils.AssertResource(ctx, t, st, "web-1", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.Equal([]string{"web"}, nt.TypedSpec().Value.GetMatchedRules())
-		a.Contains(nt.TypedSpec().Value.GetLabels(), "node-role.kubernetes.io/web")
+		a.Contains(nt.TypedSpec().Value.GetLabels(), "example.com/role-web")
 		a.Equal([]*specs.Taint{{Key: "example.com/zone", Value: "a", Effect: "NoSchedule"}}, nt.TypedSpec().Value.GetTaints())
 	})
 	rtestutils.AssertResource(ctx, t, st, "db-1", func(nt *node.NodeTransform, a *assert.Assertions) {
@@ -137,5 +144,56 @@ func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
 
 	rtestutils.AssertResources(ctx, t, st, []string{"web-1", "db-1"}, func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.Equal([]string{"web"}, nt.TypedSpec().Value.GetMatchedRules())
+	})
+}
+
+// One machine belongs to one Node: a second Node with facts of the same machine (the same SystemInformation
+// UUID, for example hardware that reports one UUID for many boards, or a machine that lies) is refused
+// until the first one is gone.
+func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
+	ctx, st := startTransformer(t)
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test"}
+	require.NoError(t, st.Create(ctx, cfg))
+
+	created := time.Now().Add(-time.Hour)
+
+	for i, name := range []string{"first", "second"} {
+		ip := fmt.Sprintf("10.0.0.%d", i+1)
+
+		kn := kube.NewKubeNode(kube.NamespaceName, name)
+		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.New(created.Add(time.Duration(i) * time.Minute)), Uninitialized: true}
+		require.NoError(t, st.Create(ctx, kn))
+
+		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
+		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: name, HasPlatformMetadata: true, Platform: "metal", Uuid: "same-uuid", NodeIp: ip}
+		require.NoError(t, st.Create(ctx, pm))
+
+		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
+		ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: name, NodeIp: ip}
+		require.NoError(t, st.Create(ctx, ma))
+	}
+
+	rtestutils.AssertResource(ctx, t, st, "first", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.True(nt.TypedSpec().Value.GetInitialize(), nt.TypedSpec().Value.GetPending())
+		a.True(nt.TypedSpec().Value.GetVerified())
+		a.Equal("talos://metal/10.0.0.1", nt.TypedSpec().Value.GetProviderId())
+	})
+
+	rtestutils.AssertResource(ctx, t, st, "second", func(nt *node.NodeTransform, a *assert.Assertions) {
+		spec := nt.TypedSpec().Value
+		a.False(spec.GetInitialize())
+		a.False(spec.GetVerified())
+		a.Empty(spec.GetProviderId(), "a refused Node is given no providerID")
+		a.Equal("machine uuid/same-uuid is Node first's: one machine, providerID and address belong to one Node", spec.GetConflict())
+	})
+
+	// The first Node goes away: the machine is the second's now.
+	rtestutils.Destroy[*kube.KubeNode](ctx, t, st, []string{"first"})
+
+	rtestutils.AssertResource(ctx, t, st, "second", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.True(nt.TypedSpec().Value.GetInitialize(), nt.TypedSpec().Value.GetPending())
+		a.Empty(nt.TypedSpec().Value.GetConflict())
 	})
 }

@@ -16,18 +16,22 @@ import (
 // fuzzKey is the key every fuzzed rule writes, as a label, an annotation and a taint.
 const fuzzKey = "example.com/fuzz"
 
+// protectedFuzzKey is a protected label key a fuzzed rule writes without allowing it.
+const protectedFuzzKey = "node-role.kubernetes.io/fuzz"
+
 // FuzzRenderTemplate renders arbitrary templates on arbitrary machine facts, the way transformation rules
 // render them per node: as a label, an annotation, a taint and a platformMetadata override (read by a later
-// rule). Neither validating nor rendering may panic, the result must not depend on the run, and what reaches
-// the NodeTransform must be valid for Kubernetes: a rule whose output is not is skipped, with a reason. The
-// seed corpus is in testdata/fuzz/FuzzRenderTemplate.
+// rule). Neither validating nor rendering may panic or hang, whatever loops, recursion or growing values the
+// template tries, the result must not depend on the run, what reaches the NodeTransform must be valid for
+// Kubernetes (a rule whose output is not is skipped, with a reason), and a protected label is never written
+// without an opt-in. The seed corpus is in testdata/fuzz/FuzzRenderTemplate.
 func FuzzRenderTemplate(f *testing.F) {
 	seeds := []string{
 		"",
 		"plain",
 		"{{ .Zone }}",
 		`{{ if .Spot }}spot{{ else }}on-demand{{ end }}`,
-		`{{ replace .ProductName " " "-" }}`,
+		`{{ replace " " "-" .ProductName }}`,
 		`proxmox://{{ default "pve" .Region }}/{{ getValue .SerialNumber "i" }}`,
 		`{{ coalesce .InstanceType .SKUNumber }}`,
 		`{{ ternary "spot" "on-demand" .Spot }}`,
@@ -49,6 +53,30 @@ func FuzzRenderTemplate(f *testing.F) {
 		`{{`,
 		`{{ ternary 1 2 .Zone }}`,
 		`{{ call .Tags }}`,
+		// Hostile templates: loops, recursion, and values that grow without bound.
+		`{{ range $i := 1000000000 }}{{ end }}`,
+		`{{ $n := 1000000000 }}{{ range $n }}{{ end }}`,
+		`{{ range .Tags }}{{ range $.Tags }}{{ range $.Tags }}{{ end }}{{ end }}{{ end }}`,
+		`{{ block "b" . }}{{ template "b" . }}{{ end }}`,
+		`{{ define "a" }}{{ template "b" . }}{{ end }}{{ define "b" }}{{ template "a" . }}{{ end }}{{ template "a" . }}`,
+		`{{ printf "%01000000000d" 1 }}`,
+		`{{ printf "%.1000000000f" 1.0 }}`,
+		`{{ printf "%*d" 1000000000 1 }}`,
+		`{{ printf "%[1]*[2]d" 999999 1 }}`,
+		`{{ printf .Zone .Hostname .Region }}`,
+		`{{ printf "%1024s%1024s%1024s%1024s" .Zone .Zone .Zone .Zone | replace "" .Hostname }}`,
+		`{{ replace "" .Hostname (replace "" .Hostname (replace "" .Hostname .Hostname)) }}`,
+		`{{ regexReplaceAll "" (regexReplaceAll "" .Hostname .Hostname) "${0}${0}${0}${0}${0}${0}${0}${0}" }}`,
+		`{{ b64enc (b64enc (b64enc (b64enc (b64enc (b64enc (b64enc (b64enc (b64enc (b64enc .Hostname)))))))))) }}`,
+		`{{ html (html (html (html (html (html (html (html "&&&&&&&&"))))))) }}`,
+		`{{ js (js (js (js (js (js "<<<<<<<<")))))) }}`,
+		`{{ urlquery (urlquery (urlquery (urlquery (urlquery (urlquery "&&&&&&&&")))))) }}`,
+		`{{ $x := printf "%1000s" .Zone }}{{ $x = print $x $x $x $x }}{{ $x = print $x $x $x $x }}{{ $x = print $x $x $x $x }}{{ $x }}`,
+		`{{ println .Tags .Tags .Tags }}`,
+		`{{ upper (printf "%1024s" "ÿ") }}`,
+		`{{ regexFind .Hostname .Zone }}`,
+		`{{ slice .Hostname 0 1000000000 }}`,
+		`{{ index .Tags .Zone }}`,
 	}
 
 	for _, s := range seeds {
@@ -68,6 +96,7 @@ func FuzzRenderTemplate(f *testing.F) {
 		_ = node.ValidateTemplate(tmpl) //nolint:errcheck
 
 		pm := &specs.PlatformMetadataSpec{
+			Nodename:            "n1",
 			HasPlatformMetadata: true,
 			Platform:            platform,
 			Hostname:            hostname,
@@ -86,7 +115,7 @@ func FuzzRenderTemplate(f *testing.F) {
 			NodeName:  "n1",
 			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}, Created: timestamppb.New(time.Unix(1_799_999_000, 0))},
 			Platform:  pm,
-			Addresses: &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{{Address: "10.0.0.5/24", LinkName: "eth0", Scope: "global"}}},
+			Addresses: &specs.MachineAddressesSpec{Nodename: "n1", Addresses: []*specs.MachineAddress{{Address: "10.0.0.5/24", LinkName: "eth0", Scope: "global"}}},
 			Config: &specs.ConfigSpec{Transformations: []*specs.TransformationRule{
 				{Name: "label", Labels: map[string]string{fuzzKey: tmpl}},
 				{Name: "annotation", Annotations: map[string]string{fuzzKey: tmpl}},
@@ -94,6 +123,8 @@ func FuzzRenderTemplate(f *testing.F) {
 				{Name: "override", PlatformMetadata: map[string]string{"Zone": tmpl}},
 				// A later rule sees the overridden fact.
 				{Name: "after-override", Annotations: map[string]string{"example.com/zone": "{{ .Zone }}"}},
+				// A protected label is never written without an opt-in, whatever its value.
+				{Name: "protected", Labels: map[string]string{protectedFuzzKey: tmpl}},
 			}},
 		}
 
@@ -155,7 +186,11 @@ func checkRendered(t *testing.T, out *specs.NodeTransformSpec) {
 		decided[s.GetRule()] = true
 	}
 
-	for _, name := range []string{"label", "annotation", "taint", "override", "after-override"} {
+	if !isSkipped(out, "protected") {
+		t.Fatalf("rule protected wrote %s without allowProtectedLabels", protectedFuzzKey)
+	}
+
+	for _, name := range []string{"label", "annotation", "taint", "override", "after-override", "protected"} {
 		if !decided[name] {
 			t.Fatalf("rule %s (it selects every node) is neither applied nor skipped", name)
 		}

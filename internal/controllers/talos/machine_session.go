@@ -11,6 +11,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"go.uber.org/zap"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
 // machineFacts is what one session learned about one machine; nil fields are unchanged.
@@ -36,7 +38,8 @@ type sessionOptions struct {
 	CallTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff after a failed session.
 	RetryMin, RetryMax time.Duration
-	// PlatformRefresh is how often PlatformMetadata is read again (it has no cheap watch on old Talos).
+	// PlatformRefresh is how often PlatformMetadata is read again on a machine that refused its watch
+	// (or whose watch failed). A machine whose watch works is never read again on a timer.
 	PlatformRefresh time.Duration
 	// ProbeInterval is how often a machine whose Node is NotReady is asked directly for its status. A
 	// watch does not say when a machine stops answering (the client resumes it silently), and whether a
@@ -70,11 +73,26 @@ func (s *machineSession) run(ctx context.Context) {
 
 		s.logger.Debug("talos session ended", zap.String("node", s.name), zap.String("ip", s.ip), zap.Error(err))
 
-		s.send(ctx, machineFacts{status: &specs.MachineStatusSpec{
-			Reachable: false,
-			LastError: errorText(err),
-			NodeIp:    s.ip,
-		}})
+		var other *otherMachineError
+
+		if errors.As(err, &other) {
+			// The machine answers, as another node: it is asked again after the backoff, and none of its
+			// facts is filed under this Node's name.
+			s.send(ctx, machineFacts{status: &specs.MachineStatusSpec{
+				Reachable:    true,
+				LastError:    err.Error(),
+				NodeIp:       s.ip,
+				Nodename:     other.nodename,
+				NodenameRead: true,
+				LastSeen:     timestamppb.Now(),
+			}})
+		} else {
+			s.send(ctx, machineFacts{status: &specs.MachineStatusSpec{
+				Reachable: false,
+				LastError: errorText(err),
+				NodeIp:    s.ip,
+			}})
+		}
 
 		if time.Since(started) > s.opts.RetryMax {
 			// The session worked for a while: start the backoff over.
@@ -99,7 +117,14 @@ func (s *machineSession) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(client.WithNode(ctx, s.ip))
 	defer cancel()
 
-	platform, err := s.readPlatform(ctx)
+	// The machine's facts are this Node's only when the machine says it is this Node: the address the
+	// session asks through is the kubelet's claim, and may lead to any machine.
+	nodename, err := s.readIdentity(ctx)
+	if err != nil {
+		return err
+	}
+
+	platform, err := s.readPlatform(ctx, nodename)
 	if err != nil {
 		return err
 	}
@@ -115,20 +140,34 @@ func (s *machineSession) session(ctx context.Context) error {
 	}
 
 	// PlatformMetadata changes (a zone after a migration, a spot flag) reach the transformation rules
-	// within seconds. A machine that refuses the watch is still read again every PlatformRefresh.
-	platformCh := make(chan state.Event, 1)
+	// within seconds, and an idle machine costs no Talos call and no timer. Only a machine that refuses
+	// the watch (or whose watch fails) is read again every PlatformRefresh.
+	refresh := time.NewTimer(time.Hour)
+	refresh.Stop()
+
+	defer refresh.Stop()
+
+	var platformCh chan state.Event
+
+	periodicReads := func() {
+		platformCh = nil
+
+		refresh.Reset(jitter(s.opts.PlatformRefresh))
+	}
+
+	platformCh = make(chan state.Event, 1)
 	err = s.cosi.Watch(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata(), platformCh)
 	countWatch(runtime.PlatformMetadataType, err)
 
 	if err != nil {
 		s.logger.Debug("platform metadata watch refused, periodic reads only", zap.String("node", s.name), zap.Error(err))
 
-		platformCh = nil
+		periodicReads()
 	}
 
 	addresses := map[resource.ID]*network.AddressStatusSpec{}
 	bootstrapped := false
-	status := &specs.MachineStatusSpec{Reachable: true, NodeIp: s.ip, MachineUuid: platform.GetUuid()}
+	status := &specs.MachineStatusSpec{Reachable: true, NodeIp: s.ip, MachineUuid: platform.GetUuid(), Nodename: nodename, NodenameRead: true}
 
 	// The machine's stage matters only while its Node is NotReady (lifecycle verdicts): it is read here,
 	// then by the probes of NotReady Nodes, instead of by a watch per machine, whose stream and goroutines
@@ -148,9 +187,6 @@ func (s *machineSession) session(ctx context.Context) error {
 
 	firstContents := time.NewTimer(s.opts.CallTimeout)
 	defer firstContents.Stop()
-
-	refresh := time.NewTimer(jitter(s.opts.PlatformRefresh))
-	defer refresh.Stop()
 
 	// A machine wanted probed before this session started (or restarted) is probed as after a change.
 	if s.probe.wanted.Load() {
@@ -203,7 +239,7 @@ func (s *machineSession) session(ctx context.Context) error {
 
 			probeTimer.Reset(s.opts.ProbeInterval)
 		case <-refresh.C:
-			refreshed, err := s.readPlatform(ctx)
+			refreshed, err := s.readPlatform(ctx, nodename)
 			if err != nil {
 				return err
 			}
@@ -219,7 +255,7 @@ func (s *machineSession) session(ctx context.Context) error {
 			case state.Errored:
 				s.logger.Debug("platform metadata watch failed, periodic reads only", zap.String("node", s.name), zap.Error(ev.Error))
 
-				platformCh = nil
+				periodicReads()
 
 				continue
 			case state.Bootstrapped, state.Noop:
@@ -264,7 +300,10 @@ func (s *machineSession) session(ctx context.Context) error {
 					list = append(list, a)
 				}
 
-				s.send(ctx, machineFacts{addresses: addressFacts(list, s.ip)})
+				addrs := addressFacts(list, s.ip)
+				addrs.Nodename = nodename
+
+				s.send(ctx, machineFacts{addresses: addrs})
 			}
 		}
 	}
@@ -288,7 +327,18 @@ func (s *machineSession) probeMachine(ctx context.Context, status *specs.Machine
 		return nil
 	}
 
-	refreshed, err := s.readPlatform(ctx)
+	// A machine renamed, or replaced by another one at the same address, ends the session: the facts kept
+	// are those of the machine that was this Node.
+	if _, err = s.readIdentity(ctx); err != nil {
+		var other *otherMachineError
+		if errors.As(err, &other) {
+			return err
+		}
+
+		return nil //nolint:nilerr // the next probe tells
+	}
+
+	refreshed, err := s.readPlatform(ctx, status.GetNodename())
 	if err != nil {
 		return nil //nolint:nilerr // the next probe tells
 	}
@@ -314,8 +364,40 @@ func (s *machineSession) probeMachine(ctx context.Context, status *specs.Machine
 	return nil
 }
 
-// readPlatform reads PlatformMetadata and SystemInformation; either may be absent.
-func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetadataSpec, error) {
+// otherMachineError says that the machine answering at the session's address is not the session's Node:
+// it names itself another node, or none.
+type otherMachineError struct {
+	ip, node, nodename string
+}
+
+func (e *otherMachineError) Error() string {
+	return talos.OtherMachineReason(e.ip, e.node, e.nodename, true)
+}
+
+// readIdentity reads the Kubernetes node name the machine says it is, and fails with an
+// otherMachineError unless it is the session's Node.
+func (s *machineSession) readIdentity(ctx context.Context) (string, error) {
+	res, err := s.get(ctx, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
+	if err != nil {
+		return "", fmt.Errorf("failed to read the machine's node name: %w", err)
+	}
+
+	nodename := ""
+
+	if typed, ok := res.(*k8s.Nodename); ok {
+		nodename = typed.TypedSpec().Nodename
+	}
+
+	if nodename != s.name {
+		return nodename, &otherMachineError{ip: s.ip, node: s.name, nodename: clean(nodename[:min(len(nodename), maxFieldLength)])}
+	}
+
+	return nodename, nil
+}
+
+// readPlatform reads PlatformMetadata and SystemInformation; either may be absent. nodename is the node
+// the machine said it is.
+func (s *machineSession) readPlatform(ctx context.Context, nodename string) (*specs.PlatformMetadataSpec, error) {
 	var (
 		pm *runtime.PlatformMetadataSpec
 		si *hardware.SystemInformationSpec
@@ -339,7 +421,10 @@ func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetad
 		si = typed.TypedSpec()
 	}
 
-	return platformFacts(pm, si, s.ip), nil
+	facts := platformFacts(pm, si, s.ip)
+	facts.Nodename = nodename
+
+	return facts, nil
 }
 
 // get reads one resource with a deadline; a resource the machine does not have is nil, not an error.

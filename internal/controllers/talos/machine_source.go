@@ -28,7 +28,8 @@ type MachineSourceOptions struct {
 	CallTimeout time.Duration
 	// RetryMax caps the per-machine backoff after failures.
 	RetryMax time.Duration
-	// PlatformRefresh is how often PlatformMetadata is read again.
+	// PlatformRefresh is how often PlatformMetadata is read again on a machine that refused its watch
+	// (half to all of it, jittered); a machine whose watch works is never read again on a timer.
 	PlatformRefresh time.Duration
 	// ProbeInterval is how often the machine of a NotReady Node is asked for its status.
 	ProbeInterval time.Duration
@@ -324,6 +325,8 @@ func writeFacts(ctx context.Context, r controller.Runtime, f machineFacts) error
 				next.Stage = res.TypedSpec().Value.GetStage()
 				next.MachineUuid = res.TypedSpec().Value.GetMachineUuid()
 				next.LastSeen = res.TypedSpec().Value.GetLastSeen()
+				next.Nodename = res.TypedSpec().Value.GetNodename()
+				next.NodenameRead = res.TypedSpec().Value.GetNodenameRead()
 			}
 
 			res.TypedSpec().Value = next

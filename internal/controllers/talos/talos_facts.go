@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
@@ -145,6 +146,7 @@ func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *runtime.Platfor
 	out.WakeUpType = facts.GetWakeUpType()
 	out.SkuNumber = facts.GetSkuNumber()
 	out.Observed = facts.GetObserved()
+	out.Nodename = facts.GetNodename()
 
 	for _, warning := range facts.GetWarnings() {
 		if strings.HasPrefix(warning, "systemInformation.") {
@@ -186,6 +188,7 @@ func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.M
 			LinkName: clean(s.LinkName),
 			Scope:    s.Scope.String(),
 			Family:   s.Family.String(),
+			Flags:    addressFlagNames(s.Flags),
 		})
 	}
 
@@ -209,6 +212,17 @@ func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.M
 	out.Warnings = w.result()
 
 	return out
+}
+
+// addressFlagNames lists the names of the flags set in flags (nethelpers' own names: permanent, temporary,
+// deprecated...), nil for none.
+func addressFlagNames(flags nethelpers.AddressFlags) []string {
+	names := flags.String()
+	if names == "" {
+		return nil
+	}
+
+	return strings.Split(names, ",")
 }
 
 // stageName is the Talos machine stage as a lowercase name ("running", "shutting down").

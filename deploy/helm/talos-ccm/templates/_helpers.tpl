@@ -194,6 +194,18 @@ Checks of value combinations that would render objects that cannot work.
 {{- if and .Values.metrics.serviceMonitor.enabled (not (and .Values.metrics.enabled .Values.metrics.service.enabled)) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled and metrics.service.enabled" }}
 {{- end }}
+{{- if and .Values.metrics.tls.secretName (or .Values.metrics.tls.certFile .Values.metrics.tls.keyFile) }}
+{{- fail "set either metrics.tls.secretName or metrics.tls.certFile and keyFile, not both" }}
+{{- end }}
+{{- if ne (empty .Values.metrics.tls.certFile) (empty .Values.metrics.tls.keyFile) }}
+{{- fail "metrics.tls.certFile and metrics.tls.keyFile go together" }}
+{{- end }}
+{{- if and .Values.metrics.enabled (not .Values.metrics.secure) }}
+{{- $host := regexReplaceAll ":[0-9]*$" (default "" .Values.metrics.bindAddress) "" | trimPrefix "[" | trimSuffix "]" }}
+{{- if not (or (eq $host "localhost") (hasPrefix "127." $host) (eq $host "::1")) }}
+{{- fail "metrics.secure false serves plain HTTP without authentication: it needs a localhost metrics.bindAddress (127.0.0.1:<port>), which talos-ccm requires too" }}
+{{- end }}
+{{- end }}
 {{- if and .Values.api.tls.secretName (or .Values.api.tls.cert .Values.api.tls.key .Values.api.tls.clientCA) }}
 {{- fail "set either api.tls.secretName or api.tls.cert, key and clientCA, not both" }}
 {{- end }}
@@ -235,6 +247,17 @@ so talos-ccm's own default applies.
 - {{ printf "--health-probe-bind-address=%v" (default (printf ":%d" (int $v.healthProbes.port)) $v.healthProbes.bindAddress) | quote }}
 {{- if $v.metrics.enabled }}
 - {{ printf "--metrics-bind-address=%v" (default (printf ":%d" (int $v.metrics.port)) $v.metrics.bindAddress) | quote }}
+- {{ printf "--metrics-secure=%v" $v.metrics.secure | quote }}
+{{- if $v.metrics.tls.secretName }}
+- "--tls-cert-file=/etc/talos-ccm/metrics-tls/tls.crt"
+- "--tls-private-key-file=/etc/talos-ccm/metrics-tls/tls.key"
+{{- end }}
+{{- with $v.metrics.tls.certFile }}
+- {{ printf "--tls-cert-file=%v" . | quote }}
+{{- end }}
+{{- with $v.metrics.tls.keyFile }}
+- {{ printf "--tls-private-key-file=%v" . | quote }}
+{{- end }}
 {{- if $v.metrics.profiling }}
 - "--profiling=true"
 {{- end }}
@@ -246,6 +269,9 @@ so talos-ccm's own default applies.
 {{- end }}
 {{- if $v.preferIPv6 }}
 - "--prefer-ipv6=true"
+{{- end }}
+{{- if and (kindIs "bool" $v.betaTopologyLabels) (not $v.betaTopologyLabels) }}
+- "--beta-topology-labels=false"
 {{- end }}
 {{- with $v.providerIDWait }}
 - {{ printf "--provider-id-wait=%v" . | quote }}

@@ -1,0 +1,149 @@
+package node
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Claim is one Node's claim on machines, providerIDs and addresses: what it is given only if no other
+// Node holds it.
+type Claim struct {
+	// Created is when the Node was created.
+	Created time.Time
+	// Node is the Node's name.
+	Node string
+	// Keys are what the Node claims ("machine/<key>", "providerID/<id>", "ip/<address>"), each with
+	// whether the Node already carries it (the providerID in its spec; a machine and an address once the
+	// Node is initialized).
+	Keys map[string]bool
+	// Current is false while the Node keeps facts read before: its kubelet now points at a machine that
+	// is another node, so its claim is not renewed by its machine.
+	Current bool
+}
+
+// claimant is one Node's claim on one key.
+type claimant struct {
+	created time.Time
+	node    string
+	held    bool
+	current bool
+}
+
+// stronger orders two claimants of one key: a claim its machine renews beats one kept from before, a
+// key the Node already carries beats one it does not, then the older Node, then the name. The order
+// depends only on the claims, never on which was seen first, so every restart reaches the same winner.
+func stronger(a, b claimant) bool {
+	switch {
+	case a.current != b.current:
+		return a.current
+	case a.held != b.held:
+		return a.held
+	case !a.created.Equal(b.created):
+		return a.created.Before(b.created)
+	default:
+		return a.node < b.node
+	}
+}
+
+// claimConflict returns the first of claim's keys that a stronger claimant holds, described, or ""; and
+// whether any key of claim has another claimant at all (contested: the winner may change as the others
+// are seen).
+func claimConflict(claim Claim, others map[string][]claimant) (string, bool) {
+	contested := false
+
+	for _, key := range slices.Sorted(maps.Keys(claim.Keys)) {
+		self := claimant{node: claim.Node, created: claim.Created, held: claim.Keys[key], current: claim.Current}
+
+		for _, other := range others[key] {
+			if other.node == claim.Node {
+				continue
+			}
+
+			contested = true
+
+			if stronger(other, self) {
+				return fmt.Sprintf("%s is Node %s's: one machine, providerID and address belong to one Node", describeKey(key), other.node), true
+			}
+		}
+	}
+
+	return "", contested
+}
+
+// describeKey turns a claim key into words.
+func describeKey(key string) string {
+	kind, value, _ := strings.Cut(key, "/")
+
+	switch kind {
+	case "machine":
+		return "machine " + value
+	case "providerID":
+		return "providerID " + value
+	default:
+		return "address " + value
+	}
+}
+
+// claimRegistry holds every Node's claim, so that a second Node claiming a machine, a providerID or an
+// address that another Node holds is refused. It is safe for concurrent use.
+type claimRegistry struct {
+	mu sync.Mutex
+	// byKey holds the claimants of each key.
+	byKey map[string]map[string]claimant
+	// keysOf holds the keys each Node claims.
+	keysOf map[string][]string
+}
+
+func newClaimRegistry() *claimRegistry {
+	return &claimRegistry{byKey: map[string]map[string]claimant{}, keysOf: map[string][]string{}}
+}
+
+// bind records claim (replacing the Node's previous one) and returns what refuses it, or "", and whether
+// any of its keys is contested.
+func (r *claimRegistry) bind(claim Claim) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	r.removeLocked(claim.Node)
+
+	others := make(map[string][]claimant, len(claim.Keys))
+
+	for key, held := range claim.Keys {
+		for _, c := range r.byKey[key] {
+			others[key] = append(others[key], c)
+		}
+
+		if r.byKey[key] == nil {
+			r.byKey[key] = map[string]claimant{}
+		}
+
+		r.byKey[key][claim.Node] = claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current}
+		r.keysOf[claim.Node] = append(r.keysOf[claim.Node], key)
+	}
+
+	return claimConflict(claim, others)
+}
+
+// remove forgets the claim of a Node.
+func (r *claimRegistry) remove(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	r.removeLocked(node)
+}
+
+func (r *claimRegistry) removeLocked(node string) {
+	for _, key := range r.keysOf[node] {
+		delete(r.byKey[key], node)
+
+		if len(r.byKey[key]) == 0 {
+			delete(r.byKey, key)
+		}
+	}
+
+	delete(r.keysOf, node)
+}

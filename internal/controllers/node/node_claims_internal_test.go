@@ -1,0 +1,100 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestClaimConflict(t *testing.T) {
+	t.Parallel()
+
+	old, young := time.Unix(1000, 0), time.Unix(2000, 0)
+
+	for _, tc := range []struct {
+		name      string
+		claim     Claim
+		others    map[string][]claimant
+		conflict  string
+		contested bool
+	}{
+		{
+			name:  "alone",
+			claim: Claim{Node: "b", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false}},
+		},
+		{
+			name:      "an older Node holds the machine: refused",
+			claim:     Claim{Node: "b", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false}},
+			others:    map[string][]claimant{"machine/uuid/u1": {{node: "a", created: old, current: true}}},
+			conflict:  "machine uuid/u1 is Node a's: one machine, providerID and address belong to one Node",
+			contested: true,
+		},
+		{
+			name:      "a younger Node claims the same machine: this one keeps it",
+			claim:     Claim{Node: "a", Created: old, Current: true, Keys: map[string]bool{"machine/uuid/u1": false}},
+			others:    map[string][]claimant{"machine/uuid/u1": {{node: "b", created: young, current: true}}},
+			contested: true,
+		},
+		{
+			name:      "the Node that carries the providerID wins over an older one",
+			claim:     Claim{Node: "a", Created: old, Current: true, Keys: map[string]bool{"providerID/x://1": false}},
+			others:    map[string][]claimant{"providerID/x://1": {{node: "b", created: young, held: true, current: true}}},
+			conflict:  "providerID x://1 is Node b's: one machine, providerID and address belong to one Node",
+			contested: true,
+		},
+		{
+			name:      "a claim its machine renews wins over one kept from before (a machine renamed)",
+			claim:     Claim{Node: "old-name", Created: old, Current: false, Keys: map[string]bool{"ip/10.0.0.5": true}},
+			others:    map[string][]claimant{"ip/10.0.0.5": {{node: "new-name", created: young, current: true}}},
+			conflict:  "address 10.0.0.5 is Node new-name's: one machine, providerID and address belong to one Node",
+			contested: true,
+		},
+		{
+			name:      "same age: the name decides, the same way every time",
+			claim:     Claim{Node: "b", Created: old, Current: true, Keys: map[string]bool{"machine/ip/10.0.0.5": false}},
+			others:    map[string][]claimant{"machine/ip/10.0.0.5": {{node: "a", created: old, current: true}}},
+			conflict:  "machine ip/10.0.0.5 is Node a's: one machine, providerID and address belong to one Node",
+			contested: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			conflict, contested := claimConflict(tc.claim, tc.others)
+			assert.Equal(t, tc.conflict, conflict)
+			assert.Equal(t, tc.contested, contested)
+		})
+	}
+}
+
+func TestClaimRegistry(t *testing.T) {
+	t.Parallel()
+
+	r := newClaimRegistry()
+	old, young := time.Unix(1000, 0), time.Unix(2000, 0)
+
+	victim := Claim{Node: "victim", Created: old, Current: true, Keys: map[string]bool{"machine/uuid/u1": true, "providerID/x://1": true}}
+	second := Claim{Node: "second", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false, "providerID/x://1": false}}
+
+	conflict, _ := r.bind(victim)
+	assert.Empty(t, conflict)
+
+	conflict, contested := r.bind(second)
+	assert.Contains(t, conflict, "is Node victim's")
+	assert.True(t, contested)
+
+	// Binding again replaces the Node's claim instead of adding to it.
+	conflict, _ = r.bind(victim)
+	assert.Empty(t, conflict)
+
+	r.remove("victim")
+
+	conflict, contested = r.bind(second)
+	assert.Empty(t, conflict, "once the holder is gone the other claimant gets the machine")
+	assert.False(t, contested)
+
+	r.remove("second")
+	assert.Empty(t, r.byKey)
+	assert.Empty(t, r.keysOf)
+}

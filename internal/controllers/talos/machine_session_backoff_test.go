@@ -1,0 +1,99 @@
+package talos
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+)
+
+// unreachableState fails every read, as the Talos API of a machine that does not answer.
+type unreachableState struct {
+	state.State
+}
+
+func (unreachableState) Get(context.Context, resource.Pointer, ...state.GetOption) (resource.Resource, error) {
+	return nil, errors.New("connection refused")
+}
+
+// The machines waiting are read again within RetryMax of a Talos API outage's end (README: "at most 10s
+// apart"): the source's default cap is 10 s, and a session's backoff grows up to its cap, never past it.
+func TestSessionBackoffCapped(t *testing.T) {
+	t.Parallel()
+
+	require.Equal(t, 10*time.Second, (&MachineSourceController{}).sessionOptions().RetryMax, "the default cap on Talos retries")
+
+	const (
+		retryMin = 5 * time.Millisecond
+		retryMax = 80 * time.Millisecond
+		// Without the cap, the backoff after 12 failures would be 5ms<<12, about 20 s.
+		attempts = 14
+	)
+
+	updates := make(chan machineFacts, attempts)
+	s := &machineSession{
+		probe:   newProbeWish(false),
+		cosi:    unreachableState{State: state.WrapCore(namespaced.NewState(inmem.Build))},
+		updates: updates,
+		logger:  zaptest.NewLogger(t),
+		name:    "m1",
+		ip:      "10.0.0.5",
+		opts: sessionOptions{
+			CallTimeout:     time.Second,
+			RetryMin:        retryMin,
+			RetryMax:        retryMax,
+			PlatformRefresh: time.Hour,
+			ProbeInterval:   time.Hour,
+		},
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+
+	go func() {
+		defer close(done)
+
+		s.run(ctx)
+	}()
+
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	// Every failed session reports the machine unreachable once: the gaps between reports are the waits.
+	var (
+		last    time.Time
+		longest time.Duration
+	)
+
+	for i := range attempts {
+		select {
+		case f := <-updates:
+			require.False(t, f.status.GetReachable())
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no retry within 5s after %d attempts (cap %s)", i, retryMax)
+		}
+
+		now := time.Now()
+		if i > 0 {
+			longest = max(longest, now.Sub(last))
+		}
+
+		last = now
+	}
+
+	t.Logf("longest wait between retries: %s (cap %s)", longest, retryMax)
+
+	// The backoff grows: the longest wait is past the first ones (at least half the cap, the jitter's floor).
+	require.GreaterOrEqual(t, longest, retryMax/2, "the backoff grows")
+	// Some slack for a loaded machine and the race detector, far below the uncapped backoff.
+	require.Less(t, longest, retryMax+150*time.Millisecond, "the backoff stays within its cap")
+}
