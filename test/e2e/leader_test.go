@@ -18,8 +18,8 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 )
 
-// leaderOptions run only the CSR approver (no Talos API needed) under leader election on the Lease
-// kube-system/lease, with timings short enough for a test.
+// leaderOptions run only the CSR approver (no Talos API needed) under leader election on the Lease named
+// lease in kube-system, with timings short enough for a test.
 func leaderOptions(lease string, cfg *rest.Config) app.Options {
 	return app.Options{
 		RestConfig:  cfg,
