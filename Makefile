@@ -93,9 +93,12 @@ bench: build
 bench-quick: build
 	@assets="$$(hack/envtest.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench --nodes 1000 --idle 1m --slow-at 1000
 
-## lint: go vet (golangci-lint comes later).
+## lint: go vet (also over the fault suite, behind the faults build tag), then golangci-lint with .golangci.yml;
+## hack/lint.sh builds golangci-lint at the version pinned in hack/lint/go.mod (once per version).
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags faults ./test/faults/
+	@golangci_lint="$$(hack/lint.sh)" && "$$golangci_lint" run --config .golangci.yml ./...
 
 clean:
 	rm -rf $(BIN)

@@ -263,10 +263,10 @@ func startControl(ctx context.Context, addr string, handler http.Handler, logger
 	go func() {
 		<-ctx.Done()
 
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 
-		httpSrv.Shutdown(shutdownCtx) //nolint:errcheck,contextcheck
+		httpSrv.Shutdown(shutdownCtx) //nolint:errcheck
 	}()
 
 	logger.Info("serving control api", zap.String("address", lis.Addr().String()))

@@ -62,9 +62,11 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	err = run(ctx, clusters, *factsPath, strings.Split(*controllers, ","), logger)
 
-	if err = run(ctx, clusters, *factsPath, strings.Split(*controllers, ","), logger); err != nil {
+	stop()
+
+	if err != nil {
 		logger.Error("embed failed", zap.Error(err))
 		os.Exit(1)
 	}

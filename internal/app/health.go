@@ -75,10 +75,10 @@ func serveHTTP(ctx context.Context, name, addr string, tlsConfig *tls.Config, ha
 	go func() {
 		<-ctx.Done()
 
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 
-		srv.Shutdown(shutdownCtx) //nolint:errcheck,contextcheck
+		srv.Shutdown(shutdownCtx) //nolint:errcheck
 	}()
 
 	logger.Info("serving", zap.String("server", name), zap.String("address", lis.Addr().String()), zap.String("scheme", scheme))

@@ -78,7 +78,7 @@ func (p *parser) warn(n *yaml.Node, format string, args ...any) {
 		line = n.Line
 	}
 
-	p.warnings = append(p.warnings, &specs.ConfigWarning{Line: int32(min(line, 1<<30)), Rule: p.rule, Message: fmt.Sprintf(format, args...)}) //nolint:gosec // Bounded.
+	p.warnings = append(p.warnings, &specs.ConfigWarning{Line: int32(min(line, 1<<30)), Rule: p.rule, Message: fmt.Sprintf(format, args...)}) // Bounded by min.
 }
 
 // resolve follows aliases and charges the budget; nil means the walk must stop.

@@ -41,7 +41,7 @@ func fieldsEntry(t testing.TB, manager string, op metav1.ManagedFieldsOperationT
 		Operation:  op,
 		APIVersion: "v1",
 		FieldsType: "FieldsV1",
-		FieldsV1:   &metav1.FieldsV1{Raw: raw},
+		FieldsV1:   metav1.NewFieldsV1(string(raw)),
 	}
 }
 

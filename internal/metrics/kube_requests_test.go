@@ -36,5 +36,4 @@ func TestClassifyRequest(t *testing.T) {
 		assert.Equal(t, tc.verb, verb, tc.target)
 		assert.Equal(t, tc.resource, resource, tc.target)
 	}
-
 }

@@ -262,7 +262,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) //nolint:errcheck // The client went away; nothing to tell it.
+	_ = enc.Encode(v) // The client went away; nothing to tell it.
 }
 
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {

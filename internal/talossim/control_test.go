@@ -49,7 +49,7 @@ func TestControlAPI(t *testing.T) {
 			body: `{"name":"nocloud-0099","platform":"nocloud","nodeIPs":["10.80.0.99"]}`, code: http.StatusOK, contains: `"nocloud-0099"`,
 		},
 		{method: http.MethodPost, path: "/machines", body: `{"name":"nocloud-0099","platform":"nocloud"}`, code: http.StatusConflict, contains: "already in use"},
-		{method: http.MethodPost, path: "/machines", body: `{"name":"x","platfrom":"aws"}`, code: http.StatusBadRequest, contains: "unknown field"},
+		{method: http.MethodPost, path: "/machines", body: `{"name":"x","platfrom":"aws"}`, code: http.StatusBadRequest, contains: "unknown field"}, //nolint:misspell // An unknown field on purpose.
 		{method: http.MethodDelete, path: "/machines/nocloud-0099", code: http.StatusNoContent},
 		{method: http.MethodGet, path: "/kubelets/times", code: http.StatusNotFound, contains: "kubelet mode is off"},
 	} {

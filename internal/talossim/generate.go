@@ -16,7 +16,7 @@ import (
 // (they are never dialed) and wrap after 762 machines.
 func Generate(count int, seed int64) []Machine {
 	g := &generator{
-		rng: rand.New(rand.NewPCG(uint64(seed), 0x74616c6f7373696d)), //nolint:gosec // Simulation data, not secrets.
+		rng: rand.New(rand.NewPCG(uint64(seed), 0x74616c6f7373696d)), // Simulation data, not secrets.
 	}
 
 	g.clusterULA = [6]byte{0xfd}

@@ -160,8 +160,8 @@ func TestFleetFileErrors(t *testing.T) {
 	}{
 		{
 			name: "unknown field",
-			doc:  "machines:\n- name: a\n  platform: aws\n- name: b\n  platfrom: gcp\n",
-			err:  "field platfrom not found",
+			doc:  "machines:\n- name: a\n  platform: aws\n- name: b\n  platfrom: gcp\n", //nolint:misspell // An unknown field on purpose.
+			err:  "field platfrom not found",                                            //nolint:misspell // The same field, as the decoder names it.
 		},
 		{
 			name: "unknown platform",

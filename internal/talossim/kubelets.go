@@ -638,7 +638,7 @@ func hasTaint(node *corev1.Node, key string) bool {
 
 func randomHex(n int) string {
 	b := make([]byte, n)
-	_, _ = rand.Read(b) //nolint:errcheck // crypto/rand.Read never fails.
+	_, _ = rand.Read(b) // crypto/rand.Read never fails.
 
 	return hex.EncodeToString(b)
 }

@@ -130,7 +130,7 @@ func TestAddressStatus(t *testing.T) {
 
 		for _, r := range m.Resources() {
 			if r.Metadata().ID() == network.AddressID(tc.addr.LinkName, tc.addr.Prefix) {
-				found, _ = r.(*network.AddressStatus) //nolint:errcheck
+				found, _ = r.(*network.AddressStatus)
 			}
 		}
 

@@ -37,8 +37,6 @@ func (st *prefixedState) viewPointer(ptr resource.Pointer) resource.Pointer { //
 }
 
 // conflictError is a conflict of the host's state whose resource is in the view's namespace.
-//
-//nolint:errname // It wraps the host's error, named as the state implementations name theirs.
 type conflictError struct {
 	error
 	resource resource.Pointer

@@ -324,7 +324,7 @@ func withNamespace(md *resource.Metadata, ns resource.Namespace) resource.Metada
 	out.SetUpdated(md.Updated())
 	out.SetPhase(md.Phase())
 	// Setting the owner of fresh metadata cannot fail.
-	_ = out.SetOwner(md.Owner()) //nolint:errcheck
+	_ = out.SetOwner(md.Owner())
 	*out.Labels() = *md.Labels()
 	*out.Annotations() = *md.Annotations()
 	out.Finalizers().Set(*md.Finalizers())

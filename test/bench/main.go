@@ -65,9 +65,11 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	err := run(ctx, opts)
 
-	if err := run(ctx, opts); err != nil {
+	stop()
+
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

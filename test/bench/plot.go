@@ -44,7 +44,7 @@ func plot(path string, res *result) error {
 	toX := func(s float64) int { return left + int(s/span*plotW) }
 	toY := func(count float64) int { return height - bottom - int(count/n*plotH) }
 
-	for i := 0; i <= 4; i++ {
+	for i := range 5 {
 		y := toY(n * float64(i) / 4)
 		line(img, left, y, width-right, y, colorGrid)
 		text(img, 5, y+4, fmt.Sprintf("%6.0f", n*float64(i)/4), colorAxis)

@@ -35,8 +35,8 @@ func processUsage(pid int) (peakRSS uint64, cpuSeconds float64) {
 		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 
 		if len(fields) > 12 {
-			utime, _ := strconv.ParseFloat(fields[11], 64) //nolint:errcheck
-			stime, _ := strconv.ParseFloat(fields[12], 64) //nolint:errcheck
+			utime, _ := strconv.ParseFloat(fields[11], 64)
+			stime, _ := strconv.ParseFloat(fields[12], 64)
 			cpuSeconds = (utime + stime) / clockTicks
 		}
 	}

@@ -40,9 +40,11 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	err := run(ctx, opts)
 
-	if err := run(ctx, opts); err != nil {
+	stop()
+
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -193,7 +195,7 @@ func startProcess(path, logPath string, args ...string) (*process, error) {
 		return nil, fmt.Errorf("failed to create %s: %w", logPath, err)
 	}
 
-	cmd := exec.Command(path, args...) //nolint:gosec // the demo runs the project's own binaries
+	cmd := exec.Command(path, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	// The child dies with the demo even if the demo itself is killed.

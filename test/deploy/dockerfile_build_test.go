@@ -103,10 +103,10 @@ func (r *dockerBuildReplay) copyIntoStage(t *testing.T, args string) []string {
 			continue
 		}
 
-		data, err := os.ReadFile(from) //nolint:gosec // our own tree.
+		data, err := os.ReadFile(from)
 		require.NoError(t, err)
 		require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
-		require.NoError(t, os.WriteFile(to, data, 0o644)) //nolint:gosec // a copy of a source file.
+		require.NoError(t, os.WriteFile(to, data, 0o644))
 	}
 
 	return srcs
@@ -257,7 +257,7 @@ func TestDockerfileBuildStageBuilds(t *testing.T) {
 				continue
 			}
 
-			out, err := exec.Command(host, args...).Output() //nolint:gosec // the binary was just built.
+			out, err := exec.Command(host, args...).Output()
 			require.NoError(t, err, "%s %v", bin, args)
 
 			m := versionLine.FindStringSubmatch(string(out))
@@ -288,7 +288,7 @@ func TestVersionCommands(t *testing.T) {
 		{binary: talosCCMBinary(t), args: []string{"--version"}},
 		{binary: ccmctl, args: []string{"version"}},
 	} {
-		out, err := exec.Command(tc.binary, tc.args...).Output() //nolint:gosec // our own binaries.
+		out, err := exec.Command(tc.binary, tc.args...).Output()
 		require.NoError(t, err, "%s %v", tc.binary, tc.args)
 
 		m := versionLine.FindStringSubmatch(string(out))
@@ -321,14 +321,14 @@ func TestDockerBuild(t *testing.T) {
 	image := "talos-ccm-test:" + hex.EncodeToString(suffix)
 
 	build := exec.CommandContext(t.Context(), docker, "build", "--build-arg", "VERSION="+stampedVersion,
-		"--build-arg", "COMMIT="+stampedCommit, "-t", image, ".") //nolint:gosec // fixed arguments.
+		"--build-arg", "COMMIT="+stampedCommit, "-t", image, ".")
 	build.Dir = repoRoot(t)
 
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "docker build: %s", out)
 
 	t.Cleanup(func() {
-		exec.Command(docker, "image", "rm", "-f", image).Run() //nolint:errcheck,gosec
+		exec.Command(docker, "image", "rm", "-f", image).Run() //nolint:errcheck
 	})
 
 	for _, args := range [][]string{
@@ -337,7 +337,7 @@ func TestDockerBuild(t *testing.T) {
 	} {
 		var stdout bytes.Buffer
 
-		cmd := exec.CommandContext(t.Context(), docker, args...) //nolint:gosec // fixed arguments.
+		cmd := exec.CommandContext(t.Context(), docker, args...)
 		cmd.Stdout = &stdout
 		require.NoError(t, cmd.Run(), "docker %v", args)
 
@@ -350,7 +350,7 @@ func TestDockerBuild(t *testing.T) {
 	// The image runs as the non-root user of the Dockerfile.
 	var user bytes.Buffer
 
-	inspect := exec.CommandContext(t.Context(), docker, "image", "inspect", "--format", "{{.Config.User}}", image) //nolint:gosec
+	inspect := exec.CommandContext(t.Context(), docker, "image", "inspect", "--format", "{{.Config.User}}", image)
 	inspect.Stdout = &user
 	require.NoError(t, inspect.Run())
 	assert.Equal(t, "65532:65532", strings.TrimSpace(user.String()))

@@ -40,7 +40,7 @@ var flagLine = regexp.MustCompile(`^\s+(?:-[A-Za-z0-9], )?--([a-z0-9][a-z0-9-]*)
 func talosCCMFlags(t *testing.T) []string {
 	t.Helper()
 
-	out, _ := exec.Command(talosCCMBinary(t), "--help").CombinedOutput() //nolint:gosec // the binary is ours.
+	out, _ := exec.Command(talosCCMBinary(t), "--help").CombinedOutput()
 
 	var flags []string
 
@@ -98,12 +98,12 @@ func TestRenderedFlagsAreAccepted(t *testing.T) {
 
 			var output bytes.Buffer
 
-			cmd := exec.Command(binary, append(slices.Clone(args), "--help")...) //nolint:gosec // the binary is ours.
+			cmd := exec.Command(binary, append(slices.Clone(args), "--help")...)
 			cmd.Stdout = &output
 			cmd.Stderr = &output
 
 			// talos-ccm exits non-zero after printing the usage; what matters is why it stopped.
-			_ = cmd.Run() //nolint:errcheck
+			_ = cmd.Run()
 
 			assert.Contains(t, output.String(), "help requested",
 				"talos-ccm stopped before reaching --help on the chart's arguments %q: %s", args, lastLines(output.String(), 3))

@@ -292,7 +292,7 @@ func TestKubeletServingCSRs(t *testing.T) {
 	waitEvent(t, "CertificateSigningRequest", first.CSRName, "TalosCCMApproved")
 
 	// Hostile requests, each from its own node (only the newest pending request of a node is decided).
-	rsa1024, err := rsa.GenerateKey(rand.Reader, 1024)
+	rsa1024, err := rsa.GenerateKey(rand.Reader, 1024) //nolint:gosec // A weak key on purpose: talos-ccm must deny it.
 	require.NoError(t, err)
 
 	node := func(i int) string { return machines[i].Name }

@@ -63,7 +63,7 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 			logFile.Close()    //nolint:errcheck
 
 			if t.Failed() {
-				b, _ := os.ReadFile(logFile.Name()) //nolint:errcheck
+				b, _ := os.ReadFile(logFile.Name())
 				t.Logf("%s log:\n%s", name, tail(string(b), 40))
 			}
 		})

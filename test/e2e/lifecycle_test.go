@@ -142,9 +142,10 @@ func TestPreemptedSpotNodeDeletion(t *testing.T) {
 			var gcp, other []int
 
 			for i, m := range machines {
-				if m.Platform == "gcp" {
+				switch m.Platform {
+				case "gcp":
 					gcp = append(gcp, i)
-				} else if m.Platform == "aws" || m.Platform == "azure" {
+				case "aws", "azure":
 					other = append(other, i)
 				}
 			}

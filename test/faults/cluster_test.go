@@ -107,7 +107,7 @@ func (c *restartableControlPlane) restartAPIServer(t *testing.T, down time.Durat
 	t.Helper()
 
 	apiServer := c.env.ControlPlane.GetAPIServer()
-	address := apiServer.SecureServing.ListenAddr
+	address := apiServer.ListenAddr
 
 	// A graceful stop waits for requests in flight, and talos-ccm and the kubelets keep many open: after a
 	// few seconds it ends with SIGKILL, as an apiserver crash or a node failure would.
@@ -138,8 +138,8 @@ func (c *restartableControlPlane) restartAPIServer(t *testing.T, down time.Durat
 
 	started = time.Now()
 
-	if apiServer.SecureServing.ListenAddr != address {
-		t.Fatalf("the apiserver came back on %v instead of %v", apiServer.SecureServing.ListenAddr, address)
+	if apiServer.ListenAddr != address {
+		t.Fatalf("the apiserver came back on %v instead of %v", apiServer.ListenAddr, address)
 	}
 
 	return stopping, started

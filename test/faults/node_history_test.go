@@ -203,14 +203,6 @@ func (h *nodeHistory) checkProviderIDs(t *testing.T, machines []talossim.Machine
 	}
 }
 
-// initializationTimes returns, per Node, when this history first saw it initialized.
-func (h *nodeHistory) initializationTimes() map[string]time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-
-	return maps.Clone(h.initializedAt)
-}
-
 func isInitialized(n *corev1.Node) bool {
 	return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == talossim.TaintUninitialized })
 }

@@ -58,7 +58,7 @@ func loadKeys(t testing.TB) {
 		keys.rsa2048, err = rsa.GenerateKey(rand.Reader, 2048)
 		require.NoError(t, err)
 
-		keys.rsa1024, err = rsa.GenerateKey(rand.Reader, 1024)
+		keys.rsa1024, err = rsa.GenerateKey(rand.Reader, 1024) //nolint:gosec // A weak key on purpose: the checks must deny it.
 		require.NoError(t, err)
 	})
 }
@@ -308,7 +308,8 @@ func TestDecideCSR(t *testing.T) {
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = []byte("\x00\xffnot a request") },
 			want: []want{
 				{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "not PEM"},
-				{rule: 3, result: csrctrl.ResultSkip}, {rule: 7, result: csrctrl.ResultSkip},
+				{rule: 3, result: csrctrl.ResultSkip},
+				{rule: 7, result: csrctrl.ResultSkip},
 			},
 		},
 		{
@@ -658,7 +659,9 @@ func TestDecideCSR(t *testing.T) {
 			},
 			want: []want{
 				{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail},
-				{rule: 4, result: csrctrl.ResultFail}, {rule: 6, result: csrctrl.ResultWait}, {rule: 9, result: csrctrl.ResultFail},
+				{rule: 4, result: csrctrl.ResultFail},
+				{rule: 6, result: csrctrl.ResultWait},
+				{rule: 9, result: csrctrl.ResultFail},
 			},
 		},
 	} {
@@ -693,7 +696,7 @@ func TestDecideCSR(t *testing.T) {
 			}
 
 			assert.Equal(t, in.Now, decision.GetDecidedAt().AsTime())
-			assert.Equal(t, "system:node:w1" == in.CSR.GetUsername(), decision.GetNode() == "w1")
+			assert.Equal(t, in.CSR.GetUsername() == "system:node:w1", decision.GetNode() == "w1")
 			checkInvariants(t, in, decision)
 
 			if rule := ruleResult(decision, 7); rule.GetResult() == csrctrl.ResultWait && strings.Contains(rule.GetReason(), "denied unless") {

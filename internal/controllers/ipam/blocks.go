@@ -16,10 +16,6 @@ const (
 	FamilyIPv6 = "ipv6"
 )
 
-// maxIndexBits bounds the blocks of one pool (2^32): pools are never enumerated, but counts and cursors
-// must fit comfortably in 64 bits.
-const maxIndexBits = 32
-
 // familyOf names the family of an address.
 func familyOf(a netip.Addr) string {
 	if a.Is4() {

@@ -428,7 +428,7 @@ func (p *nodePlanner) claim(nodes []NodeFacts) {
 		}
 	}
 
-	claimers := append(established, others...)
+	claimers := slices.Concat(established, others)
 
 	for _, n := range claimers {
 		owner := "Node/" + n.Name

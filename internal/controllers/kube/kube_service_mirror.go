@@ -25,7 +25,7 @@ func MirrorService(svc *corev1.Service) *specs.KubeServiceSpec {
 		Namespace:      svc.Namespace,
 		Name:           svc.Name,
 		Labels:         maps.Clone(svc.Labels),
-		LoadBalancerIp: svc.Spec.LoadBalancerIP, //nolint:staticcheck // Deprecated by Kubernetes, still honoured.
+		LoadBalancerIp: svc.Spec.LoadBalancerIP, // Deprecated by Kubernetes, still honoured.
 		Created:        timestamppb.New(svc.CreationTimestamp.Time),
 	}
 

@@ -15,11 +15,14 @@ func TestNodeBoundToItsMachine(t *testing.T) {
 	t.Parallel()
 
 	facts := func(nodename string) (*specs.PlatformMetadataSpec, *specs.MachineAddressesSpec) {
-		return &specs.PlatformMetadataSpec{
-				Nodename: nodename, HasPlatformMetadata: true, Platform: "aws", ProviderId: "aws:///us-east-1a/i-1", Uuid: "u-1", NodeIp: "10.0.0.1",
-			}, &specs.MachineAddressesSpec{
-				Nodename: nodename, NodeIp: "10.0.0.1", Addresses: []*specs.MachineAddress{{Address: "10.0.0.1/24", LinkName: "eth0", Scope: "global"}},
-			}
+		pm := &specs.PlatformMetadataSpec{
+			Nodename: nodename, HasPlatformMetadata: true, Platform: "aws", ProviderId: "aws:///us-east-1a/i-1", Uuid: "u-1", NodeIp: "10.0.0.1",
+		}
+		ma := &specs.MachineAddressesSpec{
+			Nodename: nodename, NodeIp: "10.0.0.1", Addresses: []*specs.MachineAddress{{Address: "10.0.0.1/24", LinkName: "eth0", Scope: "global"}},
+		}
+
+		return pm, ma
 	}
 
 	victimPM, victimMA := facts("victim")

@@ -313,7 +313,7 @@ func matchRequirement(req *specs.NodeSelectorRequirement, pm *specs.PlatformMeta
 			return false, nil //nolint:nilerr // A fact that is not an integer is not greater or less than one.
 		}
 
-		limit, _ := strconv.ParseInt(req.GetValues()[0], 10, 64) //nolint:errcheck // Checked by ValidateRequirement.
+		limit, _ := strconv.ParseInt(req.GetValues()[0], 10, 64) // Checked by ValidateRequirement.
 
 		if req.GetOperator() == OpGt {
 			return n > limit, nil

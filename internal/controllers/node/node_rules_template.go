@@ -252,19 +252,19 @@ func boundedStrings(name string, fn func(string, string) string) func(string, st
 	}
 }
 
-// tmplReplace replaces every old in s with new (sprig's order: replace " " "-" .Value), after checking the
-// length of the result: replacing "" inserts new between every two bytes.
-func tmplReplace(old, new, s string) (string, error) {
-	if err := checkArgs("replace", s, old, new); err != nil {
+// tmplReplace replaces every old in s with repl (sprig's order: replace " " "-" .Value), after checking the
+// length of the result: replacing "" inserts repl between every two bytes.
+func tmplReplace(old, repl, s string) (string, error) {
+	if err := checkArgs("replace", s, old, repl); err != nil {
 		return "", err
 	}
 
 	n := strings.Count(s, old)
-	if size := len(s) + n*(len(new)-len(old)); size > maxRenderedLength {
+	if size := len(s) + n*(len(repl)-len(old)); size > maxRenderedLength {
 		return "", errTooLong("replace", "the result", size)
 	}
 
-	return strings.ReplaceAll(s, old, new), nil
+	return strings.ReplaceAll(s, old, repl), nil
 }
 
 // tmplRegexFind returns the leftmost match of pattern in s.

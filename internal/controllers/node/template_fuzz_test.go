@@ -93,7 +93,7 @@ func FuzzRenderTemplate(f *testing.F) {
 	) {
 		// Validation (what the config file goes through) must not panic either; its verdict does not matter
 		// here: a template it refuses is rendered all the same, as a rule written into the state by hand.
-		_ = node.ValidateTemplate(tmpl) //nolint:errcheck
+		_ = node.ValidateTemplate(tmpl)
 
 		pm := &specs.PlatformMetadataSpec{
 			Nodename:            "n1",

@@ -31,8 +31,8 @@ func TestSessionBackoffCapped(t *testing.T) {
 	require.Equal(t, 10*time.Second, (&MachineSourceController{}).sessionOptions().RetryMax, "the default cap on Talos retries")
 
 	const (
-		retryMin = 5 * time.Millisecond
-		retryMax = 80 * time.Millisecond
+		retryFloor = 5 * time.Millisecond
+		retryMax   = 80 * time.Millisecond
 		// Without the cap, the backoff after 12 failures would be 5ms<<12, about 20 s.
 		attempts = 14
 	)
@@ -47,7 +47,7 @@ func TestSessionBackoffCapped(t *testing.T) {
 		ip:      "10.0.0.5",
 		opts: sessionOptions{
 			CallTimeout:     time.Second,
-			RetryMin:        retryMin,
+			RetryMin:        retryFloor,
 			RetryMax:        retryMax,
 			PlatformRefresh: time.Hour,
 			ProbeInterval:   time.Hour,

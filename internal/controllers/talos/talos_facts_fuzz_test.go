@@ -28,7 +28,7 @@ func FuzzTalosFacts(f *testing.F) {
 			t.Fatalf("unbounded facts: %d bytes of hostname, %d tags", len(out.GetHostname()), len(out.GetTags()))
 		}
 
-		prefix, _ := netip.ParsePrefix(address) //nolint:errcheck // an invalid prefix is part of the input space
+		prefix, _ := netip.ParsePrefix(address) // An invalid prefix is part of the input space.
 
 		addrs := addressFacts([]*network.AddressStatusSpec{{Address: prefix, LinkName: link, Scope: nethelpers.Scope(scope)}, nil}, address)
 		for _, a := range addrs.GetAddresses() {
