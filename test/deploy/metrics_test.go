@@ -166,7 +166,9 @@ func checkSecureMetrics(t *testing.T, env *testenv.Env, namespace, metricsAddr, 
 	assert.Equal(t, http.StatusUnauthorized, get(metrics, ""), "no token")
 	assert.Equal(t, http.StatusUnauthorized, get(metrics, "not-a-token"), "a bad token")
 
-	for _, path := range []string{"/healthz", "/readyz"} {
-		assert.Equal(t, http.StatusOK, get("http://"+healthAddr+path, ""), "%s without a token", path)
-	}
+	assert.Equal(t, http.StatusOK, get("http://"+healthAddr+"/healthz", ""), "/healthz without a token")
+
+	// Readiness waits for the informers' caches, which may come after the first scrape.
+	assert.Eventually(t, func() bool { return get("http://"+healthAddr+"/readyz", "") == http.StatusOK }, 30*time.Second, 200*time.Millisecond,
+		"/readyz without a token")
 }
