@@ -46,50 +46,9 @@ read -r module version < <(awk '
 [[ -n "${module:-}" && -n "${version:-}" ]] || die "helm.sh/helm is not required in hack/helm/go.mod"
 
 cache_root="${TALOS_CCM_HELM_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/talos-ccm/helm}"
-dest="${cache_root}/${version}/helm"
 
-if [[ -x "${dest}" ]]; then
-	printf '%s\n' "${dest}"
-	exit 0
-fi
+# shellcheck source=hack/lib/cached_tool.sh
+source "${root}/hack/lib/cached_tool.sh"
 
-mkdir -p "${cache_root}"
-
-# Parallel test packages may all call this script at once: the first one builds, the others wait
-# for it and then find the binary in place.
-exec 9>"${cache_root}/.lock"
-
-if ! flock --nonblock 9; then
-	log "waiting for another build of helm to finish..."
-	flock 9
-fi
-
-if [[ -x "${dest}" ]]; then
-	printf '%s\n' "${dest}"
-	exit 0
-fi
-
-# Only the holder of the lock builds, so any other build directory was left by a killed build.
-rm -rf "${cache_root}"/.build.*
-
-tmp="$(mktemp -d "${cache_root}/.build.XXXXXX")"
-trap 'rm -rf "${tmp}"' EXIT
-
-started="${SECONDS}"
-log "building helm ${version} from Go modules (a cold build takes a few minutes)..."
-
-# Helm reports the version set here (its own default is only the minor version). The helper module
-# must not pick up a go.work of the caller's, and the build does not inherit the lock.
-(cd "${helper}" && GOWORK=off CGO_ENABLED=0 "${GO}" build -trimpath \
-	-ldflags="-s -w -X=${module}/internal/version.version=${version}" \
-	-o "${tmp}/helm" "${module}/cmd/helm") >&2 9>&- ||
-	die "failed to build helm ${version}"
-
-log "built helm ${version} in $((SECONDS - started))s"
-
-# mktemp made the directory private; the binary is not a secret.
-chmod 0755 "${tmp}"
-mkdir -p "$(dirname "${dest}")"
-mv -f "${tmp}/helm" "${dest}"
-
-printf '%s\n' "${dest}"
+# helm reports the version stamped here.
+cached_tool helm "${cache_root}" "${version}" "${helper}" "${module}/cmd/helm" "-s -w -X=${module}/internal/version.version=${version}"

@@ -48,50 +48,9 @@ version="$(awk -v m="${module}" '
 [[ -n "${version}" ]] || die "${module} is not required in hack/lint/go.mod"
 
 cache_root="${TALOS_CCM_LINT_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/talos-ccm/lint}"
-dest="${cache_root}/${version}/golangci-lint"
 
-if [[ -x "${dest}" ]]; then
-	printf '%s\n' "${dest}"
-	exit 0
-fi
+# shellcheck source=hack/lib/cached_tool.sh
+source "${root}/hack/lib/cached_tool.sh"
 
-mkdir -p "${cache_root}"
-
-# Two callers may build at once (make lint in two checkouts): the first one builds, the other waits
-# for it and then finds the binary in place.
-exec 9>"${cache_root}/.lock"
-
-if ! flock --nonblock 9; then
-	log "waiting for another build of golangci-lint to finish..."
-	flock 9
-fi
-
-if [[ -x "${dest}" ]]; then
-	printf '%s\n' "${dest}"
-	exit 0
-fi
-
-# Only the holder of the lock builds, so any other build directory was left by a killed build.
-rm -rf "${cache_root}"/.build.*
-
-tmp="$(mktemp -d "${cache_root}/.build.XXXXXX")"
-trap 'rm -rf "${tmp}"' EXIT
-
-started="${SECONDS}"
-log "building golangci-lint ${version} from Go modules (a cold build takes a few minutes)..."
-
-# golangci-lint reports the version set here (goreleaser sets it in its releases). The helper module
-# must not pick up a go.work of the caller's, and the build does not inherit the lock.
-(cd "${helper}" && GOWORK=off CGO_ENABLED=0 "${GO}" build -trimpath \
-	-ldflags="-s -w -X=main.version=${version#v}" \
-	-o "${tmp}/golangci-lint" "${module}/cmd/golangci-lint") >&2 9>&- ||
-	die "failed to build golangci-lint ${version}"
-
-log "built golangci-lint ${version} in $((SECONDS - started))s"
-
-# mktemp made the directory private; the binary is not a secret.
-chmod 0755 "${tmp}"
-mkdir -p "$(dirname "${dest}")"
-mv -f "${tmp}/golangci-lint" "${dest}"
-
-printf '%s\n' "${dest}"
+# golangci-lint reports the version stamped here.
+cached_tool golangci-lint "${cache_root}" "${version}" "${helper}" "${module}/cmd/golangci-lint" "-s -w -X=main.version=${version#v}"
