@@ -53,9 +53,9 @@ func servingSANs(node *corev1.Node) ([]string, []net.IP) {
 	return dnsNames, ips
 }
 
-// newServingCSR builds the kubelet-serving CertificateSigningRequest of a node with a new ECDSA P-256
+// NewServingCSR builds the kubelet-serving CertificateSigningRequest of a node with a new ECDSA P-256
 // key: subject CN system:node:NAME, O system:nodes, the given SANs.
-func newServingCSR(nodeName string, dnsNames []string, ips []net.IP) (*certificatesv1.CertificateSigningRequest, error) {
+func NewServingCSR(nodeName string, dnsNames []string, ips []net.IP) (*certificatesv1.CertificateSigningRequest, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("failed to generate key: %w", err)

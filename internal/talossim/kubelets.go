@@ -473,7 +473,7 @@ func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
 		return nil
 	}
 
-	csr, err := newServingCSR(name, dnsNames, ips)
+	csr, err := NewServingCSR(name, dnsNames, ips)
 	if err != nil {
 		return err
 	}
@@ -521,7 +521,14 @@ func (k *Kubelets) nodeCoreClient(name string) (*corev1client.CoreV1Client, erro
 // nodeConfig returns the admin's config impersonating the node's kubelet. Its clients share the rate
 // limiter and (through client-go's transport cache) the connections of the admin client.
 func (k *Kubelets) nodeConfig(name string) *rest.Config {
-	cfg := rest.CopyConfig(k.restCfg)
+	return NodeConfig(k.restCfg, name)
+}
+
+// NodeConfig returns a copy of cfg that acts as the kubelet of Node name: it impersonates
+// system:node:NAME in the groups system:nodes and system:authenticated, as a kubelet's credential (or a
+// stolen one) authenticates.
+func NodeConfig(cfg *rest.Config, name string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: NodeUserPrefix + name,
 		Groups:   []string{NodesGroup, "system:authenticated"},

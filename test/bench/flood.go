@@ -2,12 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -359,35 +354,17 @@ func approvalLatency(ctx context.Context, admin *rest.Config, node string) (time
 
 // submitServingCSR files a kubelet serving certificate request for node's name, as its kubelet.
 func submitServingCSR(ctx context.Context, admin *rest.Config, node string) (*certificatesv1.CertificateSigningRequest, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, err := talossim.NewServingCSR(node, []string{node}, nil)
 	if err != nil {
 		return nil, err
 	}
 
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		DNSNames: []string{node},
-	}, key)
+	client, err := kubernetes.NewForConfig(talossim.NodeConfig(admin, node))
 	if err != nil {
 		return nil, err
 	}
 
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
-
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-
-	created, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-bench-"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: certificatesv1.KubeletServingSignerName,
-			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
-		},
-	}, metav1.CreateOptions{})
+	created, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create a csr of %s: %w", node, err)
 	}

@@ -29,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
@@ -93,9 +92,9 @@ func createCSR(t *testing.T, node string, r servingRequest) (string, error) {
 	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, r.key)
 	require.NoError(t, err)
 
-	cfg := rest.CopyConfig(env.Config)
+	cfg := env.Config
 	if node != "" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
+		cfg = talossim.NodeConfig(env.Config, node)
 	}
 
 	client, err := certificatesv1client.NewForConfig(cfg)

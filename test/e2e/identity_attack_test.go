@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
@@ -317,10 +316,7 @@ func TestMachineIdentityNotProven(t *testing.T) {
 func kubeletClientset(t *testing.T, node string) kubernetes.Interface {
 	t.Helper()
 
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
-
-	clientset, err := kubernetes.NewForConfig(cfg)
+	clientset, err := kubernetes.NewForConfig(talossim.NodeConfig(env.Config, node))
 	require.NoError(t, err)
 
 	return clientset

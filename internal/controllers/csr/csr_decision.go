@@ -153,46 +153,8 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	}
 
 	if supersededBy == "" {
-		if input.Reserved, err = d.reservedFacts(ctx, r, input.Config); err != nil {
+		if err = d.readFacts(ctx, r, &input); err != nil {
 			return err
-		}
-	}
-
-	if nodeName, ok := NodeName(request.GetUsername()); ok && supersededBy == "" {
-		node, err := getRunning[*kube.KubeNode](ctx, r, nodeName)
-		if err != nil {
-			return err
-		}
-
-		if node != nil {
-			input.Node = node.TypedSpec().Value
-		}
-
-		if d.opts.TalosFacts {
-			machine, err := getRunning[*talos.MachineAddresses](ctx, r, nodeName)
-			if err != nil {
-				return err
-			}
-
-			if machine != nil {
-				input.Machine = machine.TypedSpec().Value
-			}
-
-			transform, err := getRunning[*noderes.NodeTransform](ctx, r, nodeName)
-			if err != nil {
-				return err
-			}
-
-			if transform != nil {
-				spec := transform.TypedSpec().Value
-				input.Verified = spec.GetVerified() && spec.GetInitialize()
-				input.VerifiedAddresses = spec.GetAddresses()
-				input.Unverified = spec.GetConflict()
-
-				if input.Unverified == "" {
-					input.Unverified = spec.GetPending()
-				}
-			}
 		}
 	}
 
@@ -217,6 +179,59 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 
 	if recheck > 0 {
 		return controller.NewRequeueInterval(recheck)
+	}
+
+	return nil
+}
+
+// readFacts reads what a request that is not superseded is decided from: rule 9's facts, and the requesting
+// node's Node, machine addresses and NodeTransform (with Talos facts).
+func (d *csrDecider) readFacts(ctx context.Context, r controller.Reader, input *DecisionInput) error {
+	var err error
+
+	if input.Reserved, err = d.reservedFacts(ctx, r, input.Config); err != nil {
+		return err
+	}
+
+	nodeName, ok := NodeName(input.CSR.GetUsername())
+	if !ok {
+		return nil
+	}
+
+	node, err := getRunning[*kube.KubeNode](ctx, r, nodeName)
+	if err != nil {
+		return err
+	}
+
+	if node != nil {
+		input.Node = node.TypedSpec().Value
+	}
+
+	if !d.opts.TalosFacts {
+		return nil
+	}
+
+	machine, err := getRunning[*talos.MachineAddresses](ctx, r, nodeName)
+	if err != nil {
+		return err
+	}
+
+	if machine != nil {
+		input.Machine = machine.TypedSpec().Value
+	}
+
+	transform, err := getRunning[*noderes.NodeTransform](ctx, r, nodeName)
+	if err != nil || transform == nil {
+		return err
+	}
+
+	spec := transform.TypedSpec().Value
+	input.Verified = spec.GetVerified() && spec.GetInitialize()
+	input.VerifiedAddresses = spec.GetAddresses()
+	input.Unverified = spec.GetConflict()
+
+	if input.Unverified == "" {
+		input.Unverified = spec.GetPending()
 	}
 
 	return nil

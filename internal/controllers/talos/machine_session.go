@@ -119,12 +119,11 @@ func (s *machineSession) session(ctx context.Context) error {
 
 	// The machine's facts are this Node's only when the machine says it is this Node: the address the
 	// session asks through is the kubelet's claim, and may lead to any machine.
-	nodename, err := s.readIdentity(ctx)
-	if err != nil {
+	if err := s.readIdentity(ctx); err != nil {
 		return err
 	}
 
-	platform, err := s.readPlatform(ctx, nodename)
+	platform, err := s.readPlatform(ctx)
 	if err != nil {
 		return err
 	}
@@ -167,7 +166,7 @@ func (s *machineSession) session(ctx context.Context) error {
 
 	addresses := map[resource.ID]*network.AddressStatusSpec{}
 	bootstrapped := false
-	status := &specs.MachineStatusSpec{Reachable: true, NodeIp: s.ip, MachineUuid: platform.GetUuid(), Nodename: nodename, NodenameRead: true}
+	status := &specs.MachineStatusSpec{Reachable: true, NodeIp: s.ip, MachineUuid: platform.GetUuid(), Nodename: s.name, NodenameRead: true}
 
 	// The machine's stage matters only while its Node is NotReady (lifecycle verdicts): it is read here,
 	// then by the probes of NotReady Nodes, instead of by a watch per machine, whose stream and goroutines
@@ -239,7 +238,7 @@ func (s *machineSession) session(ctx context.Context) error {
 
 			probeTimer.Reset(s.opts.ProbeInterval)
 		case <-refresh.C:
-			refreshed, err := s.readPlatform(ctx, nodename)
+			refreshed, err := s.readPlatform(ctx)
 			if err != nil {
 				return err
 			}
@@ -301,7 +300,7 @@ func (s *machineSession) session(ctx context.Context) error {
 				}
 
 				addrs := addressFacts(list, s.ip)
-				addrs.Nodename = nodename
+				addrs.Nodename = s.name
 
 				s.send(ctx, machineFacts{addresses: addrs})
 			}
@@ -329,7 +328,7 @@ func (s *machineSession) probeMachine(ctx context.Context, status *specs.Machine
 
 	// A machine renamed, or replaced by another one at the same address, ends the session: the facts kept
 	// are those of the machine that was this Node.
-	if _, err = s.readIdentity(ctx); err != nil {
+	if err = s.readIdentity(ctx); err != nil {
 		var other *otherMachineError
 		if errors.As(err, &other) {
 			return err
@@ -338,7 +337,7 @@ func (s *machineSession) probeMachine(ctx context.Context, status *specs.Machine
 		return nil //nolint:nilerr // the next probe tells
 	}
 
-	refreshed, err := s.readPlatform(ctx, status.GetNodename())
+	refreshed, err := s.readPlatform(ctx)
 	if err != nil {
 		return nil //nolint:nilerr // the next probe tells
 	}
@@ -376,10 +375,10 @@ func (e *otherMachineError) Error() string {
 
 // readIdentity reads the Kubernetes node name the machine says it is, and fails with an
 // otherMachineError unless it is the session's Node.
-func (s *machineSession) readIdentity(ctx context.Context) (string, error) {
+func (s *machineSession) readIdentity(ctx context.Context) error {
 	res, err := s.get(ctx, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
 	if err != nil {
-		return "", fmt.Errorf("failed to read the machine's node name: %w", err)
+		return fmt.Errorf("failed to read the machine's node name: %w", err)
 	}
 
 	nodename := ""
@@ -389,15 +388,15 @@ func (s *machineSession) readIdentity(ctx context.Context) (string, error) {
 	}
 
 	if nodename != s.name {
-		return nodename, &otherMachineError{ip: s.ip, node: s.name, nodename: clean(nodename[:min(len(nodename), maxFieldLength)])}
+		return &otherMachineError{ip: s.ip, node: s.name, nodename: clean(nodename[:min(len(nodename), maxFieldLength)])}
 	}
 
-	return nodename, nil
+	return nil
 }
 
-// readPlatform reads PlatformMetadata and SystemInformation; either may be absent. nodename is the node
-// the machine said it is.
-func (s *machineSession) readPlatform(ctx context.Context, nodename string) (*specs.PlatformMetadataSpec, error) {
+// readPlatform reads PlatformMetadata and SystemInformation (either may be absent) of the machine that
+// said it is the session's Node.
+func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetadataSpec, error) {
 	var (
 		pm *runtime.PlatformMetadataSpec
 		si *hardware.SystemInformationSpec
@@ -422,7 +421,7 @@ func (s *machineSession) readPlatform(ctx context.Context, nodename string) (*sp
 	}
 
 	facts := platformFacts(pm, si, s.ip)
-	facts.Nodename = nodename
+	facts.Nodename = s.name
 
 	return facts, nil
 }
