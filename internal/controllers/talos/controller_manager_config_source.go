@@ -93,42 +93,26 @@ func (ctrl *ControllerManagerConfigSourceController) Run(ctx context.Context, r 
 		}
 	}()
 
-	// Reconciling the readers reads every Node: during a burst of Node events (thousands of Nodes joining)
-	// it runs at most once per reconcileInterval, and passes are spaced so that they take at most a tenth
-	// of a core, as the machine source's are.
-	var (
-		dirty     = true
-		lastSync  time.Time
-		interval  = reconcileInterval
-		syncTimer = time.NewTimer(0)
-	)
-
-	defer syncTimer.Stop()
+	pacer := newPassPacer()
+	defer pacer.stop()
 
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.EventCh():
-			if !dirty {
-				dirty = true
-
-				syncTimer.Reset(max(0, interval-time.Since(lastSync)))
-			}
-		case <-syncTimer.C:
-			if !dirty {
+			pacer.changed()
+		case <-pacer.due():
+			if !pacer.start() {
 				continue
 			}
-
-			dirty, lastSync = false, time.Now()
 
 			if err := ctrl.reconcileReaders(ctx, r, logger, readers, updates, opts); err != nil {
 				return err
 			}
 
 			r.ResetRestartBackoff()
-
-			interval = max(reconcileInterval, 10*time.Since(lastSync))
+			pacer.finish()
 		case f := <-updates:
 			if rd, ok := readers[f.name]; !ok || rd.ip != f.ip {
 				continue // a reader that was stopped meanwhile

@@ -67,8 +67,8 @@ func (ctrl *MachineSourceController) Outputs() []controller.Output {
 	}
 }
 
-// reconcileInterval is the shortest time between two reconciliations of the sessions (longer on large
-// clusters, see Run).
+// reconcileInterval is the shortest time between two passes over every Node of a source (longer on large
+// clusters, see passPacer).
 const reconcileInterval = 250 * time.Millisecond
 
 type runningSession struct {
@@ -91,44 +91,28 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 		}
 	}()
 
-	// Reconciling the sessions reads every Node: during a burst of Node events (thousands of Nodes
-	// joining) it runs at most once per reconcileInterval, not once per event, so that its cost stays
-	// linear in the number of Nodes and the facts keep flowing in between.
-	var (
-		dirty     = true
-		lastSync  time.Time
-		interval  = reconcileInterval
-		syncTimer = time.NewTimer(0)
-		// cleaned is set once stale facts were looked for in this run.
-		cleaned bool
-	)
+	pacer := newPassPacer()
+	defer pacer.stop()
 
-	defer syncTimer.Stop()
+	// cleaned is set once stale facts were looked for in this run.
+	cleaned := false
 
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.EventCh():
-			if !dirty {
-				dirty = true
-
-				syncTimer.Reset(max(0, interval-time.Since(lastSync)))
-			}
-		case <-syncTimer.C:
-			if !dirty {
+			pacer.changed()
+		case <-pacer.due():
+			if !pacer.start() {
 				continue
 			}
-
-			dirty, lastSync = false, time.Now()
 
 			if err := ctrl.reconcileSessions(ctx, r, logger, sessions, updates, opts, &cleaned); err != nil {
 				return err
 			}
 
-			// On a large cluster a pass takes longer: passes are spaced so that they take at most a tenth
-			// of a core.
-			interval = max(reconcileInterval, 10*time.Since(lastSync))
+			pacer.finish()
 		case f := <-updates:
 			metrics.QueueLength.WithLabelValues("talos_facts").Set(float64(len(updates)))
 
