@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
@@ -29,9 +30,16 @@ func TestCSRReserved(t *testing.T) {
 	socket := filepath.Join(socketDir(t), "ccm.sock")
 	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}, APIListen: socket})
 
-	// The apiserver keeps the endpoints of default/kubernetes itself; talos-ccm mirrors them.
-	slice, err := env.Clientset().DiscoveryV1().EndpointSlices("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
-	require.NoError(t, err)
+	// The apiserver keeps the endpoints of default/kubernetes itself (its reconciler creates them shortly
+	// after it starts serving); talos-ccm mirrors them.
+	var slice *discoveryv1.EndpointSlice
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+
+		slice, err = env.Clientset().DiscoveryV1().EndpointSlices("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
+		assert.NoError(c, err)
+	}, 30*time.Second, 100*time.Millisecond, "the apiserver's own EndpointSlice")
 
 	var endpoints []string
 
