@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
@@ -38,7 +38,7 @@ func applyIPAMFlags(opts Options, enabled map[string]bool) error {
 // nodeIPAMNeedsTalos reports whether pod CIDR allocation reads the Talos API: for the machines' IPv6
 // prefixes, or for the cluster ranges when --cluster-cidr is not given.
 func nodeIPAMNeedsTalos(opts Options, enabled map[string]bool) bool {
-	return enabled[ControllerNodeIPAM] && (opts.NodeIPAMMode == ipamctrl.ModeTalosIPv6 || len(opts.ClusterCIDRs) == 0)
+	return enabled[ControllerNodeIPAM] && (opts.NodeIPAMMode == ipam.ModeTalosIPv6 || len(opts.ClusterCIDRs) == 0)
 }
 
 // nodeCIDROptions converts and checks the pod CIDR flags.

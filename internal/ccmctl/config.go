@@ -19,6 +19,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // Change actions of a config dry run.
@@ -179,7 +180,7 @@ func TestConfig(ctx context.Context, st state.State, cfg *specs.ConfigSpec, name
 	run := DryRun{Result: result, HasCurrent: cur != nil}
 
 	for i, rule := range cfg.GetTransformations() {
-		run.Rules = append(run.Rules, nodectrl.RuleID(i, rule))
+		run.Rules = append(run.Rules, rules.RuleID(i, rule))
 	}
 
 	var curSpec *specs.NodeTransformSpec

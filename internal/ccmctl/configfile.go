@@ -8,7 +8,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // LoadConfigFile reads and validates a config file exactly as talos-ccm does, so that its messages are
@@ -62,7 +62,7 @@ func ConfigWarnings(cfg *specs.ConfigSpec) []ConfigWarning {
 			id = fmt.Sprintf("rule %q", rule.GetName())
 		}
 
-		for _, msg := range nodectrl.ProtectedLabelWarnings(rule) {
+		for _, msg := range rules.ProtectedLabelWarnings(rule) {
 			out = append(out, ConfigWarning{Line: int(rule.GetLine()), Rule: id, Message: msg})
 		}
 
@@ -76,7 +76,7 @@ func ConfigWarnings(cfg *specs.ConfigSpec) []ConfigWarning {
 			{"platformMetadata", rule.GetPlatformMetadata()},
 		} {
 			for _, key := range slices.Sorted(maps.Keys(section.values)) {
-				for _, msg := range nodectrl.ArgumentOrderWarnings(section.values[key]) {
+				for _, msg := range rules.ArgumentOrderWarnings(section.values[key]) {
 					out = append(out, ConfigWarning{Line: int(rule.GetLine()), Rule: id, Message: fmt.Sprintf("%s[%q]: %s", section.name, key, msg)})
 				}
 			}

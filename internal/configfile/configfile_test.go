@@ -13,7 +13,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 const validConfig = `global:
@@ -310,16 +310,11 @@ func FuzzParse(f *testing.F) {
 		require.NotNil(t, spec)
 
 		// A config that loads never fails at node time in a way the loader could have seen.
-		out, _ := node.BuildNodeTransform(node.TransformInput{
-			Now:       time.Now(),
-			NodeName:  "web-1",
-			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}},
-			Platform:  &specs.PlatformMetadataSpec{Nodename: "web-1", Platform: "metal", Hostname: "web-1", Tags: map[string]string{"Role": "web"}},
-			Addresses: &specs.MachineAddressesSpec{Nodename: "web-1"},
-			Config:    spec,
+		out := rules.Apply(spec.GetTransformations(), &specs.PlatformMetadataSpec{
+			Nodename: "web-1", Platform: "metal", Hostname: "web-1", Tags: map[string]string{"Role": "web"},
 		})
 
-		for _, skipped := range out.GetSkippedRules() {
+		for _, skipped := range out.Skipped {
 			require.NotContains(t, skipped.GetReason(), "invalid template")
 			require.NotContains(t, skipped.GetReason(), "nodeSelector")
 			require.NotContains(t, skipped.GetReason(), "is protected")

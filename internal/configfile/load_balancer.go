@@ -10,7 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/iprange"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 )
 
 // Known keys of the loadBalancer section.
@@ -98,7 +99,7 @@ func (p *parser) lbPool(n *yaml.Node, pool *specs.LoadBalancerPoolConfig, names 
 					return
 				}
 
-				r, err := ipam.ParseRange(s)
+				r, err := iprange.Parse(s)
 				if err != nil {
 					p.problem(vn, "addresses[%d]: %v", i, err)
 
@@ -180,7 +181,7 @@ func (p *parser) labelSelector(n *yaml.Node, what string) *specs.LabelSelector {
 					}
 				})
 
-				probe := ipam.LabelSelector(&specs.LabelSelector{MatchExpressions: []*specs.LabelSelectorRequirement{req}})
+				probe := config.LabelSelector(&specs.LabelSelector{MatchExpressions: []*specs.LabelSelectorRequirement{req}})
 				if _, err := metav1.LabelSelectorAsSelector(probe); err != nil {
 					p.problem(p.resolve(item), "%s: %v", at, err)
 				}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // maxNodes bounds the YAML nodes visited, aliases expanded: a small file of nested aliases must not make
@@ -558,18 +558,18 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 			rule.Labels = p.stringMap(v, "labels", func(key, value string, k, vn *yaml.Node) {
 				labelKeys[key] = k
 
-				p.check(k, "labels", key, node.ValidateLabelKey(key))
-				p.check(vn, "labels", key, node.ValidateLabelValue(value))
+				p.check(k, "labels", key, rules.ValidateLabelKey(key))
+				p.check(vn, "labels", key, rules.ValidateLabelValue(value))
 			})
 		case "annotations":
 			rule.Annotations = p.stringMap(v, "annotations", func(key, value string, k, vn *yaml.Node) {
-				p.check(k, "annotations", key, node.ValidateAnnotationKey(key))
-				p.check(vn, "annotations", key, node.ValidateTemplate(value))
+				p.check(k, "annotations", key, rules.ValidateAnnotationKey(key))
+				p.check(vn, "annotations", key, rules.ValidateTemplate(value))
 			})
 		case "taints":
 			rule.Taints = p.stringMap(v, "taints", func(key, value string, k, vn *yaml.Node) {
-				p.check(k, "taints", key, node.ValidateTaintKey(key))
-				p.check(vn, "taints", key, node.ValidateTaintValue(value))
+				p.check(k, "taints", key, rules.ValidateTaintKey(key))
+				p.check(vn, "taints", key, rules.ValidateTaintValue(value))
 			})
 		case "features":
 			rule.Features = p.features(v)
@@ -577,7 +577,7 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 			canonical := map[string]int{}
 
 			rule.PlatformMetadata = p.stringMap(v, "platformMetadata", func(key, value string, k, vn *yaml.Node) {
-				name, err := node.CanonicalOverrideKey(key)
+				name, err := rules.CanonicalOverrideKey(key)
 				if err != nil {
 					p.check(k, "platformMetadata", key, err)
 
@@ -590,7 +590,7 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 
 				canonical[name] = k.Line
 
-				p.check(vn, "platformMetadata", key, node.ValidateOverrideValue(key, value))
+				p.check(vn, "platformMetadata", key, rules.ValidateOverrideValue(key, value))
 			})
 		}
 	})
@@ -636,7 +636,7 @@ func (p *parser) protectedLabels(rule *specs.TransformationRule, labelKeys map[s
 
 		seen[key] = allowedAt[i].Line
 
-		if err := node.ValidateAllowedProtectedLabel(key, rule.GetLabels()); err != nil {
+		if err := rules.ValidateAllowedProtectedLabel(key, rule.GetLabels()); err != nil {
 			p.problem(allowedAt[i], "%s: %v", what, err)
 
 			continue
@@ -646,11 +646,11 @@ func (p *parser) protectedLabels(rule *specs.TransformationRule, labelKeys map[s
 	}
 
 	for _, key := range slices.Sorted(maps.Keys(labelKeys)) {
-		if node.ValidateLabelKey(key) != nil {
+		if rules.ValidateLabelKey(key) != nil {
 			continue // Already reported.
 		}
 
-		p.check(labelKeys[key], "labels", key, node.ValidateProtectedLabel(key, allowed))
+		p.check(labelKeys[key], "labels", key, rules.ValidateProtectedLabel(key, allowed))
 	}
 }
 
@@ -719,13 +719,13 @@ func (p *parser) requirement(n *yaml.Node, what string) *specs.NodeSelectorRequi
 	at := fields["values"]
 
 	switch {
-	case node.ValidateFactKey(req.GetKey()) != nil:
+	case rules.ValidateFactKey(req.GetKey()) != nil:
 		at = fields["key"]
-	case !slices.Contains(node.Operators, req.GetOperator()) || at == nil:
+	case !slices.Contains(rules.Operators, req.GetOperator()) || at == nil:
 		at = fields["operator"]
 	}
 
-	if err := node.ValidateRequirement(req); err != nil {
+	if err := rules.ValidateRequirement(req); err != nil {
 		p.problem(at, "%s: %v", what, err)
 	}
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
 // Reasons of the conditions and Events talos-ccm writes on certificate requests.
@@ -135,11 +135,11 @@ func DecisionCondition(decision *specs.CSRDecisionSpec, now time.Time) (certific
 	}
 
 	switch decision.GetVerdict() {
-	case csrctrl.VerdictApprove:
+	case csr.VerdictApprove:
 		cond.Type = certificatesv1.CertificateApproved
 		cond.Reason = CSRApprovedReason
 		cond.Message = truncate("approved by talos-ccm: every name and address belongs to node "+decision.GetNode()+" ("+decision.GetReason()+")", maxConditionMessage)
-	case csrctrl.VerdictDeny:
+	case csr.VerdictDeny:
 		cond.Type = certificatesv1.CertificateDenied
 		cond.Reason = CSRDeniedReason
 		cond.Message = truncate("denied by talos-ccm: "+decision.GetReason(), maxConditionMessage)

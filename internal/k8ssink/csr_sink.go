@@ -22,7 +22,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -73,7 +72,7 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 	status := out.TypedSpec().Value
 	status.Object = "CertificateSigningRequest/" + name
 
-	if decision.GetVerdict() != csrctrl.VerdictApprove && decision.GetVerdict() != csrctrl.VerdictDeny {
+	if decision.GetVerdict() != csr.VerdictApprove && decision.GetVerdict() != csr.VerdictDeny {
 		// Nothing to apply: the request stays pending until it is decided again.
 		status.Error = ""
 
@@ -85,7 +84,7 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 		return fmt.Errorf("failed to read certificate request mirror %q: %w", name, err)
 	}
 
-	if mirror == nil || mirror.Metadata().Phase() != resource.PhaseRunning || csrctrl.InputVersion(mirror) != decision.GetInputVersion() {
+	if mirror == nil || mirror.Metadata().Phase() != resource.PhaseRunning || csr.InputVersion(mirror) != decision.GetInputVersion() {
 		// The decision was not computed from the request as it is now (it is from before a restart, or the
 		// request changed): the decision controller computes it again, which triggers this again.
 		return nil

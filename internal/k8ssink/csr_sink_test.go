@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
@@ -56,10 +55,10 @@ func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
 
 	decision := csr.NewCSRDecision(csr.NamespaceName, "csr-1")
 	decision.TypedSpec().Value = &specs.CSRDecisionSpec{
-		Verdict:      csrctrl.VerdictApprove,
+		Verdict:      csr.VerdictApprove,
 		Node:         "w1",
 		CsrUid:       "uid-1",
-		InputVersion: csrctrl.InputVersion(mirror),
+		InputVersion: csr.InputVersion(mirror),
 	}
 	require.NoError(t, rt.State.Create(ctx, decision))
 

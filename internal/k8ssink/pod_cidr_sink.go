@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -75,7 +74,7 @@ func NewPodCIDRSinkController(nodes PodCIDRNodeClient, lister corelisters.NodeLi
 // mapAllocationToOwner maps the allocations of one kind ("node", "service") to their owner's mirror.
 func mapAllocationToOwner(kind string, ns resource.Namespace, typ resource.Type) qtransform.MapperFunc {
 	return func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, alloc controller.ReducedResourceMetadata) ([]resource.Pointer, error) {
-		k, owner, _, ok := ipamctrl.ParseAllocationID(alloc.ID())
+		k, owner, _, ok := ipam.ParseAllocationID(alloc.ID())
 		if !ok || k != kind {
 			return nil, nil
 		}
@@ -97,8 +96,8 @@ func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *za
 
 	var allocs []*specs.IPAllocationSpec
 
-	for _, family := range []string{ipamctrl.FamilyIPv4, ipamctrl.FamilyIPv6} {
-		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipamctrl.NodeAllocationID(name, family))
+	for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
+		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.NodeAllocationID(name, family))
 		if err != nil {
 			if state.IsNotFoundError(err) {
 				continue
@@ -165,9 +164,9 @@ func allocationProblem(allocs []*specs.IPAllocationSpec) (string, string) {
 
 	for _, a := range allocs {
 		switch a.GetState() {
-		case ipamctrl.StateConflict:
+		case ipam.StateConflict:
 			reason = EventPodCIDRConflict
-		case ipamctrl.StateFailed:
+		case ipam.StateFailed:
 		default:
 			continue
 		}
@@ -184,7 +183,7 @@ func DesiredPodCIDRs(allocs []*specs.IPAllocationSpec, uid string) []string {
 	var podCIDRs []string
 
 	for _, a := range allocs {
-		if a.GetState() != ipamctrl.StateAllocated || a.GetOwnerUid() != uid {
+		if a.GetState() != ipam.StateAllocated || a.GetOwnerUid() != uid {
 			return nil
 		}
 

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -86,14 +85,14 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 	status := out.TypedSpec().Value
 	status.Object = "Service/" + key
 
-	if !ipamctrl.Serves(mirror.GetLoadBalancerClass()) {
+	if !ipam.Serves(mirror.GetLoadBalancerClass()) {
 		return nil // another load balancer's Service
 	}
 
 	allocs := make([]*specs.IPAllocationSpec, 0, 2)
 
 	for _, family := range families(mirror.GetIpFamilies()) {
-		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipamctrl.ServiceAllocationID(key, family))
+		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.ServiceAllocationID(key, family))
 		if err != nil {
 			if state.IsNotFoundError(err) {
 				return nil // not decided yet: the ingress is left as it is
@@ -159,13 +158,13 @@ func families(ipFamilies []string) []string {
 	var out []string
 
 	for _, f := range ipFamilies {
-		if family := strings.ToLower(f); (family == ipamctrl.FamilyIPv4 || family == ipamctrl.FamilyIPv6) && !slices.Contains(out, family) {
+		if family := strings.ToLower(f); (family == ipam.FamilyIPv4 || family == ipam.FamilyIPv6) && !slices.Contains(out, family) {
 			out = append(out, family)
 		}
 	}
 
 	if len(out) == 0 {
-		out = []string{ipamctrl.FamilyIPv4}
+		out = []string{ipam.FamilyIPv4}
 	}
 
 	return out
@@ -177,7 +176,7 @@ func DesiredIngress(allocs []*specs.IPAllocationSpec, uid string) []string {
 	var out []string
 
 	for _, a := range allocs {
-		if a.GetState() == ipamctrl.StateAllocated && a.GetOwnerUid() == uid {
+		if a.GetState() == ipam.StateAllocated && a.GetOwnerUid() == uid {
 			out = append(out, a.GetAddress())
 		}
 	}
@@ -194,11 +193,11 @@ func loadBalancerProblem(allocs []*specs.IPAllocationSpec) (string, string) {
 	)
 
 	for _, a := range allocs {
-		if a.GetState() != ipamctrl.StateFailed {
+		if a.GetState() != ipam.StateFailed {
 			continue
 		}
 
-		if a.GetOrigin() == ipamctrl.OriginRequested {
+		if a.GetOrigin() == ipam.OriginRequested {
 			reason = EventLoadBalancerIPRejected
 		}
 

@@ -25,6 +25,7 @@ import (
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 // Options configure one talos-ccm pipeline, for one Kubernetes cluster. The zero value of a field means
@@ -114,7 +115,7 @@ type NodeIPAMOptions struct {
 // NeedsTalos reports whether pod CIDR allocation reads the Talos API: for the machines' IPv6 prefixes, or
 // for the cluster ranges when ClusterCIDRs is empty.
 func (o NodeIPAMOptions) NeedsTalos() bool {
-	return o.Mode == ipamctrl.ModeTalosIPv6 || len(o.ClusterCIDRs) == 0
+	return o.Mode == ipam.ModeTalosIPv6 || len(o.ClusterCIDRs) == 0
 }
 
 // Validate checks the pod CIDR settings.

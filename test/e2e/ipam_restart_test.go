@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
-	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
@@ -103,8 +103,8 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 	st, closeState := openStateDB(t, filepath.Join(stateDir, app.StateFileName))
 
 	for id, a := range ipAllocations(t.Context(), st, "node/ipamkill-") {
-		if a.GetState() == ipamctrl.StateAllocated {
-			_, name, _, _ := ipamctrl.ParseAllocationID(id)
+		if a.GetState() == ipam.StateAllocated {
+			_, name, _, _ := ipam.ParseAllocationID(id)
 			persisted[name] = a.GetAddress()
 		}
 	}
@@ -178,8 +178,8 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 		}
 
 		for _, name := range live {
-			a := allocs[ipamctrl.NodeAllocationID(name, ipamctrl.FamilyIPv4)]
-			if a.GetState() != ipamctrl.StateAllocated || a.GetAddress() != after[name][0] {
+			a := allocs[ipam.NodeAllocationID(name, ipam.FamilyIPv4)]
+			if a.GetState() != ipam.StateAllocated || a.GetAddress() != after[name][0] {
 				return false
 			}
 		}

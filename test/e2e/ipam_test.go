@@ -20,7 +20,6 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	"github.com/talos-ccm/talos-ccm/internal/app"
-	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
@@ -189,7 +188,7 @@ func TestPodCIDRRangeMode(t *testing.T) {
 
 	allocs := ipAllocations(t.Context(), st, "node/podcidr-outside/")
 	require.NotNil(t, allocs)
-	assert.Equal(t, ipamctrl.StateConflict, allocs[ipamctrl.NodeAllocationID("podcidr-outside", "ipv4")].GetState())
+	assert.Equal(t, ipam.StateConflict, allocs[ipam.NodeAllocationID("podcidr-outside", "ipv4")].GetState())
 
 	pool = ipPool(t.Context(), st, "pod/ipv4")
 	assert.Equal(t, "True", pool.GetConditions()[1].GetStatus(), "the pool reports the conflicts")
@@ -290,8 +289,8 @@ func TestPodCIDRTalosIPv6Mode(t *testing.T) {
 			return slices.ContainsFunc(events(t.Context(), t, "default", tc.name, "CIDRNotAvailable"), func(m string) bool { return strings.Contains(m, tc.want) })
 		}, 30*time.Second, 200*time.Millisecond, "event for %s", tc.name)
 
-		alloc := ipAllocations(t.Context(), st, "node/"+tc.name+"/")[ipamctrl.NodeAllocationID(tc.name, "ipv6")]
-		assert.Equal(t, ipamctrl.StateFailed, alloc.GetState(), tc.name)
+		alloc := ipAllocations(t.Context(), st, "node/"+tc.name+"/")[ipam.NodeAllocationID(tc.name, "ipv6")]
+		assert.Equal(t, ipam.StateFailed, alloc.GetState(), tc.name)
 		assert.Contains(t, alloc.GetReason(), tc.want)
 		assert.Empty(t, alloc.GetAddress())
 
@@ -395,24 +394,24 @@ func TestLoadBalancerServices(t *testing.T) {
 	waitIngress(t, "lb-reserved", "vip", "198.51.100.0")
 
 	// Sharing: same key, other ports.
-	createService(t, ns, "web", annotate(ipamctrl.AnnotationSharingKey, "front"))
+	createService(t, ns, "web", annotate(ipam.AnnotationSharingKey, "front"))
 	waitIngress(t, ns, "web", "203.0.113.11")
 
 	createService(t, ns, "dns", func(s *corev1.Service) {
-		annotate(ipamctrl.AnnotationSharingKey, "front")(s)
+		annotate(ipam.AnnotationSharingKey, "front")(s)
 		s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
 	})
 	waitIngress(t, ns, "dns", "203.0.113.11")
 
 	// A specific IP, by annotation and by spec.loadBalancerIP.
-	createService(t, ns, "pinned", annotate(ipamctrl.AnnotationLoadBalancerIPs, "203.0.113.13"))
+	createService(t, ns, "pinned", annotate(ipam.AnnotationLoadBalancerIPs, "203.0.113.13"))
 	waitIngress(t, ns, "pinned", "203.0.113.13")
 
 	createService(t, ns, "legacy", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.12" })
 	waitIngress(t, ns, "legacy", "203.0.113.12")
 
 	// Outside the pools (the reserved pool is not for this namespace): rejected, with an Event.
-	createService(t, ns, "outside", annotate(ipamctrl.AnnotationLoadBalancerIPs, "198.51.100.1"))
+	createService(t, ns, "outside", annotate(ipam.AnnotationLoadBalancerIPs, "198.51.100.1"))
 
 	require.Eventually(t, func() bool {
 		return len(events(t.Context(), t, ns, "outside", "LoadBalancerIPRejected")) > 0
@@ -458,7 +457,7 @@ func TestLoadBalancerServices(t *testing.T) {
 	svc, err = env.Clientset().CoreV1().Services(ns).Get(t.Context(), "outside", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	svc.Annotations[ipamctrl.AnnotationLoadBalancerIPs] = "203.0.113.12"
+	svc.Annotations[ipam.AnnotationLoadBalancerIPs] = "203.0.113.12"
 	_, err = env.Clientset().CoreV1().Services(ns).Update(t.Context(), svc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
@@ -468,8 +467,8 @@ func TestLoadBalancerServices(t *testing.T) {
 	assert.Empty(t, ipAllocations(t.Context(), st, "service/"+ns+"/foreign/"))
 
 	allocs := ipAllocations(t.Context(), st, "service/")
-	assert.Equal(t, ipamctrl.OriginShared, allocs[ipamctrl.ServiceAllocationID(ns+"/dns", "ipv4")].GetOrigin())
-	assert.Equal(t, ipamctrl.OriginRequested, allocs[ipamctrl.ServiceAllocationID(ns+"/pinned", "ipv4")].GetOrigin())
+	assert.Equal(t, ipam.OriginShared, allocs[ipam.ServiceAllocationID(ns+"/dns", "ipv4")].GetOrigin())
+	assert.Equal(t, ipam.OriginRequested, allocs[ipam.ServiceAllocationID(ns+"/pinned", "ipv4")].GetOrigin())
 
 	require.Eventually(t, func() bool {
 		return len(events(t.Context(), t, ns, "web", "LoadBalancerIPAllocated")) > 0

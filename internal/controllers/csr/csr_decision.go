@@ -159,7 +159,7 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	}
 
 	decision, recheck := DecideCSR(input)
-	decision.InputVersion = InputVersion(in)
+	decision.InputVersion = csrres.InputVersion(in)
 
 	previous := out.TypedSpec().Value
 	if sameDecision(previous, decision) {
@@ -237,12 +237,6 @@ func (d *csrDecider) readFacts(ctx context.Context, r controller.Reader, input *
 	return nil
 }
 
-// InputVersion identifies one version of one KubeCSR, also across restarts (the mirror is re-created, with
-// a new creation time): a sink applies a decision only when it was computed from the KubeCSR in place.
-func InputVersion(in *kube.KubeCSR) string {
-	return in.Metadata().Version().String() + "@" + strconv.FormatInt(in.Metadata().Created().UnixNano(), 10)
-}
-
 // sameDecision compares two decisions except for the time they were reached.
 func sameDecision(a, b *specs.CSRDecisionSpec) bool {
 	if a == nil || b == nil {
@@ -258,12 +252,12 @@ func sameDecision(a, b *specs.CSRDecisionSpec) bool {
 func countDecision(decision *specs.CSRDecisionSpec) {
 	metrics.CSRDecisions.WithLabelValues(decision.GetVerdict()).Inc()
 
-	if decision.GetVerdict() != VerdictDeny {
+	if decision.GetVerdict() != csrres.VerdictDeny {
 		return
 	}
 
 	for _, rule := range decision.GetRules() {
-		if rule.GetResult() == ResultFail && denying[rule.GetNumber()] {
+		if rule.GetResult() == csrres.ResultFail && denying[rule.GetNumber()] {
 			metrics.CSRRuleFailures.WithLabelValues(strconv.Itoa(int(rule.GetNumber())) + "-" + rule.GetName()).Inc()
 		}
 	}

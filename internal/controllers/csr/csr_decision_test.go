@@ -50,7 +50,7 @@ func startDecider(t *testing.T, opts csrctrl.CSRDecisionOptions) (context.Contex
 }
 
 func TestCSRDecisionController(t *testing.T) {
-	approvals := counterValue(t, metrics.CSRDecisions.WithLabelValues(csrctrl.VerdictApprove))
+	approvals := counterValue(t, metrics.CSRDecisions.WithLabelValues(csrres.VerdictApprove))
 	ruleTenFailures := counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))
 
 	ctx, st, valid := startDecider(t, csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }})
@@ -65,7 +65,7 @@ func TestCSRDecisionController(t *testing.T) {
 	require.NoError(t, st.Create(ctx, request))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), `Node "w1" does not exist yet`)
 		a.Equal("w1", d.TypedSpec().Value.GetNode())
 	})
@@ -85,7 +85,7 @@ func TestCSRDecisionController(t *testing.T) {
 	require.NoError(t, st.Update(ctx, node))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), "Talos facts")
 	})
 
@@ -97,7 +97,7 @@ func TestCSRDecisionController(t *testing.T) {
 	// The facts are read, but talos-ccm has not bound the Node to its machine yet: what the kubelet wrote
 	// into the Node's status grants nothing.
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), "verified facts")
 	})
 
@@ -107,12 +107,12 @@ func TestCSRDecisionController(t *testing.T) {
 	require.NoError(t, st.Create(ctx, transform))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 
 		// The decision names the version of the request mirror it was computed from (the sink checks it).
 		current, err := safe.StateGetByID[*kube.KubeCSR](ctx, st, "csr-1")
 		a.NoError(err)
-		a.Equal(csrctrl.InputVersion(current), d.TypedSpec().Value.GetInputVersion())
+		a.Equal(csrres.InputVersion(current), d.TypedSpec().Value.GetInputVersion())
 	})
 
 	// A newer request of the same node supersedes it once its inputs change; the newer one is decided.
@@ -123,14 +123,14 @@ func TestCSRDecisionController(t *testing.T) {
 	require.NoError(t, st.Create(ctx, newer))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict())
 	})
 
 	machine.TypedSpec().Value.Addresses = append(machine.TypedSpec().Value.Addresses, &specs.MachineAddress{Address: "10.0.0.99/32"})
 	require.NoError(t, st.Update(ctx, machine))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
 	})
 
@@ -139,12 +139,12 @@ func TestCSRDecisionController(t *testing.T) {
 	require.NoError(t, st.Update(ctx, cfg))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictDeny, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), "rule 10")
 	})
 
 	// Verdicts are counted, denials by failed rule.
-	assert.GreaterOrEqual(t, counterValue(t, metrics.CSRDecisions.WithLabelValues(csrctrl.VerdictApprove))-approvals, 2.0)
+	assert.GreaterOrEqual(t, counterValue(t, metrics.CSRDecisions.WithLabelValues(csrres.VerdictApprove))-approvals, 2.0)
 	assert.GreaterOrEqual(t, counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))-ruleTenFailures, 1.0)
 
 	// Decisions are not rewritten when nothing changed, so they keep the time they were reached.
@@ -167,7 +167,7 @@ func TestCSRDecisionController(t *testing.T) {
 	require.NoError(t, st.Update(ctx, cfg))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
 	})
 
@@ -222,7 +222,7 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 	require.NoError(t, st.Update(ctx, node))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Equal("csr-newer", d.TypedSpec().Value.GetSupersededBy())
 	})
 
@@ -235,7 +235,7 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 	require.NoError(t, st.Create(ctx, later))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-a-later", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Empty(d.TypedSpec().Value.GetSupersededBy())
 	})
 }
@@ -254,7 +254,7 @@ func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		spec := d.TypedSpec().Value
-		a.Equal(csrctrl.VerdictApprove, spec.GetVerdict(), spec.GetReason())
+		a.Equal(csrres.VerdictApprove, spec.GetVerdict(), spec.GetReason())
 		a.Contains(spec.GetReason(), "rule 8 (machine-addresses): no Talos API access")
 		a.WithinDuration(time.Now(), spec.GetDecidedAt().AsTime(), time.Minute)
 	})

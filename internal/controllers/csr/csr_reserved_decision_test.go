@@ -47,7 +47,7 @@ func TestCSRDecisionControllerReservedFacts(t *testing.T) {
 	}
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Contains(rule9(d), "the Service ranges are still not known")
 		a.Contains(rule9(d), "default/kubernetes Service (the apiserver's own IPs) are not read yet")
 	})
@@ -58,7 +58,7 @@ func TestCSRDecisionControllerReservedFacts(t *testing.T) {
 	require.NoError(t, st.Create(ctx, cmc))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.ResultWait+": the endpoints of the default/kubernetes Service (the apiserver's own IPs) are not read yet", rule9(d))
+		a.Equal(csrres.ResultWait+": the endpoints of the default/kubernetes Service (the apiserver's own IPs) are not read yet", rule9(d))
 	})
 
 	// The apiserver's endpoints are mirrored: one of them is the node's ExternalIP, and w1 is no
@@ -69,7 +69,7 @@ func TestCSRDecisionControllerReservedFacts(t *testing.T) {
 	require.NoError(t, st.Create(ctx, kube.NewKubeSync(kube.NamespaceName, kube.APIServerSyncID)))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictDeny, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Contains(rule9(d), "IP 203.0.113.1, an endpoint of the default/kubernetes Service")
 	})
 
@@ -78,7 +78,7 @@ func TestCSRDecisionControllerReservedFacts(t *testing.T) {
 	require.NoError(t, st.Update(ctx, apiServer))
 
 	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrctrl.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Contains(rule9(d), "service ranges from Talos's ControllerManagerConfig 10.96.0.0/12")
 	})
 }

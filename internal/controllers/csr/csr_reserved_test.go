@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
 // reservedInput is validInput with the Node verified through Talos (its addresses are the Node's), the
@@ -73,148 +74,148 @@ func TestDecideCSRReserved(t *testing.T) {
 		// recheck, when set, is when the decision is to be made again.
 		recheck time.Duration
 	}{
-		{name: "the node's own names and IPs", modify: func(testing.TB, *csrctrl.DecisionInput) {}, result: csrctrl.ResultPass},
+		{name: "the node's own names and IPs", modify: func(testing.TB, *csrctrl.DecisionInput) {}, result: csr.ResultPass},
 
-		{name: "IPv4 loopback", modify: ips("127.0.0.1"), result: csrctrl.ResultFail, reason: "IP 127.0.0.1 (loopback)"},
-		{name: "IPv4 loopback, not the first", modify: ips("10.0.0.1", "127.1.2.3"), result: csrctrl.ResultFail, reason: "IP 127.1.2.3 (loopback)"},
-		{name: "IPv6 loopback", modify: ips("::1"), result: csrctrl.ResultFail, reason: "IP ::1 (loopback)"},
-		{name: "IPv4-mapped loopback", modify: ips("::ffff:127.0.0.1"), result: csrctrl.ResultFail, reason: "(loopback)"},
-		{name: "IPv4 link-local (cloud metadata)", modify: ips("169.254.169.254"), result: csrctrl.ResultFail, reason: "IP 169.254.169.254 (link-local)"},
-		{name: "IPv6 link-local", modify: ips("fe80::1"), result: csrctrl.ResultFail, reason: "IP fe80::1 (link-local)"},
-		{name: "IPv6 link-local, top of the range", modify: ips("febf::1"), result: csrctrl.ResultFail, reason: "(link-local)"},
-		{name: "IPv4 unspecified", modify: ips("0.0.0.0"), result: csrctrl.ResultFail, reason: "IP 0.0.0.0 (unspecified)"},
-		{name: "IPv6 unspecified", modify: ips("::"), result: csrctrl.ResultFail, reason: "IP :: (unspecified)"},
-		{name: "IPv4 multicast", modify: ips("224.0.0.1"), result: csrctrl.ResultFail, reason: "IP 224.0.0.1 (multicast)"},
-		{name: "IPv6 multicast", modify: ips("ff02::1"), result: csrctrl.ResultFail, reason: "IP ff02::1 (multicast)"},
-		{name: "IPv4 broadcast", modify: ips("255.255.255.255"), result: csrctrl.ResultFail, reason: "IP 255.255.255.255 (broadcast)"},
+		{name: "IPv4 loopback", modify: ips("127.0.0.1"), result: csr.ResultFail, reason: "IP 127.0.0.1 (loopback)"},
+		{name: "IPv4 loopback, not the first", modify: ips("10.0.0.1", "127.1.2.3"), result: csr.ResultFail, reason: "IP 127.1.2.3 (loopback)"},
+		{name: "IPv6 loopback", modify: ips("::1"), result: csr.ResultFail, reason: "IP ::1 (loopback)"},
+		{name: "IPv4-mapped loopback", modify: ips("::ffff:127.0.0.1"), result: csr.ResultFail, reason: "(loopback)"},
+		{name: "IPv4 link-local (cloud metadata)", modify: ips("169.254.169.254"), result: csr.ResultFail, reason: "IP 169.254.169.254 (link-local)"},
+		{name: "IPv6 link-local", modify: ips("fe80::1"), result: csr.ResultFail, reason: "IP fe80::1 (link-local)"},
+		{name: "IPv6 link-local, top of the range", modify: ips("febf::1"), result: csr.ResultFail, reason: "(link-local)"},
+		{name: "IPv4 unspecified", modify: ips("0.0.0.0"), result: csr.ResultFail, reason: "IP 0.0.0.0 (unspecified)"},
+		{name: "IPv6 unspecified", modify: ips("::"), result: csr.ResultFail, reason: "IP :: (unspecified)"},
+		{name: "IPv4 multicast", modify: ips("224.0.0.1"), result: csr.ResultFail, reason: "IP 224.0.0.1 (multicast)"},
+		{name: "IPv6 multicast", modify: ips("ff02::1"), result: csr.ResultFail, reason: "IP ff02::1 (multicast)"},
+		{name: "IPv4 broadcast", modify: ips("255.255.255.255"), result: csr.ResultFail, reason: "IP 255.255.255.255 (broadcast)"},
 
-		{name: "localhost", modify: names("w1", "localhost"), result: csrctrl.ResultFail, reason: `DNS name "localhost" of the local host`},
-		{name: "LOCALHOST with a dot", modify: names("LOCALHOST."), result: csrctrl.ResultFail, reason: "of the local host"},
-		{name: "a name under .localhost", modify: names("w1.localhost"), result: csrctrl.ResultFail, reason: `"w1.localhost" of the local host`},
-		{name: "localhost.localdomain", modify: names("localhost.localdomain"), result: csrctrl.ResultFail, reason: "of the local host"},
-		{name: "a name merely starting with localhost", modify: names("localhost-w1.example.com"), result: csrctrl.ResultPass},
+		{name: "localhost", modify: names("w1", "localhost"), result: csr.ResultFail, reason: `DNS name "localhost" of the local host`},
+		{name: "LOCALHOST with a dot", modify: names("LOCALHOST."), result: csr.ResultFail, reason: "of the local host"},
+		{name: "a name under .localhost", modify: names("w1.localhost"), result: csr.ResultFail, reason: `"w1.localhost" of the local host`},
+		{name: "localhost.localdomain", modify: names("localhost.localdomain"), result: csr.ResultFail, reason: "of the local host"},
+		{name: "a name merely starting with localhost", modify: names("localhost-w1.example.com"), result: csr.ResultPass},
 
-		{name: "service range from the configuration", modify: ips("10.96.0.1"), result: csrctrl.ResultFail, reason: "IP 10.96.0.1 in the service range 10.96.0.0/12"},
+		{name: "service range from the configuration", modify: ips("10.96.0.1"), result: csr.ResultFail, reason: "IP 10.96.0.1 in the service range 10.96.0.0/12"},
 		{
 			name: "service range from Talos when the configuration has none",
 			modify: then(noConfiguredRanges, ips("10.96.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Reserved.TalosServiceCIDRs = []string{"10.96.0.0/12", "fd00:96::/108"}
 			}),
-			result: csrctrl.ResultFail, reason: "IP 10.96.0.10 in the service range 10.96.0.0/12",
+			result: csr.ResultFail, reason: "IP 10.96.0.10 in the service range 10.96.0.0/12",
 		},
 		{
 			name: "IPv6 service range from Talos",
 			modify: then(noConfiguredRanges, ips("fd00:96::1"), func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Reserved.TalosServiceCIDRs = []string{"10.96.0.0/12", "fd00:96::/108"}
 			}),
-			result: csrctrl.ResultFail, reason: "in the service range fd00:96::/108",
+			result: csr.ResultFail, reason: "in the service range fd00:96::/108",
 		},
 		{
 			name:   "the configuration's ranges take precedence over Talos's",
 			modify: then(ips("10.0.0.1"), func(_ testing.TB, in *csrctrl.DecisionInput) { in.Reserved.TalosServiceCIDRs = []string{"10.0.0.0/8"} }),
-			result: csrctrl.ResultPass, reason: "service ranges from the configuration",
+			result: csr.ResultPass, reason: "service ranges from the configuration",
 		},
 		{
 			name: "Talos's service ranges not read yet: waits, and is decided again",
 			modify: then(noConfiguredRanges, func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Created = timestamppb.New(in.Now.Add(-10 * time.Second))
 			}),
-			result: csrctrl.ResultWait, reason: "the Service ranges are not known yet", recheck: csrctrl.ServiceRangesPatience - 10*time.Second,
+			result: csr.ResultWait, reason: "the Service ranges are not known yet", recheck: csrctrl.ServiceRangesPatience - 10*time.Second,
 		},
 		{
 			name: "Talos's service ranges never read: the decision says so",
 			modify: then(noConfiguredRanges, func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Now = in.CSR.GetCreated().AsTime().Add(csrctrl.ServiceRangesPatience + time.Second)
 			}),
-			result: csrctrl.ResultWait, reason: "still not known after 1m0s",
+			result: csr.ResultWait, reason: "still not known after 1m0s",
 		},
 		{
 			name:   "a definite violation denies while the ranges are awaited",
 			modify: then(noConfiguredRanges, ips("127.0.0.1")),
-			result: csrctrl.ResultFail, reason: "(loopback)",
+			result: csr.ResultFail, reason: "(loopback)",
 		},
 		{
 			name: "an invalid service range from Talos waits",
 			modify: then(noConfiguredRanges, func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Reserved.TalosServiceCIDRs = []string{"10.96.0.0/99"}
 			}),
-			result: csrctrl.ResultWait, reason: "invalid",
+			result: csr.ResultWait, reason: "invalid",
 		},
 		{
 			name:   "no Talos and no service range configured",
 			modify: then(noConfiguredRanges, withoutTalos),
-			result: csrctrl.ResultPass, reason: "no service range known",
+			result: csr.ResultPass, reason: "no service range known",
 		},
 
 		{
 			name:   "an apiserver IP that is not the node's",
 			modify: ips("10.0.0.10"),
-			result: csrctrl.ResultFail, reason: `IP 10.0.0.10, an endpoint of the default/kubernetes Service (the apiserver's) and not one of Node "w1"'s addresses verified`,
+			result: csr.ResultFail, reason: `IP 10.0.0.10, an endpoint of the default/kubernetes Service (the apiserver's) and not one of Node "w1"'s addresses verified`,
 		},
 		{
 			name:   "an IPv6 apiserver IP that is not the node's",
 			modify: ips("fd00::10"),
-			result: csrctrl.ResultFail, reason: "IP fd00::10, an endpoint",
+			result: csr.ResultFail, reason: "IP fd00::10, an endpoint",
 		},
 		{
 			name: "a control-plane node's own IP, an apiserver endpoint, verified through Talos",
 			modify: then(ips("10.0.0.1"), func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Reserved.APIServerIPs = []string{"10.0.0.1"}
 			}),
-			result: csrctrl.ResultPass,
+			result: csr.ResultPass,
 		},
 		{
 			name: "an apiserver IP the kubelet claims but Talos did not verify",
 			modify: then(ips("10.0.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Node.Addresses = append(in.Node.Addresses, &specs.NodeAddress{Type: "InternalIP", Address: "10.0.0.10"})
 			}),
-			result: csrctrl.ResultFail, reason: "not one of Node \"w1\"'s addresses verified",
+			result: csr.ResultFail, reason: "not one of Node \"w1\"'s addresses verified",
 		},
 		{
 			name:   "an apiserver IP before the node is verified through Talos",
 			modify: then(ips("10.0.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) { in.Verified, in.VerifiedAddresses = false, nil }),
-			result: csrctrl.ResultWait, reason: "not verified yet",
+			result: csr.ResultWait, reason: "not verified yet",
 		},
 		{
 			name:   "without Talos, an apiserver IP of a Node without the control-plane label",
 			modify: then(withoutTalos, ips("10.0.0.10")),
-			result: csrctrl.ResultFail, reason: "is not a control-plane Node",
+			result: csr.ResultFail, reason: "is not a control-plane Node",
 		},
 		{
 			name: "without Talos, an apiserver IP of a control-plane Node",
 			modify: then(withoutTalos, ips("10.0.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Node.Labels = map[string]string{csrctrl.ControlPlaneLabel: ""}
 			}),
-			result: csrctrl.ResultPass,
+			result: csr.ResultPass,
 		},
 		{
 			name:   "without Talos, an apiserver IP before the Node exists",
 			modify: then(withoutTalos, ips("10.0.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) { in.Node = nil }),
-			result: csrctrl.ResultWait, reason: "does not exist yet",
+			result: csr.ResultWait, reason: "does not exist yet",
 		},
 		{
 			name: "the apiserver's endpoints not read yet",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Reserved.APIServerRead, in.Reserved.APIServerIPs = false, nil
 			},
-			result: csrctrl.ResultWait, reason: "not read yet",
+			result: csr.ResultWait, reason: "not read yet",
 		},
 		{
 			name:   "the apiserver has no endpoints",
 			modify: then(ips("10.0.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) { in.Reserved.APIServerIPs = nil }),
-			result: csrctrl.ResultPass, reason: "0 apiserver IPs",
+			result: csr.ResultPass, reason: "0 apiserver IPs",
 		},
 		{
 			name: "no source of the apiserver's endpoints (an embedder's runtime)",
 			modify: then(ips("10.0.0.1"), func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Reserved.APIServerSource, in.Reserved.APIServerRead, in.Reserved.APIServerIPs = false, false, nil
 			}),
-			result: csrctrl.ResultPass,
+			result: csr.ResultPass,
 		},
 		{
 			name:   "a request that is not a node's",
 			modify: then(ips("10.0.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Username = "system:serviceaccount:default:x" }),
-			result: csrctrl.ResultFail, reason: "the apiserver's",
+			result: csr.ResultFail, reason: "the apiserver's",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,10 +235,10 @@ func TestDecideCSRReserved(t *testing.T) {
 			assert.Contains(t, rule.GetReason(), tc.reason)
 
 			switch tc.result {
-			case csrctrl.ResultFail:
-				assert.Equal(t, csrctrl.VerdictDeny, decision.GetVerdict(), decision.GetReason())
-			case csrctrl.ResultWait:
-				assert.NotEqual(t, csrctrl.VerdictApprove, decision.GetVerdict(), decision.GetReason())
+			case csr.ResultFail:
+				assert.Equal(t, csr.VerdictDeny, decision.GetVerdict(), decision.GetReason())
+			case csr.ResultWait:
+				assert.NotEqual(t, csr.VerdictApprove, decision.GetVerdict(), decision.GetReason())
 			}
 
 			if tc.recheck > 0 {

@@ -19,21 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-)
-
-// Verdicts of a CSRDecision.
-const (
-	VerdictApprove = "approve"
-	VerdictDeny    = "deny"
-	VerdictWait    = "wait"
-)
-
-// Outcomes of one rule.
-const (
-	ResultPass = "pass"
-	ResultFail = "fail"
-	ResultWait = "wait"
-	ResultSkip = "skip"
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
 // Limits and names the rules use.
@@ -143,7 +129,7 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 	}
 
 	if in.SupersededBy != "" {
-		out.Verdict = VerdictWait
+		out.Verdict = csrres.VerdictWait
 		out.SupersededBy = clean(in.SupersededBy)
 		out.Reason = fmt.Sprintf("superseded by the newer pending request %q of the same requester: only the newest one is decided", out.SupersededBy)
 
@@ -169,7 +155,7 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 	out.Verdict, out.Reason = verdict(out.Rules)
 
 	var recheck time.Duration
-	if out.Verdict == VerdictWait && d.settleUntil.After(in.Now) {
+	if out.Verdict == csrres.VerdictWait && d.settleUntil.After(in.Now) {
 		recheck = d.settleUntil.Sub(in.Now)
 	}
 
@@ -195,24 +181,24 @@ func verdict(rules []*specs.CSRRuleResult) (string, string) {
 		line := fmt.Sprintf("rule %d (%s): %s", r.GetNumber(), r.GetName(), r.GetReason())
 
 		switch {
-		case r.GetResult() == ResultFail && denying[r.GetNumber()]:
+		case r.GetResult() == csrres.ResultFail && denying[r.GetNumber()]:
 			denied = append(denied, line)
-		case r.GetResult() == ResultFail || r.GetResult() == ResultWait:
+		case r.GetResult() == csrres.ResultFail || r.GetResult() == csrres.ResultWait:
 			waiting = append(waiting, line)
-		case r.GetResult() == ResultSkip:
+		case r.GetResult() == csrres.ResultSkip:
 			skipped = append(skipped, line)
 		}
 	}
 
 	switch {
 	case len(denied) > 0:
-		return VerdictDeny, strings.Join(denied, "; ")
+		return csrres.VerdictDeny, strings.Join(denied, "; ")
 	case len(waiting) > 0:
-		return VerdictWait, strings.Join(waiting, "; ")
+		return csrres.VerdictWait, strings.Join(waiting, "; ")
 	case len(skipped) > 0:
-		return VerdictApprove, "every rule passes; " + strings.Join(skipped, "; ")
+		return csrres.VerdictApprove, "every rule passes; " + strings.Join(skipped, "; ")
 	default:
-		return VerdictApprove, "every rule passes"
+		return csrres.VerdictApprove, "every rule passes"
 	}
 }
 
@@ -235,19 +221,19 @@ type decider struct {
 }
 
 func pass(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, ResultPass, format, args...)
+	return result(rule, csrres.ResultPass, format, args...)
 }
 
 func fail(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, ResultFail, format, args...)
+	return result(rule, csrres.ResultFail, format, args...)
 }
 
 func wait(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, ResultWait, format, args...)
+	return result(rule, csrres.ResultWait, format, args...)
 }
 
 func skip(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, ResultSkip, format, args...)
+	return result(rule, csrres.ResultSkip, format, args...)
 }
 
 func result(rule Rule, res, format string, args ...any) *specs.CSRRuleResult {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
 // Keys are generated once per test binary: RSA key generation is slow under the race detector.
@@ -214,28 +215,28 @@ func TestDecideCSR(t *testing.T) {
 		{
 			name:   "kubelet request",
 			modify: func(testing.TB, *csrctrl.DecisionInput) {},
-			want:   []want{{verdict: csrctrl.VerdictApprove}},
+			want:   []want{{verdict: csr.VerdictApprove}},
 		},
 		{
 			name: "IP-only request",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{ips: []string{"10.0.0.1"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictApprove, rule: 8, result: csrctrl.ResultPass}},
+			want: []want{{verdict: csr.VerdictApprove, rule: 8, result: csr.ResultPass}},
 		},
 		{
 			name: "DNS-only request",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictApprove, rule: 8, result: csrctrl.ResultPass, reason: "no IP"}},
+			want: []want{{verdict: csr.VerdictApprove, rule: 8, result: csr.ResultPass, reason: "no IP"}},
 		},
 		{
 			name: "names in another case",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"W1", "w1.EXAMPLE.com"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictApprove}},
+			want: []want{{verdict: csr.VerdictApprove}},
 		},
 		{
 			name: "RSA 2048, ECDSA P-384 and Ed25519 keys",
@@ -248,10 +249,10 @@ func TestDecideCSR(t *testing.T) {
 						Now: in.Now, CSR: other, Node: in.Node, Machine: in.Machine, Config: in.Config, TalosFacts: true,
 						Verified: true, VerifiedAddresses: in.Node.GetAddresses(),
 					})
-					assert.Equal(t, csrctrl.VerdictApprove, decision.GetVerdict(), "%T: %s", key, decision.GetReason())
+					assert.Equal(t, csr.VerdictApprove, decision.GetVerdict(), "%T: %s", key, decision.GetReason())
 				}
 			},
-			want: []want{{verdict: csrctrl.VerdictApprove}},
+			want: []want{{verdict: csr.VerdictApprove}},
 		},
 		{
 			name: "no Talos API access",
@@ -259,24 +260,24 @@ func TestDecideCSR(t *testing.T) {
 				in.TalosFacts = false
 				in.Machine = nil
 			},
-			want: []want{{verdict: csrctrl.VerdictApprove, rule: 8, result: csrctrl.ResultSkip, reason: "no Talos API access"}},
+			want: []want{{verdict: csr.VerdictApprove, rule: 8, result: csr.ResultSkip, reason: "no Talos API access"}},
 		},
 		{
 			name:   "Talos facts not read yet",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.Machine = nil },
-			want:   []want{{verdict: csrctrl.VerdictWait, rule: 8, result: csrctrl.ResultWait, reason: "not read yet"}},
+			want:   []want{{verdict: csr.VerdictWait, rule: 8, result: csr.ResultWait, reason: "not read yet"}},
 		},
 		{
 			name: "IP of the Node but not of the machine",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Machine.Addresses = in.Machine.Addresses[:2]
 			},
-			want: []want{{verdict: csrctrl.VerdictWait, rule: 8, result: csrctrl.ResultFail, reason: "203.0.113.1"}},
+			want: []want{{verdict: csr.VerdictWait, rule: 8, result: csr.ResultFail, reason: "203.0.113.1"}},
 		},
 		{
 			name:   "superseded",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.SupersededBy = "csr-newer" },
-			want:   []want{{verdict: csrctrl.VerdictWait}},
+			want:   []want{{verdict: csr.VerdictWait}},
 		},
 
 		// Rule 1: the requester.
@@ -284,8 +285,8 @@ func TestDecideCSR(t *testing.T) {
 			name:   "requester is not a node",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Username = "alice" },
 			want: []want{
-				{verdict: csrctrl.VerdictDeny, rule: 1, result: csrctrl.ResultFail, reason: "not a node"},
-				{rule: 6, result: csrctrl.ResultSkip},
+				{verdict: csr.VerdictDeny, rule: 1, result: csr.ResultFail, reason: "not a node"},
+				{rule: 6, result: csr.ResultSkip},
 			},
 		},
 		{
@@ -294,12 +295,12 @@ func TestDecideCSR(t *testing.T) {
 				in.CSR.Username = "system:node:W_1"
 				in.CSR.Request = buildRequest(t, request{cn: ptr("system:node:W_1")})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 1, result: csrctrl.ResultFail, reason: "DNS-1123"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 1, result: csr.ResultFail, reason: "DNS-1123"}},
 		},
 		{
 			name:   "requester not in system:nodes",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Groups = []string{"system:authenticated"} },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 1, result: csrctrl.ResultFail, reason: "not in the group"}},
+			want:   []want{{verdict: csr.VerdictDeny, rule: 1, result: csr.ResultFail, reason: "not in the group"}},
 		},
 
 		// Rule 2: the request itself.
@@ -307,9 +308,9 @@ func TestDecideCSR(t *testing.T) {
 			name:   "garbage",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = []byte("\x00\xffnot a request") },
 			want: []want{
-				{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "not PEM"},
-				{rule: 3, result: csrctrl.ResultSkip},
-				{rule: 7, result: csrctrl.ResultSkip},
+				{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "not PEM"},
+				{rule: 3, result: csr.ResultSkip},
+				{rule: 7, result: csr.ResultSkip},
 			},
 		},
 		{
@@ -318,21 +319,21 @@ func TestDecideCSR(t *testing.T) {
 				block, _ := pem.Decode(in.CSR.Request)
 				in.CSR.Request = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "not a CERTIFICATE REQUEST"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "not a CERTIFICATE REQUEST"}},
 		},
 		{
 			name: "data after the PEM block",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = append(in.CSR.Request, buildRequest(t, request{cn: ptr("system:node:w2")})...)
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "after its PEM block"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "after its PEM block"}},
 		},
 		{
 			name: "DER that does not parse",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: []byte{0x30, 0x03, 0x02, 0x01}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "does not parse"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "does not parse"}},
 		},
 		{
 			name: "signature does not verify",
@@ -342,21 +343,21 @@ func TestDecideCSR(t *testing.T) {
 				der[len(der)-3] ^= 0xff // inside the signature, the last field
 				in.CSR.Request = pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: der})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail}},
 		},
 		{
 			name: "RSA-1024 key",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{key: keys.rsa1024})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "RSA 1024 bits"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "RSA 1024 bits"}},
 		},
 		{
 			name: "ECDSA P-224 key",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{key: keys.p224})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "P-224"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "P-224"}},
 		},
 		{
 			name: "oversized request",
@@ -365,7 +366,7 @@ func TestDecideCSR(t *testing.T) {
 					{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Value: make([]byte, 600<<10)},
 				}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "more than 524288"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "more than 524288"}},
 		},
 		{
 			name: "too many names",
@@ -377,7 +378,7 @@ func TestDecideCSR(t *testing.T) {
 
 				in.CSR.Request = buildRequest(t, request{dns: names})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail, reason: "more than 100"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "more than 100"}},
 		},
 
 		// Rule 3: the subject.
@@ -386,47 +387,47 @@ func TestDecideCSR(t *testing.T) {
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{cn: ptr("system:node:w2")})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: `CN "system:node:w2" is not the requester`}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail, reason: `CN "system:node:w2" is not the requester`}},
 		},
 		{
 			name: "O is not system:nodes",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{org: []string{"system:masters"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "system:masters"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail, reason: "system:masters"}},
 		},
 		{
 			name: "O has system:nodes and more",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{org: []string{"system:nodes", "system:masters"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "not exactly"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail, reason: "not exactly"}},
 		},
 		{
 			name: "email SAN",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}, emails: []string{"root@w1"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "forbidden type: email"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail, reason: "forbidden type: email"}},
 		},
 		{
 			name: "URI SAN",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}, uris: []string{"spiffe://cluster.local/ns/kube-system/sa/admin"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "forbidden type: URI"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail, reason: "forbidden type: URI"}},
 		},
 		{
 			name: "otherName SAN that Go ignores",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{extensions: []pkix.Extension{otherNameSAN(t)}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "forbidden type: otherName"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail, reason: "forbidden type: otherName"}},
 		},
 		{
 			name:   "no SAN",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = buildRequest(t, request{noSANs: true}) },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail, reason: "no DNS name or IP"}},
+			want:   []want{{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail, reason: "no DNS name or IP"}},
 		},
 
 		// Rule 4: usages.
@@ -435,26 +436,26 @@ func TestDecideCSR(t *testing.T) {
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Usages = append(in.CSR.Usages, "client auth")
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 4, result: csrctrl.ResultFail, reason: "client auth"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 4, result: csr.ResultFail, reason: "client auth"}},
 		},
 		{
 			name:   "no server auth usage",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Usages = []string{"digital signature"} },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 4, result: csrctrl.ResultFail, reason: "missing"}},
+			want:   []want{{verdict: csr.VerdictDeny, rule: 4, result: csr.ResultFail, reason: "missing"}},
 		},
 		{
 			name: "usages without key encipherment (ECDSA kubelets)",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Usages = []string{"digital signature", "server auth"}
 			},
-			want: []want{{verdict: csrctrl.VerdictApprove}},
+			want: []want{{verdict: csr.VerdictApprove}},
 		},
 
 		// Rule 5: lifetime.
 		{
 			name:   "two years",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.ExpirationSeconds = 2 * 365 * 24 * 3600 },
-			want:   []want{{verdict: csrctrl.VerdictDeny, rule: 5, result: csrctrl.ResultFail}},
+			want:   []want{{verdict: csr.VerdictDeny, rule: 5, result: csr.ResultFail}},
 		},
 		{
 			name: "more than the configured maximum",
@@ -462,12 +463,12 @@ func TestDecideCSR(t *testing.T) {
 				in.Config.CsrApproval = &specs.CSRApprovalConfig{MaxExpirationSeconds: 86400}
 				in.CSR.ExpirationSeconds = 2 * 86400
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 5, result: csrctrl.ResultFail, reason: "maximum 86400"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 5, result: csr.ResultFail, reason: "maximum 86400"}},
 		},
 		{
 			name:   "thirty days",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.ExpirationSeconds = 30 * 86400 },
-			want:   []want{{verdict: csrctrl.VerdictApprove, rule: 5, result: csrctrl.ResultPass}},
+			want:   []want{{verdict: csr.VerdictApprove, rule: 5, result: csr.ResultPass}},
 		},
 
 		// Rule 6: the Node.
@@ -475,14 +476,14 @@ func TestDecideCSR(t *testing.T) {
 			name:   "Node does not exist yet",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.Node = nil },
 			want: []want{
-				{verdict: csrctrl.VerdictWait, rule: 6, result: csrctrl.ResultWait, reason: "does not exist"},
-				{rule: 7, result: csrctrl.ResultWait},
+				{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "does not exist"},
+				{rule: 7, result: csr.ResultWait},
 			},
 		},
 		{
 			name:   "Node not initialized",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.Node.Uninitialized = true },
-			want:   []want{{verdict: csrctrl.VerdictWait, rule: 6, result: csrctrl.ResultWait, reason: "not initialized"}},
+			want:   []want{{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "not initialized"}},
 		},
 
 		// Rules 6 and 7 decide from what talos-ccm verified of the machine, not from what the kubelet wrote.
@@ -496,7 +497,7 @@ func TestDecideCSR(t *testing.T) {
 			},
 			keepVerified: true,
 			want: []want{{
-				verdict: csrctrl.VerdictDeny, rule: 7, result: csrctrl.ResultFail,
+				verdict: csr.VerdictDeny, rule: 7, result: csr.ResultFail,
 				reason: `DNS name "victim.example.com", IP 10.0.0.2 not among the addresses talos-ccm verified of Node "w1"'s machine`,
 			}},
 		},
@@ -507,8 +508,8 @@ func TestDecideCSR(t *testing.T) {
 				in.Unverified = "machine at 10.0.0.2 is node w2, not w1"
 			},
 			want: []want{
-				{verdict: csrctrl.VerdictWait, rule: 6, result: csrctrl.ResultWait, reason: "not bound to its machine: machine at 10.0.0.2 is node w2, not w1"},
-				{rule: 7, result: csrctrl.ResultWait, reason: "no verified addresses"},
+				{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "not bound to its machine: machine at 10.0.0.2 is node w2, not w1"},
+				{rule: 7, result: csr.ResultWait, reason: "no verified addresses"},
 			},
 		},
 		{
@@ -516,7 +517,7 @@ func TestDecideCSR(t *testing.T) {
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Verified = false
 			},
-			want: []want{{verdict: csrctrl.VerdictWait, rule: 6, result: csrctrl.ResultWait, reason: "verified facts yet"}},
+			want: []want{{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "verified facts yet"}},
 		},
 		{
 			name: "without Talos, the Node's status is the evidence, and the decision says whose claim it is",
@@ -524,14 +525,14 @@ func TestDecideCSR(t *testing.T) {
 				in.TalosFacts, in.Verified, in.Machine = false, false, nil
 			},
 			want: []want{
-				{verdict: csrctrl.VerdictApprove, rule: 6, result: csrctrl.ResultPass, reason: "the kubelet's own claim"},
-				{rule: 7, result: csrctrl.ResultPass, reason: "the kubelet's own claim"},
+				{verdict: csr.VerdictApprove, rule: 6, result: csr.ResultPass, reason: "the kubelet's own claim"},
+				{rule: 7, result: csr.ResultPass, reason: "the kubelet's own claim"},
 			},
 		},
 		{
 			name:   "machine addresses filed under the node but of another machine",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.Machine.Nodename = "w2" },
-			want:   []want{{verdict: csrctrl.VerdictWait, rule: 8, result: csrctrl.ResultWait, reason: "not of a machine that names itself"}},
+			want:   []want{{verdict: csr.VerdictWait, rule: 8, result: csr.ResultWait, reason: "not of a machine that names itself"}},
 		},
 
 		// Rule 7: the Node's addresses.
@@ -540,28 +541,28 @@ func TestDecideCSR(t *testing.T) {
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w2", "w2.example.com"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 7, result: csrctrl.ResultFail, reason: `DNS name "w2"`}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 7, result: csr.ResultFail, reason: `DNS name "w2"`}},
 		},
 		{
 			name: "an extra DNS name",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: append(nodeDNS, "api.example.com"), ips: nodeIPs})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 7, result: csrctrl.ResultFail, reason: `"api.example.com" not among`}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 7, result: csr.ResultFail, reason: `"api.example.com" not among`}},
 		},
 		{
 			name: "an IP of another node",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: nodeDNS, ips: []string{"10.0.0.1", "10.0.0.2"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 7, result: csrctrl.ResultFail, reason: "IP 10.0.0.2"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 7, result: csr.ResultFail, reason: "IP 10.0.0.2"}},
 		},
 		{
 			name: "wildcard",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1", "*.example.com"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 7, result: csrctrl.ResultFail, reason: "wildcard"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 7, result: csr.ResultFail, reason: "wildcard"}},
 		},
 		{
 			name: "wildcard before the Node exists",
@@ -569,7 +570,7 @@ func TestDecideCSR(t *testing.T) {
 				in.Node = nil
 				in.CSR.Request = buildRequest(t, request{dns: []string{"*.example.com"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 7, result: csrctrl.ResultFail, reason: "wildcard"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 7, result: csr.ResultFail, reason: "wildcard"}},
 		},
 		{
 			name: "a name the Node may not have yet",
@@ -577,7 +578,7 @@ func TestDecideCSR(t *testing.T) {
 				in.CSR.Created = timestamppb.New(now.Add(-time.Second))
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}, ips: []string{"10.0.0.9"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictWait, rule: 7, result: csrctrl.ResultWait, reason: "denied unless"}},
+			want: []want{{verdict: csr.VerdictWait, rule: 7, result: csr.ResultWait, reason: "denied unless"}},
 		},
 
 		// Rule 9: reserved names.
@@ -588,7 +589,7 @@ func TestDecideCSR(t *testing.T) {
 				in.Node.Addresses = append(in.Node.Addresses, &specs.NodeAddress{Type: "InternalDNS", Address: "KUBERNETES.default.SVC"})
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1", "KUBERNETES.default.SVC"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 9, result: csrctrl.ResultFail, reason: "KUBERNETES.default.SVC"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 9, result: csr.ResultFail, reason: "KUBERNETES.default.SVC"}},
 		},
 		{
 			name: "name under the cluster domain",
@@ -597,7 +598,7 @@ func TestDecideCSR(t *testing.T) {
 				in.Node.Addresses = append(in.Node.Addresses, &specs.NodeAddress{Type: "InternalDNS", Address: "w1.corp.internal"})
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1.corp.internal"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 9, result: csrctrl.ResultFail, reason: "w1.corp.internal"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 9, result: csr.ResultFail, reason: "w1.corp.internal"}},
 		},
 		{
 			name: "IP in the service range",
@@ -606,7 +607,7 @@ func TestDecideCSR(t *testing.T) {
 				in.Machine.Addresses = append(in.Machine.Addresses, &specs.MachineAddress{Address: "10.96.0.1/32"})
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}, ips: []string{"10.96.0.1"}})
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 9, result: csrctrl.ResultFail, reason: "service range 10.96.0.0/12"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 9, result: csr.ResultFail, reason: "service range 10.96.0.0/12"}},
 		},
 
 		// Rule 10: the operator's narrowing.
@@ -615,28 +616,28 @@ func TestDecideCSR(t *testing.T) {
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Config.CsrApproval = &specs.CSRApprovalConfig{AllowedIpPrefixes: []string{"10.0.0.0/8"}}
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 10, result: csrctrl.ResultFail, reason: "203.0.113.1 outside"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 10, result: csr.ResultFail, reason: "203.0.113.1 outside"}},
 		},
 		{
 			name: "DNS name outside the pattern",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Config.CsrApproval = &specs.CSRApprovalConfig{DnsNameRegex: `w[0-9]+(\.example\.com)?`}
 			},
-			want: []want{{verdict: csrctrl.VerdictDeny, rule: 10, result: csrctrl.ResultFail, reason: "w1.internal.example"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 10, result: csr.ResultFail, reason: "w1.internal.example"}},
 		},
 		{
 			name: "narrowing that allows the request",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Config.CsrApproval = &specs.CSRApprovalConfig{AllowedIpPrefixes: []string{"10.0.0.0/8", "203.0.113.0/24"}, DnsNameRegex: `w1(\..*)?`}
 			},
-			want: []want{{verdict: csrctrl.VerdictApprove, rule: 10, result: csrctrl.ResultPass}},
+			want: []want{{verdict: csr.VerdictApprove, rule: 10, result: csr.ResultPass}},
 		},
 		{
 			name: "invalid pattern in the configuration",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.Config.CsrApproval = &specs.CSRApprovalConfig{DnsNameRegex: `w1(`}
 			},
-			want: []want{{verdict: csrctrl.VerdictWait, rule: 10, result: csrctrl.ResultWait, reason: "invalid"}},
+			want: []want{{verdict: csr.VerdictWait, rule: 10, result: csr.ResultWait, reason: "invalid"}},
 		},
 
 		// Combinations.
@@ -646,8 +647,8 @@ func TestDecideCSR(t *testing.T) {
 				in.CSR.Request = buildRequest(t, request{cn: ptr("system:node:w2"), dns: []string{"w2"}, ips: []string{"10.0.0.2"}})
 			},
 			want: []want{
-				{verdict: csrctrl.VerdictDeny, rule: 3, result: csrctrl.ResultFail},
-				{rule: 7, result: csrctrl.ResultFail, reason: `DNS name "w2", IP 10.0.0.2`},
+				{verdict: csr.VerdictDeny, rule: 3, result: csr.ResultFail},
+				{rule: 7, result: csr.ResultFail, reason: `DNS name "w2", IP 10.0.0.2`},
 			},
 		},
 		{
@@ -658,10 +659,10 @@ func TestDecideCSR(t *testing.T) {
 				in.CSR.Request = buildRequest(t, request{key: keys.rsa1024, dns: []string{"Kubernetes"}})
 			},
 			want: []want{
-				{verdict: csrctrl.VerdictDeny, rule: 2, result: csrctrl.ResultFail},
-				{rule: 4, result: csrctrl.ResultFail},
-				{rule: 6, result: csrctrl.ResultWait},
-				{rule: 9, result: csrctrl.ResultFail},
+				{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail},
+				{rule: 4, result: csr.ResultFail},
+				{rule: 6, result: csr.ResultWait},
+				{rule: 9, result: csr.ResultFail},
 			},
 		},
 	} {
@@ -699,7 +700,7 @@ func TestDecideCSR(t *testing.T) {
 			assert.Equal(t, in.CSR.GetUsername() == "system:node:w1", decision.GetNode() == "w1")
 			checkInvariants(t, in, decision)
 
-			if rule := ruleResult(decision, 7); rule.GetResult() == csrctrl.ResultWait && strings.Contains(rule.GetReason(), "denied unless") {
+			if rule := ruleResult(decision, 7); rule.GetResult() == csr.ResultWait && strings.Contains(rule.GetReason(), "denied unless") {
 				assert.Equal(t, 4*time.Second, recheck)
 			} else {
 				assert.Zero(t, recheck)
@@ -715,7 +716,7 @@ func TestDecideCSRSuperseded(t *testing.T) {
 	in.SupersededBy = "csr-newer"
 
 	decision, recheck := csrctrl.DecideCSR(in)
-	assert.Equal(t, csrctrl.VerdictWait, decision.GetVerdict())
+	assert.Equal(t, csr.VerdictWait, decision.GetVerdict())
 	assert.Equal(t, "csr-newer", decision.GetSupersededBy())
 	assert.Contains(t, decision.GetReason(), "superseded")
 	assert.Empty(t, decision.GetRules())
@@ -729,7 +730,7 @@ func TestDecideCSRNamesTheSANs(t *testing.T) {
 	in.VerifiedAddresses = in.Node.GetAddresses()
 
 	decision, _ := csrctrl.DecideCSR(in)
-	require.Equal(t, csrctrl.VerdictApprove, decision.GetVerdict(), decision.GetReason())
+	require.Equal(t, csr.VerdictApprove, decision.GetVerdict(), decision.GetReason())
 	assert.Equal(t, nodeDNS, decision.GetDnsNames())
 	assert.Equal(t, nodeIPs, decision.GetIpAddresses())
 	assert.Equal(t, "system:node:w1", decision.GetRequester())
@@ -738,7 +739,7 @@ func TestDecideCSRNamesTheSANs(t *testing.T) {
 
 	for i, rule := range decision.GetRules() {
 		assert.Equal(t, int32(i+1), rule.GetNumber())
-		assert.Equal(t, csrctrl.ResultPass, rule.GetResult(), "rule %d: %s", rule.GetNumber(), rule.GetReason())
+		assert.Equal(t, csr.ResultPass, rule.GetResult(), "rule %d: %s", rule.GetNumber(), rule.GetReason())
 	}
 }
 
@@ -756,32 +757,32 @@ func ruleResult(decision *specs.CSRDecisionSpec, number int32) *specs.CSRRuleRes
 func checkInvariants(t testing.TB, in csrctrl.DecisionInput, decision *specs.CSRDecisionSpec) {
 	t.Helper()
 
-	require.Contains(t, []string{csrctrl.VerdictApprove, csrctrl.VerdictDeny, csrctrl.VerdictWait}, decision.GetVerdict())
+	require.Contains(t, []string{csr.VerdictApprove, csr.VerdictDeny, csr.VerdictWait}, decision.GetVerdict())
 
 	_, err := proto.Marshal(decision)
 	require.NoError(t, err, "a decision must always be storable")
 
 	if in.SupersededBy != "" {
-		require.Equal(t, csrctrl.VerdictWait, decision.GetVerdict())
+		require.Equal(t, csr.VerdictWait, decision.GetVerdict())
 
 		return
 	}
 
 	require.Len(t, decision.GetRules(), 10)
 
-	if decision.GetVerdict() != csrctrl.VerdictApprove {
+	if decision.GetVerdict() != csr.VerdictApprove {
 		return
 	}
 
 	// An approval needs every rule to pass; only rule 8 may be skipped, and only without Talos facts.
 	for _, rule := range decision.GetRules() {
 		if rule.GetNumber() == 8 && !in.TalosFacts {
-			require.Equal(t, csrctrl.ResultSkip, rule.GetResult())
+			require.Equal(t, csr.ResultSkip, rule.GetResult())
 
 			continue
 		}
 
-		require.Equal(t, csrctrl.ResultPass, rule.GetResult(), "approved with rule %d %s: %s", rule.GetNumber(), rule.GetResult(), rule.GetReason())
+		require.Equal(t, csr.ResultPass, rule.GetResult(), "approved with rule %d %s: %s", rule.GetNumber(), rule.GetResult(), rule.GetReason())
 	}
 
 	name, ok := csrctrl.NodeName(in.CSR.GetUsername())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
 // TestDecideCSRUpstreamCases runs the situations that the Talos CCM's own certificate request tests cover
@@ -27,21 +28,21 @@ func TestDecideCSRUpstreamCases(t *testing.T) {
 		{
 			name:    "an empty request",
 			modify:  func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = nil },
-			verdict: csrctrl.VerdictDeny, rule: 2,
+			verdict: csr.VerdictDeny, rule: 2,
 		},
 		{
 			name: "a PEM block with no request in it",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = []byte("-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----\n")
 			},
-			verdict: csrctrl.VerdictDeny, rule: 2,
+			verdict: csr.VerdictDeny, rule: 2,
 		},
 		{
 			name: "text that is not PEM",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = []byte("a serving certificate, please")
 			},
-			verdict: csrctrl.VerdictDeny, rule: 2,
+			verdict: csr.VerdictDeny, rule: 2,
 		},
 
 		// What a valid request holds.
@@ -50,14 +51,14 @@ func TestDecideCSRUpstreamCases(t *testing.T) {
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}})
 			},
-			verdict: csrctrl.VerdictApprove,
+			verdict: csr.VerdictApprove,
 		},
 		{
 			name: "IP addresses only",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{ips: []string{"10.0.0.1"}})
 			},
-			verdict: csrctrl.VerdictApprove,
+			verdict: csr.VerdictApprove,
 		},
 		{
 			name: "an RSA key with key encipherment",
@@ -65,87 +66,87 @@ func TestDecideCSRUpstreamCases(t *testing.T) {
 				in.CSR.Request = buildRequest(t, request{key: keys.rsa2048})
 				in.CSR.Usages = []string{"digital signature", "key encipherment", "server auth"}
 			},
-			verdict: csrctrl.VerdictApprove,
+			verdict: csr.VerdictApprove,
 		},
 		{
 			name: "an ECDSA key without key encipherment",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Usages = []string{"digital signature", "server auth"}
 			},
-			verdict: csrctrl.VerdictApprove,
+			verdict: csr.VerdictApprove,
 		},
 
 		// What a request may not hold.
 		{
 			name:    "no DNS name and no IP address",
 			modify:  func(t testing.TB, in *csrctrl.DecisionInput) { in.CSR.Request = buildRequest(t, request{noSANs: true}) },
-			verdict: csrctrl.VerdictDeny, rule: 3,
+			verdict: csr.VerdictDeny, rule: 3,
 		},
 		{
 			name: "the kubernetes name",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"kubernetes"}})
 			},
-			verdict: csrctrl.VerdictDeny, rule: 9,
+			verdict: csr.VerdictDeny, rule: 9,
 		},
 		{
 			name: "a Service name in its long form",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"kubernetes.default.svc"}})
 			},
-			verdict: csrctrl.VerdictDeny, rule: 9,
+			verdict: csr.VerdictDeny, rule: 9,
 		},
 		{
 			name: "an organization other than system:nodes",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{org: []string{"admins"}})
 			},
-			verdict: csrctrl.VerdictDeny, rule: 3,
+			verdict: csr.VerdictDeny, rule: 3,
 		},
 		{
 			name: "a common name other than the requester",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{cn: ptr("w1")})
 			},
-			verdict: csrctrl.VerdictDeny, rule: 3,
+			verdict: csr.VerdictDeny, rule: 3,
 		},
 		{
 			name: "an email address",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}, emails: []string{"ops@example.com"}})
 			},
-			verdict: csrctrl.VerdictDeny, rule: 3,
+			verdict: csr.VerdictDeny, rule: 3,
 		},
 		{
 			name: "a URI",
 			modify: func(t testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1"}, uris: []string{"https://w1.example.com"}})
 			},
-			verdict: csrctrl.VerdictDeny, rule: 3,
+			verdict: csr.VerdictDeny, rule: 3,
 		},
 		{
 			name:    "client auth besides server auth",
 			modify:  func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Usages = append(in.CSR.Usages, "client auth") },
-			verdict: csrctrl.VerdictDeny, rule: 4,
+			verdict: csr.VerdictDeny, rule: 4,
 		},
 		{
 			name: "server auth missing",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
 				in.CSR.Usages = []string{"digital signature", "key encipherment"}
 			},
-			verdict: csrctrl.VerdictDeny, rule: 4,
+			verdict: csr.VerdictDeny, rule: 4,
 		},
 
 		// The approval itself.
 		{
 			name:    "a requester that is not a node",
 			modify:  func(_ testing.TB, in *csrctrl.DecisionInput) { in.CSR.Username = "invalid" },
-			verdict: csrctrl.VerdictDeny, rule: 1,
+			verdict: csr.VerdictDeny, rule: 1,
 		},
 		{
 			name:    "the node's own names and IPs",
 			modify:  func(testing.TB, *csrctrl.DecisionInput) {},
-			verdict: csrctrl.VerdictApprove,
+			verdict: csr.VerdictApprove,
 		},
 		{
 			// The Talos CCM compares the names with the Node's status, which the kubelet writes itself:
@@ -157,7 +158,7 @@ func TestDecideCSRUpstreamCases(t *testing.T) {
 				in.Node.Addresses = append(in.Node.GetAddresses(), &specs.NodeAddress{Type: "InternalDNS", Address: "db.example.com"})
 				in.CSR.Request = buildRequest(t, request{dns: []string{"w1", "db.example.com"}})
 			},
-			verdict: csrctrl.VerdictDeny, rule: 7,
+			verdict: csr.VerdictDeny, rule: 7,
 		},
 		{
 			// The Talos CCM denies a request when its check against the machine fails with an error (a
@@ -165,7 +166,7 @@ func TestDecideCSRUpstreamCases(t *testing.T) {
 			// never denies a legitimate node's certificate.
 			name:    "the machine's facts are not there",
 			modify:  func(_ testing.TB, in *csrctrl.DecisionInput) { in.Machine = nil },
-			verdict: csrctrl.VerdictWait, rule: 8,
+			verdict: csr.VerdictWait, rule: 8,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,7 +185,7 @@ func TestDecideCSRUpstreamCases(t *testing.T) {
 			if tc.rule != 0 {
 				rule := ruleResult(decision, tc.rule)
 				if assert.NotNil(t, rule) {
-					assert.Contains(t, []string{csrctrl.ResultFail, csrctrl.ResultWait}, rule.GetResult(), rule.GetReason())
+					assert.Contains(t, []string{csr.ResultFail, csr.ResultWait}, rule.GetResult(), rule.GetReason())
 				}
 			}
 

@@ -12,77 +12,16 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-)
-
-// Purposes of allocations and pools.
-const (
-	PurposePodCIDR        = "pod-cidr"
-	PurposeNodePrefix     = "node-prefix"
-	PurposeLoadBalancerIP = "load-balancer-ip"
-)
-
-// States of an allocation.
-const (
-	// StateAllocated: the address is held for the owner.
-	StateAllocated = "allocated"
-	// StatePending: a fact the decision needs is not known yet.
-	StatePending = "pending"
-	// StateFailed: no address could be given; the reason says why.
-	StateFailed = "failed"
-	// StateConflict: the owner already uses an address outside the pools or held by another owner.
-	StateConflict = "conflict"
-)
-
-// Origins of an allocated address.
-const (
-	OriginAllocated = "allocated"
-	OriginNode      = "node"
-	OriginRequested = "requested"
-	OriginIngress   = "ingress"
-	OriginShared    = "shared"
-)
-
-// Pool condition types.
-const (
-	ConditionExhausted = "Exhausted"
-	ConditionConflict  = "Conflict"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 // maxConflictsListed bounds the conflicts an IPPool lists; the count is in the Conflict condition.
 const maxConflictsListed = 50
-
-// NodeAllocationID is the ID of the pod CIDR allocation of one family of a Node.
-func NodeAllocationID(node, family string) string {
-	return "node/" + node + "/" + family
-}
-
-// ServiceAllocationID is the ID of the LoadBalancer IP allocation of one family of a Service
-// ("NAMESPACE/NAME").
-func ServiceAllocationID(service, family string) string {
-	return "service/" + service + "/" + family
-}
-
-// ParseAllocationID splits an allocation ID into its kind ("node" or "service"), owner name ("NAME" or
-// "NAMESPACE/NAME") and family.
-func ParseAllocationID(id string) (kind, owner, family string, ok bool) {
-	kind, rest, ok := strings.Cut(id, "/")
-	if !ok {
-		return "", "", "", false
-	}
-
-	i := strings.LastIndex(rest, "/")
-	if i <= 0 {
-		return "", "", "", false
-	}
-
-	return kind, rest[:i], rest[i+1:], true
-}
 
 // withSince keeps the since time of the previous decision when the decision is the same, so that a
 // re-plan with nothing new writes nothing.
@@ -123,21 +62,21 @@ func poolSpec(p *pool) *specs.IPPoolSpec {
 		out.Free = out.Size - min(out.Used, out.Size)
 	}
 
-	exhausted := condition(ConditionExhausted, false, "FreeBlocks", "")
+	exhausted := condition(ipam.ConditionExhausted, false, "FreeBlocks", "")
 
 	switch {
 	case p.invalid != "":
-		exhausted = condition(ConditionExhausted, true, "Invalid", p.invalid)
+		exhausted = condition(ipam.ConditionExhausted, true, "Invalid", p.invalid)
 	case p.exhausted || out.Free == 0:
-		exhausted = condition(ConditionExhausted, true, "NoFreeBlock", "every block of the pool is held")
+		exhausted = condition(ipam.ConditionExhausted, true, "NoFreeBlock", "every block of the pool is held")
 	}
 
 	conflicts := slices.Clone(p.conflicts)
 	slices.Sort(conflicts)
 
-	conflict := condition(ConditionConflict, false, "NoConflict", "")
+	conflict := condition(ipam.ConditionConflict, false, "NoConflict", "")
 	if len(conflicts) > 0 {
-		conflict = condition(ConditionConflict, true, "AddressesInConflict", conflictMessage(len(conflicts)))
+		conflict = condition(ipam.ConditionConflict, true, "AddressesInConflict", conflictMessage(len(conflicts)))
 	}
 
 	out.Conditions = []*specs.IPPoolCondition{exhausted, conflict}

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -40,18 +40,18 @@ type NodeCIDROptions struct {
 // WithDefaults fills the zero fields.
 func (o NodeCIDROptions) WithDefaults() NodeCIDROptions {
 	if o.Mode == "" {
-		o.Mode = ModeRange
+		o.Mode = ipam.ModeRange
 	}
 
 	if o.MaskIPv4 == 0 {
-		o.MaskIPv4 = DefaultMaskIPv4
+		o.MaskIPv4 = ipam.DefaultMaskIPv4
 	}
 
 	if o.MaskIPv6 == 0 {
-		o.MaskIPv6 = DefaultMaskIPv6
+		o.MaskIPv6 = ipam.DefaultMaskIPv6
 
-		if o.Mode == ModeTalosIPv6 {
-			o.MaskIPv6 = DefaultMaskIPv6TalosMode
+		if o.Mode == ipam.ModeTalosIPv6 {
+			o.MaskIPv6 = ipam.DefaultMaskIPv6TalosMode
 		}
 	}
 
@@ -62,8 +62,8 @@ func (o NodeCIDROptions) WithDefaults() NodeCIDROptions {
 func (o NodeCIDROptions) Validate() error {
 	o = o.WithDefaults()
 
-	if o.Mode != ModeRange && o.Mode != ModeTalosIPv6 {
-		return fmt.Errorf("unknown node IPAM mode %q (valid: %s, %s)", o.Mode, ModeRange, ModeTalosIPv6)
+	if o.Mode != ipam.ModeRange && o.Mode != ipam.ModeTalosIPv6 {
+		return fmt.Errorf("unknown node IPAM mode %q (valid: %s, %s)", o.Mode, ipam.ModeRange, ipam.ModeTalosIPv6)
 	}
 
 	if len(o.ClusterCIDRs) > 2 {
@@ -87,7 +87,7 @@ func (o NodeCIDROptions) Validate() error {
 		if c.Addr().Is6() {
 			mask = o.MaskIPv6
 
-			if o.Mode == ModeTalosIPv6 {
+			if o.Mode == ipam.ModeTalosIPv6 {
 				continue // IPv6 pod CIDRs come from the machines' prefixes
 			}
 		}
@@ -123,7 +123,7 @@ func (ctrl *NodeCIDRAllocatorController) Inputs() []controller.Input {
 		{Namespace: config.NamespaceName, Type: config.ConfigType, ID: optional.Some(config.ActiveID), Kind: controller.InputWeak},
 	}
 
-	if ctrl.Options.WithDefaults().Mode == ModeTalosIPv6 {
+	if ctrl.Options.WithDefaults().Mode == ipam.ModeTalosIPv6 {
 		inputs = append(inputs, controller.Input{Namespace: talos.NamespaceName, Type: talos.MachineAddressesType, Kind: controller.InputWeak})
 	}
 
@@ -256,7 +256,7 @@ func (ctrl *NodeCIDRAllocatorController) gather(ctx context.Context, r controlle
 
 	addresses := map[string]*specs.MachineAddressesSpec{}
 
-	if opts.Mode == ModeTalosIPv6 {
+	if opts.Mode == ipam.ModeTalosIPv6 {
 		list, err := safe.ReaderListAll[*talos.MachineAddresses](ctx, r)
 		if err != nil {
 			return in, "", fmt.Errorf("failed to list machine addresses: %w", err)
@@ -275,7 +275,7 @@ func (ctrl *NodeCIDRAllocatorController) gather(ctx context.Context, r controlle
 		}
 
 		spec := n.TypedSpec().Value
-		ips, _ := nodectrl.NodeIPs(spec, "", preferIPv6)
+		ips, _ := nodeaddress.NodeIPs(spec, "", preferIPv6)
 		facts := NodeFacts{
 			Name:     n.Metadata().ID(),
 			UID:      spec.GetUid(),

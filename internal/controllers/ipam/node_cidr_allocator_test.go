@@ -96,7 +96,7 @@ func allocations(ctx context.Context, t *testing.T, st state.State) map[string]s
 
 	for res := range list.All() {
 		spec := res.TypedSpec().Value
-		if spec.GetState() != ipam.StateAllocated {
+		if spec.GetState() != ipamres.StateAllocated {
 			continue
 		}
 
@@ -127,7 +127,7 @@ func waitAllocations(ctx context.Context, t *testing.T, st state.State, families
 
 		for _, name := range names {
 			for _, family := range families {
-				if _, ok := got[ipam.NodeAllocationID(name, family)]; !ok {
+				if _, ok := got[ipamres.NodeAllocationID(name, family)]; !ok {
 					return false
 				}
 			}
@@ -175,10 +175,10 @@ func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
 		require.NoError(t, err)
 
 		for res := range list.All() {
-			kind, name, family, _ := ipam.ParseAllocationID(res.Metadata().ID())
+			kind, name, family, _ := ipamres.ParseAllocationID(res.Metadata().ID())
 			podCIDRs := res.TypedSpec().Value.GetNodePodCidrs()
 
-			if kind != "node" || family != ipam.FamilyIPv4 || len(podCIDRs) == 0 {
+			if kind != "node" || family != ipamres.FamilyIPv4 || len(podCIDRs) == 0 {
 				continue
 			}
 
@@ -223,7 +223,7 @@ func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
 		live = append(live, fmt.Sprintf("n%04d", i))
 	}
 
-	dual := []string{ipam.FamilyIPv4, ipam.FamilyIPv6}
+	dual := []string{ipamres.FamilyIPv4, ipamres.FamilyIPv6}
 	got := waitAllocations(ctx, t, st, dual, live...)
 
 	// Delete every other Node and create as many new ones, concurrently.
@@ -251,14 +251,14 @@ func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
 	after := waitAllocations(ctx, t, st, dual, live...)
 
 	for i := 1; i < nodes; i += 2 {
-		for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
-			id := ipam.NodeAllocationID(fmt.Sprintf("n%04d", i), family)
+		for _, family := range []string{ipamres.FamilyIPv4, ipamres.FamilyIPv6} {
+			id := ipamres.NodeAllocationID(fmt.Sprintf("n%04d", i), family)
 			assert.Equal(t, got[id], after[id], "a surviving Node keeps its CIDR: %s", id)
 		}
 	}
 
 	for i := 0; i < nodes; i += 2 {
-		assert.NotContains(t, after, ipam.NodeAllocationID(fmt.Sprintf("n%04d", i), ipam.FamilyIPv4), "released")
+		assert.NotContains(t, after, ipamres.NodeAllocationID(fmt.Sprintf("n%04d", i), ipamres.FamilyIPv4), "released")
 	}
 
 	pool, err := safe.StateGetByID[*ipamres.IPPool](ctx, st, "pod/ipv4")
@@ -298,7 +298,7 @@ func TestNodeCIDRAllocatorRestart(t *testing.T) {
 		require.NoError(t, createNode(ctx, st, fmt.Sprintf("n%d", i), i))
 	}
 
-	v4 := []string{ipam.FamilyIPv4}
+	v4 := []string{ipamres.FamilyIPv4}
 	before := waitAllocations(ctx, t, st, v4, "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9")
 
 	stop()
@@ -326,7 +326,7 @@ func TestNodeCIDRAllocatorRestart(t *testing.T) {
 	after := waitAllocations(ctx, t, st, v4, "n0", "n2", "n3", "n5", "n6", "n8", "n9", "x1", "x2")
 
 	for id, addr := range before {
-		_, name, _, _ := ipam.ParseAllocationID(id)
+		_, name, _, _ := ipamres.ParseAllocationID(id)
 		if name == "n1" || name == "n4" || name == "n7" {
 			assert.NotContains(t, after, id)
 		} else {
@@ -334,6 +334,6 @@ func TestNodeCIDRAllocatorRestart(t *testing.T) {
 		}
 	}
 
-	assert.Contains(t, after, ipam.NodeAllocationID("x1", ipam.FamilyIPv4))
-	assert.Contains(t, after, ipam.NodeAllocationID("x2", ipam.FamilyIPv4))
+	assert.Contains(t, after, ipamres.NodeAllocationID("x1", ipamres.FamilyIPv4))
+	assert.Contains(t, after, ipamres.NodeAllocationID("x2", ipamres.FamilyIPv4))
 }

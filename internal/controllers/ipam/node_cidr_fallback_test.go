@@ -8,6 +8,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 // TestTalosIPv6FallsBackToClusterRange checks that, in talos-ipv6 mode, a machine without a usable global
@@ -16,11 +17,11 @@ import (
 func TestTalosIPv6FallsBackToClusterRange(t *testing.T) {
 	t.Parallel()
 
-	v4 := func(node string) string { return ipam.NodeAllocationID(node, ipam.FamilyIPv4) }
-	v6 := func(node string) string { return ipam.NodeAllocationID(node, ipam.FamilyIPv6) }
+	v4 := func(node string) string { return ipamres.NodeAllocationID(node, ipamres.FamilyIPv4) }
+	v6 := func(node string) string { return ipamres.NodeAllocationID(node, ipamres.FamilyIPv6) }
 
 	settings := ipam.NodeCIDRSettings{
-		Mode: ipam.ModeTalosIPv6, ClusterCIDRs: prefixes("10.244.0.0/16", "fd00:10:244::/56"), ClusterSource: "flags",
+		Mode: ipamres.ModeTalosIPv6, ClusterCIDRs: prefixes("10.244.0.0/16", "fd00:10:244::/56"), ClusterSource: "flags",
 		MaskIPv4: 24, MaskIPv6: 80,
 	}
 
@@ -63,7 +64,7 @@ func TestTalosIPv6FallsBackToClusterRange(t *testing.T) {
 	for _, n := range nodes {
 		for _, id := range []string{v4(n.Name), v6(n.Name)} {
 			require.Contains(t, held.Allocations, id)
-			assert.Equal(t, ipam.StateAllocated, held.Allocations[id].GetState(), "%s: %s", id, held.Allocations[id].GetReason())
+			assert.Equal(t, ipamres.StateAllocated, held.Allocations[id].GetState(), "%s: %s", id, held.Allocations[id].GetReason())
 		}
 	}
 

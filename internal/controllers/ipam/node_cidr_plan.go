@@ -9,22 +9,8 @@ import (
 	"time"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-)
-
-// Pod CIDR modes (--node-ipam-mode).
-const (
-	// ModeRange hands out pod CIDRs from the cluster ranges, one per family.
-	ModeRange = "range"
-	// ModeTalosIPv6 carves each Node's IPv6 pod CIDR out of its machine's own global IPv6 prefix; IPv4
-	// comes from the cluster range.
-	ModeTalosIPv6 = "talos-ipv6"
-)
-
-// Default node CIDR mask sizes.
-const (
-	DefaultMaskIPv4          = 24
-	DefaultMaskIPv6          = 64
-	DefaultMaskIPv6TalosMode = 80
+	"github.com/talos-ccm/talos-ccm/internal/iprange"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 // maxClaimBlocks bounds the blocks one pod CIDR found on a Node may cover (a /16 on a Node of a /24-mask
@@ -122,7 +108,7 @@ func PlanNodeCIDRs(in NodeCIDRInput) NodeCIDRPlan {
 	nodes := slices.Clone(in.Nodes)
 	slices.SortFunc(nodes, func(a, b NodeFacts) int { return byAge(a.Created, b.Created, a.Name, b.Name) })
 
-	if in.Settings.Mode == ModeTalosIPv6 {
+	if in.Settings.Mode == ipam.ModeTalosIPv6 {
 		p.buildPrefixPools(nodes)
 		p.buildFallbackPool(nodes)
 	}
@@ -154,20 +140,20 @@ func wantedFamilies(s NodeCIDRSettings) []string {
 	var out []string
 
 	for _, c := range s.ClusterCIDRs {
-		if f := familyOf(c.Addr()); !slices.Contains(out, f) {
+		if f := ipam.FamilyOf(c.Addr()); !slices.Contains(out, f) {
 			out = append(out, f)
 		}
 	}
 
-	if s.Mode == ModeTalosIPv6 && !slices.Contains(out, FamilyIPv6) {
-		out = append(out, FamilyIPv6)
+	if s.Mode == ipam.ModeTalosIPv6 && !slices.Contains(out, ipam.FamilyIPv6) {
+		out = append(out, ipam.FamilyIPv6)
 	}
 
 	return out
 }
 
 func (p *nodePlanner) mask(family string) int {
-	if family == FamilyIPv4 {
+	if family == ipam.FamilyIPv4 {
 		return p.in.Settings.MaskIPv4
 	}
 
@@ -178,9 +164,9 @@ func (p *nodePlanner) buildRangePools() {
 	s := p.in.Settings
 
 	for _, c := range s.ClusterCIDRs {
-		family := familyOf(c.Addr())
+		family := ipam.FamilyOf(c.Addr())
 
-		if _, dup := p.rangePools[family]; dup || (s.Mode == ModeTalosIPv6 && family == FamilyIPv6) {
+		if _, dup := p.rangePools[family]; dup || (s.Mode == ipam.ModeTalosIPv6 && family == ipam.FamilyIPv6) {
 			continue
 		}
 
@@ -195,7 +181,7 @@ func (p *nodePlanner) buildFallbackPool(nodes []NodeFacts) {
 	var cluster netip.Prefix
 
 	for _, c := range p.in.Settings.ClusterCIDRs {
-		if familyOf(c.Addr()) == FamilyIPv6 {
+		if ipam.FamilyOf(c.Addr()) == ipam.FamilyIPv6 {
 			cluster = c.Masked()
 
 			break
@@ -224,13 +210,13 @@ func (p *nodePlanner) buildFallbackPool(nodes []NodeFacts) {
 // addRangePool makes the pool of a cluster range.
 func (p *nodePlanner) addRangePool(c netip.Prefix) {
 	s := p.in.Settings
-	family := familyOf(c.Addr())
+	family := ipam.FamilyOf(c.Addr())
 
 	c = c.Masked()
 	mask := p.mask(family)
-	pl := newPool("pod/"+family, PurposePodCIDR, family, mask)
+	pl := newPool("pod/"+family, ipam.PurposePodCIDR, family, mask)
 	pl.source = s.ClusterSource
-	pl.ranges = []Range{rangeOf(c)}
+	pl.ranges = []iprange.Range{iprange.Of(c)}
 	pl.next = p.in.PreviousPools[pl.id].GetNext()
 
 	switch {
@@ -284,9 +270,9 @@ func (p *nodePlanner) buildPrefixPools(nodes []NodeFacts) {
 			continue
 		}
 
-		pl := newPool("node-prefix/"+prefix.String(), PurposeNodePrefix, FamilyIPv6, mask)
+		pl := newPool("node-prefix/"+prefix.String(), ipam.PurposeNodePrefix, ipam.FamilyIPv6, mask)
 		pl.source = "addresses of machine " + n.Name
-		pl.ranges = []Range{rangeOf(prefix)}
+		pl.ranges = []iprange.Range{iprange.Of(prefix)}
 
 		for _, e := range p.in.Settings.ServiceCIDRs {
 			if e.Overlaps(prefix) {
@@ -363,9 +349,9 @@ func isVirtualLink(link string) bool {
 // poolFor returns the pool a CIDR of a node belongs to: the cluster range of its family, or in talos-ipv6
 // mode for IPv6 the node's own prefix, else any machine prefix that contains it.
 func (p *nodePlanner) poolFor(node string, c netip.Prefix) *pool {
-	family := familyOf(c.Addr())
+	family := ipam.FamilyOf(c.Addr())
 
-	if family == FamilyIPv4 || p.in.Settings.Mode != ModeTalosIPv6 {
+	if family == ipam.FamilyIPv4 || p.in.Settings.Mode != ipam.ModeTalosIPv6 {
 		return p.rangePools[family]
 	}
 
@@ -384,7 +370,7 @@ func (p *nodePlanner) poolFor(node string, c netip.Prefix) *pool {
 	}
 
 	// The cluster's IPv6 range, which Nodes without a machine prefix fall back to.
-	if pl := p.rangePools[FamilyIPv6]; pl != nil && pl.inRanges(netip.PrefixFrom(c.Addr(), 128)) {
+	if pl := p.rangePools[ipam.FamilyIPv6]; pl != nil && pl.inRanges(netip.PrefixFrom(c.Addr(), 128)) {
 		return pl
 	}
 
@@ -404,8 +390,8 @@ func (p *nodePlanner) established(n NodeFacts) bool {
 			return false
 		}
 
-		prev := p.in.Previous[NodeAllocationID(n.Name, familyOf(c.Addr()))]
-		if prev.GetState() != StateAllocated || prev.GetAddress() != c.Masked().String() || prev.GetOwnerUid() != n.UID {
+		prev := p.in.Previous[ipam.NodeAllocationID(n.Name, ipam.FamilyOf(c.Addr()))]
+		if prev.GetState() != ipam.StateAllocated || prev.GetAddress() != c.Masked().String() || prev.GetOwnerUid() != n.UID {
 			return false
 		}
 	}
@@ -441,21 +427,21 @@ func (p *nodePlanner) claim(nodes []NodeFacts) {
 			}
 
 			c = c.Masked()
-			family := familyOf(c.Addr())
+			family := ipam.FamilyOf(c.Addr())
 
 			if !p.wanted(family) || seen[family] {
 				continue
 			}
 
 			seen[family] = true
-			id := NodeAllocationID(n.Name, family)
+			id := ipam.NodeAllocationID(n.Name, family)
 			prev := p.in.Previous[id]
 
 			alloc := &specs.IPAllocationSpec{
-				Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, Address: c.String(), Origin: OriginNode,
+				Purpose: ipam.PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, Address: c.String(), Origin: ipam.OriginNode,
 			}
 
-			if prev.GetState() == StateAllocated && prev.GetAddress() == c.String() && prev.GetOwnerUid() == n.UID && prev.GetOrigin() != "" {
+			if prev.GetState() == ipam.StateAllocated && prev.GetAddress() == c.String() && prev.GetOwnerUid() == n.UID && prev.GetOrigin() != "" {
 				alloc.Origin = prev.GetOrigin()
 			}
 
@@ -465,13 +451,13 @@ func (p *nodePlanner) claim(nodes []NodeFacts) {
 
 			switch {
 			case pl == nil:
-				alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside every pool of %s", c, family)
-				alloc.Origin = OriginNode
+				alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside every pool of %s", c, family)
+				alloc.Origin = ipam.OriginNode
 			case !pl.inRanges(c):
-				alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside %s", c, strings.Join(rangeStrings(pl.ranges), ", "))
+				alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside %s", c, strings.Join(rangeStrings(pl.ranges), ", "))
 			default:
 				if e, ok := pl.excludedBy(c); ok {
-					alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the Service range %s", c, e)
+					alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the Service range %s", c, e)
 
 					break
 				}
@@ -479,24 +465,24 @@ func (p *nodePlanner) claim(nodes []NodeFacts) {
 				var ok bool
 
 				if blocks, ok = pl.blocksOf(c, maxClaimBlocks); !ok {
-					alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s covers more than %d /%d blocks", c, maxClaimBlocks, pl.blockBits)
+					alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s covers more than %d /%d blocks", c, maxClaimBlocks, pl.blockBits)
 
 					break
 				}
 
 				if holders := pl.holders(blocks, owner); len(holders) > 0 {
-					alloc.State, alloc.Reason = StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the pod CIDR of %s", c, strings.Join(holders, ", "))
+					alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the pod CIDR of %s", c, strings.Join(holders, ", "))
 
 					break
 				}
 
-				alloc.State = StateAllocated
+				alloc.State = ipam.StateAllocated
 			}
 
 			if pl != nil {
 				alloc.Pool = pl.id
 
-				if alloc.GetState() == StateAllocated {
+				if alloc.GetState() == ipam.StateAllocated {
 					pl.take(blocks, owner)
 				} else {
 					pl.conflicts = append(pl.conflicts, owner+": "+alloc.GetReason())
@@ -509,13 +495,13 @@ func (p *nodePlanner) claim(nodes []NodeFacts) {
 		}
 
 		for _, family := range p.families {
-			id := NodeAllocationID(n.Name, family)
+			id := ipam.NodeAllocationID(n.Name, family)
 			if _, ok := p.decided[id]; ok {
 				continue
 			}
 
 			p.decided[id] = &specs.IPAllocationSpec{
-				Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, State: StateFailed,
+				Purpose: ipam.PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, State: ipam.StateFailed,
 				Reason: fmt.Sprintf("the Node's spec.podCIDRs is already set (%s) without an %s CIDR, and it cannot be changed",
 					strings.Join(n.PodCIDRs, ", "), family),
 			}
@@ -534,10 +520,10 @@ func (p *nodePlanner) keepPrevious(nodes []NodeFacts) {
 		owner := "Node/" + n.Name
 
 		for _, family := range p.families {
-			id := NodeAllocationID(n.Name, family)
+			id := ipam.NodeAllocationID(n.Name, family)
 
 			prev := p.in.Previous[id]
-			if prev.GetState() != StateAllocated || prev.GetOwnerUid() != n.UID {
+			if prev.GetState() != ipam.StateAllocated || prev.GetOwnerUid() != n.UID {
 				continue
 			}
 
@@ -548,11 +534,11 @@ func (p *nodePlanner) keepPrevious(nodes []NodeFacts) {
 
 			var pl *pool
 
-			if family == FamilyIPv6 && p.in.Settings.Mode == ModeTalosIPv6 {
+			if family == ipam.FamilyIPv6 && p.in.Settings.Mode == ipam.ModeTalosIPv6 {
 				if own, ok := p.prefixes[n.Name]; ok {
 					pl = p.prefixPools[own]
 				} else {
-					pl = p.rangePools[FamilyIPv6]
+					pl = p.rangePools[ipam.FamilyIPv6]
 				}
 			} else {
 				pl = p.rangePools[family]
@@ -574,8 +560,8 @@ func (p *nodePlanner) keepPrevious(nodes []NodeFacts) {
 			pl.take(blocks, owner)
 
 			alloc := &specs.IPAllocationSpec{
-				Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, State: StateAllocated,
-				Address: c.String(), Pool: pl.id, Origin: cmp.Or(prev.GetOrigin(), OriginAllocated),
+				Purpose: ipam.PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, State: ipam.StateAllocated,
+				Address: c.String(), Pool: pl.id, Origin: cmp.Or(prev.GetOrigin(), ipam.OriginAllocated),
 			}
 
 			p.decided[id] = alloc
@@ -617,28 +603,28 @@ func (p *nodePlanner) allocate(nodes []NodeFacts) {
 		owner := "Node/" + n.Name
 
 		for _, family := range p.families {
-			id := NodeAllocationID(n.Name, family)
+			id := ipam.NodeAllocationID(n.Name, family)
 			if _, ok := p.decided[id]; ok {
 				continue
 			}
 
-			alloc := &specs.IPAllocationSpec{Purpose: PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family}
+			alloc := &specs.IPAllocationSpec{Purpose: ipam.PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family}
 			p.decided[id] = alloc
 
 			var pl *pool
 
-			if family == FamilyIPv6 && p.in.Settings.Mode == ModeTalosIPv6 {
+			if family == ipam.FamilyIPv6 && p.in.Settings.Mode == ipam.ModeTalosIPv6 {
 				switch prefix, ok := p.prefixes[n.Name]; {
 				case !n.AddressesKnown:
-					alloc.State, alloc.Reason = StatePending, "waiting for the machine's addresses from its Talos API"
+					alloc.State, alloc.Reason = ipam.StatePending, "waiting for the machine's addresses from its Talos API"
 
 					continue
-				case !ok && p.rangePools[FamilyIPv6] != nil:
+				case !ok && p.rangePools[ipam.FamilyIPv6] != nil:
 					// As the Talos CCM does: the cluster's IPv6 range, and the allocation says so.
-					pl = p.rangePools[FamilyIPv6]
+					pl = p.rangePools[ipam.FamilyIPv6]
 					alloc.Reason = p.noPrefix[n.Name] + ": fallback to the cluster's IPv6 range " + strings.Join(rangeStrings(pl.ranges), ", ")
 				case !ok:
-					alloc.State, alloc.Reason = StateFailed, p.noPrefix[n.Name]+", and there is no cluster IPv6 range to fall back to"
+					alloc.State, alloc.Reason = ipam.StateFailed, p.noPrefix[n.Name]+", and there is no cluster IPv6 range to fall back to"
 
 					continue
 				default:
@@ -649,7 +635,7 @@ func (p *nodePlanner) allocate(nodes []NodeFacts) {
 			}
 
 			if pl == nil {
-				alloc.State, alloc.Reason = StatePending, "no cluster range of "+family
+				alloc.State, alloc.Reason = ipam.StatePending, "no cluster range of "+family
 
 				continue
 			}
@@ -657,20 +643,20 @@ func (p *nodePlanner) allocate(nodes []NodeFacts) {
 			alloc.Pool = pl.id
 
 			if pl.invalid != "" {
-				alloc.State, alloc.Reason = StateFailed, pl.invalid
+				alloc.State, alloc.Reason = ipam.StateFailed, pl.invalid
 
 				continue
 			}
 
 			start := uint64(0)
-			if pl.purpose == PurposePodCIDR {
+			if pl.purpose == ipam.PurposePodCIDR {
 				start = pl.next
 			}
 
 			b, index, ok := pl.free(start)
 			if !ok {
 				pl.exhausted = true
-				alloc.State = StateFailed
+				alloc.State = ipam.StateFailed
 				alloc.Reason = fmt.Sprintf("no free /%d left in %s", pl.blockBits, strings.Join(rangeStrings(pl.ranges), ", "))
 
 				continue
@@ -678,11 +664,11 @@ func (p *nodePlanner) allocate(nodes []NodeFacts) {
 
 			pl.take([]netip.Addr{b}, owner)
 
-			if pl.purpose == PurposePodCIDR {
+			if pl.purpose == ipam.PurposePodCIDR {
 				pl.next = index + 1
 			}
 
-			alloc.State, alloc.Address, alloc.Origin = StateAllocated, pl.blockPrefix(b).String(), OriginAllocated
+			alloc.State, alloc.Address, alloc.Origin = ipam.StateAllocated, pl.blockPrefix(b).String(), ipam.OriginAllocated
 		}
 	}
 }
@@ -696,7 +682,7 @@ func (p *nodePlanner) complete(n NodeFacts, out map[string]*specs.IPAllocationSp
 	)
 
 	for _, family := range p.families {
-		id := NodeAllocationID(n.Name, family)
+		id := ipam.NodeAllocationID(n.Name, family)
 
 		alloc, ok := p.decided[id]
 		if !ok {
@@ -705,7 +691,7 @@ func (p *nodePlanner) complete(n NodeFacts, out map[string]*specs.IPAllocationSp
 
 		allocs = append(allocs, alloc)
 
-		if alloc.GetState() != StateAllocated {
+		if alloc.GetState() != ipam.StateAllocated {
 			complete = false
 		}
 
@@ -725,7 +711,7 @@ func (p *nodePlanner) complete(n NodeFacts, out map[string]*specs.IPAllocationSp
 	}
 }
 
-func rangeStrings(ranges []Range) []string {
+func rangeStrings(ranges []iprange.Range) []string {
 	out := make([]string, len(ranges))
 	for i, r := range ranges {
 		out[i] = r.String()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -41,8 +42,8 @@ func talosNode(name string, age int, addrs ...string) ipam.NodeFacts {
 
 func rangeSettings(cidrs ...string) ipam.NodeCIDRSettings {
 	return ipam.NodeCIDRSettings{
-		Mode: ipam.ModeRange, ClusterCIDRs: prefixes(cidrs...), ClusterSource: "flags",
-		MaskIPv4: ipam.DefaultMaskIPv4, MaskIPv6: ipam.DefaultMaskIPv6,
+		Mode: ipamres.ModeRange, ClusterCIDRs: prefixes(cidrs...), ClusterSource: "flags",
+		MaskIPv4: ipamres.DefaultMaskIPv4, MaskIPv6: ipamres.DefaultMaskIPv6,
 	}
 }
 
@@ -52,7 +53,7 @@ func summary(a *specs.IPAllocationSpec) string {
 		return "<none>"
 	}
 
-	if a.GetState() == ipam.StateAllocated {
+	if a.GetState() == ipamres.StateAllocated {
 		return a.GetState() + " " + a.GetAddress()
 	}
 
@@ -62,8 +63,8 @@ func summary(a *specs.IPAllocationSpec) string {
 func TestPlanNodeCIDRs(t *testing.T) {
 	t.Parallel()
 
-	v4 := func(node string) string { return ipam.NodeAllocationID(node, ipam.FamilyIPv4) }
-	v6 := func(node string) string { return ipam.NodeAllocationID(node, ipam.FamilyIPv6) }
+	v4 := func(node string) string { return ipamres.NodeAllocationID(node, ipamres.FamilyIPv4) }
+	v6 := func(node string) string { return ipamres.NodeAllocationID(node, ipamres.FamilyIPv6) }
 
 	tests := []struct {
 		name     string
@@ -175,14 +176,14 @@ func TestPlanNodeCIDRs(t *testing.T) {
 			settings: rangeSettings("10.244.0.0/16"),
 			nodes:    []ipam.NodeFacts{node("old", 1, "10.244.7.0/24"), node("young", 2, "10.244.7.0/24")},
 			previous: map[string]*specs.IPAllocationSpec{
-				v4("young"): {State: ipam.StateAllocated, Address: "10.244.7.0/24", OwnerUid: "uid-young", Pool: "pod/ipv4", Origin: ipam.OriginAllocated},
+				v4("young"): {State: ipamres.StateAllocated, Address: "10.244.7.0/24", OwnerUid: "uid-young", Pool: "pod/ipv4", Origin: ipamres.OriginAllocated},
 			},
 			want: map[string]string{
 				v4("young"): "allocated 10.244.7.0/24",
 				v4("old"):   "conflict: the Node's pod CIDR 10.244.7.0/24 overlaps the pod CIDR of Node/young",
 			},
 			check: func(t *testing.T, plan ipam.NodeCIDRPlan) {
-				assert.Equal(t, ipam.OriginAllocated, plan.Allocations[v4("young")].GetOrigin())
+				assert.Equal(t, ipamres.OriginAllocated, plan.Allocations[v4("young")].GetOrigin())
 			},
 		},
 		{
@@ -202,9 +203,9 @@ func TestPlanNodeCIDRs(t *testing.T) {
 				func() ipam.NodeFacts { n := node("recreated", 2); n.UID = "uid-2"; return n }(),
 			},
 			previous: map[string]*specs.IPAllocationSpec{
-				v4("kept"):      {State: ipam.StateAllocated, Address: "10.0.9.0/24", OwnerUid: "uid-kept", Pool: "pod/ipv4", Origin: ipam.OriginAllocated},
-				v4("recreated"): {State: ipam.StateAllocated, Address: "10.0.8.0/24", OwnerUid: "uid-recreated", Pool: "pod/ipv4"},
-				v4("gone"):      {State: ipam.StateAllocated, Address: "10.0.7.0/24", OwnerUid: "uid-gone", Pool: "pod/ipv4"},
+				v4("kept"):      {State: ipamres.StateAllocated, Address: "10.0.9.0/24", OwnerUid: "uid-kept", Pool: "pod/ipv4", Origin: ipamres.OriginAllocated},
+				v4("recreated"): {State: ipamres.StateAllocated, Address: "10.0.8.0/24", OwnerUid: "uid-recreated", Pool: "pod/ipv4"},
+				v4("gone"):      {State: ipamres.StateAllocated, Address: "10.0.7.0/24", OwnerUid: "uid-gone", Pool: "pod/ipv4"},
 			},
 			pools: map[string]*specs.IPPoolSpec{"pod/ipv4": {Next: 8}},
 			want: map[string]string{
@@ -215,7 +216,7 @@ func TestPlanNodeCIDRs(t *testing.T) {
 		{
 			name: "talos-ipv6: a segment of the machine's prefix without its address",
 			settings: ipam.NodeCIDRSettings{
-				Mode: ipam.ModeTalosIPv6, ClusterCIDRs: prefixes("10.244.0.0/16", "fd00:10:244::/56"),
+				Mode: ipamres.ModeTalosIPv6, ClusterCIDRs: prefixes("10.244.0.0/16", "fd00:10:244::/56"),
 				MaskIPv4: 24, MaskIPv6: 80,
 			},
 			nodes: []ipam.NodeFacts{
@@ -245,7 +246,7 @@ func TestPlanNodeCIDRs(t *testing.T) {
 		{
 			name: "talos-ipv6: a prefix too small, no IPv6, addresses not known yet",
 			settings: ipam.NodeCIDRSettings{
-				Mode: ipam.ModeTalosIPv6, ClusterCIDRs: prefixes("10.244.0.0/16"), MaskIPv4: 24, MaskIPv6: 80,
+				Mode: ipamres.ModeTalosIPv6, ClusterCIDRs: prefixes("10.244.0.0/16"), MaskIPv4: 24, MaskIPv6: 80,
 			},
 			nodes: []ipam.NodeFacts{
 				talosNode("tiny", 1, "2001:db8::7/128"),
@@ -280,8 +281,8 @@ func TestPlanNodeCIDRs(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 
 			for name, want := range tt.wantPodCIDRs {
-				for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
-					if a, ok := plan.Allocations[ipam.NodeAllocationID(name, family)]; ok {
+				for _, family := range []string{ipamres.FamilyIPv4, ipamres.FamilyIPv6} {
+					if a, ok := plan.Allocations[ipamres.NodeAllocationID(name, family)]; ok {
 						assert.Equal(t, want, a.GetNodePodCidrs(), "%s %s", name, family)
 					}
 				}
@@ -331,7 +332,7 @@ func BenchmarkPlanNodeCIDRs(b *testing.B) {
 
 	for i := range in.Nodes {
 		if i%2 == 0 {
-			in.Nodes[i].PodCIDRs = first.Allocations[ipam.NodeAllocationID(in.Nodes[i].Name, ipam.FamilyIPv4)].GetNodePodCidrs()
+			in.Nodes[i].PodCIDRs = first.Allocations[ipamres.NodeAllocationID(in.Nodes[i].Name, ipamres.FamilyIPv4)].GetNodePodCidrs()
 		}
 	}
 

@@ -144,7 +144,7 @@ func logAllocation(logger *zap.Logger, id string, prev, next *specs.IPAllocation
 	fields := []zap.Field{zap.String("id", id), zap.String("state", next.GetState()), zap.String("address", next.GetAddress())}
 
 	switch next.GetState() {
-	case StateFailed, StateConflict:
+	case ipam.StateFailed, ipam.StateConflict:
 		logger.Warn("ip allocation not possible", append(fields, zap.String("reason", next.GetReason()))...)
 	default:
 		logger.Debug("ip allocation decided", append(fields, zap.String("origin", next.GetOrigin()))...)

@@ -13,18 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-)
-
-// LoadBalancerClass is talos-ccm's spec.loadBalancerClass: Services of type LoadBalancer with this class, or
-// with none, get their IPs from talos-ccm's pools.
-const LoadBalancerClass = "talos-ccm.dev/lb"
-
-// Service annotations.
-const (
-	// AnnotationLoadBalancerIPs asks for specific IPs, one per family, separated by commas.
-	AnnotationLoadBalancerIPs = "talos-ccm.dev/load-balancer-ips"
-	// AnnotationSharingKey lets Services with the same key share an IP when their ports differ.
-	AnnotationSharingKey = "talos-ccm.dev/sharing-key"
+	"github.com/talos-ccm/talos-ccm/internal/iprange"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 // ServiceFacts is what the LoadBalancer IP plan knows of one Service of type LoadBalancer.
@@ -64,11 +55,6 @@ type ServiceIPInput struct {
 type ServiceIPPlan struct {
 	Allocations map[string]*specs.IPAllocationSpec
 	Pools       map[string]*specs.IPPoolSpec
-}
-
-// Serves reports whether talos-ccm hands out the IPs of a Service with this spec.loadBalancerClass.
-func Serves(class string) bool {
-	return class == "" || class == LoadBalancerClass
 }
 
 // lbPool is one config pool of one family.
@@ -129,7 +115,7 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 	services := make([]*ServiceFacts, 0, len(in.Services))
 
 	for i := range in.Services {
-		if Serves(in.Services[i].Class) {
+		if ipam.Serves(in.Services[i].Class) {
 			services = append(services, &in.Services[i])
 		}
 	}
@@ -142,7 +128,7 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 		p.parseRequests(svc)
 
 		for _, family := range serviceFamilies(svc) {
-			tasks = append(tasks, serviceTask{svc: svc, family: family, id: ServiceAllocationID(svc.Key, family)})
+			tasks = append(tasks, serviceTask{svc: svc, family: family, id: ipam.ServiceAllocationID(svc.Key, family)})
 		}
 	}
 
@@ -158,7 +144,7 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 
 	for _, t := range tasks {
 		alloc := p.decided[t.id]
-		alloc.Purpose, alloc.Owner, alloc.OwnerUid, alloc.Family = PurposeLoadBalancerIP, "Service/"+t.svc.Key, t.svc.UID, t.family
+		alloc.Purpose, alloc.Owner, alloc.OwnerUid, alloc.Family = ipam.PurposeLoadBalancerIP, "Service/"+t.svc.Key, t.svc.UID, t.family
 		alloc.SharingKey, alloc.Ports = sharingKey(t.svc), t.svc.Ports
 		plan.Allocations[t.id] = withSince(alloc, p.in.Previous[t.id], p.in.Now)
 	}
@@ -177,15 +163,15 @@ func LoadBalancerPoolID(name, family string) string {
 
 func (p *servicePlanner) buildPools() {
 	for _, cfg := range p.in.Pools {
-		byFamily := map[string][]Range{}
+		byFamily := map[string][]iprange.Range{}
 
 		for _, a := range cfg.GetAddresses() {
-			r, err := ParseRange(a)
+			r, err := iprange.Parse(a)
 			if err != nil {
 				continue // validated with the config file
 			}
 
-			byFamily[familyOf(r.first)] = append(byFamily[familyOf(r.first)], r)
+			byFamily[ipam.FamilyOf(r.First())] = append(byFamily[ipam.FamilyOf(r.First())], r)
 		}
 
 		var selector labels.Selector
@@ -195,25 +181,25 @@ func (p *servicePlanner) buildPools() {
 		if sel := cfg.GetServiceSelector(); sel != nil {
 			var err error
 
-			if selector, err = metav1.LabelSelectorAsSelector(LabelSelector(sel)); err != nil {
+			if selector, err = metav1.LabelSelectorAsSelector(config.LabelSelector(sel)); err != nil {
 				invalid = fmt.Sprintf("invalid serviceSelector: %v", err)
 			}
 		}
 
-		for _, family := range []string{FamilyIPv4, FamilyIPv6} {
+		for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
 			ranges := byFamily[family]
 			if len(ranges) == 0 {
 				continue
 			}
 
-			slices.SortFunc(ranges, func(a, b Range) int { return a.first.Compare(b.first) })
+			slices.SortFunc(ranges, func(a, b iprange.Range) int { return a.First().Compare(b.First()) })
 
 			bits := 32
-			if family == FamilyIPv6 {
+			if family == ipam.FamilyIPv6 {
 				bits = 128
 			}
 
-			pl := newPool(LoadBalancerPoolID(cfg.GetName(), family), PurposeLoadBalancerIP, family, bits)
+			pl := newPool(LoadBalancerPoolID(cfg.GetName(), family), ipam.PurposeLoadBalancerIP, family, bits)
 			pl.ranges = ranges
 			pl.source = "loadBalancer.pools " + cfg.GetName()
 			pl.invalid = invalid
@@ -221,19 +207,6 @@ func (p *servicePlanner) buildPools() {
 			p.pools = append(p.pools, &lbPool{pool: pl, config: cfg, selector: selector})
 		}
 	}
-}
-
-// LabelSelector converts a config label selector to the Kubernetes type.
-func LabelSelector(sel *specs.LabelSelector) *metav1.LabelSelector {
-	out := &metav1.LabelSelector{MatchLabels: sel.GetMatchLabels()}
-
-	for _, e := range sel.GetMatchExpressions() {
-		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{
-			Key: e.GetKey(), Operator: metav1.LabelSelectorOperator(e.GetOperator()), Values: e.GetValues(),
-		})
-	}
-
-	return out
 }
 
 func (pl *lbPool) matches(svc *ServiceFacts) bool {
@@ -266,7 +239,7 @@ func poolOf(pools []*lbPool, ip netip.Addr, prefer string) *lbPool {
 	var found *lbPool
 
 	for _, pl := range pools {
-		if !slices.ContainsFunc(pl.ranges, func(r Range) bool { return r.contains(ip) }) {
+		if !slices.ContainsFunc(pl.ranges, func(r iprange.Range) bool { return r.Contains(ip) }) {
 			continue
 		}
 
@@ -288,26 +261,26 @@ func serviceFamilies(svc *ServiceFacts) []string {
 
 	for _, f := range svc.Families {
 		family := strings.ToLower(f)
-		if (family == FamilyIPv4 || family == FamilyIPv6) && !slices.Contains(out, family) {
+		if (family == ipam.FamilyIPv4 || family == ipam.FamilyIPv6) && !slices.Contains(out, family) {
 			out = append(out, family)
 		}
 	}
 
 	if len(out) == 0 {
-		out = []string{FamilyIPv4}
+		out = []string{ipam.FamilyIPv4}
 	}
 
 	return out
 }
 
 func sharingKey(svc *ServiceFacts) string {
-	return strings.TrimSpace(svc.Annotations[AnnotationSharingKey])
+	return strings.TrimSpace(svc.Annotations[ipam.AnnotationSharingKey])
 }
 
 // parseRequests reads the IPs a Service asks for, at most one per family.
 func (p *servicePlanner) parseRequests(svc *ServiceFacts) {
 	values := []string{svc.LoadBalancerIP}
-	values = append(values, strings.FieldsFunc(svc.Annotations[AnnotationLoadBalancerIPs], func(r rune) bool { return r == ',' || r == ' ' })...)
+	values = append(values, strings.FieldsFunc(svc.Annotations[ipam.AnnotationLoadBalancerIPs], func(r rune) bool { return r == ',' || r == ' ' })...)
 
 	requests := map[string]netip.Addr{}
 
@@ -324,7 +297,7 @@ func (p *servicePlanner) parseRequests(svc *ServiceFacts) {
 		}
 
 		ip = ip.Unmap()
-		family := familyOf(ip)
+		family := ipam.FamilyOf(ip)
 
 		if prev, ok := requests[family]; ok && prev != ip {
 			p.requestErrors[svc.Key] = fmt.Sprintf("two %s IPs are requested (%s, %s): one per family is allowed", family, prev, ip)
@@ -350,7 +323,7 @@ func (p *servicePlanner) shareable(ip netip.Addr, svc *ServiceFacts) string {
 
 		switch {
 		case key == "" || h.sharingKey == "":
-			return fmt.Sprintf("%s is held by Service %s (Services share an IP only with the same %s annotation)", ip, h.service, AnnotationSharingKey)
+			return fmt.Sprintf("%s is held by Service %s (Services share an IP only with the same %s annotation)", ip, h.service, ipam.AnnotationSharingKey)
 		case h.sharingKey != key:
 			return fmt.Sprintf("%s is held by Service %s with another sharing key", ip, h.service)
 		}
@@ -372,17 +345,17 @@ func (p *servicePlanner) take(t serviceTask, pl *lbPool, ip netip.Addr, origin s
 		pl.taken[ip] = "Service/" + t.svc.Key
 	}
 
-	p.decided[t.id] = &specs.IPAllocationSpec{State: StateAllocated, Address: ip.String(), Pool: pl.id, Origin: origin}
+	p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateAllocated, Address: ip.String(), Pool: pl.id, Origin: origin}
 }
 
 func (p *servicePlanner) keepPrevious(t serviceTask) {
 	prev := p.in.Previous[t.id]
-	if prev.GetState() != StateAllocated || prev.GetOwnerUid() != t.svc.UID || p.requestErrors[t.svc.Key] != "" {
+	if prev.GetState() != ipam.StateAllocated || prev.GetOwnerUid() != t.svc.UID || p.requestErrors[t.svc.Key] != "" {
 		return
 	}
 
 	ip, err := netip.ParseAddr(prev.GetAddress())
-	if err != nil || familyOf(ip) != t.family {
+	if err != nil || ipam.FamilyOf(ip) != t.family {
 		return
 	}
 
@@ -395,7 +368,7 @@ func (p *servicePlanner) keepPrevious(t serviceTask) {
 		return
 	}
 
-	p.take(t, pl, ip, cmp.Or(prev.GetOrigin(), OriginAllocated))
+	p.take(t, pl, ip, cmp.Or(prev.GetOrigin(), ipam.OriginAllocated))
 }
 
 func (p *servicePlanner) adoptIngress(t serviceTask) {
@@ -405,14 +378,14 @@ func (p *servicePlanner) adoptIngress(t serviceTask) {
 
 	for _, s := range t.svc.IngressIPs {
 		ip, err := netip.ParseAddr(s)
-		if err != nil || familyOf(ip.Unmap()) != t.family {
+		if err != nil || ipam.FamilyOf(ip.Unmap()) != t.family {
 			continue
 		}
 
 		ip = ip.Unmap()
 
 		if pl := poolOf(p.matching(t.svc, t.family), ip, ""); pl != nil && p.shareable(ip, t.svc) == "" {
-			p.take(t, pl, ip, OriginIngress)
+			p.take(t, pl, ip, ipam.OriginIngress)
 		}
 
 		return
@@ -421,7 +394,7 @@ func (p *servicePlanner) adoptIngress(t serviceTask) {
 
 func (p *servicePlanner) honourRequest(t serviceTask) {
 	if why := p.requestErrors[t.svc.Key]; why != "" {
-		p.decided[t.id] = &specs.IPAllocationSpec{State: StateFailed, Origin: OriginRequested, Reason: why}
+		p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Origin: ipam.OriginRequested, Reason: why}
 
 		return
 	}
@@ -436,7 +409,7 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 	pl := poolOf(pools, ip, "")
 	if pl == nil {
 		p.decided[t.id] = &specs.IPAllocationSpec{
-			State: StateFailed, Origin: OriginRequested,
+			State: ipam.StateFailed, Origin: ipam.OriginRequested,
 			Reason: fmt.Sprintf("the requested IP %s is not in a load balancer pool that matches the Service%s", ip, poolNames(pools)),
 		}
 
@@ -444,12 +417,12 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 	}
 
 	if why := p.shareable(ip, t.svc); why != "" {
-		p.decided[t.id] = &specs.IPAllocationSpec{State: StateFailed, Origin: OriginRequested, Pool: pl.id, Reason: "the requested IP " + why}
+		p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Origin: ipam.OriginRequested, Pool: pl.id, Reason: "the requested IP " + why}
 
 		return
 	}
 
-	p.take(t, pl, ip, OriginRequested)
+	p.take(t, pl, ip, ipam.OriginRequested)
 }
 
 func (p *servicePlanner) allocate(t serviceTask) {
@@ -461,19 +434,19 @@ func (p *servicePlanner) allocate(t serviceTask) {
 			reason = "no load balancer pool is configured (loadBalancer.pools in the config file)"
 		}
 
-		p.decided[t.id] = &specs.IPAllocationSpec{State: StateFailed, Reason: reason}
+		p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Reason: reason}
 
 		return
 	}
 
 	if sharingKey(t.svc) != "" {
 		for _, ip := range slices.SortedFunc(maps.Keys(p.holders), netip.Addr.Compare) {
-			if familyOf(ip) != t.family || !slices.ContainsFunc(p.holders[ip], func(h ipHolder) bool { return h.sharingKey == sharingKey(t.svc) }) {
+			if ipam.FamilyOf(ip) != t.family || !slices.ContainsFunc(p.holders[ip], func(h ipHolder) bool { return h.sharingKey == sharingKey(t.svc) }) {
 				continue
 			}
 
 			if pl := poolOf(pools, ip, ""); pl != nil && p.shareable(ip, t.svc) == "" {
-				p.take(t, pl, ip, OriginShared)
+				p.take(t, pl, ip, ipam.OriginShared)
 
 				return
 			}
@@ -482,7 +455,7 @@ func (p *servicePlanner) allocate(t serviceTask) {
 
 	for _, pl := range pools {
 		if b, _, ok := pl.free(0); ok {
-			p.take(t, pl, b, OriginAllocated)
+			p.take(t, pl, b, ipam.OriginAllocated)
 
 			return
 		}
@@ -491,7 +464,7 @@ func (p *servicePlanner) allocate(t serviceTask) {
 	}
 
 	p.decided[t.id] = &specs.IPAllocationSpec{
-		State:  StateFailed,
+		State:  ipam.StateFailed,
 		Reason: "every load balancer pool that matches the Service is exhausted" + poolNames(pools),
 	}
 }

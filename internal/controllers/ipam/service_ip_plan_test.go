@@ -8,6 +8,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 func svc(key string, age int, mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
@@ -50,8 +51,8 @@ func withPorts(ports ...string) func(*ipam.ServiceFacts) {
 func TestPlanServiceIPs(t *testing.T) {
 	t.Parallel()
 
-	v4 := func(key string) string { return ipam.ServiceAllocationID(key, ipam.FamilyIPv4) }
-	v6 := func(key string) string { return ipam.ServiceAllocationID(key, ipam.FamilyIPv6) }
+	v4 := func(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv4) }
+	v6 := func(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv6) }
 
 	pools := []*specs.LoadBalancerPoolConfig{
 		{Name: "prod", Addresses: []string{"192.0.2.10-192.0.2.11", "2001:db8::/126"}, Namespaces: []string{"prod"}},
@@ -90,7 +91,7 @@ func TestPlanServiceIPs(t *testing.T) {
 				assert.Equal(t, uint64(0), p.GetFree())
 				assert.Equal(t, "True", p.GetConditions()[0].GetStatus(), "exhausted")
 				assert.Equal(t, uint64(4), plan.Pools["lb/prod/ipv6"].GetSize())
-				assert.Equal(t, ipam.OriginAllocated, plan.Allocations[v4("prod/a")].GetOrigin())
+				assert.Equal(t, ipamres.OriginAllocated, plan.Allocations[v4("prod/a")].GetOrigin())
 			},
 		},
 		{
@@ -109,7 +110,7 @@ func TestPlanServiceIPs(t *testing.T) {
 			name:  "other classes are not served",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("dev/ours", 1, func(s *ipam.ServiceFacts) { s.Class = ipam.LoadBalancerClass }),
+				svc("dev/ours", 1, func(s *ipam.ServiceFacts) { s.Class = ipamres.LoadBalancerClass }),
 				svc("dev/theirs", 2, func(s *ipam.ServiceFacts) { s.Class = "example.com/lb" }),
 			},
 			want: map[string]string{v4("dev/ours"): "allocated 203.0.113.0"},
@@ -120,11 +121,11 @@ func TestPlanServiceIPs(t *testing.T) {
 			services: []ipam.ServiceFacts{
 				svc("dev/old", 1),
 				svc("dev/spec", 2, func(s *ipam.ServiceFacts) { s.LoadBalancerIP = "203.0.113.3" }),
-				svc("dev/annotation", 3, withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.2")),
-				svc("dev/outside", 4, withAnnotation(ipam.AnnotationLoadBalancerIPs, "192.0.2.10")),
-				svc("dev/taken", 5, withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.3")),
-				svc("dev/junk", 6, withAnnotation(ipam.AnnotationLoadBalancerIPs, "not-an-ip")),
-				svc("dev/two", 7, withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.1, 203.0.113.2")),
+				svc("dev/annotation", 3, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.2")),
+				svc("dev/outside", 4, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "192.0.2.10")),
+				svc("dev/taken", 5, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.3")),
+				svc("dev/junk", 6, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "not-an-ip")),
+				svc("dev/two", 7, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.1, 203.0.113.2")),
 			},
 			want: map[string]string{
 				v4("dev/old"):        "allocated 203.0.113.0",
@@ -136,25 +137,25 @@ func TestPlanServiceIPs(t *testing.T) {
 				v4("dev/two"):        "failed: two ipv4 IPs are requested (203.0.113.1, 203.0.113.2): one per family is allowed",
 			},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
-				assert.Equal(t, ipam.OriginRequested, plan.Allocations[v4("dev/spec")].GetOrigin())
-				assert.Equal(t, ipam.OriginRequested, plan.Allocations[v4("dev/outside")].GetOrigin())
+				assert.Equal(t, ipamres.OriginRequested, plan.Allocations[v4("dev/spec")].GetOrigin())
+				assert.Equal(t, ipamres.OriginRequested, plan.Allocations[v4("dev/outside")].GetOrigin())
 			},
 		},
 		{
 			name:  "sharing: same key and other ports share, same port or other key do not",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("dev/http", 1, withAnnotation(ipam.AnnotationSharingKey, "k"), withPorts("TCP/80")),
-				svc("dev/dns", 2, withAnnotation(ipam.AnnotationSharingKey, "k"), withPorts("TCP/53", "UDP/53")),
-				svc("dev/http2", 3, withAnnotation(ipam.AnnotationSharingKey, "k"), withPorts("TCP/80")),
-				svc("dev/other", 4, withAnnotation(ipam.AnnotationSharingKey, "x"), withPorts("TCP/443")),
-				svc("dev/join", 5, withAnnotation(ipam.AnnotationSharingKey, "x"), withPorts("TCP/8443"),
-					withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.0")),
-				svc("dev/join2", 6, withAnnotation(ipam.AnnotationSharingKey, "k"), withPorts("TCP/8080"),
-					withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.0")),
+				svc("dev/http", 1, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/80")),
+				svc("dev/dns", 2, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/53", "UDP/53")),
+				svc("dev/http2", 3, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/80")),
+				svc("dev/other", 4, withAnnotation(ipamres.AnnotationSharingKey, "x"), withPorts("TCP/443")),
+				svc("dev/join", 5, withAnnotation(ipamres.AnnotationSharingKey, "x"), withPorts("TCP/8443"),
+					withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.0")),
+				svc("dev/join2", 6, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/8080"),
+					withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.0")),
 			},
 			previous: map[string]*specs.IPAllocationSpec{
-				v4("dev/http"): {State: ipam.StateAllocated, Address: "203.0.113.0", OwnerUid: "uid-dev/http", Pool: "lb/default/ipv4"},
+				v4("dev/http"): {State: ipamres.StateAllocated, Address: "203.0.113.0", OwnerUid: "uid-dev/http", Pool: "lb/default/ipv4"},
 			},
 			want: map[string]string{
 				v4("dev/http"):  "allocated 203.0.113.0",
@@ -165,8 +166,8 @@ func TestPlanServiceIPs(t *testing.T) {
 				v4("dev/join2"): "allocated 203.0.113.0",
 			},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
-				assert.Equal(t, ipam.OriginShared, plan.Allocations[v4("dev/dns")].GetOrigin())
-				assert.Equal(t, ipam.OriginRequested, plan.Allocations[v4("dev/join2")].GetOrigin())
+				assert.Equal(t, ipamres.OriginShared, plan.Allocations[v4("dev/dns")].GetOrigin())
+				assert.Equal(t, ipamres.OriginRequested, plan.Allocations[v4("dev/join2")].GetOrigin())
 				assert.Equal(t, []string{"TCP/53", "UDP/53"}, plan.Allocations[v4("dev/dns")].GetPorts())
 				assert.Equal(t, "k", plan.Allocations[v4("dev/dns")].GetSharingKey())
 				assert.Equal(t, uint64(3), plan.Pools["lb/default/ipv4"].GetUsed())
@@ -176,14 +177,14 @@ func TestPlanServiceIPs(t *testing.T) {
 			name:  "previous allocations are kept, also when an older Service asks for the IP",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("dev/newcomer", 1, withAnnotation(ipam.AnnotationLoadBalancerIPs, "203.0.113.2")),
+				svc("dev/newcomer", 1, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.2")),
 				svc("dev/holder", 2),
 				svc("dev/recreated", 3, func(s *ipam.ServiceFacts) { s.UID = "uid-2" }),
 			},
 			previous: map[string]*specs.IPAllocationSpec{
-				v4("dev/holder"):    {State: ipam.StateAllocated, Address: "203.0.113.2", OwnerUid: "uid-dev/holder", Pool: "lb/default/ipv4", Origin: ipam.OriginAllocated},
-				v4("dev/recreated"): {State: ipam.StateAllocated, Address: "203.0.113.3", OwnerUid: "uid-dev/recreated", Pool: "lb/default/ipv4"},
-				v4("dev/gone"):      {State: ipam.StateAllocated, Address: "203.0.113.1", OwnerUid: "uid-dev/gone", Pool: "lb/default/ipv4"},
+				v4("dev/holder"):    {State: ipamres.StateAllocated, Address: "203.0.113.2", OwnerUid: "uid-dev/holder", Pool: "lb/default/ipv4", Origin: ipamres.OriginAllocated},
+				v4("dev/recreated"): {State: ipamres.StateAllocated, Address: "203.0.113.3", OwnerUid: "uid-dev/recreated", Pool: "lb/default/ipv4"},
+				v4("dev/gone"):      {State: ipamres.StateAllocated, Address: "203.0.113.1", OwnerUid: "uid-dev/gone", Pool: "lb/default/ipv4"},
 			},
 			want: map[string]string{
 				v4("dev/holder"):    "allocated 203.0.113.2",
@@ -196,7 +197,7 @@ func TestPlanServiceIPs(t *testing.T) {
 			pools:    pools,
 			services: []ipam.ServiceFacts{svc("dev/a", 1)},
 			previous: map[string]*specs.IPAllocationSpec{
-				v4("dev/a"): {State: ipam.StateAllocated, Address: "192.0.2.10", OwnerUid: "uid-dev/a", Pool: "lb/prod/ipv4"},
+				v4("dev/a"): {State: ipamres.StateAllocated, Address: "192.0.2.10", OwnerUid: "uid-dev/a", Pool: "lb/prod/ipv4"},
 			},
 			want: map[string]string{v4("dev/a"): "allocated 203.0.113.0"},
 		},
@@ -214,7 +215,7 @@ func TestPlanServiceIPs(t *testing.T) {
 				v4("dev/foreign"):  "allocated 203.0.113.1",
 			},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
-				assert.Equal(t, ipam.OriginIngress, plan.Allocations[v4("dev/existing")].GetOrigin())
+				assert.Equal(t, ipamres.OriginIngress, plan.Allocations[v4("dev/existing")].GetOrigin())
 			},
 		},
 		{

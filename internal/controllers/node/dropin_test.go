@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // The tests of this file port the cases of the Talos CCM's own test tables (its transformer, node selector
@@ -170,7 +171,7 @@ func TestDropInAddresses(t *testing.T) {
 			platform: "aws",
 			rules: []*specs.TransformationRule{{
 				Name:         "other-nodes",
-				NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: node.OpRegexp, Values: []string{"^db-"}}}}},
+				NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: rules.OpRegexp, Values: []string{"^db-"}}}}},
 				Features:     &specs.TransformationFeatures{PublicIpDiscovery: true},
 			}},
 			addresses: []*specs.MachineAddress{flagged("eth0", "172.20.0.3/24"), flagged("eth1", "198.51.100.50/24")},
@@ -211,7 +212,7 @@ func TestDropInHostnameFallback(t *testing.T) {
 
 	web := &specs.TransformationRule{
 		Name:         "web",
-		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: node.OpRegexp, Values: []string{"^web-[0-9]+$"}}}}},
+		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: rules.OpRegexp, Values: []string{"^web-[0-9]+$"}}}}},
 		Labels:       map[string]string{"example.com/role": "web"},
 		Annotations:  map[string]string{"example.com/host": "{{ .Hostname }}", "example.com/short": `{{ .Hostname | trimPrefix "web-" }}`},
 	}
@@ -456,23 +457,23 @@ func TestDropInSelectors(t *testing.T) {
 		want  bool
 	}{
 		{name: "no selector selects every node", want: true},
-		{name: "another platform", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("platform", node.OpIn, "metal")}}}},
+		{name: "another platform", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("platform", rules.OpIn, "metal")}}}},
 		{
 			name: "In, Exists and DoesNotExist together",
 			terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{
-				req("platform", node.OpIn, "oracle"), req("region", node.OpExists), req("zone", node.OpDoesNotExist),
+				req("platform", rules.OpIn, "oracle"), req("region", rules.OpExists), req("zone", rules.OpDoesNotExist),
 			}}},
 			want: true,
 		},
-		{name: "Gt on an integer fact", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("tags.cores", node.OpGt, "4")}}}, want: true},
-		{name: "Lt on an integer fact", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("tags.cores", node.OpLt, "4")}}}},
-		{name: "Regexp matching", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("Hostname", node.OpRegexp, "^web-oci-ad2-.+$")}}}, want: true},
-		{name: "Regexp not matching", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("hostname", node.OpRegexp, "^db-.+$")}}}},
+		{name: "Gt on an integer fact", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("tags.cores", rules.OpGt, "4")}}}, want: true},
+		{name: "Lt on an integer fact", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("tags.cores", rules.OpLt, "4")}}}},
+		{name: "Regexp matching", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("Hostname", rules.OpRegexp, "^web-oci-ad2-.+$")}}}, want: true},
+		{name: "Regexp not matching", terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("hostname", rules.OpRegexp, "^db-.+$")}}}},
 		{
 			name: "terms are ORed (the chart's oracle example)",
 			terms: []*specs.NodeSelectorTerm{
-				{Name: "oracle in frankfurt", MatchExpressions: []*specs.NodeSelectorRequirement{req("platform", node.OpIn, "oracle"), req("region", node.OpIn, "us-ashburn-1")}},
-				{Name: "by name", MatchExpressions: []*specs.NodeSelectorRequirement{req("hostname", node.OpRegexp, "^web-oci-ad2-.+$")}},
+				{Name: "oracle in frankfurt", MatchExpressions: []*specs.NodeSelectorRequirement{req("platform", rules.OpIn, "oracle"), req("region", rules.OpIn, "us-ashburn-1")}},
+				{Name: "by name", MatchExpressions: []*specs.NodeSelectorRequirement{req("hostname", rules.OpRegexp, "^web-oci-ad2-.+$")}},
 			},
 			want: true,
 		},
@@ -480,7 +481,7 @@ func TestDropInSelectors(t *testing.T) {
 			// The Talos CCM matches only PlatformMetadata fields under their YAML names (providerid); talos-ccm
 			// also takes the documented camel case in any case, and SystemInformation facts.
 			name:  "keys in the documented camel case",
-			terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("providerID", node.OpRegexp, "^oci://")}}},
+			terms: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{req("providerID", rules.OpRegexp, "^oci://")}}},
 			want:  true,
 		},
 	} {
@@ -589,7 +590,7 @@ func TestArgumentOrderWarnings(t *testing.T) {
 		t.Run(tc.template, func(t *testing.T) {
 			t.Parallel()
 
-			warnings := node.ArgumentOrderWarnings(tc.template)
+			warnings := rules.ArgumentOrderWarnings(tc.template)
 			if !tc.warns {
 				assert.Empty(t, warnings)
 
@@ -602,7 +603,7 @@ func TestArgumentOrderWarnings(t *testing.T) {
 	}
 
 	assert.Equal(t, []string{`{{ trimSuffix .Hostname ".lan" }} looks written with the string first, the order the Talos CCM's documentation shows: trimSuffix takes the suffix first and the string last (sprig's order, and the Talos CCM's code), so write {{ trimSuffix ".lan" .Hostname }} or {{ .Hostname | trimSuffix ".lan" }}`},
-		node.ArgumentOrderWarnings(`{{ trimSuffix .Hostname ".lan" }}`))
+		rules.ArgumentOrderWarnings(`{{ trimSuffix .Hostname ".lan" }}`))
 }
 
 // TestDropInTaintKeys: only the uninitialized and shutdown taints (talos-ccm's) and the node lifecycle's
@@ -619,7 +620,7 @@ func TestDropInTaintKeys(t *testing.T) {
 		"node.kubernetes.io/not-ready":                   true,
 		"node.kubernetes.io/unreachable":                 true,
 	} {
-		err := node.ValidateTaintKey(key)
+		err := rules.ValidateTaintKey(key)
 		if reserved {
 			assert.ErrorContains(t, err, "is reserved", key)
 		} else {

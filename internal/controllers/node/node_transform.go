@@ -17,6 +17,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -172,7 +173,7 @@ func claimOf(name string, kn *specs.KubeNodeSpec, spec *specs.NodeTransformSpec,
 	}
 
 	for _, a := range spec.GetAddresses() {
-		if a.GetType() == AddressInternalIP {
+		if a.GetType() == nodeaddress.AddressInternalIP {
 			claim.Keys["ip/"+a.GetAddress()] = initialized
 		}
 	}

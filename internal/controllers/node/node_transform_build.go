@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // Well-known labels that talos-ccm sets.
@@ -116,8 +118,8 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 		out.Origins[OriginFactHostname] = originNodeNameHostname
 	}
 
-	rules := applyRules(in.Config.GetTransformations(), facts)
-	pm := rules.facts
+	applied := rules.Apply(in.Config.GetTransformations(), facts)
+	pm := applied.Facts
 
 	// What the machine reported and was left out of its facts is said first.
 	for _, warning := range in.Platform.GetWarnings() {
@@ -130,15 +132,15 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 	warn := func(w string) { out.Warnings = append(out.Warnings, w) }
 
-	for _, a := range nodeAddresses(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6(), hostnameOrigin, rules.publicIPDiscovery, warn) {
-		out.Addresses = append(out.Addresses, a.address)
-		out.Origins["address/"+a.address.GetType()+"/"+a.address.GetAddress()] = a.origin
+	for _, a := range nodeaddress.Choose(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6(), hostnameOrigin, applied.PublicIPDiscovery, warn) {
+		out.Addresses = append(out.Addresses, a.Address)
+		out.Origins["address/"+a.Address.GetType()+"/"+a.Address.GetAddress()] = a.Origin
 	}
 
-	setLabels(out, pm, in.Config, rules.origins)
-	setRuleOutputs(out, rules)
+	setLabels(out, pm, in.Config, applied.Origins)
+	setRuleOutputs(out, applied)
 
-	requeue := setProviderID(out, in, pm, rules.origins)
+	requeue := setProviderID(out, in, pm, applied.Origins)
 
 	if conflict := providerIDConflict(in.Node, out.GetProviderId()); conflict != "" {
 		if in.Node.GetUninitialized() {
@@ -152,7 +154,7 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 	switch {
 	case out.Pending != "":
-	case !hasAddressType(out.Addresses, AddressInternalIP):
+	case !hasAddressType(out.Addresses, nodeaddress.AddressInternalIP):
 		out.Pending = "no InternalIP: no provided-node-ip or Node address is an address of the machine, and Talos gave no node IP"
 	default:
 		out.Initialize = true
@@ -216,25 +218,25 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 
 // setRuleOutputs adds what the transformation rules produced: labels (over the well-known ones: later keys
 // win), annotations, taints, and the record of matched and skipped rules.
-func setRuleOutputs(out *specs.NodeTransformSpec, rules rulesResult) {
-	for k, v := range rules.labels {
+func setRuleOutputs(out *specs.NodeTransformSpec, applied rules.Result) {
+	for k, v := range applied.Labels {
 		out.Labels[k] = v
 	}
 
-	if len(rules.annotations) > 0 {
-		out.Annotations = rules.annotations
+	if len(applied.Annotations) > 0 {
+		out.Annotations = applied.Annotations
 	}
 
-	for _, k := range slices.Sorted(maps.Keys(rules.taints)) {
-		out.Taints = append(out.Taints, rules.taints[k])
+	for _, k := range slices.Sorted(maps.Keys(applied.Taints)) {
+		out.Taints = append(out.Taints, applied.Taints[k])
 	}
 
-	for k, origin := range rules.origins {
+	for k, origin := range applied.Origins {
 		out.Origins[k] = origin
 	}
 
-	out.MatchedRules = rules.matched
-	out.SkippedRules = rules.skipped
+	out.MatchedRules = applied.Matched
+	out.SkippedRules = applied.Skipped
 }
 
 // setProviderID picks the providerID: Talos's own, or the talos://<platform>/<ip> fallback, which is
@@ -252,7 +254,7 @@ func setProviderID(out *specs.NodeTransformSpec, in TransformInput, pm *specs.Pl
 		ip := ""
 
 		for _, a := range out.GetAddresses() {
-			if a.GetType() == AddressInternalIP {
+			if a.GetType() == nodeaddress.AddressInternalIP {
 				ip = a.GetAddress()
 
 				break

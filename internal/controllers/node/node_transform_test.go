@@ -21,6 +21,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // startTransformer runs the NodeTransform controller on an in-memory state, and checks for leaked
@@ -93,7 +94,7 @@ func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
 
 	rule := &specs.TransformationRule{
 		Name:         "web",
-		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: nodectrl.OpRegexp, Values: []string{"^web-"}}}}},
+		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: rules.OpRegexp, Values: []string{"^web-"}}}}},
 		Labels:       map[string]string{"example.com/role-web": ""},
 		Taints:       map[string]string{"example.com/zone": "{{ .Zone }}:NoSchedule"},
 	}

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -178,7 +178,7 @@ func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
 			continue
 		}
 
-		if ips, _ := nodectrl.NodeIPs(spec, "", preferIPv6); len(ips) > 0 {
+		if ips, _ := nodeaddress.NodeIPs(spec, "", preferIPv6); len(ips) > 0 {
 			wanted[n.Metadata().ID()] = ips[0].String()
 		}
 	}

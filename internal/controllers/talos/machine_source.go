@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -185,7 +185,7 @@ func (ctrl *MachineSourceController) reconcileSessions(
 			continue
 		}
 
-		ips, _ := nodectrl.NodeIPs(n.TypedSpec().Value, "", cfg.TypedSpec().Value.GetPreferIpv6())
+		ips, _ := nodeaddress.NodeIPs(n.TypedSpec().Value, "", cfg.TypedSpec().Value.GetPreferIpv6())
 		if len(ips) == 0 {
 			logger.Debug("node has no IP to reach its Talos API yet", zap.String("node", n.Metadata().ID()))
 

@@ -1,12 +1,15 @@
 package csr
 
 import (
+	"strconv"
+
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
 	"github.com/cosi-project/runtime/pkg/resource/typed"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
 // CSRDecisionType is the type of CSRDecision.
@@ -48,4 +51,25 @@ func init() {
 	if err := protobuf.RegisterResource(CSRDecisionType, &CSRDecision{}); err != nil {
 		panic(err)
 	}
+}
+
+// Verdicts of a CSRDecision.
+const (
+	VerdictApprove = "approve"
+	VerdictDeny    = "deny"
+	VerdictWait    = "wait"
+)
+
+// Outcomes of one approval rule, as CSRRuleResult records them.
+const (
+	ResultPass = "pass"
+	ResultFail = "fail"
+	ResultWait = "wait"
+	ResultSkip = "skip"
+)
+
+// InputVersion identifies one version of one KubeCSR, also across restarts (the mirror is re-created, with
+// a new creation time): a sink applies a decision only when it was computed from the KubeCSR in place.
+func InputVersion(in *kube.KubeCSR) string {
+	return in.Metadata().Version().String() + "@" + strconv.FormatInt(in.Metadata().Created().UnixNano(), 10)
 }

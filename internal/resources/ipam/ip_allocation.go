@@ -1,6 +1,8 @@
 package ipam
 
 import (
+	"strings"
+
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
@@ -50,4 +52,59 @@ func init() {
 	if err := protobuf.RegisterResource(IPAllocationType, &IPAllocation{}); err != nil {
 		panic(err)
 	}
+}
+
+// Purposes of allocations and pools.
+const (
+	PurposePodCIDR        = "pod-cidr"
+	PurposeNodePrefix     = "node-prefix"
+	PurposeLoadBalancerIP = "load-balancer-ip"
+)
+
+// States of an allocation.
+const (
+	// StateAllocated: the address is held for the owner.
+	StateAllocated = "allocated"
+	// StatePending: a fact the decision needs is not known yet.
+	StatePending = "pending"
+	// StateFailed: no address could be given; the reason says why.
+	StateFailed = "failed"
+	// StateConflict: the owner already uses an address outside the pools or held by another owner.
+	StateConflict = "conflict"
+)
+
+// Origins of an allocated address.
+const (
+	OriginAllocated = "allocated"
+	OriginNode      = "node"
+	OriginRequested = "requested"
+	OriginIngress   = "ingress"
+	OriginShared    = "shared"
+)
+
+// NodeAllocationID is the ID of the pod CIDR allocation of one family of a Node.
+func NodeAllocationID(node, family string) string {
+	return "node/" + node + "/" + family
+}
+
+// ServiceAllocationID is the ID of the LoadBalancer IP allocation of one family of a Service
+// ("NAMESPACE/NAME").
+func ServiceAllocationID(service, family string) string {
+	return "service/" + service + "/" + family
+}
+
+// ParseAllocationID splits an allocation ID into its kind ("node" or "service"), owner name ("NAME" or
+// "NAMESPACE/NAME") and family.
+func ParseAllocationID(id string) (kind, owner, family string, ok bool) {
+	kind, rest, ok := strings.Cut(id, "/")
+	if !ok {
+		return "", "", "", false
+	}
+
+	i := strings.LastIndex(rest, "/")
+	if i <= 0 {
+		return "", "", "", false
+	}
+
+	return kind, rest[:i], rest[i+1:], true
 }

@@ -50,3 +50,9 @@ func init() {
 		panic(err)
 	}
 }
+
+// Pool condition types.
+const (
+	ConditionExhausted = "Exhausted"
+	ConditionConflict  = "Conflict"
+)

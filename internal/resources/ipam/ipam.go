@@ -2,7 +2,59 @@
 // they come from.
 package ipam
 
-import "github.com/cosi-project/runtime/pkg/resource"
+import (
+	"net/netip"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+)
 
 // NamespaceName is the default namespace of the ipam group.
 const NamespaceName resource.Namespace = "ipam"
+
+// Address families, as IPAllocation and IPPool name them.
+const (
+	FamilyIPv4 = "ipv4"
+	FamilyIPv6 = "ipv6"
+)
+
+// FamilyOf names the family of an address.
+func FamilyOf(a netip.Addr) string {
+	if a.Is4() {
+		return FamilyIPv4
+	}
+
+	return FamilyIPv6
+}
+
+// Pod CIDR modes (--node-ipam-mode).
+const (
+	// ModeRange hands out pod CIDRs from the cluster ranges, one per family.
+	ModeRange = "range"
+	// ModeTalosIPv6 carves each Node's IPv6 pod CIDR out of its machine's own global IPv6 prefix; IPv4
+	// comes from the cluster range.
+	ModeTalosIPv6 = "talos-ipv6"
+)
+
+// Default node CIDR mask sizes.
+const (
+	DefaultMaskIPv4          = 24
+	DefaultMaskIPv6          = 64
+	DefaultMaskIPv6TalosMode = 80
+)
+
+// LoadBalancerClass is talos-ccm's spec.loadBalancerClass: Services of type LoadBalancer with this class, or
+// with none, get their IPs from talos-ccm's pools.
+const LoadBalancerClass = "talos-ccm.dev/lb"
+
+// Service annotations.
+const (
+	// AnnotationLoadBalancerIPs asks for specific IPs, one per family, separated by commas.
+	AnnotationLoadBalancerIPs = "talos-ccm.dev/load-balancer-ips"
+	// AnnotationSharingKey lets Services with the same key share an IP when their ports differ.
+	AnnotationSharingKey = "talos-ccm.dev/sharing-key"
+)
+
+// Serves reports whether talos-ccm hands out the IPs of a Service with this spec.loadBalancerClass.
+func Serves(class string) bool {
+	return class == "" || class == LoadBalancerClass
+}

@@ -1,4 +1,8 @@
-package node
+// Package nodeaddress chooses a Node's addresses from its machine's Talos facts: the InternalIPs (NodeIPs,
+// and the verified choice that only accepts the machine's own addresses), the ExternalIPs by link and
+// platform, the Hostname and DNS names, each with the fact it came from. It is pure and imports no
+// controller, so that the Talos sources, the allocators and the NodeTransform share one choice.
+package nodeaddress
 
 import (
 	"fmt"
@@ -34,10 +38,10 @@ var platformsWithPublicLinkAddresses = []string{"metal", "nocloud", "openstack",
 // virtualLinkPrefixes are links whose addresses never identify the machine to the outside.
 var virtualLinkPrefixes = []string{"kubespan", "siderolink", "lo", "cilium_host", "dummy"}
 
-// addressWithOrigin is one desired Node address and the fact that produced it.
-type addressWithOrigin struct {
-	address *specs.NodeAddress
-	origin  string
+// Chosen is one desired Node address and the fact that produced it.
+type Chosen struct {
+	Address *specs.NodeAddress
+	Origin  string
 }
 
 // NodeIPs returns the node's InternalIPs, at most one per family, with where they came from: the kubelet's
@@ -323,21 +327,21 @@ func isVirtualLink(link string) bool {
 	return false
 }
 
-// nodeAddresses builds the Node's status.addresses: InternalIPs, ExternalIPs, Hostname, and the DNS names.
+// Choose builds the Node's status.addresses: InternalIPs, ExternalIPs, Hostname, and the DNS names.
 // What cannot be a Node address (an unusable IP, a name that is not a DNS name) is left out with a warning.
 // hostnameOrigin says where pm's hostname came from.
 // discovery names the rule that turned publicIPDiscovery on, or is "".
-func nodeAddresses(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool, hostnameOrigin, discovery string, warn func(string)) []addressWithOrigin {
-	var out []addressWithOrigin
+func Choose(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool, hostnameOrigin, discovery string, warn func(string)) []Chosen {
+	var out []Chosen
 
 	add := func(typ, value, origin string) {
 		for _, existing := range out {
-			if existing.address.GetType() == typ && existing.address.GetAddress() == value {
+			if existing.Address.GetType() == typ && existing.Address.GetAddress() == value {
 				return
 			}
 		}
 
-		out = append(out, addressWithOrigin{address: &specs.NodeAddress{Type: typ, Address: value}, origin: origin})
+		out = append(out, Chosen{Address: &specs.NodeAddress{Type: typ, Address: value}, Origin: origin})
 	}
 
 	addName := func(typ, value, origin string) bool {

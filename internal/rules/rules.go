@@ -1,4 +1,8 @@
-package node
+// Package rules is the transformation-rule language of the config file's `transformations`: the facts a
+// selector can test, its operators, the templates of label, annotation, taint and platformMetadata values,
+// their validation, and their evaluation on one machine's facts (Apply). It is pure and imports no
+// controller, so that the config parser, ccmctl and the NodeTransform controller share one definition.
+package rules
 
 import (
 	"errors"
@@ -480,20 +484,20 @@ func RuleID(index int, rule *specs.TransformationRule) string {
 	return fmt.Sprintf("transformations[%d]", index)
 }
 
-// rulesResult is what the transformation rules give one machine.
-type rulesResult struct {
-	// facts are the machine's facts after every platformMetadata override.
-	facts       *specs.PlatformMetadataSpec
-	labels      map[string]string
-	annotations map[string]string
-	taints      map[string]*specs.Taint
-	// origins maps "label/KEY", "annotation/KEY", "taint/KEY" and "platformMetadata/FACT" to the rule that
+// Result is what the transformation rules give one machine.
+type Result struct {
+	// Facts are the machine's facts after every platformMetadata override.
+	Facts       *specs.PlatformMetadataSpec
+	Labels      map[string]string
+	Annotations map[string]string
+	Taints      map[string]*specs.Taint
+	// Origins maps "label/KEY", "annotation/KEY", "taint/KEY" and "platformMetadata/FACT" to the rule that
 	// produced them.
-	origins map[string]string
-	matched []string
-	skipped []*specs.SkippedRule
-	// publicIPDiscovery names the last matching rule that turned features.publicIPDiscovery on, or is "".
-	publicIPDiscovery string
+	Origins map[string]string
+	Matched []string
+	Skipped []*specs.SkippedRule
+	// PublicIPDiscovery names the last matching rule that turned features.publicIPDiscovery on, or is "".
+	PublicIPDiscovery string
 }
 
 // ruleOutput is the rendered output of one rule for one machine, applied only when all of it is valid.
@@ -504,22 +508,22 @@ type ruleOutput struct {
 	overrides   map[string]string
 }
 
-// applyRules evaluates the rules in order on the machine's facts pm, which it does not modify.
-func applyRules(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpec) rulesResult {
-	res := rulesResult{
-		facts:       proto.CloneOf(pm),
-		labels:      map[string]string{},
-		annotations: map[string]string{},
-		taints:      map[string]*specs.Taint{},
-		origins:     map[string]string{},
+// Apply evaluates the rules in order on the machine's facts pm, which it does not modify.
+func Apply(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpec) Result {
+	res := Result{
+		Facts:       proto.CloneOf(pm),
+		Labels:      map[string]string{},
+		Annotations: map[string]string{},
+		Taints:      map[string]*specs.Taint{},
+		Origins:     map[string]string{},
 	}
 
 	for i, rule := range rules {
 		id := RuleID(i, rule)
 
-		matched, err := matchSelector(rule.GetNodeSelector(), res.facts)
+		matched, err := matchSelector(rule.GetNodeSelector(), res.Facts)
 		if err != nil {
-			res.skipped = append(res.skipped, &specs.SkippedRule{Rule: id, Reason: err.Error()})
+			res.Skipped = append(res.Skipped, &specs.SkippedRule{Rule: id, Reason: err.Error()})
 
 			continue
 		}
@@ -528,39 +532,39 @@ func applyRules(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpe
 			continue
 		}
 
-		out, err := renderRule(rule, res.facts)
+		out, err := renderRule(rule, res.Facts)
 		if err != nil {
-			res.skipped = append(res.skipped, &specs.SkippedRule{Rule: id, Reason: err.Error()})
+			res.Skipped = append(res.Skipped, &specs.SkippedRule{Rule: id, Reason: err.Error()})
 
 			continue
 		}
 
 		origin := "rule " + id
-		res.matched = append(res.matched, id)
+		res.Matched = append(res.Matched, id)
 
 		for k, v := range out.labels {
-			res.labels[k] = v
-			res.origins["label/"+k] = origin
+			res.Labels[k] = v
+			res.Origins["label/"+k] = origin
 		}
 
 		for k, v := range out.annotations {
-			res.annotations[k] = v
-			res.origins["annotation/"+k] = origin
+			res.Annotations[k] = v
+			res.Origins["annotation/"+k] = origin
 		}
 
 		for k, t := range out.taints {
-			res.taints[k] = t
-			res.origins["taint/"+k] = origin
+			res.Taints[k] = t
+			res.Origins["taint/"+k] = origin
 		}
 
 		if rule.GetFeatures().GetPublicIpDiscovery() {
-			res.publicIPDiscovery = origin
+			res.PublicIPDiscovery = origin
 		}
 
 		// Validated by renderRule: the overrides apply as a whole.
 		for name, v := range out.overrides {
-			facts[strings.ToLower(name)].set(res.facts, v) //nolint:errcheck
-			res.origins["platformMetadata/"+name] = origin
+			facts[strings.ToLower(name)].set(res.Facts, v) //nolint:errcheck
+			res.Origins["platformMetadata/"+name] = origin
 		}
 	}
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // buildWithRules computes the NodeTransform of a machine with facts pm under rules. The machine names itself
@@ -69,38 +70,38 @@ func TestSelectorOperators(t *testing.T) {
 		facts *specs.PlatformMetadataSpec
 		want  bool
 	}{
-		{"In matches", selectorRule("platform", node.OpIn, "gcp", "aws"), awsFacts(), true},
-		{"In: keys are case-insensitive", selectorRule("PlatForm", node.OpIn, "aws"), awsFacts(), true},
-		{"In: values are case-sensitive", selectorRule("platform", node.OpIn, "AWS"), awsFacts(), false},
-		{"In: absent key", selectorRule("zone", node.OpIn, "eu-west-1a"), noZone, false},
-		{"In: an empty fact is absent", selectorRule("zone", node.OpIn, ""), noZone, false},
-		{"In: SystemInformation fact", selectorRule("serialNumber", node.OpIn, "ec2abc"), awsFacts(), true},
-		{"In: tag", selectorRule("tags.Name", node.OpIn, "web-1"), awsFacts(), true},
-		{"In: tag prefix is case-insensitive", selectorRule("TAGS.Name", node.OpIn, "web-1"), awsFacts(), true},
-		{"In: tag keys are case-sensitive", selectorRule("tags.name", node.OpIn, "web-1"), awsFacts(), false},
-		{"In: spot is true or false", selectorRule("spot", node.OpIn, "true"), awsFacts(), true},
-		{"NotIn: other value", selectorRule("zone", node.OpNotIn, "eu-west-1b"), awsFacts(), true},
-		{"NotIn: listed value", selectorRule("zone", node.OpNotIn, "eu-west-1a"), awsFacts(), false},
-		{"NotIn: absent key matches, as in Kubernetes", selectorRule("zone", node.OpNotIn, "eu-west-1a"), noZone, true},
-		{"NotIn: absent tag matches", selectorRule("tags.Team", node.OpNotIn, "a"), awsFacts(), true},
-		{"Exists: present", selectorRule("zone", node.OpExists), awsFacts(), true},
-		{"Exists: absent", selectorRule("zone", node.OpExists), noZone, false},
-		{"Exists: empty tag is absent", selectorRule("tags.empty", node.OpExists), awsFacts(), false},
-		{"Exists: case-insensitive key", selectorRule("INSTANCEID", node.OpExists), awsFacts(), true},
-		{"Exists: spot is always present", selectorRule("spot", node.OpExists), &specs.PlatformMetadataSpec{}, true},
-		{"DoesNotExist: absent", selectorRule("zone", node.OpDoesNotExist), noZone, true},
-		{"DoesNotExist: present", selectorRule("zone", node.OpDoesNotExist), awsFacts(), false},
-		{"Gt: greater", selectorRule("instanceID", node.OpGt, "100"), awsFacts(), true},
-		{"Gt: not greater", selectorRule("instanceID", node.OpGt, "12345"), awsFacts(), false},
-		{"Gt: a fact that is not an integer does not match", selectorRule("zone", node.OpGt, "1"), awsFacts(), false},
-		{"Gt: absent key", selectorRule("zone", node.OpGt, "1"), noZone, false},
-		{"Lt: less", selectorRule("instanceID", node.OpLt, "99999"), awsFacts(), true},
-		{"Lt: negative limit", selectorRule("instanceID", node.OpLt, "-1"), awsFacts(), false},
-		{"Regexp: matches anywhere unless anchored", selectorRule("hostname", node.OpRegexp, "eb-"), awsFacts(), true},
-		{"Regexp: anchored", selectorRule("hostname", node.OpRegexp, "^web-[0-9]+$"), awsFacts(), true},
-		{"Regexp: values are case-sensitive", selectorRule("hostname", node.OpRegexp, "^WEB"), awsFacts(), false},
-		{"Regexp: case-insensitive flag", selectorRule("hostname", node.OpRegexp, "(?i)^WEB"), awsFacts(), true},
-		{"Regexp: absent key", selectorRule("zone", node.OpRegexp, ".*"), noZone, false},
+		{"In matches", selectorRule("platform", rules.OpIn, "gcp", "aws"), awsFacts(), true},
+		{"In: keys are case-insensitive", selectorRule("PlatForm", rules.OpIn, "aws"), awsFacts(), true},
+		{"In: values are case-sensitive", selectorRule("platform", rules.OpIn, "AWS"), awsFacts(), false},
+		{"In: absent key", selectorRule("zone", rules.OpIn, "eu-west-1a"), noZone, false},
+		{"In: an empty fact is absent", selectorRule("zone", rules.OpIn, ""), noZone, false},
+		{"In: SystemInformation fact", selectorRule("serialNumber", rules.OpIn, "ec2abc"), awsFacts(), true},
+		{"In: tag", selectorRule("tags.Name", rules.OpIn, "web-1"), awsFacts(), true},
+		{"In: tag prefix is case-insensitive", selectorRule("TAGS.Name", rules.OpIn, "web-1"), awsFacts(), true},
+		{"In: tag keys are case-sensitive", selectorRule("tags.name", rules.OpIn, "web-1"), awsFacts(), false},
+		{"In: spot is true or false", selectorRule("spot", rules.OpIn, "true"), awsFacts(), true},
+		{"NotIn: other value", selectorRule("zone", rules.OpNotIn, "eu-west-1b"), awsFacts(), true},
+		{"NotIn: listed value", selectorRule("zone", rules.OpNotIn, "eu-west-1a"), awsFacts(), false},
+		{"NotIn: absent key matches, as in Kubernetes", selectorRule("zone", rules.OpNotIn, "eu-west-1a"), noZone, true},
+		{"NotIn: absent tag matches", selectorRule("tags.Team", rules.OpNotIn, "a"), awsFacts(), true},
+		{"Exists: present", selectorRule("zone", rules.OpExists), awsFacts(), true},
+		{"Exists: absent", selectorRule("zone", rules.OpExists), noZone, false},
+		{"Exists: empty tag is absent", selectorRule("tags.empty", rules.OpExists), awsFacts(), false},
+		{"Exists: case-insensitive key", selectorRule("INSTANCEID", rules.OpExists), awsFacts(), true},
+		{"Exists: spot is always present", selectorRule("spot", rules.OpExists), &specs.PlatformMetadataSpec{}, true},
+		{"DoesNotExist: absent", selectorRule("zone", rules.OpDoesNotExist), noZone, true},
+		{"DoesNotExist: present", selectorRule("zone", rules.OpDoesNotExist), awsFacts(), false},
+		{"Gt: greater", selectorRule("instanceID", rules.OpGt, "100"), awsFacts(), true},
+		{"Gt: not greater", selectorRule("instanceID", rules.OpGt, "12345"), awsFacts(), false},
+		{"Gt: a fact that is not an integer does not match", selectorRule("zone", rules.OpGt, "1"), awsFacts(), false},
+		{"Gt: absent key", selectorRule("zone", rules.OpGt, "1"), noZone, false},
+		{"Lt: less", selectorRule("instanceID", rules.OpLt, "99999"), awsFacts(), true},
+		{"Lt: negative limit", selectorRule("instanceID", rules.OpLt, "-1"), awsFacts(), false},
+		{"Regexp: matches anywhere unless anchored", selectorRule("hostname", rules.OpRegexp, "eb-"), awsFacts(), true},
+		{"Regexp: anchored", selectorRule("hostname", rules.OpRegexp, "^web-[0-9]+$"), awsFacts(), true},
+		{"Regexp: values are case-sensitive", selectorRule("hostname", rules.OpRegexp, "^WEB"), awsFacts(), false},
+		{"Regexp: case-insensitive flag", selectorRule("hostname", rules.OpRegexp, "(?i)^WEB"), awsFacts(), true},
+		{"Regexp: absent key", selectorRule("zone", rules.OpRegexp, ".*"), noZone, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -137,11 +138,11 @@ func TestSelectorTerms(t *testing.T) {
 	}{
 		{"no selector selects every node", rule(), true},
 		{"expressions are ANDed", rule(&specs.NodeSelectorTerm{MatchExpressions: []*specs.NodeSelectorRequirement{
-			req("platform", node.OpIn, "aws"), req("zone", node.OpIn, "nope"),
+			req("platform", rules.OpIn, "aws"), req("zone", rules.OpIn, "nope"),
 		}}), false},
 		{"terms are ORed", rule(
-			&specs.NodeSelectorTerm{MatchExpressions: []*specs.NodeSelectorRequirement{req("platform", node.OpIn, "gcp")}},
-			&specs.NodeSelectorTerm{MatchExpressions: []*specs.NodeSelectorRequirement{req("hostname", node.OpRegexp, "^web-")}},
+			&specs.NodeSelectorTerm{MatchExpressions: []*specs.NodeSelectorRequirement{req("platform", rules.OpIn, "gcp")}},
+			&specs.NodeSelectorTerm{MatchExpressions: []*specs.NodeSelectorRequirement{req("hostname", rules.OpRegexp, "^web-")}},
 		), true},
 		{"a term without expressions selects no node", rule(&specs.NodeSelectorTerm{}), false},
 	} {
@@ -278,7 +279,7 @@ func TestTemplateValidation(t *testing.T) {
 		t.Run(tc.template, func(t *testing.T) {
 			t.Parallel()
 
-			err := node.ValidateTemplate(tc.template)
+			err := rules.ValidateTemplate(tc.template)
 			if tc.wantErr == "" {
 				assert.NoError(t, err)
 			} else {
@@ -313,7 +314,7 @@ func TestRuleOrderAndOverrides(t *testing.T) {
 			Name: "second",
 			// The override of the first rule is visible to the selector of the second...
 			NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{
-				{Key: "zone", Operator: node.OpIn, Values: []string{"rack-107"}},
+				{Key: "zone", Operator: rules.OpIn, Values: []string{"rack-107"}},
 			}}},
 			// ... and to its templates; the later rule wins a shared key.
 			Labels: map[string]string{"example.com/x": "2", "example.com/zone-after": "{{ .Zone }}", node.LabelRegion: "overridden"},
@@ -321,7 +322,7 @@ func TestRuleOrderAndOverrides(t *testing.T) {
 		},
 		&specs.TransformationRule{
 			Name:         "not-matching",
-			NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "zone", Operator: node.OpDoesNotExist}}}},
+			NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "zone", Operator: rules.OpDoesNotExist}}}},
 			Labels:       map[string]string{"example.com/x": "3"},
 		},
 	)
@@ -432,7 +433,7 @@ func TestRulesOnMachineWithoutPlatformMetadata(t *testing.T) {
 	t.Parallel()
 
 	// The platform fact is the platform the labels show: metal when Talos has no PlatformMetadata.
-	spec := buildWithRules(&specs.PlatformMetadataSpec{}, selectorRule("platform", node.OpIn, "metal"))
+	spec := buildWithRules(&specs.PlatformMetadataSpec{}, selectorRule("platform", rules.OpIn, "metal"))
 
 	assert.Equal(t, "yes", spec.GetLabels()["example.com/matched"])
 	assert.Equal(t, "talos://metal/10.0.0.5", spec.GetProviderId())
@@ -604,7 +605,7 @@ func TestTemplateFacts(t *testing.T) {
 		t.Run(tc.template, func(t *testing.T) {
 			t.Parallel()
 
-			assert.Equal(t, tc.want, node.TemplateFacts(tc.template))
+			assert.Equal(t, tc.want, rules.TemplateFacts(tc.template))
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // fuzzKey is the key every fuzzed rule writes, as a label, an annotation and a taint.
@@ -93,7 +94,7 @@ func FuzzRenderTemplate(f *testing.F) {
 	) {
 		// Validation (what the config file goes through) must not panic either; its verdict does not matter
 		// here: a template it refuses is rendered all the same, as a rule written into the state by hand.
-		_ = node.ValidateTemplate(tmpl)
+		_ = rules.ValidateTemplate(tmpl)
 
 		pm := &specs.PlatformMetadataSpec{
 			Nodename:            "n1",

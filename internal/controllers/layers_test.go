@@ -1,0 +1,150 @@
+// Package controllers_test checks the layering of the controller packages.
+package controllers_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/talos-ccm/talos-ccm/"
+
+// assemblers may import the controllers of every group: they wire the pipeline together or explain it.
+var assemblers = []string{module + "internal/app", module + "pkg/ccm", module + "internal/ccmctl"}
+
+// shared are packages under internal/controllers that are not a group: test helpers and internal helpers
+// every group may use.
+var shared = []string{module + "internal/controllers/ctest", module + "internal/controllers/internal"}
+
+type listedPackage struct {
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// controllerGroup returns the group of a controller package ("node" for internal/controllers/node), or "".
+func controllerGroup(path string) string {
+	rest, ok := strings.CutPrefix(path, module+"internal/controllers/")
+	if !ok {
+		return ""
+	}
+
+	for _, s := range shared {
+		if path == s || strings.HasPrefix(path, s+"/") {
+			return ""
+		}
+	}
+
+	group, _, _ := strings.Cut(rest, "/")
+
+	return group
+}
+
+// layerViolations lists the imports of controller packages of another group by packages that are not
+// assemblers: the vocabulary a layer shares belongs in internal/resources/<group> or a leaf package.
+func layerViolations(pkgs []listedPackage) []string {
+	var out []string
+
+	for _, p := range pkgs {
+		if slices.Contains(assemblers, p.ImportPath) {
+			continue
+		}
+
+		own := controllerGroup(p.ImportPath)
+
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if g := controllerGroup(imp); g != "" && g != own {
+				out = append(out, p.ImportPath+" imports "+imp)
+			}
+		}
+	}
+
+	slices.Sort(out)
+
+	return slices.Compact(out)
+}
+
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+
+	cmd := exec.CommandContext(t.Context(), goBin, "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
+	cmd.Dir = filepath.Join("..", "..")
+
+	var stderr bytes.Buffer
+
+	cmd.Stderr = &stderr
+
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list: %s", stderr.String())
+
+	var pkgs []listedPackage
+
+	dec := json.NewDecoder(bytes.NewReader(out))
+
+	for {
+		var p listedPackage
+
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+
+		require.NoError(t, err)
+
+		pkgs = append(pkgs, p)
+	}
+
+	return pkgs
+}
+
+// TestLayers keeps the layers: no package outside the assemblers imports a controller package of another
+// group, in its code or its tests.
+func TestLayers(t *testing.T) {
+	t.Parallel()
+
+	pkgs := listPackages(t)
+
+	var paths []string
+	for _, p := range pkgs {
+		paths = append(paths, p.ImportPath)
+	}
+
+	// The listing covers the module: a wrong directory would list nothing and pass.
+	require.Contains(t, paths, module+"internal/k8ssink")
+	require.Contains(t, paths, module+"internal/controllers/node")
+
+	assert.Empty(t, layerViolations(pkgs))
+}
+
+// TestLayerViolations shows that the check finds what it is there to find.
+func TestLayerViolations(t *testing.T) {
+	t.Parallel()
+
+	pkgs := []listedPackage{
+		{ImportPath: module + "internal/k8ssink", Imports: []string{module + "internal/controllers/csr", module + "internal/resources/csr"}},
+		{ImportPath: module + "internal/configfile", XTestImports: []string{module + "internal/controllers/node"}},
+		{ImportPath: module + "internal/controllers/ipam", Imports: []string{module + "internal/controllers/node/sub"}},
+		{ImportPath: module + "internal/controllers/node", TestImports: []string{module + "internal/controllers/node", module + "internal/controllers/ctest"}},
+		{ImportPath: module + "internal/controllers/kube", Imports: []string{module + "internal/controllers/internal/dirty"}},
+		{ImportPath: module + "pkg/ccm", Imports: []string{module + "internal/controllers/talos"}},
+	}
+
+	assert.Equal(t, []string{
+		module + "internal/configfile imports " + module + "internal/controllers/node",
+		module + "internal/controllers/ipam imports " + module + "internal/controllers/node/sub",
+		module + "internal/k8ssink imports " + module + "internal/controllers/csr",
+	}, layerViolations(pkgs))
+}
