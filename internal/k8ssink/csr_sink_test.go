@@ -39,15 +39,15 @@ func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
 	requests := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, requests.Add(request))
 
-	rt := ctest.New(t)
-	rt.Register(t, k8ssink.NewCSRSinkController(
+	rt := ctest.New(t, ctest.WithTimeout(30*time.Second))
+	rt.Register(k8ssink.NewCSRSinkController(
 		k8ssink.NewCSRApplier(client.CertificatesV1().CertificateSigningRequests()),
 		certlisters.NewCertificateSigningRequestLister(requests),
 		corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		nil,
 	))
 
-	ctx := rt.Start(t, 30*time.Second)
+	ctx := rt.Start()
 
 	mirror := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
 	mirror.TypedSpec().Value = &specs.KubeCSRSpec{Username: "system:node:w1"}

@@ -182,8 +182,8 @@ func TestConfigSourceReloads(t *testing.T) {
 			require.NoError(t, err)
 
 			rejected := &rejections{}
-			rt := ctest.New(t)
-			rt.Register(t, &configctrl.ConfigSourceController{
+			rt := ctest.New(t, ctest.WithTimeout(30*time.Second))
+			rt.Register(&configctrl.ConfigSourceController{
 				Flags:    &specs.ConfigSpec{ClusterName: "flag", Source: "flags", ProviderIdWaitSeconds: 60},
 				Explicit: nil,
 				Path:     path,
@@ -192,7 +192,7 @@ func TestConfigSourceReloads(t *testing.T) {
 				// Notifications, not polling, must carry these changes.
 				PollInterval: time.Hour,
 			})
-			ctx := rt.Start(t, 30*time.Second)
+			ctx := rt.Start()
 
 			assertConfig := func(clusterName string, rules ...string) {
 				t.Helper()
@@ -246,15 +246,15 @@ func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(configV1), 0o600))
 
 	rejected := &rejections{}
-	rt := ctest.New(t)
+	rt := ctest.New(t, ctest.WithTimeout(30*time.Second))
 	// No Initial: the controller reads the file itself.
-	rt.Register(t, &configctrl.ConfigSourceController{
+	rt.Register(&configctrl.ConfigSourceController{
 		Flags:        &specs.ConfigSpec{Source: "flags"},
 		Path:         path,
 		Rejected:     rejected,
 		PollInterval: 100 * time.Millisecond,
 	})
-	ctx := rt.Start(t, 30*time.Second)
+	ctx := rt.Start()
 
 	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("c1", c.TypedSpec().Value.GetClusterName())
@@ -283,9 +283,9 @@ func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
 func TestConfigSourceFlagsOnly(t *testing.T) {
 	t.Parallel()
 
-	rt := ctest.New(t)
-	rt.Register(t, &configctrl.ConfigSourceController{Flags: &specs.ConfigSpec{ClusterName: "flags-only", Source: "flags"}})
-	ctx := rt.Start(t, 10*time.Second)
+	rt := ctest.New(t, ctest.WithTimeout(10*time.Second))
+	rt.Register(&configctrl.ConfigSourceController{Flags: &specs.ConfigSpec{ClusterName: "flags-only", Source: "flags"}})
+	ctx := rt.Start()
 
 	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("flags-only", c.TypedSpec().Value.GetClusterName())

@@ -12,7 +12,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -32,21 +31,17 @@ import (
 func startDecider(t *testing.T, opts csrctrl.CSRDecisionOptions) (context.Context, state.State, csrctrl.DecisionInput) {
 	t.Helper()
 
-	// Cleanups run last-in first-out: this one runs after the runtime has stopped.
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
 	valid := validInput(t)
 
-	rt := ctest.New(t)
-	rt.Register(t, csrctrl.NewCSRDecisionController(opts))
-	ctx := rt.Start(t, 20*time.Second)
+	s := ctest.New(t, ctest.WithTimeout(20*time.Second))
+	s.Register(csrctrl.NewCSRDecisionController(opts))
+	ctx := s.Start()
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
-	require.NoError(t, rt.State.Create(ctx, cfg))
+	s.Create(cfg)
 
-	return ctx, rt.State, valid
+	return ctx, s.State, valid
 }
 
 func TestCSRDecisionController(t *testing.T) {

@@ -1,65 +1,266 @@
-// Package ctest runs controllers on an in-memory state for controller tests.
+// Package ctest runs controllers on an in-memory state for controller tests: one Suite per test, with the
+// runtime started and stopped around it, assertions that wait on watch events with a timeout of their own,
+// create/update helpers that fail the test on error, and a goroutine leak check once everything stopped.
 package ctest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
 
-// Runtime is a controller runtime over a fresh in-memory state, stopped when the test ends.
-type Runtime struct {
-	State   state.State
-	runtime *runtime.Runtime
+// Defaults of a Suite.
+const (
+	// DefaultTimeout bounds a whole test: the context Start returns ends then.
+	DefaultTimeout = 30 * time.Second
+	// DefaultAssertionTimeout bounds one assertion: a controller that never converges fails the assertion
+	// that waits for it, with its own message, not the whole test at its deadline.
+	DefaultAssertionTimeout = 10 * time.Second
+)
+
+// Option configures a Suite.
+type Option func(*options)
+
+type options struct {
+	state            state.State
+	stateOptions     []inmem.StateOption
+	leakIgnore       []goleak.Option
+	logger           *zap.Logger
+	timeout          time.Duration
+	assertionTimeout time.Duration
+	noLeakCheck      bool
 }
 
-// New creates the runtime; register controllers, then call Start.
-func New(t *testing.T) *Runtime {
+// WithTimeout bounds the whole test (DefaultTimeout otherwise).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) { o.timeout = d }
+}
+
+// WithAssertionTimeout bounds each assertion (DefaultAssertionTimeout otherwise).
+func WithAssertionTimeout(d time.Duration) Option {
+	return func(o *options) { o.assertionTimeout = d }
+}
+
+// WithStateOptions builds the in-memory state with these options (history capacity, gap...).
+func WithStateOptions(opts ...inmem.StateOption) Option {
+	return func(o *options) { o.stateOptions = append(o.stateOptions, opts...) }
+}
+
+// WithBurstHistory gives the state the history talos-ccm runs with: watchers of bursts of thousands of
+// events must not fall behind it.
+func WithBurstHistory() Option {
+	return WithStateOptions(inmem.WithHistoryInitialCapacity(1024), inmem.WithHistoryMaxCapacity(16384), inmem.WithHistoryGap(64))
+}
+
+// WithState runs the suite on an existing state instead of a fresh one: a second suite on the first's
+// state is a restart of talos-ccm that keeps its state.
+func WithState(st state.State) Option {
+	return func(o *options) { o.state = st }
+}
+
+// WithLogger gives the runtime this logger instead of one that writes to the test's log.
+func WithLogger(logger *zap.Logger) Option {
+	return func(o *options) { o.logger = logger }
+}
+
+// WithLeakIgnore ignores these goroutines in the leak check (for example a client library's daemon).
+func WithLeakIgnore(opts ...goleak.Option) Option {
+	return func(o *options) { o.leakIgnore = append(o.leakIgnore, opts...) }
+}
+
+// WithoutLeakCheck skips the goroutine leak check: for tests that run in parallel with others, whose
+// goroutines the check cannot tell apart.
+func WithoutLeakCheck() Option {
+	return func(o *options) { o.noLeakCheck = true }
+}
+
+// Suite is a controller runtime over an in-memory namespaced state, for one test.
+type Suite struct {
+	// State is the state the controllers read and write.
+	State state.State
+
+	t       *testing.T
+	runtime *runtime.Runtime
+	ctx     context.Context //nolint:containedctx // The suite's context is the test's, bounded by its timeout.
+	cancel  context.CancelFunc
+	done    chan error
+	stop    sync.Once
+	opts    options
+}
+
+// New creates the suite: register controllers, then call Start. Unless told otherwise it checks, once the
+// test and its other cleanups are over, that no goroutine started during the test is left.
+func New(t *testing.T, opts ...Option) *Suite {
 	t.Helper()
 
-	st := state.WrapCore(namespaced.NewState(inmem.Build))
+	o := options{timeout: DefaultTimeout, assertionTimeout: DefaultAssertionTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
 
-	rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t))
+	if !o.noLeakCheck {
+		// Cleanups run last-in first-out: this one runs after the runtime has stopped.
+		ignore := append([]goleak.Option{goleak.IgnoreCurrent()}, o.leakIgnore...)
+		t.Cleanup(func() { goleak.VerifyNone(t, ignore...) })
+	}
+
+	st := o.state
+	if st == nil {
+		memory := inmem.NewStateWithOptions(o.stateOptions...)
+		st = state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return memory(ns) }))
+	}
+
+	logger := o.logger
+	if logger == nil {
+		logger = zaptest.NewLogger(t)
+	}
+
+	rt, err := runtime.NewRuntime(st, logger)
 	require.NoError(t, err)
 
-	return &Runtime{State: st, runtime: rt}
+	ctx, cancel := context.WithTimeout(t.Context(), o.timeout)
+	t.Cleanup(cancel)
+
+	return &Suite{State: st, t: t, runtime: rt, ctx: ctx, cancel: cancel, opts: o}
 }
 
-// Register adds a controller (controller.Controller or controller.QController).
-func (r *Runtime) Register(t *testing.T, ctrl any) {
-	t.Helper()
+// Register adds controllers (controller.Controller or controller.QController).
+func (s *Suite) Register(ctrls ...any) {
+	s.t.Helper()
 
-	switch c := ctrl.(type) {
-	case controller.QController:
-		require.NoError(t, r.runtime.RegisterQController(c))
-	case controller.Controller:
-		require.NoError(t, r.runtime.RegisterController(c))
-	default:
-		t.Fatalf("not a controller: %T", ctrl)
+	for _, ctrl := range ctrls {
+		switch c := ctrl.(type) {
+		case controller.QController:
+			require.NoError(s.t, s.runtime.RegisterQController(c))
+		case controller.Controller:
+			require.NoError(s.t, s.runtime.RegisterController(c))
+		default:
+			s.t.Fatalf("not a controller: %T", ctrl)
+		}
 	}
 }
 
-// Start runs the runtime until the test ends and returns a context bounded by timeout.
-func (r *Runtime) Start(t *testing.T, timeout time.Duration) context.Context {
-	t.Helper()
+// Start runs the runtime until Stop or the end of the test, and returns the test's context.
+func (s *Suite) Start() context.Context {
+	s.t.Helper()
 
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	done := make(chan error, 1)
+	s.done = make(chan error, 1)
 
-	go func() { done <- r.runtime.Run(ctx) }()
+	go func() { s.done <- s.runtime.Run(s.ctx) }()
 
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
+	s.t.Cleanup(s.Stop)
+
+	return s.ctx
+}
+
+// Stop stops the runtime and fails the test if it stopped with an error; the state stays readable.
+func (s *Suite) Stop() {
+	s.stop.Do(func() {
+		s.cancel()
+
+		if s.done != nil {
+			require.NoError(s.t, <-s.done)
+		}
 	})
+}
 
-	return ctx
+// Ctx is the test's context, bounded by the suite's timeout; it ends at Stop.
+func (s *Suite) Ctx() context.Context {
+	return s.ctx
+}
+
+// Create creates resources, failing the test on error.
+func (s *Suite) Create(res ...resource.Resource) {
+	s.t.Helper()
+
+	for _, r := range res {
+		require.NoError(s.t, s.State.Create(s.ctx, r), "create %s", r.Metadata())
+	}
+}
+
+// Update writes resources as they are, failing the test on error (the version must be current).
+func (s *Suite) Update(res ...resource.Resource) {
+	s.t.Helper()
+
+	for _, r := range res {
+		require.NoError(s.t, s.State.Update(s.ctx, r), "update %s", r.Metadata())
+	}
+}
+
+// assertionContext bounds one assertion.
+func (s *Suite) assertionContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.opts.assertionTimeout)
+}
+
+// Modify changes the resource of r's ID (creating it from r when it does not exist) with fn, retrying on
+// conflicts, and fails the test on error.
+func Modify[R resource.Resource](s *Suite, r R, fn func(R) error) {
+	s.t.Helper()
+
+	require.NoError(s.t, safe.StateModify(s.ctx, s.State, r, fn), "modify %s", r.Metadata())
+}
+
+// AssertResource waits until the resource of id exists and passes check.
+func AssertResource[R rtestutils.ResourceWithRD](s *Suite, id resource.ID, check func(R, *assert.Assertions), opts ...rtestutils.Option) {
+	s.t.Helper()
+
+	ctx, cancel := s.assertionContext()
+	defer cancel()
+
+	rtestutils.AssertResource(ctx, s.t, s.State, id, check, opts...)
+}
+
+// AssertResources waits until every resource of ids exists and passes check.
+func AssertResources[R rtestutils.ResourceWithRD](s *Suite, ids []resource.ID, check func(R, *assert.Assertions), opts ...rtestutils.Option) {
+	s.t.Helper()
+
+	ctx, cancel := s.assertionContext()
+	defer cancel()
+
+	rtestutils.AssertResources(ctx, s.t, s.State, ids, check, opts...)
+}
+
+// AssertNoResource waits until the resource of id does not exist.
+func AssertNoResource[R rtestutils.ResourceWithRD](s *Suite, id resource.ID, opts ...rtestutils.Option) {
+	s.t.Helper()
+
+	ctx, cancel := s.assertionContext()
+	defer cancel()
+
+	rtestutils.AssertNoResource[R](ctx, s.t, s.State, id, opts...)
+}
+
+// AssertLength waits until there are exactly n resources of the type.
+func AssertLength[R rtestutils.ResourceWithRD](s *Suite, n int, opts ...rtestutils.Option) {
+	s.t.Helper()
+
+	ctx, cancel := s.assertionContext()
+	defer cancel()
+
+	rtestutils.AssertLength[R](ctx, s.t, s.State, n, opts...)
+}
+
+// Destroy destroys the resources of ids, waiting for their finalizers to be removed.
+func Destroy[R rtestutils.ResourceWithRD](s *Suite, ids ...resource.ID) {
+	s.t.Helper()
+
+	ctx, cancel := s.assertionContext()
+	defer cancel()
+
+	rtestutils.Destroy[R](ctx, s.t, s.State, ids)
 }

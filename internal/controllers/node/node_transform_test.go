@@ -11,7 +11,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -29,14 +28,10 @@ import (
 func startTransformer(t *testing.T) (context.Context, state.State) {
 	t.Helper()
 
-	// Cleanups run last-in first-out: this one runs after the runtime has stopped.
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	s := ctest.New(t, ctest.WithTimeout(20*time.Second))
+	s.Register(nodectrl.NewNodeTransformController())
 
-	rt := ctest.New(t)
-	rt.Register(t, nodectrl.NewNodeTransformController())
-
-	return rt.Start(t, 20*time.Second), rt.State
+	return s.Start(), s.State
 }
 
 func TestNodeTransformController(t *testing.T) {
