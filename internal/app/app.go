@@ -20,6 +20,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
@@ -121,29 +122,35 @@ type Options struct {
 	APITLSCert, APITLSKey, APIClientCA string
 }
 
-// Defaults are the values used for zero Options fields.
-var Defaults = Options{
-	TalosTimeout:   10 * time.Second,
-	ProviderIDWait: 5 * time.Minute,
-	Concurrency:    64,
-	StaleNodeGrace: 5 * time.Minute,
-	LeaderElection: LeaderElection{
-		Namespace:     "kube-system",
-		Name:          "talos-ccm",
-		LeaseDuration: 15 * time.Second,
-		RenewDeadline: 10 * time.Second,
-		RetryPeriod:   2 * time.Second,
-	},
-	KubeAPIQPS:   500,
-	KubeAPIBurst: 1000,
+// DefaultOptions returns the values zero Options fields stand for (and the flags' defaults): the embedding
+// API's defaults (ccm.DefaultOptions) and the configuration's (the config resource's), plus those of the
+// command alone: leader election and the client's rate limit.
+func DefaultOptions() Options {
+	embedded := ccm.DefaultOptions()
 
-	// One year, as kube-controller-manager's default signing duration.
-	CSRMaxExpiration: 365 * 24 * time.Hour,
+	return Options{
+		TalosTimeout:     embedded.TalosTimeout,
+		ProviderIDWait:   config.DefaultProviderIDWait,
+		Concurrency:      embedded.Concurrency,
+		StaleNodeGrace:   embedded.NodeLifecycle.StaleNodeGrace,
+		CSRMaxExpiration: config.DefaultCSRMaxExpiration,
+		LeaderElection: LeaderElection{
+			Namespace:     "kube-system",
+			Name:          "talos-ccm",
+			LeaseDuration: 15 * time.Second,
+			RenewDeadline: 10 * time.Second,
+			RetryPeriod:   2 * time.Second,
+		},
+		KubeAPIQPS:   500,
+		KubeAPIBurst: 1000,
+	}
 }
 
 func (o Options) withDefaults() Options {
+	defaults := DefaultOptions()
+
 	if o.TalosTimeout <= 0 {
-		o.TalosTimeout = Defaults.TalosTimeout
+		o.TalosTimeout = defaults.TalosTimeout
 	}
 
 	if o.ProviderIDWait < 0 {
@@ -151,22 +158,22 @@ func (o Options) withDefaults() Options {
 	}
 
 	if o.CSRMaxExpiration <= 0 {
-		o.CSRMaxExpiration = Defaults.CSRMaxExpiration
+		o.CSRMaxExpiration = defaults.CSRMaxExpiration
 	}
 
 	if o.Concurrency <= 0 {
-		o.Concurrency = Defaults.Concurrency
+		o.Concurrency = defaults.Concurrency
 	}
 
 	if o.KubeAPIQPS <= 0 {
-		o.KubeAPIQPS = Defaults.KubeAPIQPS
+		o.KubeAPIQPS = defaults.KubeAPIQPS
 	}
 
 	if o.KubeAPIBurst <= 0 {
-		o.KubeAPIBurst = Defaults.KubeAPIBurst
+		o.KubeAPIBurst = defaults.KubeAPIBurst
 	}
 
-	le, dle := &o.LeaderElection, Defaults.LeaderElection
+	le, dle := &o.LeaderElection, defaults.LeaderElection
 
 	if le.Namespace == "" {
 		le.Namespace = dle.Namespace

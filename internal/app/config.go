@@ -6,7 +6,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 )
 
 // loadConfigFile reads the config file; an empty path means none.
@@ -62,7 +62,7 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 
 	// The CSR approver's settings: the cluster domain and the longest lifetime, each explicit when given;
 	// a csrApproval section of the config file without maxExpirationSeconds keeps the flag's value.
-	spec.ClusterDomain = csrctrl.DefaultClusterDomain
+	spec.ClusterDomain = config.DefaultClusterDomain
 	if opts.ClusterDomain != "" {
 		spec.ClusterDomain = opts.ClusterDomain
 		explicit = append(explicit, "cluster_domain")

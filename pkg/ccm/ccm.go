@@ -21,10 +21,10 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
-	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -136,33 +136,43 @@ func (o NodeIPAMOptions) controllerOptions() ipamctrl.NodeCIDROptions {
 // a 5m wait for a cloud providerID, cluster.local as the cluster domain, serving certificates of at most
 // one year, IPv4 first and no transformation rules.
 func DefaultConfig() *specs.ConfigSpec {
-	return &specs.ConfigSpec{
-		ProviderIdWaitSeconds: int64((5 * time.Minute) / time.Second),
-		ClusterDomain:         csrctrl.DefaultClusterDomain,
-		CsrApproval:           &specs.CSRApprovalConfig{MaxExpirationSeconds: int64((365 * 24 * time.Hour) / time.Second)},
-		Source:                "embedder",
+	return config.DefaultSpec("embedder")
+}
+
+// DefaultOptions returns the options a zero field stands for: no logs, Talos calls bounded by 10s, the
+// DefaultConfig, 64 Nodes written at once, and Nodes deleted by node-lifecycle only after 5m NotReady. It
+// is the one place these defaults are written: talos-ccm's flags start from it too.
+func DefaultOptions() Options {
+	return Options{
+		Logger:        zap.NewNop(),
+		TalosTimeout:  10 * time.Second,
+		Config:        DefaultConfig(),
+		Concurrency:   64,
+		NodeLifecycle: NodeLifecycleOptions{StaleNodeGrace: 5 * time.Minute},
 	}
 }
 
 func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+
 	if o.Logger == nil {
-		o.Logger = zap.NewNop()
+		o.Logger = d.Logger
 	}
 
 	if o.TalosTimeout <= 0 {
-		o.TalosTimeout = 10 * time.Second
+		o.TalosTimeout = d.TalosTimeout
 	}
 
 	if o.Config == nil {
-		o.Config = DefaultConfig()
+		o.Config = d.Config
 	}
 
 	if o.Concurrency <= 0 {
-		o.Concurrency = 64
+		o.Concurrency = d.Concurrency
 	}
 
 	if o.NodeLifecycle.StaleNodeGrace <= 0 {
-		o.NodeLifecycle.StaleNodeGrace = 5 * time.Minute
+		o.NodeLifecycle.StaleNodeGrace = d.NodeLifecycle.StaleNodeGrace
 	}
 
 	return o

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 )
 
 // ControlPlaneLabel marks a control-plane Node. NodeRestriction keeps a kubelet from setting it on its own
@@ -78,7 +79,7 @@ func (d *decider) reserved() *specs.CSRRuleResult {
 
 	domain := normalizeName(d.in.Config.GetClusterDomain())
 	if domain == "" {
-		domain = DefaultClusterDomain
+		domain = config.DefaultClusterDomain
 	}
 
 	var found, waiting []string

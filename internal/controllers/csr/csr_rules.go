@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
@@ -34,11 +35,6 @@ const (
 	MaxSANs = 100
 	// MaxRSABits bounds RSA keys: verifying a signature with a larger key costs more than a request should.
 	MaxRSABits = 8192
-	// DefaultMaxExpirationSeconds is the longest certificate lifetime a request may ask for when the
-	// configuration says nothing: one year.
-	DefaultMaxExpirationSeconds = 365 * 24 * 60 * 60
-	// DefaultClusterDomain is the cluster DNS domain when the configuration says nothing.
-	DefaultClusterDomain = "cluster.local"
 	// AddressSettle is how long a request whose names or addresses do not match its Node's waits before it
 	// is denied: the Node's new addresses and the request that names them come through separate watches.
 	AddressSettle = 5 * time.Second
@@ -541,7 +537,7 @@ func (d *decider) usages() *specs.CSRRuleResult {
 func (d *decider) expiration() *specs.CSRRuleResult {
 	maxSeconds := d.in.Config.GetCsrApproval().GetMaxExpirationSeconds()
 	if maxSeconds <= 0 {
-		maxSeconds = DefaultMaxExpirationSeconds
+		maxSeconds = int64(config.DefaultCSRMaxExpiration / time.Second)
 	}
 
 	requested := d.csr.GetExpirationSeconds()
