@@ -25,9 +25,9 @@ import (
 // applyStatusPrefix prefixes the ApplyStatus IDs of Nodes.
 const applyStatusPrefix = "node/"
 
-// NodeFacts is what talos-ccm knows and decided about one Node; a nil field is a resource that does not
-// exist (yet).
-type NodeFacts struct {
+// NodeResources are the resources of what talos-ccm knows and decided about one Node; a nil field is a
+// resource that does not exist (yet).
+type NodeResources struct {
 	Transform *specs.NodeTransformSpec
 	Node      *specs.KubeNodeSpec
 	Machine   *specs.MachineStatusSpec
@@ -38,10 +38,10 @@ type NodeFacts struct {
 	TransformVersion string
 }
 
-// ReadNodeFacts reads the resources about the Node name. A Node that talos-ccm neither mirrors nor
+// ReadNodeResources reads the resources about the Node name. A Node that talos-ccm neither mirrors nor
 // decided about is an error.
-func ReadNodeFacts(ctx context.Context, st state.State, name string) (NodeFacts, error) {
-	facts := NodeFacts{Name: name}
+func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeResources, error) {
+	facts := NodeResources{Name: name}
 
 	nt, err := getOptional[*node.NodeTransform](ctx, st, name)
 	if err != nil {
@@ -115,7 +115,7 @@ func getOptional[R generic.ResourceWithRD](ctx context.Context, st state.State, 
 // WriteExplanation writes, for one Node, the state of its initialization, what is pending and why, and
 // every providerID, label, annotation, taint and address that talos-ccm wants on it, with the fact or
 // rule it comes from and whether the Node has it.
-func WriteExplanation(w io.Writer, f NodeFacts) error {
+func WriteExplanation(w io.Writer, f NodeResources) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 
 	nt := f.Transform
@@ -199,7 +199,7 @@ func label(i int, name string) string {
 	return ""
 }
 
-func initializedState(f NodeFacts) string {
+func initializedState(f NodeResources) string {
 	switch {
 	case f.Node == nil:
 		return "no: the Node is not registered (or not seen yet)"
@@ -213,7 +213,7 @@ func initializedState(f NodeFacts) string {
 }
 
 // pendingReasons explains what keeps the Node from being initialized or up to date.
-func pendingReasons(f NodeFacts) []string {
+func pendingReasons(f NodeResources) []string {
 	var out []string
 
 	switch {
@@ -302,7 +302,7 @@ func lifecycleState(l *specs.NodeLifecycleSpec) string {
 	return verdict
 }
 
-func applyState(f NodeFacts) string {
+func applyState(f NodeResources) string {
 	a := f.Apply
 	if a == nil {
 		return "never applied"
@@ -433,7 +433,7 @@ func taintValue(t *specs.Taint) string {
 
 // Explain reads the facts about the Node name and writes the explanation to w.
 func Explain(ctx context.Context, st state.State, name string, w io.Writer) error {
-	facts, err := ReadNodeFacts(ctx, st, name)
+	facts, err := ReadNodeResources(ctx, st, name)
 	if err != nil {
 		return err
 	}

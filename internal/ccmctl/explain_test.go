@@ -43,13 +43,13 @@ func TestWriteExplanation(t *testing.T) {
 
 	for _, tc := range []struct {
 		name     string
-		facts    ccmctl.NodeFacts
+		facts    ccmctl.NodeResources
 		want     []string
 		wantNone []string
 	}{
 		{
 			name: "initialized node",
-			facts: ccmctl.NodeFacts{
+			facts: ccmctl.NodeResources{
 				Name:             "db-1",
 				Transform:        transform,
 				TransformVersion: "4",
@@ -83,7 +83,7 @@ func TestWriteExplanation(t *testing.T) {
 		},
 		{
 			name: "unreachable machine, failed apply, skipped rule",
-			facts: ccmctl.NodeFacts{
+			facts: ccmctl.NodeResources{
 				Name: "db-2",
 				Transform: &specs.NodeTransformSpec{
 					Platform:     "aws",
@@ -107,7 +107,7 @@ func TestWriteExplanation(t *testing.T) {
 		},
 		{
 			name: "a machine that is another node",
-			facts: ccmctl.NodeFacts{
+			facts: ccmctl.NodeResources{
 				Name:      "web-7",
 				Transform: &specs.NodeTransformSpec{Pending: "machine at 10.0.0.12 is node web-1, not web-7", Conflict: "machine at 10.0.0.12 is node web-1, not web-7"},
 				Node:      &specs.KubeNodeSpec{Uninitialized: true},
@@ -121,7 +121,7 @@ func TestWriteExplanation(t *testing.T) {
 		},
 		{
 			name:  "no decision yet",
-			facts: ccmctl.NodeFacts{Name: "new-1", Node: &specs.KubeNodeSpec{Uninitialized: true}},
+			facts: ccmctl.NodeResources{Name: "new-1", Node: &specs.KubeNodeSpec{Uninitialized: true}},
 			want: []string{
 				"Pending:      no decision yet: talos-ccm has no NodeTransform for this Node",
 				"             no Talos facts yet: the machine has not been read\n",

@@ -74,7 +74,7 @@ func LocalName(name string) bool {
 // the apiserver unless it is the requesting node's own.
 func (d *decider) reserved() *specs.CSRRuleResult {
 	if d.req == nil {
-		return skip(RuleReserved, "the request does not parse")
+		return skip(CheckReserved, "the request does not parse")
 	}
 
 	domain := normalizeName(d.in.Config.GetClusterDomain())
@@ -128,12 +128,12 @@ func (d *decider) reserved() *specs.CSRRuleResult {
 
 	switch {
 	case len(found) > 0:
-		return fail(RuleReserved, "reserved: %s", strings.Join(found, ", "))
+		return fail(CheckReserved, "reserved: %s", strings.Join(found, ", "))
 	case len(waiting) > 0:
-		return wait(RuleReserved, "%s", strings.Join(waiting, "; "))
+		return wait(CheckReserved, "%s", strings.Join(waiting, "; "))
 	}
 
-	return pass(RuleReserved, "no reserved name or IP (cluster domain %s; %s; %d apiserver IPs)", domain, rangesFrom, len(apiServer))
+	return pass(CheckReserved, "no reserved name or IP (cluster domain %s; %s; %d apiserver IPs)", domain, rangesFrom, len(apiServer))
 }
 
 // serviceRanges returns the Service ranges and where they come from, or why rule 9 waits for them: from the

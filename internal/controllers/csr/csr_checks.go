@@ -47,24 +47,26 @@ const (
 	usageServerAuth       = "server auth"
 )
 
-// Rule identifies one approval rule: its number in the README and a short name.
-type Rule struct {
+// Check identifies one approval check: its number and a short name. The README, every decision's reason
+// and the CSRRuleResults a CSRDecision records call them "rule N (name)": those words are part of the
+// output and stay; in the code they are checks, and "rules" are the transformation rules only.
+type Check struct {
 	Name   string
 	Number int32
 }
 
-// The approval rules, in order. Every one must pass (rule 8 may be skipped) for a request to be approved.
+// The approval checks, in order. Every one must pass (rule 8 may be skipped) for a request to be approved.
 var (
-	RuleRequester        = Rule{Number: 1, Name: "requester"}
-	RuleRequest          = Rule{Number: 2, Name: "request"}
-	RuleSubject          = Rule{Number: 3, Name: "subject"}
-	RuleUsages           = Rule{Number: 4, Name: "usages"}
-	RuleExpiration       = Rule{Number: 5, Name: "expiration"}
-	RuleNode             = Rule{Number: 6, Name: "node"}
-	RuleNodeAddresses    = Rule{Number: 7, Name: "node-addresses"}
-	RuleMachineAddresses = Rule{Number: 8, Name: "machine-addresses"}
-	RuleReserved         = Rule{Number: 9, Name: "reserved"}
-	RuleOperator         = Rule{Number: 10, Name: "operator"}
+	CheckRequester        = Check{Number: 1, Name: "requester"}
+	CheckRequest          = Check{Number: 2, Name: "request"}
+	CheckSubject          = Check{Number: 3, Name: "subject"}
+	CheckUsages           = Check{Number: 4, Name: "usages"}
+	CheckExpiration       = Check{Number: 5, Name: "expiration"}
+	CheckNode             = Check{Number: 6, Name: "node"}
+	CheckNodeAddresses    = Check{Number: 7, Name: "node-addresses"}
+	CheckMachineAddresses = Check{Number: 8, Name: "machine-addresses"}
+	CheckReserved         = Check{Number: 9, Name: "reserved"}
+	CheckOperator         = Check{Number: 10, Name: "operator"}
 )
 
 // denying lists the rules whose failure denies a request. A failure of any other rule only waits: the
@@ -216,24 +218,24 @@ type decider struct {
 	isNode      bool
 }
 
-func pass(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, csrres.ResultPass, format, args...)
+func pass(check Check, format string, args ...any) *specs.CSRRuleResult {
+	return result(check, csrres.ResultPass, format, args...)
 }
 
-func fail(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, csrres.ResultFail, format, args...)
+func fail(check Check, format string, args ...any) *specs.CSRRuleResult {
+	return result(check, csrres.ResultFail, format, args...)
 }
 
-func wait(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, csrres.ResultWait, format, args...)
+func wait(check Check, format string, args ...any) *specs.CSRRuleResult {
+	return result(check, csrres.ResultWait, format, args...)
 }
 
-func skip(rule Rule, format string, args ...any) *specs.CSRRuleResult {
-	return result(rule, csrres.ResultSkip, format, args...)
+func skip(check Check, format string, args ...any) *specs.CSRRuleResult {
+	return result(check, csrres.ResultSkip, format, args...)
 }
 
-func result(rule Rule, res, format string, args ...any) *specs.CSRRuleResult {
-	return &specs.CSRRuleResult{Number: rule.Number, Name: rule.Name, Result: res, Reason: clean(fmt.Sprintf(format, args...))}
+func result(check Check, res, format string, args ...any) *specs.CSRRuleResult {
+	return &specs.CSRRuleResult{Number: check.Number, Name: check.Name, Result: res, Reason: clean(fmt.Sprintf(format, args...))}
 }
 
 // clean keeps text from a request printable in a decision (protobuf strings must be valid UTF-8) and
@@ -383,42 +385,42 @@ func (d *decider) requester() *specs.CSRRuleResult {
 	username := d.csr.GetUsername()
 
 	if !d.isNode {
-		return fail(RuleRequester, "the requester %q is not a node (%sNAME)", username, NodeUserPrefix)
+		return fail(CheckRequester, "the requester %q is not a node (%sNAME)", username, NodeUserPrefix)
 	}
 
 	if errs := validation.IsDNS1123Subdomain(d.nodeName); len(errs) > 0 {
-		return fail(RuleRequester, "the node name %q is not a DNS-1123 subdomain", d.nodeName)
+		return fail(CheckRequester, "the node name %q is not a DNS-1123 subdomain", d.nodeName)
 	}
 
 	if !slices.Contains(d.csr.GetGroups(), NodesGroup) {
-		return fail(RuleRequester, "the requester %q is not in the group %s", username, NodesGroup)
+		return fail(CheckRequester, "the requester %q is not in the group %s", username, NodesGroup)
 	}
 
-	return pass(RuleRequester, "%s in the group %s", username, NodesGroup)
+	return pass(CheckRequester, "%s in the group %s", username, NodesGroup)
 }
 
 // request is rule 2: the request parses, its signature verifies, its size and SAN count are bounded and its
 // key is strong.
 func (d *decider) request() *specs.CSRRuleResult {
 	if d.req == nil {
-		return fail(RuleRequest, "%s", d.parseErr)
+		return fail(CheckRequest, "%s", d.parseErr)
 	}
 
 	if err := d.req.CheckSignature(); err != nil {
-		return fail(RuleRequest, "the signature does not verify: %v", err)
+		return fail(CheckRequest, "the signature does not verify: %v", err)
 	}
 
 	sans := len(d.req.DNSNames) + len(d.req.IPAddresses) + len(d.req.EmailAddresses) + len(d.req.URIs) + len(d.otherSANs)
 	if sans > MaxSANs {
-		return fail(RuleRequest, "%d subject alternative names, more than %d", sans, MaxSANs)
+		return fail(CheckRequest, "%d subject alternative names, more than %d", sans, MaxSANs)
 	}
 
 	key, ok := keyDescription(d.req.PublicKey)
 	if !ok {
-		return fail(RuleRequest, "the key is %s: RSA of at least 2048 bits, ECDSA P-256 or P-384, or Ed25519 only", key)
+		return fail(CheckRequest, "the key is %s: RSA of at least 2048 bits, ECDSA P-256 or P-384, or Ed25519 only", key)
 	}
 
-	return pass(RuleRequest, "%d bytes, %s key, signature verified", len(d.csr.GetRequest()), key)
+	return pass(CheckRequest, "%d bytes, %s key, signature verified", len(d.csr.GetRequest()), key)
 }
 
 // keyDescription describes a public key and says whether it is accepted.
@@ -451,7 +453,7 @@ func keyDescription(key any) (string, bool) {
 // addresses only, at least one.
 func (d *decider) subject() *specs.CSRRuleResult {
 	if d.req == nil {
-		return skip(RuleSubject, "the request does not parse")
+		return skip(CheckSubject, "the request does not parse")
 	}
 
 	var problems []string
@@ -495,10 +497,10 @@ func (d *decider) subject() *specs.CSRRuleResult {
 	}
 
 	if len(problems) > 0 {
-		return fail(RuleSubject, "%s", strings.Join(problems, "; "))
+		return fail(CheckSubject, "%s", strings.Join(problems, "; "))
 	}
 
-	return pass(RuleSubject, "O=%s, CN=%s, %d DNS names, %d IP addresses", NodesGroup, subject.CommonName, len(d.req.DNSNames), len(d.req.IPAddresses))
+	return pass(CheckSubject, "O=%s, CN=%s, %d DNS names, %d IP addresses", NodesGroup, subject.CommonName, len(d.req.DNSNames), len(d.req.IPAddresses))
 }
 
 // usages is rule 4: digital signature and server auth, optionally key encipherment, nothing else.
@@ -523,14 +525,14 @@ func (d *decider) usages() *specs.CSRRuleResult {
 
 	switch {
 	case len(extra) > 0 && len(missing) > 0:
-		return fail(RuleUsages, "usages %q not allowed and %q missing", extra, missing)
+		return fail(CheckUsages, "usages %q not allowed and %q missing", extra, missing)
 	case len(extra) > 0:
-		return fail(RuleUsages, "usages %q not allowed (only %s, %s and %s)", extra, usageDigitalSignature, usageServerAuth, usageKeyEncipherment)
+		return fail(CheckUsages, "usages %q not allowed (only %s, %s and %s)", extra, usageDigitalSignature, usageServerAuth, usageKeyEncipherment)
 	case len(missing) > 0:
-		return fail(RuleUsages, "usages %q missing", missing)
+		return fail(CheckUsages, "usages %q missing", missing)
 	}
 
-	return pass(RuleUsages, "%s", strings.Join(usages, ", "))
+	return pass(CheckUsages, "%s", strings.Join(usages, ", "))
 }
 
 // expiration is rule 5: the requested lifetime, when set, is at most the configured maximum.
@@ -544,12 +546,12 @@ func (d *decider) expiration() *specs.CSRRuleResult {
 
 	switch {
 	case requested == 0:
-		return pass(RuleExpiration, "no expirationSeconds: the signer's default lifetime")
+		return pass(CheckExpiration, "no expirationSeconds: the signer's default lifetime")
 	case requested < 0 || requested > maxSeconds:
-		return fail(RuleExpiration, "expirationSeconds %d is more than the maximum %d", requested, maxSeconds)
+		return fail(CheckExpiration, "expirationSeconds %d is more than the maximum %d", requested, maxSeconds)
 	}
 
-	return pass(RuleExpiration, "expirationSeconds %d, at most %d", requested, maxSeconds)
+	return pass(CheckExpiration, "expirationSeconds %d, at most %d", requested, maxSeconds)
 }
 
 // kubeletClaim marks the reasons of decisions made without Talos facts.
@@ -560,27 +562,27 @@ const kubeletClaim = "evidence: the Node's status, the kubelet's own claim (no T
 func (d *decider) node() *specs.CSRRuleResult {
 	switch {
 	case !d.isNode:
-		return skip(RuleNode, "the requester is not a node")
+		return skip(CheckNode, "the requester is not a node")
 	case d.in.Node == nil:
-		return wait(RuleNode, "Node %q does not exist yet", d.nodeName)
+		return wait(CheckNode, "Node %q does not exist yet", d.nodeName)
 	case d.in.Node.GetUninitialized():
-		return wait(RuleNode, "Node %q is not initialized yet", d.nodeName)
+		return wait(CheckNode, "Node %q is not initialized yet", d.nodeName)
 	case !d.in.TalosFacts:
-		return pass(RuleNode, "Node %q exists and is initialized (%s)", d.nodeName, kubeletClaim)
+		return pass(CheckNode, "Node %q exists and is initialized (%s)", d.nodeName, kubeletClaim)
 	case !d.in.Verified && d.in.Unverified != "":
-		return wait(RuleNode, "Node %q is not bound to its machine: %s", d.nodeName, d.in.Unverified)
+		return wait(CheckNode, "Node %q is not bound to its machine: %s", d.nodeName, d.in.Unverified)
 	case !d.in.Verified:
-		return wait(RuleNode, "Node %q is not initialized by talos-ccm from its machine's verified facts yet", d.nodeName)
+		return wait(CheckNode, "Node %q is not initialized by talos-ccm from its machine's verified facts yet", d.nodeName)
 	}
 
-	return pass(RuleNode, "Node %q is initialized by talos-ccm from its machine's verified facts", d.nodeName)
+	return pass(CheckNode, "Node %q is initialized by talos-ccm from its machine's verified facts", d.nodeName)
 }
 
 // nodeAddresses is rule 7: every DNS name is one of the Node's Hostname, InternalDNS or ExternalDNS
 // addresses, every IP one of its InternalIP or ExternalIP addresses; no wildcards.
 func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	if d.req == nil {
-		return skip(RuleNodeAddresses, "the request does not parse")
+		return skip(CheckNodeAddresses, "the request does not parse")
 	}
 
 	var wildcards []string
@@ -592,15 +594,15 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	}
 
 	if len(wildcards) > 0 {
-		return fail(RuleNodeAddresses, "wildcard DNS names %q", wildcards)
+		return fail(CheckNodeAddresses, "wildcard DNS names %q", wildcards)
 	}
 
 	if !d.isNode {
-		return skip(RuleNodeAddresses, "the requester is not a node")
+		return skip(CheckNodeAddresses, "the requester is not a node")
 	}
 
 	if d.in.Node == nil || d.in.Node.GetUninitialized() {
-		return wait(RuleNodeAddresses, "the Node's addresses are not final until it is initialized")
+		return wait(CheckNodeAddresses, "the Node's addresses are not final until it is initialized")
 	}
 
 	// With Talos facts, the names and IPs are compared with the addresses talos-ccm computed from the
@@ -609,7 +611,7 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	if !d.in.TalosFacts {
 		addresses, evidence = d.in.Node.GetAddresses(), "the addresses of Node %q ("+kubeletClaim+")"
 	} else if !d.in.Verified {
-		return wait(RuleNodeAddresses, "Node %q is not bound to its machine: no verified addresses", d.nodeName)
+		return wait(CheckNodeAddresses, "Node %q is not bound to its machine: no verified addresses", d.nodeName)
 	}
 
 	evidence = fmt.Sprintf(evidence, d.nodeName)
@@ -645,7 +647,7 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	}
 
 	if len(foreign) == 0 {
-		return pass(RuleNodeAddresses, "every name and IP is among %s", evidence)
+		return pass(CheckNodeAddresses, "every name and IP is among %s", evidence)
 	}
 
 	message := fmt.Sprintf("%s not among %s", strings.Join(foreign, ", "), evidence)
@@ -654,11 +656,11 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 		if until := created.AsTime().Add(AddressSettle); until.After(d.in.Now) {
 			d.settleUntil = until
 
-			return wait(RuleNodeAddresses, "%s yet (denied unless they are by %s)", message, until.UTC().Format(time.RFC3339))
+			return wait(CheckNodeAddresses, "%s yet (denied unless they are by %s)", message, until.UTC().Format(time.RFC3339))
 		}
 	}
 
-	return fail(RuleNodeAddresses, "%s", message)
+	return fail(CheckNodeAddresses, "%s", message)
 }
 
 // machineAddresses is rule 8: every IP is also one of the machine's own addresses as Talos reports them.
@@ -666,17 +668,17 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 func (d *decider) machineAddresses() *specs.CSRRuleResult {
 	switch {
 	case !d.in.TalosFacts:
-		return skip(RuleMachineAddresses, "no Talos API access: the out-of-band address check is off")
+		return skip(CheckMachineAddresses, "no Talos API access: the out-of-band address check is off")
 	case d.req == nil:
-		return skip(RuleMachineAddresses, "the request does not parse")
+		return skip(CheckMachineAddresses, "the request does not parse")
 	case len(d.ips) == 0:
-		return pass(RuleMachineAddresses, "no IP addresses to check")
+		return pass(CheckMachineAddresses, "no IP addresses to check")
 	case !d.isNode:
-		return skip(RuleMachineAddresses, "the requester is not a node")
+		return skip(CheckMachineAddresses, "the requester is not a node")
 	case d.in.Machine == nil:
-		return wait(RuleMachineAddresses, "the Talos facts of machine %q are not read yet", d.nodeName)
+		return wait(CheckMachineAddresses, "the Talos facts of machine %q are not read yet", d.nodeName)
 	case d.in.Machine.GetNodename() != d.nodeName:
-		return wait(RuleMachineAddresses, "the machine addresses filed under %q are not of a machine that names itself %q", d.nodeName, d.nodeName)
+		return wait(CheckMachineAddresses, "the machine addresses filed under %q are not of a machine that names itself %q", d.nodeName, d.nodeName)
 	}
 
 	var own []netip.Addr
@@ -698,10 +700,10 @@ func (d *decider) machineAddresses() *specs.CSRRuleResult {
 	}
 
 	if len(foreign) > 0 {
-		return fail(RuleMachineAddresses, "IP %s not among the addresses Talos reports for machine %q", strings.Join(foreign, ", "), d.nodeName)
+		return fail(CheckMachineAddresses, "IP %s not among the addresses Talos reports for machine %q", strings.Join(foreign, ", "), d.nodeName)
 	}
 
-	return pass(RuleMachineAddresses, "every IP is an address Talos reports for machine %q", d.nodeName)
+	return pass(CheckMachineAddresses, "every IP is an address Talos reports for machine %q", d.nodeName)
 }
 
 // ReservedName says whether a DNS name belongs to the cluster's own services: kubernetes, kubernetes.*,
@@ -729,7 +731,7 @@ func normalizeName(name string) string {
 // operator is rule 10: the operator's narrowing from the configuration, when there is one.
 func (d *decider) operator() *specs.CSRRuleResult {
 	if d.req == nil {
-		return skip(RuleOperator, "the request does not parse")
+		return skip(CheckOperator, "the request does not parse")
 	}
 
 	cfg := d.in.Config.GetCsrApproval()
@@ -737,7 +739,7 @@ func (d *decider) operator() *specs.CSRRuleResult {
 	pattern := cfg.GetDnsNameRegex()
 
 	if len(prefixesText) == 0 && pattern == "" {
-		return pass(RuleOperator, "no narrowing configured")
+		return pass(CheckOperator, "no narrowing configured")
 	}
 
 	var problems []string
@@ -748,7 +750,7 @@ func (d *decider) operator() *specs.CSRRuleResult {
 		for _, text := range prefixesText {
 			prefix, err := netip.ParsePrefix(strings.TrimSpace(text))
 			if err != nil {
-				return wait(RuleOperator, "the allowed IP prefix %q in the configuration is invalid", text)
+				return wait(CheckOperator, "the allowed IP prefix %q in the configuration is invalid", text)
 			}
 
 			prefixes = append(prefixes, prefix.Masked())
@@ -764,7 +766,7 @@ func (d *decider) operator() *specs.CSRRuleResult {
 	if pattern != "" {
 		re, err := regexp.Compile("^(?:" + pattern + ")$")
 		if err != nil {
-			return wait(RuleOperator, "the DNS name regex in the configuration is invalid: %v", err)
+			return wait(CheckOperator, "the DNS name regex in the configuration is invalid: %v", err)
 		}
 
 		for _, name := range d.dnsNames {
@@ -775,10 +777,10 @@ func (d *decider) operator() *specs.CSRRuleResult {
 	}
 
 	if len(problems) > 0 {
-		return fail(RuleOperator, "%s", strings.Join(problems, ", "))
+		return fail(CheckOperator, "%s", strings.Join(problems, ", "))
 	}
 
-	return pass(RuleOperator, "within the configured prefixes and DNS name pattern")
+	return pass(CheckOperator, "within the configured prefixes and DNS name pattern")
 }
 
 // newer orders two requests of one requester: the later created, and among those created in the same
