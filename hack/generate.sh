@@ -16,3 +16,6 @@ PATH="$bindir:$PATH" protoc \
 	--proto_path=api/proto \
 	--go_out=. --go_opt=module=github.com/talos-ccm/talos-ccm \
 	api/proto/specs/*.proto
+
+# The YAML methods of every registered resource type's spec.
+go run ./hack/yamlmethods

@@ -13,6 +13,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/store"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v4"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -75,4 +77,119 @@ func TestYAMLNames(t *testing.T) {
 	back := node.NewNodeTransform(node.NamespaceName, "worker-1")
 	require.NoError(t, yaml.Unmarshal(out, back.Spec()))
 	require.Equal(t, "talos://metal/10.0.0.1", back.TypedSpec().Value.ProviderId)
+}
+
+// filled returns msg with every scalar field set (and every message and list field given one element),
+// so that each field's name shows in its YAML.
+func filled(msg protoreflect.Message, depth int) {
+	fields := msg.Descriptor().Fields()
+
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+
+		switch {
+		case fd.IsMap():
+			m := msg.Mutable(fd).Map()
+			key := scalar(fd.MapKey())
+
+			if fd.MapValue().Kind() == protoreflect.MessageKind {
+				if depth > 0 {
+					v := m.NewValue()
+					filled(v.Message(), depth-1)
+					m.Set(key.MapKey(), v)
+				}
+
+				continue
+			}
+
+			m.Set(key.MapKey(), scalar(fd.MapValue()))
+		case fd.IsList():
+			l := msg.Mutable(fd).List()
+
+			if fd.Kind() == protoreflect.MessageKind {
+				if depth > 0 {
+					v := l.NewElement()
+					filled(v.Message(), depth-1)
+					l.Append(v)
+				}
+
+				continue
+			}
+
+			l.Append(scalar(fd))
+		case fd.Kind() == protoreflect.MessageKind:
+			if depth > 0 {
+				filled(msg.Mutable(fd).Message(), depth-1)
+			}
+		default:
+			msg.Set(fd, scalar(fd))
+		}
+	}
+}
+
+// scalar returns a non-zero value of the field's kind.
+func scalar(fd protoreflect.FieldDescriptor) protoreflect.Value {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString("x-" + string(fd.Name()))
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte("x"))
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(7)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(7)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(7)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(7)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(0.5)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(0.5)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(fd.Enum().Values().Get(fd.Enum().Values().Len() - 1).Number())
+	default:
+		panic("unexpected kind " + fd.Kind().String())
+	}
+}
+
+// TestYAMLOfEveryType renders the spec of every registered type, with every field set, to YAML and back:
+// each top-level field shows under its protobuf JSON name (the generated YAML methods are in place), and
+// nothing is lost.
+func TestYAMLOfEveryType(t *testing.T) {
+	t.Parallel()
+
+	for _, r := range resources.All() {
+		rd := r.ResourceDefinition()
+
+		t.Run(rd.Type, func(t *testing.T) {
+			t.Parallel()
+
+			res, err := protobuf.CreateResource(rd.Type)
+			require.NoError(t, err)
+
+			spec, ok := res.Spec().(interface{ GetValue() proto.Message })
+			require.True(t, ok, "%T has no protobuf spec", res.Spec())
+
+			msg := spec.GetValue().ProtoReflect().New().Interface()
+			_, ok = msg.(yaml.Marshaler)
+			require.True(t, ok, "%T has no YAML methods: run go run ./hack/yamlmethods", msg)
+
+			filled(msg.ProtoReflect(), 2)
+
+			out, err := yaml.Marshal(msg)
+			require.NoError(t, err)
+
+			fields := msg.ProtoReflect().Descriptor().Fields()
+			for i := range fields.Len() {
+				require.Contains(t, "\n"+string(out), "\n"+fields.Get(i).JSONName()+":", "field %s of %s", fields.Get(i).Name(), rd.Type)
+			}
+
+			back := msg.ProtoReflect().New().Interface()
+			require.NoError(t, yaml.Unmarshal(out, back))
+			require.True(t, proto.Equal(msg, back), "%s does not survive YAML:\n%s", rd.Type, out)
+		})
+	}
 }
