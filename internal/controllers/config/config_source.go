@@ -129,6 +129,10 @@ func (ctrl *ConfigSourceController) write(ctx context.Context, r controller.Runt
 		return fmt.Errorf("failed to write config: %w", err)
 	}
 
+	// A config in force is a successful pass: a later failure restarts the controller after the shortest
+	// backoff, not after one grown by failures that came before this success.
+	r.ResetRestartBackoff()
+
 	logger.Info("config active",
 		zap.String("source", spec.GetSource()),
 		zap.String("cluster_name", spec.GetClusterName()),

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -159,9 +157,6 @@ func (c *configMapDir) write(t *testing.T, content string) {
 
 //nolint:paralleltest // It reads a process-wide counter.
 func TestConfigSourceReloads(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
 	for _, layout := range []string{"file", "configmap"} {
 		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
@@ -192,12 +187,12 @@ func TestConfigSourceReloads(t *testing.T) {
 				// Notifications, not polling, must carry these changes.
 				PollInterval: time.Hour,
 			})
-			ctx := rt.Start()
+			rt.Start()
 
 			assertConfig := func(clusterName string, rules ...string) {
 				t.Helper()
 
-				rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+				ctest.AssertResource(rt, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 					spec := c.TypedSpec().Value
 					a.Equal(clusterName, spec.GetClusterName())
 					a.Equal(int64(60), spec.GetProviderIdWaitSeconds())
@@ -237,9 +232,6 @@ func TestConfigSourceReloads(t *testing.T) {
 
 //nolint:paralleltest // It reads a process-wide counter.
 func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
 
@@ -254,9 +246,9 @@ func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
 		Rejected:     rejected,
 		PollInterval: 100 * time.Millisecond,
 	})
-	ctx := rt.Start()
+	rt.Start()
 
-	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+	ctest.AssertResource(rt, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("c1", c.TypedSpec().Value.GetClusterName())
 		a.Equal("file "+path+" and flags", c.TypedSpec().Value.GetSource())
 	})
@@ -269,13 +261,13 @@ func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	assert.Equal(t, 1, rejected.count())
 
-	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+	ctest.AssertResource(rt, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("c1", c.TypedSpec().Value.GetClusterName())
 	})
 
 	require.NoError(t, os.WriteFile(path, []byte(configV2), 0o600))
 
-	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+	ctest.AssertResource(rt, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("c2", c.TypedSpec().Value.GetClusterName())
 	})
 }
@@ -285,9 +277,9 @@ func TestConfigSourceFlagsOnly(t *testing.T) {
 
 	rt := ctest.New(t, ctest.WithTimeout(10*time.Second))
 	rt.Register(&configctrl.ConfigSourceController{Flags: &specs.ConfigSpec{ClusterName: "flags-only", Source: "flags"}})
-	ctx := rt.Start()
+	rt.Start()
 
-	rtestutils.AssertResource(ctx, t, rt.State, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
+	ctest.AssertResource(rt, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("flags-only", c.TypedSpec().Value.GetClusterName())
 		a.Equal("flags", c.TypedSpec().Value.GetSource())
 	})

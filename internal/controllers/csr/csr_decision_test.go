@@ -1,13 +1,10 @@
 package csr_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	"github.com/cosi-project/runtime/pkg/safe"
-	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -28,38 +25,38 @@ import (
 
 // startDecider runs the CSRDecision controller with the options on an in-memory state that holds the
 // active config of validInput; it checks for leaked goroutines once the test is over.
-func startDecider(t *testing.T, opts csrctrl.CSRDecisionOptions) (context.Context, state.State, csrctrl.DecisionInput) {
+func startDecider(t *testing.T, opts csrctrl.CSRDecisionOptions) (*ctest.Suite, csrctrl.DecisionInput) {
 	t.Helper()
 
 	valid := validInput(t)
 
 	s := ctest.New(t, ctest.WithTimeout(20*time.Second))
 	s.Register(csrctrl.NewCSRDecisionController(opts))
-	ctx := s.Start()
+	s.Start()
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
 	s.Create(cfg)
 
-	return ctx, s.State, valid
+	return s, valid
 }
 
 func TestCSRDecisionController(t *testing.T) {
 	approvals := counterValue(t, metrics.CSRDecisions.WithLabelValues(csrres.VerdictApprove))
 	ruleTenFailures := counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))
 
-	ctx, st, valid := startDecider(t, csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }})
+	s, valid := startDecider(t, csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }})
 
-	cfg, err := safe.StateGetByID[*config.Config](ctx, st, config.ActiveID)
+	cfg, err := safe.StateGetByID[*config.Config](s.Ctx(), s.State, config.ActiveID)
 	require.NoError(t, err)
 
 	// A request that comes before its Node waits.
 	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
 	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
 	kube.LabelRequester(request)
-	require.NoError(t, st.Create(ctx, request))
+	s.Create(request)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), `Node "w1" does not exist yet`)
 		a.Equal("w1", d.TypedSpec().Value.GetNode())
@@ -69,17 +66,17 @@ func TestCSRDecisionController(t *testing.T) {
 	node := kube.NewKubeNode(kube.NamespaceName, "w1")
 	node.TypedSpec().Value = proto.CloneOf(valid.Node)
 	node.TypedSpec().Value.Uninitialized = true
-	require.NoError(t, st.Create(ctx, node))
+	s.Create(node)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
 	})
 
 	// Initialized, but the Talos facts are not read yet.
 	node.TypedSpec().Value.Uninitialized = false
-	require.NoError(t, st.Update(ctx, node))
+	s.Update(node)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), "Talos facts")
 	})
@@ -87,11 +84,11 @@ func TestCSRDecisionController(t *testing.T) {
 	// The facts come: approved.
 	machine := talos.NewMachineAddresses(talos.NamespaceName, "w1")
 	machine.TypedSpec().Value = proto.CloneOf(valid.Machine)
-	require.NoError(t, st.Create(ctx, machine))
+	s.Create(machine)
 
 	// The facts are read, but talos-ccm has not bound the Node to its machine yet: what the kubelet wrote
 	// into the Node's status grants nothing.
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), "verified facts")
 	})
@@ -99,13 +96,13 @@ func TestCSRDecisionController(t *testing.T) {
 	// The Node's transform is verified: approved, against the addresses it holds.
 	transform := noderes.NewNodeTransform(noderes.NamespaceName, "w1")
 	transform.TypedSpec().Value = &specs.NodeTransformSpec{Verified: true, Initialize: true, Addresses: valid.Node.GetAddresses()}
-	require.NoError(t, st.Create(ctx, transform))
+	s.Create(transform)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 
 		// The decision names the version of the request mirror it was computed from (the sink checks it).
-		current, err := safe.StateGetByID[*kube.KubeCSR](ctx, st, "csr-1")
+		current, err := safe.StateGetByID[*kube.KubeCSR](s.Ctx(), s.State, "csr-1")
 		a.NoError(err)
 		a.Equal(csrres.InputVersion(current), d.TypedSpec().Value.GetInputVersion())
 	})
@@ -115,25 +112,25 @@ func TestCSRDecisionController(t *testing.T) {
 	newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
 	newer.TypedSpec().Value.Created = timestamppb.New(now)
 	kube.LabelRequester(newer)
-	require.NoError(t, st.Create(ctx, newer))
+	s.Create(newer)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict())
 	})
 
 	machine.TypedSpec().Value.Addresses = append(machine.TypedSpec().Value.Addresses, &specs.MachineAddress{Address: "10.0.0.99/32"})
-	require.NoError(t, st.Update(ctx, machine))
+	s.Update(machine)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
 	})
 
 	// A configuration change re-decides: an operator narrowing that excludes the ExternalIP denies.
 	cfg.TypedSpec().Value.CsrApproval = &specs.CSRApprovalConfig{AllowedIpPrefixes: []string{"10.0.0.0/8"}}
-	require.NoError(t, st.Update(ctx, cfg))
+	s.Update(cfg)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict())
 		a.Contains(d.TypedSpec().Value.GetReason(), "rule 10")
 	})
@@ -143,57 +140,57 @@ func TestCSRDecisionController(t *testing.T) {
 	assert.GreaterOrEqual(t, counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))-ruleTenFailures, 1.0)
 
 	// Decisions are not rewritten when nothing changed, so they keep the time they were reached.
-	before, err := safe.StateGetByID[*csrres.CSRDecision](ctx, st, "csr-2")
+	before, err := safe.StateGetByID[*csrres.CSRDecision](s.Ctx(), s.State, "csr-2")
 	require.NoError(t, err)
 
 	node.TypedSpec().Value.Ready = true
-	require.NoError(t, st.Update(ctx, node))
+	s.Update(node)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(before.Metadata().Version(), d.Metadata().Version())
 	})
 
 	// Requests leave: so do their decisions.
-	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-2"})
-	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-2")
+	ctest.Destroy[*kube.KubeCSR](s, "csr-2")
+	ctest.AssertNoResource[*csrres.CSRDecision](s, "csr-2")
 
 	// Superseded is final: with the newer request gone, the older one is still not decided.
 	cfg.TypedSpec().Value.CsrApproval = nil
-	require.NoError(t, st.Update(ctx, cfg))
+	s.Update(cfg)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
 		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
 	})
 
-	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-1"})
-	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-1")
+	ctest.Destroy[*kube.KubeCSR](s, "csr-1")
+	ctest.AssertNoResource[*csrres.CSRDecision](s, "csr-1")
 }
 
 // A newer request that was decided and then left (approved, so no longer mirrored) before an older sibling
 // was decided again still supersedes that sibling: the older one must not be approved as well.
 func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
-	ctx, st, valid := startDecider(t, csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }})
+	s, valid := startDecider(t, csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }})
 
 	node := kube.NewKubeNode(kube.NamespaceName, "w1")
 	node.TypedSpec().Value = proto.CloneOf(valid.Node)
 	node.TypedSpec().Value.Uninitialized = true
-	require.NoError(t, st.Create(ctx, node))
+	s.Create(node)
 
 	// The older request is decided alone: it waits for the Node.
 	older := kube.NewKubeCSR(kube.NamespaceName, "csr-older")
 	older.TypedSpec().Value = proto.CloneOf(valid.CSR)
 	kube.LabelRequester(older)
-	require.NoError(t, st.Create(ctx, older))
+	s.Create(older)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
 		a.Empty(d.TypedSpec().Value.GetSupersededBy())
 	})
 
 	// The controller puts its finalizer on the request, which reconciles it once more: let that pass, so
 	// that nothing but the Node change below decides the older request again.
-	rtestutils.AssertResource(ctx, t, st, "csr-older", func(r *kube.KubeCSR, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-older", func(r *kube.KubeCSR, a *assert.Assertions) {
 		a.False(r.Metadata().Finalizers().Empty())
 	})
 	time.Sleep(200 * time.Millisecond)
@@ -203,20 +200,20 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 	newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
 	newer.TypedSpec().Value.Created = timestamppb.New(now)
 	kube.LabelRequester(newer)
-	require.NoError(t, st.Create(ctx, newer))
+	s.Create(newer)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-newer", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-newer", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
 	})
 
-	rtestutils.Destroy[*kube.KubeCSR](ctx, t, st, []string{"csr-newer"})
-	rtestutils.AssertNoResource[*csrres.CSRDecision](ctx, t, st, "csr-newer")
+	ctest.Destroy[*kube.KubeCSR](s, "csr-newer")
+	ctest.AssertNoResource[*csrres.CSRDecision](s, "csr-newer")
 
 	// The Node is initialized: the older request is decided again, and stays superseded.
 	node.TypedSpec().Value.Uninitialized = false
-	require.NoError(t, st.Update(ctx, node))
+	s.Update(node)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Equal("csr-newer", d.TypedSpec().Value.GetSupersededBy())
 	})
@@ -227,27 +224,27 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 	later.TypedSpec().Value = proto.CloneOf(valid.CSR)
 	later.TypedSpec().Value.Created = timestamppb.New(now)
 	kube.LabelRequester(later)
-	require.NoError(t, st.Create(ctx, later))
+	s.Create(later)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-a-later", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-a-later", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Empty(d.TypedSpec().Value.GetSupersededBy())
 	})
 }
 
 func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
-	ctx, st, valid := startDecider(t, csrctrl.CSRDecisionOptions{})
+	s, valid := startDecider(t, csrctrl.CSRDecisionOptions{})
 
 	node := kube.NewKubeNode(kube.NamespaceName, "w1")
 	node.TypedSpec().Value = proto.CloneOf(valid.Node)
-	require.NoError(t, st.Create(ctx, node))
+	s.Create(node)
 
 	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
 	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
 	kube.LabelRequester(request)
-	require.NoError(t, st.Create(ctx, request))
+	s.Create(request)
 
-	rtestutils.AssertResource(ctx, t, st, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		spec := d.TypedSpec().Value
 		a.Equal(csrres.VerdictApprove, spec.GetVerdict(), spec.GetReason())
 		a.Contains(spec.GetReason(), "rule 8 (machine-addresses): no Talos API access")

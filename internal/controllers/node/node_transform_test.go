@@ -1,14 +1,11 @@
 package node_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	"github.com/cosi-project/runtime/pkg/safe"
-	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,41 +22,44 @@ import (
 
 // startTransformer runs the NodeTransform controller on an in-memory state, and checks for leaked
 // goroutines once the test is over.
-func startTransformer(t *testing.T) (context.Context, state.State) {
+func startTransformer(t *testing.T) *ctest.Suite {
 	t.Helper()
 
-	s := ctest.New(t, ctest.WithTimeout(20*time.Second))
+	// A contested claim is rechecked every 10s: an assertion that waits for the rival to take over needs
+	// longer than that.
+	s := ctest.New(t, ctest.WithTimeout(30*time.Second), ctest.WithAssertionTimeout(20*time.Second))
 	s.Register(nodectrl.NewNodeTransformController())
+	s.Start()
 
-	return s.Start(), s.State
+	return s
 }
 
 func TestNodeTransformController(t *testing.T) {
-	ctx, st := startTransformer(t)
+	s := startTransformer(t)
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value = &specs.ConfigSpec{ClusterName: "c1", Source: "test"}
-	require.NoError(t, st.Create(ctx, cfg))
+	s.Create(cfg)
 
 	kn := kube.NewKubeNode(kube.NamespaceName, "w1")
 	kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now(), Uninitialized: true}
-	require.NoError(t, st.Create(ctx, kn))
+	s.Create(kn)
 
 	// Without Talos facts, the transform says what it waits for.
-	rtestutils.AssertResource(ctx, t, st, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.False(nt.TypedSpec().Value.GetInitialize())
 		a.Contains(nt.TypedSpec().Value.GetPending(), "Talos facts")
 	})
 
 	pm := talos.NewPlatformMetadata(talos.NamespaceName, "w1")
 	pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: "w1", HasPlatformMetadata: true, Platform: "hcloud", ProviderId: "hcloud://42", Zone: "fsn1-dc14"}
-	require.NoError(t, st.Create(ctx, pm))
+	s.Create(pm)
 
 	ma := talos.NewMachineAddresses(talos.NamespaceName, "w1")
 	ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: "w1", Addresses: []*specs.MachineAddress{{Address: "10.0.0.1/24", LinkName: "eth0", Scope: "global"}}}
-	require.NoError(t, st.Create(ctx, ma))
+	s.Create(ma)
 
-	rtestutils.AssertResource(ctx, t, st, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
 		spec := nt.TypedSpec().Value
 		a.True(spec.GetInitialize(), spec.GetPending())
 		a.Equal("hcloud://42", spec.GetProviderId())
@@ -69,23 +69,23 @@ func TestNodeTransformController(t *testing.T) {
 
 	// A changed fact and a changed config both reach the transform.
 	pm.TypedSpec().Value.Zone = "nbg1-dc3"
-	require.NoError(t, st.Update(ctx, pm))
+	s.Update(pm)
 
 	cfg.TypedSpec().Value.ClusterName = "c2"
-	require.NoError(t, st.Update(ctx, cfg))
+	s.Update(cfg)
 
-	rtestutils.AssertResource(ctx, t, st, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.Equal("nbg1-dc3", nt.TypedSpec().Value.GetLabels()[nodectrl.LabelZone])
 		a.Equal("c2", nt.TypedSpec().Value.GetLabels()[nodectrl.LabelClusterName])
 	})
 
 	// The Node goes away: so does its transform.
-	rtestutils.Destroy[*kube.KubeNode](ctx, t, st, []string{"w1"})
-	rtestutils.AssertNoResource[*node.NodeTransform](ctx, t, st, "w1")
+	ctest.Destroy[*kube.KubeNode](s, "w1")
+	ctest.AssertNoResource[*node.NodeTransform](s, "w1")
 }
 
 func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
-	ctx, st := startTransformer(t)
+	s := startTransformer(t)
 
 	rule := &specs.TransformationRule{
 		Name:         "web",
@@ -96,49 +96,49 @@ func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test", Transformations: []*specs.TransformationRule{rule}}
-	require.NoError(t, st.Create(ctx, cfg))
+	s.Create(cfg)
 
 	for i, name := range []string{"web-1", "db-1"} {
 		ip := fmt.Sprintf("10.0.0.%d", i+1)
 
 		kn := kube.NewKubeNode(kube.NamespaceName, name)
 		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.Now()}
-		require.NoError(t, st.Create(ctx, kn))
+		s.Create(kn)
 
 		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
 		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: name, HasPlatformMetadata: true, Platform: "metal", Hostname: name, Zone: "a"}
-		require.NoError(t, st.Create(ctx, pm))
+		s.Create(pm)
 
 		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
 		ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: name, NodeIp: ip}
-		require.NoError(t, st.Create(ctx, ma))
+		s.Create(ma)
 	}
 
-	rtestutils.AssertResource(ctx, t, st, "web-1", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "web-1", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.Equal([]string{"web"}, nt.TypedSpec().Value.GetMatchedRules())
 		a.Contains(nt.TypedSpec().Value.GetLabels(), "example.com/role-web")
 		a.Equal([]*specs.Taint{{Key: "example.com/zone", Value: "a", Effect: "NoSchedule"}}, nt.TypedSpec().Value.GetTaints())
 	})
-	rtestutils.AssertResource(ctx, t, st, "db-1", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "db-1", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.Empty(nt.TypedSpec().Value.GetMatchedRules())
 	})
 
 	// A changed fact reaches the transform...
-	pm, err := safe.StateGetByID[*talos.PlatformMetadata](ctx, st, "web-1")
+	pm, err := safe.StateGetByID[*talos.PlatformMetadata](s.Ctx(), s.State, "web-1")
 	require.NoError(t, err)
 
 	pm.TypedSpec().Value.Zone = "b"
-	require.NoError(t, st.Update(ctx, pm))
+	s.Update(pm)
 
-	rtestutils.AssertResource(ctx, t, st, "web-1", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "web-1", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.Equal([]*specs.Taint{{Key: "example.com/zone", Value: "b", Effect: "NoSchedule"}}, nt.TypedSpec().Value.GetTaints())
 	})
 
 	// ... and so does a changed rule, on every node.
 	cfg.TypedSpec().Value.Transformations[0].NodeSelector = nil
-	require.NoError(t, st.Update(ctx, cfg))
+	s.Update(cfg)
 
-	rtestutils.AssertResources(ctx, t, st, []string{"web-1", "db-1"}, func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResources(s, []string{"web-1", "db-1"}, func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.Equal([]string{"web"}, nt.TypedSpec().Value.GetMatchedRules())
 	})
 }
@@ -147,11 +147,11 @@ func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
 // UUID, for example hardware that reports one UUID for many boards, or a machine that lies) is refused
 // until the first one is gone.
 func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
-	ctx, st := startTransformer(t)
+	s := startTransformer(t)
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test"}
-	require.NoError(t, st.Create(ctx, cfg))
+	s.Create(cfg)
 
 	created := time.Now().Add(-time.Hour)
 
@@ -160,24 +160,24 @@ func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
 
 		kn := kube.NewKubeNode(kube.NamespaceName, name)
 		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.New(created.Add(time.Duration(i) * time.Minute)), Uninitialized: true}
-		require.NoError(t, st.Create(ctx, kn))
+		s.Create(kn)
 
 		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
 		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: name, HasPlatformMetadata: true, Platform: "metal", Uuid: "same-uuid", NodeIp: ip}
-		require.NoError(t, st.Create(ctx, pm))
+		s.Create(pm)
 
 		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
 		ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: name, NodeIp: ip}
-		require.NoError(t, st.Create(ctx, ma))
+		s.Create(ma)
 	}
 
-	rtestutils.AssertResource(ctx, t, st, "first", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "first", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.True(nt.TypedSpec().Value.GetInitialize(), nt.TypedSpec().Value.GetPending())
 		a.True(nt.TypedSpec().Value.GetVerified())
 		a.Equal("talos://metal/10.0.0.1", nt.TypedSpec().Value.GetProviderId())
 	})
 
-	rtestutils.AssertResource(ctx, t, st, "second", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "second", func(nt *node.NodeTransform, a *assert.Assertions) {
 		spec := nt.TypedSpec().Value
 		a.False(spec.GetInitialize())
 		a.False(spec.GetVerified())
@@ -186,9 +186,9 @@ func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
 	})
 
 	// The first Node goes away: the machine is the second's now.
-	rtestutils.Destroy[*kube.KubeNode](ctx, t, st, []string{"first"})
+	ctest.Destroy[*kube.KubeNode](s, "first")
 
-	rtestutils.AssertResource(ctx, t, st, "second", func(nt *node.NodeTransform, a *assert.Assertions) {
+	ctest.AssertResource(s, "second", func(nt *node.NodeTransform, a *assert.Assertions) {
 		a.True(nt.TypedSpec().Value.GetInitialize(), nt.TypedSpec().Value.GetPending())
 		a.Empty(nt.TypedSpec().Value.GetConflict())
 	})
