@@ -12,8 +12,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
-	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -106,6 +104,7 @@ func (o NodeCIDROptions) Validate() error {
 // decides nothing until the Node mirror is complete (KubeSync "nodes"), so that a Node not mirrored yet is
 // never mistaken for a deleted one; after that, the allocations of Nodes that are gone are released.
 type NodeCIDRAllocatorController struct {
+	// Options are the allocator's flags; their zero fields mean the defaults.
 	Options NodeCIDROptions
 }
 
@@ -117,11 +116,7 @@ func (ctrl *NodeCIDRAllocatorController) Name() string {
 // Inputs implements controller.Controller interface. Machine addresses are read in talos-ipv6 mode only,
 // and the Talos ranges only without cluster CIDRs, so that their changes cost no plan otherwise.
 func (ctrl *NodeCIDRAllocatorController) Inputs() []controller.Input {
-	inputs := []controller.Input{
-		{Namespace: kube.NamespaceName, Type: kube.KubeNodeType, Kind: controller.InputWeak},
-		{Namespace: kube.NamespaceName, Type: kube.KubeSyncType, ID: optional.Some(kube.NodesSyncID), Kind: controller.InputWeak},
-		{Namespace: config.NamespaceName, Type: config.ConfigType, ID: optional.Some(config.ActiveID), Kind: controller.InputWeak},
-	}
+	inputs := allocatorInputs(kube.KubeNodeType, kube.NodesSyncID)
 
 	if ctrl.Options.WithDefaults().Mode == ipam.ModeTalosIPv6 {
 		inputs = append(inputs, controller.Input{Namespace: talos.NamespaceName, Type: talos.MachineAddressesType, Kind: controller.InputWeak})
@@ -136,83 +131,37 @@ func (ctrl *NodeCIDRAllocatorController) Inputs() []controller.Input {
 
 // Outputs implements controller.Controller interface.
 func (ctrl *NodeCIDRAllocatorController) Outputs() []controller.Output {
-	return []controller.Output{
-		{Type: ipam.IPAllocationType, Kind: controller.OutputShared},
-		{Type: ipam.IPPoolType, Kind: controller.OutputShared},
-	}
+	return allocatorOutputs()
 }
 
 // Run implements controller.Controller interface.
 func (ctrl *NodeCIDRAllocatorController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	opts := ctrl.Options.WithDefaults()
 
-	// This controller is the only writer of its allocations and pools: it reads them once, then keeps
-	// them in memory, so that a re-plan does not read thousands of persisted resources again.
-	out, err := loadOwned(ctx, r, ctrl.Name(), "node/")
-	if err != nil {
-		return err
-	}
+	return runAllocator(ctx, r, logger, allocator[NodeCIDRInput]{
+		owner:    ctrl.Name(),
+		idPrefix: "node/",
+		objects:  "Node",
+		syncID:   kube.NodesSyncID,
+		waiting:  "pod cidr allocation waiting",
+		gather: func(ctx context.Context, r controller.Reader, cfg *config.Config) (NodeCIDRInput, string, error) {
+			return ctrl.gather(ctx, r, opts, cfg)
+		},
+		plan: func(in NodeCIDRInput, held *owned) (map[string]*specs.IPAllocationSpec, map[string]*specs.IPPoolSpec) {
+			in.Previous, in.PreviousPools = held.allocations, held.pools
+			plan := PlanNodeCIDRs(in)
 
-	var waiting string
-
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.EventCh():
-		}
-
-		in, why, err := ctrl.gather(ctx, r, opts)
-		if err != nil {
-			return err
-		}
-
-		if why != "" {
-			if why != waiting {
-				logger.Info("pod cidr allocation waiting", zap.String("reason", why))
-			}
-
-			waiting = why
-
-			continue
-		}
-
-		waiting = ""
-
-		in.Previous = out.allocations
-		in.PreviousPools = out.pools
-
-		plan := PlanNodeCIDRs(in)
-
-		if err = out.apply(ctx, r, logger, plan.Allocations, plan.Pools); err != nil {
-			return err
-		}
-
-		r.ResetRestartBackoff()
-	}
+			return plan.Allocations, plan.Pools
+		},
+	})
 }
 
-// gather reads the inputs of a plan; why says what is missing when nothing can be decided yet.
-func (ctrl *NodeCIDRAllocatorController) gather(ctx context.Context, r controller.Reader, opts NodeCIDROptions) (NodeCIDRInput, string, error) {
+// gather reads the inputs of a plan besides the config; why says what is missing when nothing can be
+// decided yet.
+func (ctrl *NodeCIDRAllocatorController) gather(
+	ctx context.Context, r controller.Reader, opts NodeCIDROptions, cfg *config.Config,
+) (NodeCIDRInput, string, error) {
 	in := NodeCIDRInput{Now: time.Now()}
-
-	sync, err := safe.ReaderGetByID[*kube.KubeSync](ctx, r, kube.NodesSyncID)
-	if err != nil && !state.IsNotFoundError(err) {
-		return in, "", fmt.Errorf("failed to read the node mirror state: %w", err)
-	}
-
-	if sync == nil || !sync.TypedSpec().Value.GetSynced() {
-		return in, "waiting for the Node mirror to hold every Node", nil
-	}
-
-	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
-	if err != nil {
-		if state.IsNotFoundError(err) {
-			return in, "waiting for the config", nil
-		}
-
-		return in, "", fmt.Errorf("failed to read config: %w", err)
-	}
 
 	var (
 		talosPods, talosServices []netip.Prefix

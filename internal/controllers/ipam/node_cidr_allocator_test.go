@@ -8,64 +8,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/controller/runtime"
-	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
-	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
-// newState is an in-memory state with the history the app uses: bursts of thousands of events.
-func newState() state.State {
-	memory := inmem.NewStateWithOptions(
-		inmem.WithHistoryInitialCapacity(1024), inmem.WithHistoryMaxCapacity(16384), inmem.WithHistoryGap(64),
-	)
-
-	return state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return memory(ns) }))
-}
-
-// startRuntime runs ctrls on st until the returned function is called (or the test ends).
-func startRuntime(t *testing.T, st state.State, ctrls ...*ipam.NodeCIDRAllocatorController) func() {
+// startAllocator runs a NodeCIDRAllocatorController on a new suite with the state history of talos-ccm,
+// bounded by two minutes unless opts say otherwise.
+func startAllocator(t *testing.T, options ipam.NodeCIDROptions, opts ...ctest.Option) *ctest.Suite {
 	t.Helper()
 
-	rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t))
-	require.NoError(t, err)
+	s := ctest.New(t, append([]ctest.Option{ctest.WithBurstHistory(), ctest.WithTimeout(2 * time.Minute)}, opts...)...)
+	s.Register(&ipam.NodeCIDRAllocatorController{Options: options})
+	s.Start()
 
-	for _, c := range ctrls {
-		require.NoError(t, rt.RegisterController(c))
-	}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-
-	go func() { done <- rt.Run(ctx) }()
-
-	var once sync.Once
-
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-done)
-		})
-	}
-
-	t.Cleanup(stop)
-
-	return stop
+	return s
 }
 
+// createNode creates the mirror of a Node, age milliseconds younger than t0; it is safe in any goroutine.
 func createNode(ctx context.Context, st state.State, name string, age int) error {
 	kn := kube.NewKubeNode(kube.NamespaceName, name)
 	kn.TypedSpec().Value = &specs.KubeNodeSpec{
@@ -76,12 +45,11 @@ func createNode(ctx context.Context, st state.State, name string, age int) error
 	return st.Create(ctx, kn)
 }
 
-func setSynced(ctx context.Context, t *testing.T, st state.State) {
-	t.Helper()
-
-	sync := kube.NewKubeSync(kube.NamespaceName, kube.NodesSyncID)
+// setSynced says that the mirror of syncID holds every object.
+func setSynced(s *ctest.Suite, syncID string) {
+	sync := kube.NewKubeSync(kube.NamespaceName, syncID)
 	sync.TypedSpec().Value.Synced = true
-	require.NoError(t, st.Create(ctx, sync))
+	s.Create(sync)
 }
 
 // allocations lists the allocated pod CIDRs by allocation ID, and fails on a duplicate.
@@ -142,24 +110,16 @@ func waitAllocations(ctx context.Context, t *testing.T, st state.State, families
 // TestNodeCIDRAllocatorConcurrent creates, applies and deletes 1,000 Nodes from many goroutines at once:
 // no CIDR is ever held twice, deleted Nodes release theirs, and Nodes that already carry a CIDR keep it.
 func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
 	const (
 		nodes   = 1000
 		writers = 20
 	)
 
-	st := newState()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	t.Cleanup(cancel)
+	s := startAllocator(t, ipam.NodeCIDROptions{ClusterCIDRs: prefixes("10.0.0.0/14", "fd00:1::/48")})
+	ctx, st := s.Ctx(), s.State
 
-	startRuntime(t, st, &ipam.NodeCIDRAllocatorController{Options: ipam.NodeCIDROptions{
-		ClusterCIDRs: prefixes("10.0.0.0/14", "fd00:1::/48"),
-	}})
-
-	require.NoError(t, st.Create(ctx, config.NewConfig(config.NamespaceName, config.ActiveID)))
-	setSynced(ctx, t, st)
+	s.Create(config.NewConfig(config.NamespaceName, config.ActiveID))
+	setSynced(s, kube.NodesSyncID)
 
 	// Half of the Nodes are created while a "sink" applies the allocations it sees to the Nodes, as the
 	// real sink does (spec.podCIDRs set from an allocation): claims and allocations interleave.
@@ -172,7 +132,11 @@ func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
 
 	apply := func() {
 		list, err := safe.StateListAll[*ipamres.IPAllocation](ctx, st)
-		require.NoError(t, err)
+		if err != nil {
+			t.Error(err)
+
+			return
+		}
 
 		for res := range list.All() {
 			kind, name, family, _ := ipamres.ParseAllocationID(res.Metadata().ID())
@@ -261,10 +225,10 @@ func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
 		assert.NotContains(t, after, ipamres.NodeAllocationID(fmt.Sprintf("n%04d", i), ipamres.FamilyIPv4), "released")
 	}
 
-	pool, err := safe.StateGetByID[*ipamres.IPPool](ctx, st, "pod/ipv4")
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1024), pool.TypedSpec().Value.GetSize())
-	assert.Equal(t, uint64(nodes), pool.TypedSpec().Value.GetUsed())
+	ctest.AssertResource(s, "pod/ipv4", func(pool *ipamres.IPPool, a *assert.Assertions) {
+		a.Equal(uint64(1024), pool.TypedSpec().Value.GetSize())
+		a.Equal(uint64(nodes), pool.TypedSpec().Value.GetUsed())
+	})
 
 	// Every allocated block is a /24 inside the range.
 	for id, addr := range after {
@@ -280,19 +244,13 @@ func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
 // one on the same state: nothing is decided before the Node mirror is complete again, the Nodes deleted
 // meanwhile release their CIDRs, the others keep theirs, and new Nodes get free ones.
 func TestNodeCIDRAllocatorRestart(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-
-	st := newState()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	t.Cleanup(cancel)
-
 	opts := ipam.NodeCIDROptions{ClusterCIDRs: prefixes("10.0.0.0/20")}
 
-	stop := startRuntime(t, st, &ipam.NodeCIDRAllocatorController{Options: opts})
+	first := startAllocator(t, opts, ctest.WithTimeout(time.Minute))
+	ctx, st := first.Ctx(), first.State
 
-	require.NoError(t, st.Create(ctx, config.NewConfig(config.NamespaceName, config.ActiveID)))
-	setSynced(ctx, t, st)
+	first.Create(config.NewConfig(config.NamespaceName, config.ActiveID))
+	setSynced(first, kube.NodesSyncID)
 
 	for i := range 10 {
 		require.NoError(t, createNode(ctx, st, fmt.Sprintf("n%d", i), i))
@@ -301,17 +259,18 @@ func TestNodeCIDRAllocatorRestart(t *testing.T) {
 	v4 := []string{ipamres.FamilyIPv4}
 	before := waitAllocations(ctx, t, st, v4, "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9")
 
-	stop()
+	first.Stop()
 
 	// While it is down: the Node mirror is rebuilt from scratch (as after a restart), three Nodes are gone
-	// and two are new.
-	require.NoError(t, st.Destroy(ctx, kube.NewKubeSync(kube.NamespaceName, kube.NodesSyncID).Metadata()))
+	// and two are new. The second suite's context outlives the first's.
+	second := ctest.New(t, ctest.WithState(st), ctest.WithTimeout(time.Minute))
+	ctx = second.Ctx()
 
-	for _, i := range []int{1, 4, 7} {
-		require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%d", i)).Metadata()))
-	}
+	ctest.Destroy[*kube.KubeSync](second, kube.NodesSyncID)
+	ctest.Destroy[*kube.KubeNode](second, "n1", "n4", "n7")
 
-	startRuntime(t, st, &ipam.NodeCIDRAllocatorController{Options: opts})
+	second.Register(&ipam.NodeCIDRAllocatorController{Options: opts})
+	second.Start()
 
 	for _, name := range []string{"x1", "x2"} {
 		require.NoError(t, createNode(ctx, st, name, 100))
@@ -321,7 +280,7 @@ func TestNodeCIDRAllocatorRestart(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, before, allocations(ctx, t, st))
 
-	setSynced(ctx, t, st)
+	setSynced(second, kube.NodesSyncID)
 
 	after := waitAllocations(ctx, t, st, v4, "n0", "n2", "n3", "n5", "n6", "n8", "n9", "x1", "x2")
 

@@ -10,12 +10,10 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
-	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
 
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
-	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
@@ -33,86 +31,35 @@ func (ctrl *ServiceIPAllocatorController) Name() string {
 
 // Inputs implements controller.Controller interface.
 func (ctrl *ServiceIPAllocatorController) Inputs() []controller.Input {
-	return []controller.Input{
-		{Namespace: kube.NamespaceName, Type: kube.KubeServiceType, Kind: controller.InputWeak},
-		{Namespace: kube.NamespaceName, Type: kube.KubeSyncType, ID: optional.Some(kube.ServicesSyncID), Kind: controller.InputWeak},
-		{Namespace: config.NamespaceName, Type: config.ConfigType, ID: optional.Some(config.ActiveID), Kind: controller.InputWeak},
-	}
+	return allocatorInputs(kube.KubeServiceType, kube.ServicesSyncID)
 }
 
 // Outputs implements controller.Controller interface.
 func (ctrl *ServiceIPAllocatorController) Outputs() []controller.Output {
-	return []controller.Output{
-		{Type: ipam.IPAllocationType, Kind: controller.OutputShared},
-		{Type: ipam.IPPoolType, Kind: controller.OutputShared},
-	}
+	return allocatorOutputs()
 }
 
 // Run implements controller.Controller interface.
 func (ctrl *ServiceIPAllocatorController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
-	out, err := loadOwned(ctx, r, ctrl.Name(), "service/")
-	if err != nil {
-		return err
-	}
+	return runAllocator(ctx, r, logger, allocator[ServiceIPInput]{
+		owner:    ctrl.Name(),
+		idPrefix: "service/",
+		objects:  "Service",
+		syncID:   kube.ServicesSyncID,
+		waiting:  "load balancer ip allocation waiting",
+		gather:   ctrl.gather,
+		plan: func(in ServiceIPInput, held *owned) (map[string]*specs.IPAllocationSpec, map[string]*specs.IPPoolSpec) {
+			in.Previous = held.allocations
+			plan := PlanServiceIPs(in)
 
-	var waiting string
-
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.EventCh():
-		}
-
-		in, why, err := ctrl.gather(ctx, r)
-		if err != nil {
-			return err
-		}
-
-		if why != "" {
-			if why != waiting {
-				logger.Info("load balancer ip allocation waiting", zap.String("reason", why))
-			}
-
-			waiting = why
-
-			continue
-		}
-
-		waiting = ""
-		in.Previous = out.allocations
-
-		plan := PlanServiceIPs(in)
-
-		if err = out.apply(ctx, r, logger, plan.Allocations, plan.Pools); err != nil {
-			return err
-		}
-
-		r.ResetRestartBackoff()
-	}
+			return plan.Allocations, plan.Pools
+		},
+	})
 }
 
-// gather reads the inputs of a plan; why says what is missing when nothing can be decided yet.
-func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controller.Reader) (ServiceIPInput, string, error) {
+// gather reads the inputs of a plan besides the config.
+func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controller.Reader, cfg *config.Config) (ServiceIPInput, string, error) {
 	in := ServiceIPInput{Now: time.Now()}
-
-	sync, err := safe.ReaderGetByID[*kube.KubeSync](ctx, r, kube.ServicesSyncID)
-	if err != nil && !state.IsNotFoundError(err) {
-		return in, "", fmt.Errorf("failed to read the service mirror state: %w", err)
-	}
-
-	if sync == nil || !sync.TypedSpec().Value.GetSynced() {
-		return in, "waiting for the Service mirror to hold every Service", nil
-	}
-
-	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
-	if err != nil {
-		if state.IsNotFoundError(err) {
-			return in, "waiting for the config", nil
-		}
-
-		return in, "", fmt.Errorf("failed to read config: %w", err)
-	}
 
 	in.Pools = cfg.TypedSpec().Value.GetLoadBalancer().GetPools()
 

@@ -1,3 +1,4 @@
+// Package kube holds the sources that mirror Kubernetes objects into resources.
 package kube
 
 import (
@@ -7,6 +8,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
@@ -14,45 +16,95 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/dirty"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
-// informerMirror is the loop shared by the sources that mirror one kind of Kubernetes object into one
-// resource type: informer events mark keys dirty, each dirty key is mirrored from the informer's cache
-// (or its mirror torn down), and torn-down mirrors are destroyed once no controller holds them.
+// MirrorSettings describe how one kind of Kubernetes object O is mirrored into resources R.
+type MirrorSettings[O any, R generic.ResourceWithRD] struct {
+	// Name is the controller's name: it is stored as the owner of the mirrors, never rename it.
+	Name string
+	// Object names the kind of object in messages and in the queue length metric, e.g. "node".
+	Object string
+	// SyncID, when set, is the KubeSync written once the informer's initial list is mirrored.
+	SyncID resource.ID
+	// NewResource returns an empty resource (a resources/kube constructor); the ID is the object's cache key.
+	NewResource func(ns resource.Namespace, id resource.ID) R
+	// Mirrored says whether an object is mirrored; when it is not, its mirror is torn down. Nil mirrors every
+	// object.
+	Mirrored func(obj O) bool
+	// Fill writes the mirror of an object into its resource.
+	Fill func(obj O, res R)
+}
+
+// MirrorKind is a type without state whose Settings describe one mirror: the controller is then fully
+// described by its type, and a MirrorController needs nothing but its informer.
+type MirrorKind[O any, R generic.ResourceWithRD] interface {
+	Settings() MirrorSettings[O, R]
+}
+
+// MirrorController mirrors one kind of Kubernetes object into one resource type: informer events mark
+// keys dirty, each dirty key is mirrored from the informer's cache (or its mirror torn down), and
+// torn-down mirrors are destroyed once no controller holds them. It decides nothing.
 //
 // Every step costs in proportion to what changed, never to how many objects there are, so thousands of
 // objects changing at once stay cheap.
-type informerMirror[R generic.ResourceWithRD] struct {
-	informer cache.SharedIndexInformer
-	// newResource returns an empty resource with the given ID (the object's cache key).
-	newResource func(id resource.ID) R
-	// mirror converts an object from the cache into a function that fills its resource, or nil when the
-	// object is not mirrored (the resource is then torn down).
-	mirror func(obj any) (func(R), error)
-	// object names the kind of object in messages, e.g. "node".
-	object string
-	// syncID, when set, is the KubeSync written once the informer's initial list is mirrored.
-	syncID resource.ID
+type MirrorController[K MirrorKind[O, R], O any, R generic.ResourceWithRD] struct {
+	// Informer is a shared informer on the objects; the caller starts it.
+	Informer cache.SharedIndexInformer
 }
 
-func (m *informerMirror[R]) run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
-	pending := dirty.New()
+// Name implements controller.Controller interface.
+func (ctrl *MirrorController[K, O, R]) Name() string {
+	return ctrl.settings().Name
+}
+
+// Inputs implements controller.Controller interface: the mirrors themselves, to destroy the torn-down ones
+// once they are released.
+func (ctrl *MirrorController[K, O, R]) Inputs() []controller.Input {
+	rd := ctrl.definition()
+
+	return []controller.Input{
+		{Namespace: rd.DefaultNamespace, Type: rd.Type, Kind: controller.InputDestroyReady},
+	}
+}
+
+// Outputs implements controller.Controller interface.
+func (ctrl *MirrorController[K, O, R]) Outputs() []controller.Output {
+	outputs := []controller.Output{{Type: ctrl.definition().Type, Kind: controller.OutputExclusive}}
+
+	if ctrl.settings().SyncID != "" {
+		outputs = append(outputs, controller.Output{Type: kube.KubeSyncType, Kind: controller.OutputShared})
+	}
+
+	return outputs
+}
+
+// Run implements controller.Controller interface.
+func (ctrl *MirrorController[K, O, R]) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
+	m := &mirrorPass[O, R]{
+		MirrorSettings: ctrl.settings(),
+		store:          ctrl.Informer.GetStore(),
+		namespace:      ctrl.definition().DefaultNamespace,
+		pending:        dirty.New(),
+		tearingDown:    map[resource.ID]struct{}{},
+	}
+
 	key := func(obj any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			pending.Add(k)
+			m.pending.Add(k)
 		}
 	}
 
-	reg, err := m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := ctrl.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    key,
 		UpdateFunc: func(_, obj any) { key(obj) },
 		DeleteFunc: key,
 	})
 	if err != nil {
-		return fmt.Errorf("failed to watch %ss: %w", m.object, err)
+		return fmt.Errorf("failed to watch %ss: %w", m.Object, err)
 	}
 
-	defer m.informer.RemoveEventHandler(reg) //nolint:errcheck
+	defer ctrl.Informer.RemoveEventHandler(reg) //nolint:errcheck
 
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return nil
@@ -61,52 +113,75 @@ func (m *informerMirror[R]) run(ctx context.Context, r controller.Runtime, logge
 	// Mirrors left from before this run whose object is gone are found by syncing them too.
 	existing, err := safe.ReaderListAll[R](ctx, r)
 	if err != nil {
-		return fmt.Errorf("failed to list %s mirrors: %w", m.object, err)
+		return fmt.Errorf("failed to list %s mirrors: %w", m.Object, err)
 	}
 
 	for res := range existing.All() {
-		pending.Add(res.Metadata().ID())
+		m.pending.Add(res.Metadata().ID())
 	}
 
-	// tearingDown holds the mirrors torn down and not destroyed yet.
-	tearingDown := map[resource.ID]struct{}{}
-
 	// The first batch is the informer's initial list: once it is mirrored, an object without a mirror is gone.
-	if err = m.syncAll(ctx, r, pending, tearingDown); err != nil {
+	if err = m.syncAll(ctx, r); err != nil {
 		return err
 	}
 
-	if m.syncID != "" {
-		if err = writeSynced(ctx, r, m.syncID, len(m.informer.GetStore().ListKeys())); err != nil {
+	if m.SyncID != "" {
+		if err = writeSynced(ctx, r, m.SyncID, len(m.store.ListKeys())); err != nil {
 			return err
 		}
 	}
 
-	logger.Debug("informer mirrored", zap.String("object", m.object))
+	logger.Debug("informer mirrored", zap.String("object", m.Object))
+
+	r.ResetRestartBackoff()
 
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.EventCh():
-			if err = m.destroyReleased(ctx, r, pending, tearingDown); err != nil {
-				return err
-			}
-		case <-pending.Ready():
-			if err = m.syncAll(ctx, r, pending, tearingDown); err != nil {
-				return err
-			}
+			err = m.destroyReleased(ctx, r)
+		case <-m.pending.Ready():
+			err = m.syncAll(ctx, r)
 		}
+
+		if err != nil {
+			return err
+		}
+
+		r.ResetRestartBackoff()
 	}
 }
 
-func (m *informerMirror[R]) syncAll(ctx context.Context, r controller.Runtime, pending *dirty.Set, tearingDown map[resource.ID]struct{}) error {
-	ids := pending.Take()
+func (ctrl *MirrorController[K, O, R]) settings() MirrorSettings[O, R] {
+	var kind K
 
-	metrics.QueueLength.WithLabelValues(m.object).Set(float64(len(ids)))
+	return kind.Settings()
+}
+
+func (ctrl *MirrorController[K, O, R]) definition() meta.ResourceDefinitionSpec {
+	var zero R
+
+	return zero.ResourceDefinition()
+}
+
+// mirrorPass is the state of one Run of a MirrorController.
+type mirrorPass[O any, R generic.ResourceWithRD] struct {
+	MirrorSettings[O, R]
+
+	store       cache.Store
+	pending     *dirty.Set
+	tearingDown map[resource.ID]struct{} // the mirrors torn down and not destroyed yet
+	namespace   resource.Namespace
+}
+
+func (m *mirrorPass[O, R]) syncAll(ctx context.Context, r controller.Runtime) error {
+	ids := m.pending.Take()
+
+	metrics.QueueLength.WithLabelValues(m.Object).Set(float64(len(ids)))
 
 	for _, id := range ids {
-		if err := m.sync(ctx, r, id, tearingDown); err != nil {
+		if err := m.sync(ctx, r, id); err != nil {
 			return err
 		}
 	}
@@ -114,68 +189,73 @@ func (m *informerMirror[R]) syncAll(ctx context.Context, r controller.Runtime, p
 	return nil
 }
 
-func (m *informerMirror[R]) sync(ctx context.Context, r controller.Runtime, id resource.ID, tearingDown map[resource.ID]struct{}) error {
-	obj, exists, err := m.informer.GetStore().GetByKey(id)
+func (m *mirrorPass[O, R]) sync(ctx context.Context, r controller.Runtime, id resource.ID) error {
+	item, exists, err := m.store.GetByKey(id)
 	if err != nil {
-		return fmt.Errorf("failed to read %s %q from the cache: %w", m.object, id, err)
+		return fmt.Errorf("failed to read %s %q from the cache: %w", m.Object, id, err)
 	}
 
-	var fill func(R)
+	var (
+		obj      O
+		mirrored bool
+	)
 
 	if exists {
-		if fill, err = m.mirror(obj); err != nil {
-			return fmt.Errorf("failed to mirror %s %q: %w", m.object, id, err)
+		if obj, mirrored = item.(O); !mirrored {
+			return fmt.Errorf("failed to mirror %s %q: unexpected object %T in the cache", m.Object, id, item)
 		}
+
+		mirrored = m.Mirrored == nil || m.Mirrored(obj)
 	}
 
-	if fill == nil {
+	if !mirrored {
 		// Gone, or no longer mirrored: the mirror is torn down, and destroyed once the controllers that hold
 		// it let go (destroyReleased).
-		if _, err = r.Teardown(ctx, m.newResource(id).Metadata()); err != nil {
+		if _, err = r.Teardown(ctx, m.NewResource(m.namespace, id).Metadata()); err != nil {
 			if state.IsNotFoundError(err) {
 				return nil
 			}
 
-			return fmt.Errorf("failed to tear down %s mirror %q: %w", m.object, id, err)
+			return fmt.Errorf("failed to tear down %s mirror %q: %w", m.Object, id, err)
 		}
 
-		tearingDown[id] = struct{}{}
+		m.tearingDown[id] = struct{}{}
 
 		return nil
 	}
 
-	err = safe.WriterModify(ctx, r, m.newResource(id), func(res R) error {
-		fill(res)
+	err = safe.WriterModify(ctx, r, m.NewResource(m.namespace, id), func(res R) error {
+		m.Fill(obj, res)
 
 		return nil
 	})
 	if err != nil && state.IsPhaseConflictError(err) {
 		// An object re-created under the key of one whose mirror is still being torn down: it is mirrored
 		// once the old mirror is destroyed (destroyReleased syncs the key again).
-		tearingDown[id] = struct{}{}
+		m.tearingDown[id] = struct{}{}
 
 		return nil
 	}
 
 	if err != nil {
-		return fmt.Errorf("failed to mirror %s %q: %w", m.object, id, err)
+		return fmt.Errorf("failed to mirror %s %q: %w", m.Object, id, err)
 	}
 
 	return nil
 }
 
 // destroyReleased destroys the torn-down mirrors that no controller holds any more.
-func (m *informerMirror[R]) destroyReleased(ctx context.Context, r controller.Runtime, pending *dirty.Set, tearingDown map[resource.ID]struct{}) error {
-	for id := range tearingDown {
-		res, err := r.Get(ctx, m.newResource(id).Metadata())
+func (m *mirrorPass[O, R]) destroyReleased(ctx context.Context, r controller.Runtime) error {
+	for id := range m.tearingDown {
+		res, err := r.Get(ctx, m.NewResource(m.namespace, id).Metadata())
 		if err != nil {
 			if state.IsNotFoundError(err) {
-				delete(tearingDown, id)
+				delete(m.tearingDown, id)
 
 				continue
 			}
 
-			return fmt.Errorf("failed to read %s mirror %q: %w", m.object, id, err)
+			return fmt.Errorf("failed to read %s mirror %q: %w", m.Object, id, err)
 		}
 
 		if res.Metadata().Phase() != resource.PhaseTearingDown || !res.Metadata().Finalizers().Empty() {
@@ -183,13 +263,13 @@ func (m *informerMirror[R]) destroyReleased(ctx context.Context, r controller.Ru
 		}
 
 		if err = r.Destroy(ctx, res.Metadata()); err != nil && !state.IsNotFoundError(err) {
-			return fmt.Errorf("failed to destroy %s mirror %q: %w", m.object, id, err)
+			return fmt.Errorf("failed to destroy %s mirror %q: %w", m.Object, id, err)
 		}
 
-		delete(tearingDown, id)
+		delete(m.tearingDown, id)
 
 		// The object may have come back meanwhile.
-		pending.Add(id)
+		m.pending.Add(id)
 	}
 
 	return nil

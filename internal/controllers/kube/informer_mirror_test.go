@@ -1,0 +1,127 @@
+package kube_test
+
+import (
+	"testing"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	kuberes "github.com/talos-ccm/talos-ccm/internal/resources/kube"
+)
+
+// service is a Service of the given type.
+func service(namespace, name string, typ corev1.ServiceType) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.ServiceSpec{Type: typ},
+	}
+}
+
+// TestMirrorController runs a mirror (of Services) over a fake clientset: the initial list is mirrored
+// and said so, mirrors left from before whose object is gone are destroyed, an object that stops being
+// mirrored loses its mirror, and a mirror another controller holds is destroyed only once it is released.
+func TestMirrorController(t *testing.T) {
+	client := fake.NewClientset(
+		service("prod", "web", corev1.ServiceTypeLoadBalancer),
+		service("prod", "internal", corev1.ServiceTypeClusterIP),
+	)
+
+	factory := informers.NewSharedInformerFactory(client, 0)
+	informer := factory.Core().V1().Services().Informer()
+
+	s := ctest.New(t)
+	ctrl := &kube.KubeServiceController{Informer: informer}
+
+	assert.Equal(t, "kube.KubeServiceController", ctrl.Name())
+
+	// A mirror left from a previous run, whose Service is gone.
+	require.NoError(t, s.State.Create(s.Ctx(), kuberes.NewKubeService(kuberes.NamespaceName, "prod/gone"), state.WithCreateOwner(ctrl.Name())))
+
+	s.Register(ctrl)
+	ctx := s.Start()
+
+	// The informer stops before the runtime (cleanups run last-in first-out), and Shutdown waits for it.
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() {
+		close(stop)
+		factory.Shutdown()
+	})
+
+	ctest.AssertResource(s, kuberes.ServicesSyncID, func(res *kuberes.KubeSync, a *assert.Assertions) {
+		a.True(res.TypedSpec().Value.GetSynced())
+		a.EqualValues(2, res.TypedSpec().Value.GetObjects(), "every object of the informer's list")
+	})
+
+	ctest.AssertResource(s, "prod/web", func(res *kuberes.KubeService, a *assert.Assertions) {
+		a.Equal("web", res.TypedSpec().Value.GetName())
+		a.Equal(ctrl.Name(), res.Metadata().Owner())
+	})
+	ctest.AssertNoResource[*kuberes.KubeService](s, "prod/internal")
+	ctest.AssertNoResource[*kuberes.KubeService](s, "prod/gone")
+
+	// A Service that becomes a load balancer is mirrored; one that stops being one loses its mirror.
+	_, err := client.CoreV1().Services("prod").Update(ctx, service("prod", "internal", corev1.ServiceTypeLoadBalancer), metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	ctest.AssertResource(s, "prod/internal", func(*kuberes.KubeService, *assert.Assertions) {})
+
+	_, err = client.CoreV1().Services("prod").Update(ctx, service("prod", "internal", corev1.ServiceTypeNodePort), metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	ctest.AssertNoResource[*kuberes.KubeService](s, "prod/internal")
+
+	// A mirror that another controller holds is torn down when its Service is deleted, and destroyed once
+	// released.
+	const holder = "test.Holder"
+
+	require.NoError(t, s.State.AddFinalizer(ctx, kuberes.NewKubeService(kuberes.NamespaceName, "prod/web").Metadata(), holder))
+	require.NoError(t, client.CoreV1().Services("prod").Delete(ctx, "web", metav1.DeleteOptions{}))
+
+	ctest.AssertResource(s, "prod/web", func(res *kuberes.KubeService, a *assert.Assertions) {
+		a.Equal(resource.PhaseTearingDown, res.Metadata().Phase())
+	})
+
+	require.NoError(t, s.State.RemoveFinalizer(ctx, kuberes.NewKubeService(kuberes.NamespaceName, "prod/web").Metadata(), holder))
+
+	ctest.AssertNoResource[*kuberes.KubeService](s, "prod/web")
+}
+
+// TestMirrorControllers pins what the runtime knows of each mirror: names are stored as owners, and the
+// inputs and outputs are the edges of the controller graph.
+func TestMirrorControllers(t *testing.T) {
+	t.Parallel()
+
+	withSync := func(typ resource.Type) []controller.Output {
+		return []controller.Output{{Type: typ, Kind: controller.OutputExclusive}, {Type: kuberes.KubeSyncType, Kind: controller.OutputShared}}
+	}
+
+	for _, tc := range []struct {
+		ctrl    controller.Controller
+		name    string
+		typ     resource.Type
+		outputs []controller.Output
+	}{
+		{ctrl: &kube.KubeNodeController{}, name: "kube.KubeNodeController", typ: kuberes.KubeNodeType, outputs: withSync(kuberes.KubeNodeType)},
+		{ctrl: &kube.KubeServiceController{}, name: "kube.KubeServiceController", typ: kuberes.KubeServiceType, outputs: withSync(kuberes.KubeServiceType)},
+		{
+			ctrl: &kube.KubeCSRController{}, name: "kube.KubeCSRController", typ: kuberes.KubeCSRType,
+			outputs: []controller.Output{{Type: kuberes.KubeCSRType, Kind: controller.OutputExclusive}},
+		},
+		{ctrl: &kube.KubeAPIServerController{}, name: "kube.KubeAPIServerController", typ: kuberes.KubeAPIServerType, outputs: withSync(kuberes.KubeAPIServerType)},
+	} {
+		assert.Equal(t, tc.name, tc.ctrl.Name())
+		assert.Equal(t, []controller.Input{{Namespace: kuberes.NamespaceName, Type: tc.typ, Kind: controller.InputDestroyReady}}, tc.ctrl.Inputs(), tc.name)
+		assert.Equal(t, tc.outputs, tc.ctrl.Outputs(), tc.name)
+	}
+}
