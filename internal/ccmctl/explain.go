@@ -22,9 +22,6 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
-// applyStatusPrefix prefixes the ApplyStatus IDs of Nodes.
-const applyStatusPrefix = "node/"
-
 // NodeResources are the resources of what talos-ccm knows and decided about one Node; a nil field is a
 // resource that does not exist (yet).
 type NodeResources struct {
@@ -84,7 +81,7 @@ func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeRe
 		facts.Lifecycle = nl.TypedSpec().Value
 	}
 
-	as, err := getOptional[*sink.ApplyStatus](ctx, st, applyStatusPrefix+name)
+	as, err := getOptional[*sink.ApplyStatus](ctx, st, sink.ApplyStatusID(sink.KindNode, name))
 	if err != nil {
 		return facts, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -13,50 +12,42 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	certlisters "k8s.io/client-go/listers/certificates/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
-// csrStatusPrefix prefixes the ApplyStatus IDs of certificate requests.
-const csrStatusPrefix = "csr/"
-
 // CSRSinkController carries out every CSRDecision: it approves or denies the request through the approval
 // subresource, posts Events (on the request, and on the Node for a denial) and records the outcome in an
 // ApplyStatus. A wait verdict leaves the request pending. It decides nothing: the CSRDecision is the
 // decision.
-type CSRSinkController = qtransform.QController[*csr.CSRDecision, *sink.ApplyStatus]
+type CSRSinkController = SinkController[*csr.CSRDecision]
 
 // NewCSRSinkController instantiates the CSR sink. requests and nodes read from the informer caches the
 // sources fill; events posts the Events.
 func NewCSRSinkController(applier *CSRApplier, requests certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, events record.EventRecorder) *CSRSinkController {
 	s := &csrSink{applier: applier, requests: requests, nodes: nodes, events: events}
 
-	return qtransform.NewQController(
-		qtransform.Settings[*csr.CSRDecision, *sink.ApplyStatus]{
-			Name: "k8ssink.CSRSinkController",
-			MapMetadataFunc: func(in *csr.CSRDecision) *sink.ApplyStatus {
-				return sink.NewApplyStatus(sink.NamespaceName, csrStatusPrefix+in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *sink.ApplyStatus) *csr.CSRDecision {
-				return csr.NewCSRDecision(csr.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), csrStatusPrefix))
-			},
-			TransformFunc: s.apply,
+	return newSinkController(sinkSettings[*csr.CSRDecision]{
+		Name:        "k8ssink.CSRSinkController",
+		Kind:        sink.KindCSR,
+		Object:      "CertificateSigningRequest",
+		NewInput:    csr.NewCSRDecision,
+		Apply:       s.apply,
+		Concurrency: 32,
+		ExtraInputs: []qtransform.ControllerOption{
+			qtransform.WithExtraMappedInput[*kube.KubeCSR](qtransform.MapperSameID[*csr.CSRDecision]()),
 		},
-		qtransform.WithOutputKind(controller.OutputShared),
-		qtransform.WithExtraMappedInput[*kube.KubeCSR](qtransform.MapperSameID[*csr.CSRDecision]()),
-		qtransform.WithConcurrency(32),
-	)
+	})
 }
 
 type csrSink struct {
@@ -66,70 +57,51 @@ type csrSink struct {
 	events   record.EventRecorder
 }
 
-func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, in *csr.CSRDecision, out *sink.ApplyStatus) error {
+func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, in *csr.CSRDecision, last *specs.ApplyStatusSpec) (outcome, error) {
 	name := in.Metadata().ID()
 	decision := in.TypedSpec().Value
-	status := out.TypedSpec().Value
-	status.Object = "CertificateSigningRequest/" + name
 
 	if decision.GetVerdict() != csr.VerdictApprove && decision.GetVerdict() != csr.VerdictDeny {
 		// Nothing to apply: the request stays pending until it is decided again.
-		status.Error = ""
-
-		return nil
+		return skipped(""), nil
 	}
 
 	mirror, err := safe.ReaderGetByID[*kube.KubeCSR](ctx, r, name)
 	if err != nil && !state.IsNotFoundError(err) {
-		return fmt.Errorf("failed to read certificate request mirror %q: %w", name, err)
+		return outcome{}, fmt.Errorf("failed to read certificate request mirror %q: %w", name, err)
 	}
 
 	if mirror == nil || mirror.Metadata().Phase() != resource.PhaseRunning || csr.InputVersion(mirror) != decision.GetInputVersion() {
 		// The decision was not computed from the request as it is now (it is from before a restart, or the
 		// request changed): the decision controller computes it again, which triggers this again.
-		return nil
+		return untouched(), nil
 	}
 
-	if cond, ok := DecisionCondition(decision, time.Time{}); ok && slices.Contains(status.GetWrites(), string(cond.Type)) && status.GetError() == "" {
+	if cond, ok := DecisionCondition(decision, time.Time{}); ok && slices.Contains(last.GetWrites(), string(cond.Type)) && last.GetError() == "" {
 		// Applied already: this is a newer version of the same decision (the finalizer this sink adds, say).
 		// A condition is never taken back, and the cache may not show it yet: nothing is read or written.
-		status.AppliedVersion = in.Metadata().Version().String()
-
-		return nil
+		return alreadyApplied(), nil
 	}
 
 	current, err := s.requests.Get(name)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			status.Error = "CertificateSigningRequest not found"
-
-			return nil
-		}
-
-		return fmt.Errorf("failed to read certificate request %q from the cache: %w", name, err)
+		return cacheMiss("CertificateSigningRequest", name, err)
 	}
 
 	now := time.Now()
 
 	result, err := s.applier.Apply(ctx, current, decision, now)
 	if err != nil {
-		logger.Warn("failed to apply csr decision", zap.String("csr", name), zap.Int32("failures", status.ConsecutiveFailures+1), zap.Error(err))
+		logger.Warn("failed to apply csr decision", zap.String("csr", name), zap.Int32("failures", last.GetConsecutiveFailures()+1), zap.Error(err))
 
-		return failed(status, err)
+		return failed(err), nil
 	}
-
-	status.Error = ""
-	status.ConsecutiveFailures = 0
 
 	if result.Condition == "" {
 		logger.Debug("csr decision not applied", zap.String("csr", name), zap.String("why", result.Skipped))
 
-		return nil
+		return applied(), nil
 	}
-
-	status.AppliedVersion = in.Metadata().Version().String()
-	status.AppliedAt = timestamppb.New(now)
-	status.Writes = []string{string(result.Condition)}
 
 	s.post(result.CSR, decision.GetNode(), result.Condition, decision.GetReason())
 
@@ -142,7 +114,7 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 		logger.Warn("csr denied", zap.String("csr", name), zap.String("node", decision.GetNode()), zap.String("reason", decision.GetReason()))
 	}
 
-	return nil
+	return applied(string(result.Condition)), nil
 }
 
 // post records the outcome as Events: on the request always, and on the Node for a denial, so that

@@ -2,9 +2,7 @@ package k8ssink_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,19 +37,19 @@ func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
 	requests := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, requests.Add(request))
 
-	rt := ctest.New(t, ctest.WithTimeout(30*time.Second))
-	rt.Register(k8ssink.NewCSRSinkController(
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewCSRSinkController(
 		k8ssink.NewCSRApplier(client.CertificatesV1().CertificateSigningRequests()),
 		certlisters.NewCertificateSigningRequestLister(requests),
 		corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		nil,
 	))
 
-	ctx := rt.Start()
+	ctx := s.Start()
 
 	mirror := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
 	mirror.TypedSpec().Value = &specs.KubeCSRSpec{Username: "system:node:w1"}
-	require.NoError(t, rt.State.Create(ctx, mirror))
+	s.Create(mirror)
 
 	decision := csr.NewCSRDecision(csr.NamespaceName, "csr-1")
 	decision.TypedSpec().Value = &specs.CSRDecisionSpec{
@@ -60,22 +58,27 @@ func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
 		CsrUid:       "uid-1",
 		InputVersion: csr.InputVersion(mirror),
 	}
-	require.NoError(t, rt.State.Create(ctx, decision))
+	s.Create(decision)
 
-	rtestutils.AssertResource(ctx, t, rt.State, "csr/csr-1", func(s *sink.ApplyStatus, a *assert.Assertions) {
-		a.Equal([]string{string(certificatesv1.CertificateApproved)}, s.TypedSpec().Value.GetWrites())
+	statusID := sink.ApplyStatusID(sink.KindCSR, "csr-1")
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal("CertificateSigningRequest/csr-1", as.TypedSpec().Value.GetObject())
+		a.Equal([]string{string(certificatesv1.CertificateApproved)}, as.TypedSpec().Value.GetWrites())
 	})
 
 	// A newer version of the same decision.
-	current, err := safe.StateUpdateWithConflicts(ctx, rt.State, decision.Metadata(), func(d *csr.CSRDecision) error {
+	ctest.Modify(s, decision, func(d *csr.CSRDecision) error {
 		d.Metadata().Labels().Set("example.com/touched", "yes")
 
 		return nil
 	})
+
+	current, err := safe.StateGetByID[*csr.CSRDecision](ctx, s.State, "csr-1")
 	require.NoError(t, err)
 
-	rtestutils.AssertResource(ctx, t, rt.State, "csr/csr-1", func(s *sink.ApplyStatus, a *assert.Assertions) {
-		a.Equal(current.Metadata().Version().String(), s.TypedSpec().Value.GetAppliedVersion())
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal(current.Metadata().Version().String(), as.TypedSpec().Value.GetAppliedVersion())
 	})
 
 	updates := 0

@@ -15,4 +15,9 @@
 //
 // Each write is derived by pure planning functions from the object as last seen (typically from an
 // informer cache), so a resync with nothing to change issues no request at all.
+//
+// Every sink is a SinkController built by one generic constructor: a sink supplies its name, its input,
+// the kind of its ApplyStatuses, its other inputs and the function that applies one input and says how the
+// pass ended (applied, skipped, failed, ...); the outcome is recorded in the input's ApplyStatus the same
+// way for every sink, and a failed write is retried after a backoff that grows with the failures in a row.
 package k8ssink

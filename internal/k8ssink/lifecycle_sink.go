@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -23,9 +23,6 @@ import (
 
 // ShutdownTaintKey marks a Node whose machine is shut down.
 const ShutdownTaintKey = "node.cloudprovider.kubernetes.io/shutdown"
-
-// lifecycleStatusPrefix prefixes the ApplyStatus IDs of the lifecycle sink.
-const lifecycleStatusPrefix = "lifecycle/"
 
 // LifecycleNodeClient is the part of the Node client the lifecycle sink uses.
 type LifecycleNodeClient interface {
@@ -36,27 +33,23 @@ type LifecycleNodeClient interface {
 
 // NodeLifecycleSinkController applies NodeLifecycle verdicts: the shutdown taint, and the deletion of stale
 // Nodes. It decides nothing; the verdict is the decision.
-type NodeLifecycleSinkController = qtransform.QController[*node.NodeLifecycle, *sink.ApplyStatus]
+type NodeLifecycleSinkController = SinkController[*node.NodeLifecycle]
 
 // NewNodeLifecycleSinkController instantiates the lifecycle sink.
 func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelisters.NodeLister, events record.EventRecorder) *NodeLifecycleSinkController {
 	s := &lifecycleSink{nodes: nodes, lister: lister, events: events}
 
-	return qtransform.NewQController(
-		qtransform.Settings[*node.NodeLifecycle, *sink.ApplyStatus]{
-			Name: "k8ssink.NodeLifecycleSinkController",
-			MapMetadataFunc: func(in *node.NodeLifecycle) *sink.ApplyStatus {
-				return sink.NewApplyStatus(sink.NamespaceName, lifecycleStatusPrefix+in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *sink.ApplyStatus) *node.NodeLifecycle {
-				return node.NewNodeLifecycle(node.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), lifecycleStatusPrefix))
-			},
-			TransformFunc: s.apply,
+	return newSinkController(sinkSettings[*node.NodeLifecycle]{
+		Name:        "k8ssink.NodeLifecycleSinkController",
+		Kind:        sink.KindLifecycle,
+		Object:      "Node",
+		NewInput:    node.NewNodeLifecycle,
+		Apply:       s.apply,
+		Concurrency: 8,
+		ExtraInputs: []qtransform.ControllerOption{
+			qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeLifecycle]()),
 		},
-		qtransform.WithOutputKind(controller.OutputShared),
-		qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeLifecycle]()),
-		qtransform.WithConcurrency(8),
-	)
+	})
 }
 
 type lifecycleSink struct {
@@ -65,61 +58,51 @@ type lifecycleSink struct {
 	events record.EventRecorder
 }
 
-func (s *lifecycleSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, in *node.NodeLifecycle, out *sink.ApplyStatus) error {
+func (s *lifecycleSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, in *node.NodeLifecycle, _ *specs.ApplyStatusSpec) (outcome, error) {
 	name := in.Metadata().ID()
 	verdict := in.TypedSpec().Value
-	status := out.TypedSpec().Value
-	status.Object = "Node/" + name
 
 	current, err := s.lister.Get(name)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			status.Error = "Node not found"
-
-			return nil
-		}
-
-		return err
+		return cacheMiss("Node", name, err)
 	}
-
-	var writes []string
 
 	switch {
 	case verdict.GetDelete():
 		if current.Spec.ProviderID == "" || isReady(current) {
 			// The verdict was computed from a Node that has changed since: it is decided again.
-			return nil
+			return untouched(), nil
 		}
 
 		err = s.nodes.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &current.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return failed(status, fmt.Errorf("failed to delete node %q: %w", name, err))
+			return failed(fmt.Errorf("failed to delete node %q: %w", name, err)), nil
 		}
-
-		writes = append(writes, "deleted")
 
 		s.events.Event(current, corev1.EventTypeWarning, "StaleNodeDeleted", verdict.GetReason())
 		logger.Warn("stale node deleted", zap.String("node", name), zap.String("reason", verdict.GetReason()))
+
+		return applied("deleted"), nil
 	case verdict.GetShutdown() != hasTaint(current, ShutdownTaintKey):
 		if err = s.setShutdownTaint(ctx, current, verdict.GetShutdown()); err != nil {
-			return failed(status, err)
+			return failed(err), nil
 		}
 
+		write := "shutdown taint removed"
+
 		if verdict.GetShutdown() {
-			writes = append(writes, "shutdown taint added")
+			write = "shutdown taint added"
 			s.events.Event(current, corev1.EventTypeNormal, "MachineShutdown", verdict.GetReason())
 		} else {
-			writes = append(writes, "shutdown taint removed")
 			s.events.Event(current, corev1.EventTypeNormal, "MachineRunning", verdict.GetReason())
 		}
 
 		logger.Info("node shutdown taint changed", zap.String("node", name), zap.Bool("shutdown", verdict.GetShutdown()))
+
+		return applied(write), nil
+	default:
+		return applied(), nil
 	}
-
-	status.Error = ""
-	recordApplied(status, in.Metadata().Version(), writes...)
-
-	return nil
 }
 
 // setShutdownTaint adds or removes the shutdown taint by read-modify-write, retrying on conflicts; the

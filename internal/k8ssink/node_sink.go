@@ -2,13 +2,11 @@ package k8ssink
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -20,12 +18,9 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
-// nodeStatusPrefix prefixes the ApplyStatus IDs of Nodes.
-const nodeStatusPrefix = "node/"
-
 // NodeSinkController applies every NodeTransform to its Node with a NodeApplier and records the outcome
 // in an ApplyStatus. It computes nothing: the NodeTransform is the decision.
-type NodeSinkController = qtransform.QController[*node.NodeTransform, *sink.ApplyStatus]
+type NodeSinkController = SinkController[*node.NodeTransform]
 
 // NodeSinkOption configures the node sink.
 type NodeSinkOption func(*nodeSink)
@@ -45,21 +40,17 @@ func NewNodeSinkController(applier *NodeApplier, nodes corelisters.NodeLister, c
 		o(s)
 	}
 
-	return qtransform.NewQController(
-		qtransform.Settings[*node.NodeTransform, *sink.ApplyStatus]{
-			Name: "k8ssink.NodeSinkController",
-			MapMetadataFunc: func(in *node.NodeTransform) *sink.ApplyStatus {
-				return sink.NewApplyStatus(sink.NamespaceName, nodeStatusPrefix+in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *sink.ApplyStatus) *node.NodeTransform {
-				return node.NewNodeTransform(node.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), nodeStatusPrefix))
-			},
-			TransformFunc: s.apply,
+	return newSinkController(sinkSettings[*node.NodeTransform]{
+		Name:        "k8ssink.NodeSinkController",
+		Kind:        sink.KindNode,
+		Object:      "Node",
+		NewInput:    node.NewNodeTransform,
+		Apply:       s.apply,
+		Concurrency: concurrency,
+		ExtraInputs: []qtransform.ControllerOption{
+			qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeTransform]()),
 		},
-		qtransform.WithOutputKind(controller.OutputShared),
-		qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeTransform]()),
-		qtransform.WithConcurrency(max(concurrency, 1)),
-	)
+	})
 }
 
 type nodeSink struct {
@@ -69,26 +60,18 @@ type nodeSink struct {
 	ruleEvents *NodeRuleEvents
 }
 
-func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, nt *node.NodeTransform, out *sink.ApplyStatus) error {
+func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, nt *node.NodeTransform, last *specs.ApplyStatusSpec) (outcome, error) {
 	name := nt.Metadata().ID()
 	decision := nt.TypedSpec().Value
-	status := out.TypedSpec().Value
-	status.Object = "Node/" + name
 
 	current, err := s.nodes.Get(name)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			// The Node comes back through its KubeNode, which triggers this again.
-			status.Error = "Node not found"
-
-			if s.ruleEvents != nil {
-				s.ruleEvents.Forget(name)
-			}
-
-			return nil
+		// A Node that is gone comes back through its KubeNode, which triggers this again.
+		if apierrors.IsNotFound(err) && s.ruleEvents != nil {
+			s.ruleEvents.Forget(name)
 		}
 
-		return err
+		return cacheMiss("Node", name, err)
 	}
 
 	if s.ruleEvents != nil {
@@ -98,33 +81,23 @@ func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.L
 	if !decision.GetInitialize() {
 		// Nothing is applied before the decision is complete: a half-initialized Node is worse than an
 		// uninitialized one.
-		status.Error = ""
-		status.Initialized = !hasTaint(current, UninitializedTaintKey)
-
-		return nil
+		return skipped("").withInitialized(!hasTaint(current, UninitializedTaintKey)), nil
 	}
 
 	result, err := s.applier.Apply(ctx, current, desiredNode(name, decision))
-
-	status.Initialized = result.Node != nil && !hasTaint(result.Node, UninitializedTaintKey)
-
-	if result.Writes > 0 || err != nil || status.GetAppliedVersion() == "" {
-		status.AppliedVersion = nt.Metadata().Version().String()
-		status.AppliedAt = timestamppb.Now()
-		status.Writes = writesOf(result)
-	}
+	initialized := result.Node != nil && !hasTaint(result.Node, UninitializedTaintKey)
+	writes := writesOf(result)
 
 	if err != nil {
-		logger.Warn("failed to apply node", zap.String("node", name), zap.Int32("failures", status.ConsecutiveFailures+1), zap.Error(err))
+		logger.Warn("failed to apply node", zap.String("node", name), zap.Int32("failures", last.GetConsecutiveFailures()+1), zap.Error(err))
 
-		return failed(status, err)
+		return failed(err, writes...).withInitialized(initialized), nil
 	}
 
-	status.ConsecutiveFailures = 0
-	status.Error = ""
+	var note string
 
 	if c := result.ProviderIDConflict; c != nil {
-		status.Error = "the Node has providerID " + c.Current + ", talos-ccm decided " + c.Desired + ": left as it is"
+		note = "the Node has providerID " + c.Current + ", talos-ccm decided " + c.Desired + ": left as it is"
 	}
 
 	if result.Initialized {
@@ -132,10 +105,10 @@ func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.L
 	}
 
 	if result.Writes > 0 {
-		logger.Info("node applied", zap.String("node", name), zap.Strings("writes", status.Writes), zap.Bool("initialized", result.Initialized))
+		logger.Info("node applied", zap.String("node", name), zap.Strings("writes", writes), zap.Bool("initialized", result.Initialized))
 	}
 
-	return nil
+	return applied(writes...).withNote(note).withInitialized(initialized), nil
 }
 
 // desiredNode converts a NodeTransform into what the applier takes.
@@ -193,21 +166,4 @@ func hasTaint(n *corev1.Node, key string) bool {
 	}
 
 	return false
-}
-
-// failed records a failed apply in its status and asks for a retry after a backoff that grows with the
-// failures in a row. The status is written (the error stays visible), unlike with a plain error return.
-func failed(status *specs.ApplyStatusSpec, err error) error {
-	status.Error = err.Error()
-	status.ConsecutiveFailures++
-
-	return controller.NewRequeueInterval(retryAfter(status.ConsecutiveFailures))
-}
-
-// retryAfter is the backoff after consecutive failed applies of one Node: 1s doubling up to 30s, so that
-// after an apiserver outage the Nodes waiting are written within half a minute of its return.
-func retryAfter(failures int32) time.Duration {
-	d := time.Second << min(max(failures-1, 0), 5)
-
-	return min(d, 30*time.Second)
 }

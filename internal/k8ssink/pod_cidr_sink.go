@@ -26,9 +26,6 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
-// podCIDRStatusPrefix prefixes the ApplyStatus IDs of the pod CIDR sink.
-const podCIDRStatusPrefix = "podcidr/"
-
 // Event reasons of the pod CIDR sink.
 const (
 	// EventCIDRNotAvailable: no pod CIDR could be allocated to the Node (exhausted range, machine prefix too
@@ -47,28 +44,24 @@ type PodCIDRNodeClient interface {
 // PodCIDRSinkController writes the pod CIDRs the allocator decided into spec.podCIDR and spec.podCIDRs of
 // Nodes that have none (the API lets them be set once), and posts an Event on a Node whose pod CIDR cannot
 // be allocated or is in conflict. It decides nothing: the IPAllocations are the decision.
-type PodCIDRSinkController = qtransform.QController[*kube.KubeNode, *sink.ApplyStatus]
+type PodCIDRSinkController = SinkController[*kube.KubeNode]
 
 // NewPodCIDRSinkController instantiates the pod CIDR sink. lister reads the Nodes from the informer cache the
 // KubeNode source fills.
 func NewPodCIDRSinkController(nodes PodCIDRNodeClient, lister corelisters.NodeLister, events record.EventRecorder, concurrency uint) *PodCIDRSinkController {
 	s := &podCIDRSink{nodes: nodes, lister: lister, events: events}
 
-	return qtransform.NewQController(
-		qtransform.Settings[*kube.KubeNode, *sink.ApplyStatus]{
-			Name: "k8ssink.PodCIDRSinkController",
-			MapMetadataFunc: func(in *kube.KubeNode) *sink.ApplyStatus {
-				return sink.NewApplyStatus(sink.NamespaceName, podCIDRStatusPrefix+in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *sink.ApplyStatus) *kube.KubeNode {
-				return kube.NewKubeNode(kube.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), podCIDRStatusPrefix))
-			},
-			TransformFunc: s.apply,
+	return newSinkController(sinkSettings[*kube.KubeNode]{
+		Name:        "k8ssink.PodCIDRSinkController",
+		Kind:        sink.KindPodCIDR,
+		Object:      "Node",
+		NewInput:    kube.NewKubeNode,
+		Apply:       s.apply,
+		Concurrency: concurrency,
+		ExtraInputs: []qtransform.ControllerOption{
+			qtransform.WithExtraMappedInput[*ipam.IPAllocation](mapAllocationToOwner("node", kube.NamespaceName, kube.KubeNodeType)),
 		},
-		qtransform.WithOutputKind(controller.OutputShared),
-		qtransform.WithExtraMappedInput[*ipam.IPAllocation](mapAllocationToOwner("node", kube.NamespaceName, kube.KubeNodeType)),
-		qtransform.WithConcurrency(max(concurrency, 1)),
-	)
+	})
 }
 
 // mapAllocationToOwner maps the allocations of one kind ("node", "service") to their owner's mirror.
@@ -89,69 +82,54 @@ type podCIDRSink struct {
 	events record.EventRecorder
 }
 
-func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, kn *kube.KubeNode, out *sink.ApplyStatus) error {
+func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, kn *kube.KubeNode, last *specs.ApplyStatusSpec) (outcome, error) {
 	name := kn.Metadata().ID()
-	status := out.TypedSpec().Value
-	status.Object = "Node/" + name
 
 	var allocs []*specs.IPAllocationSpec
 
 	for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
 		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.NodeAllocationID(name, family))
-		if err != nil {
-			if state.IsNotFoundError(err) {
-				continue
-			}
+		if state.IsNotFoundError(err) {
+			continue
+		}
 
-			return fmt.Errorf("failed to read the pod CIDR allocation of node %q: %w", name, err)
+		if err != nil {
+			return outcome{}, fmt.Errorf("failed to read the pod CIDR allocation of node %q: %w", name, err)
 		}
 
 		allocs = append(allocs, res.TypedSpec().Value)
 	}
 
 	if len(allocs) == 0 {
-		return nil // not decided yet
+		return untouched(), nil // not decided yet
 	}
 
 	current, err := s.lister.Get(name)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			status.Error = "Node not found"
-
-			return nil
-		}
-
-		return err
+		return cacheMiss("Node", name, err)
 	}
 
 	// Problems are posted once each: the ApplyStatus keeps the last one.
-	if problem, reason := allocationProblem(allocs); problem != status.GetError() {
-		if problem != "" {
-			s.events.Event(current, corev1.EventTypeWarning, reason, problem)
-			logger.Warn("pod cidr not available", zap.String("node", name), zap.String("reason", problem))
-		}
-
-		status.Error = problem
+	problem, reason := allocationProblem(allocs)
+	if problem != "" && problem != last.GetError() {
+		s.events.Event(current, corev1.EventTypeWarning, reason, problem)
+		logger.Warn("pod cidr not available", zap.String("node", name), zap.String("reason", problem))
 	}
 
 	desired := DesiredPodCIDRs(allocs, string(current.UID))
 	if len(desired) == 0 || len(current.Spec.PodCIDRs) > 0 {
-		recordApplied(status, kn.Metadata().Version())
-
-		return nil
+		return applied().withNote(problem), nil
 	}
 
 	if err = s.setPodCIDRs(ctx, current, desired); err != nil {
 		logger.Warn("failed to set pod cidrs", zap.String("node", name), zap.Error(err))
 
-		return failed(status, err)
+		return failed(err), nil
 	}
-
-	recordApplied(status, kn.Metadata().Version(), "spec.podCIDRs")
 
 	logger.Debug("pod cidrs set", zap.String("node", name), zap.Strings("pod_cidrs", desired))
 
-	return nil
+	return applied("spec.podCIDRs").withNote(problem), nil
 }
 
 // allocationProblem describes the allocations of a Node that failed or are in conflict, with the Event

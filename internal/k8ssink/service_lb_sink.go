@@ -13,7 +13,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -24,9 +23,6 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
-
-// serviceStatusPrefix prefixes the ApplyStatus IDs of the LoadBalancer sink.
-const serviceStatusPrefix = "service/"
 
 // Event reasons of the LoadBalancer sink.
 const (
@@ -46,7 +42,7 @@ type ServiceStatusClient interface {
 // ServiceLBSinkController writes the LoadBalancer IPs the allocator decided into status.loadBalancer.ingress
 // of the Services talos-ccm serves, and posts Events: the IPs assigned, a requested IP rejected, no IP
 // available. It decides nothing: the IPAllocations are the decision.
-type ServiceLBSinkController = qtransform.QController[*kube.KubeService, *sink.ApplyStatus]
+type ServiceLBSinkController = SinkController[*kube.KubeService]
 
 // NewServiceLBSinkController instantiates the LoadBalancer sink. services returns the client of a namespace
 // (clientset.CoreV1().Services); lister reads the Services from the informer cache the KubeService source
@@ -56,21 +52,17 @@ func NewServiceLBSinkController(
 ) *ServiceLBSinkController {
 	s := &serviceLBSink{services: services, lister: lister, events: events}
 
-	return qtransform.NewQController(
-		qtransform.Settings[*kube.KubeService, *sink.ApplyStatus]{
-			Name: "k8ssink.ServiceLBSinkController",
-			MapMetadataFunc: func(in *kube.KubeService) *sink.ApplyStatus {
-				return sink.NewApplyStatus(sink.NamespaceName, serviceStatusPrefix+in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *sink.ApplyStatus) *kube.KubeService {
-				return kube.NewKubeService(kube.NamespaceName, strings.TrimPrefix(out.Metadata().ID(), serviceStatusPrefix))
-			},
-			TransformFunc: s.apply,
+	return newSinkController(sinkSettings[*kube.KubeService]{
+		Name:        "k8ssink.ServiceLBSinkController",
+		Kind:        sink.KindService,
+		Object:      "Service",
+		NewInput:    kube.NewKubeService,
+		Apply:       s.apply,
+		Concurrency: concurrency,
+		ExtraInputs: []qtransform.ControllerOption{
+			qtransform.WithExtraMappedInput[*ipam.IPAllocation](mapAllocationToOwner("service", kube.NamespaceName, kube.KubeServiceType)),
 		},
-		qtransform.WithOutputKind(controller.OutputShared),
-		qtransform.WithExtraMappedInput[*ipam.IPAllocation](mapAllocationToOwner("service", kube.NamespaceName, kube.KubeServiceType)),
-		qtransform.WithConcurrency(max(concurrency, 1)),
-	)
+	})
 }
 
 type serviceLBSink struct {
@@ -79,26 +71,24 @@ type serviceLBSink struct {
 	events   record.EventRecorder
 }
 
-func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, ks *kube.KubeService, out *sink.ApplyStatus) error {
+func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, ks *kube.KubeService, last *specs.ApplyStatusSpec) (outcome, error) {
 	key := ks.Metadata().ID()
 	mirror := ks.TypedSpec().Value
-	status := out.TypedSpec().Value
-	status.Object = "Service/" + key
 
 	if !ipam.Serves(mirror.GetLoadBalancerClass()) {
-		return nil // another load balancer's Service
+		return untouched(), nil // another load balancer's Service
 	}
 
 	allocs := make([]*specs.IPAllocationSpec, 0, 2)
 
 	for _, family := range families(mirror.GetIpFamilies()) {
 		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.ServiceAllocationID(key, family))
-		if err != nil {
-			if state.IsNotFoundError(err) {
-				return nil // not decided yet: the ingress is left as it is
-			}
+		if state.IsNotFoundError(err) {
+			return untouched(), nil // not decided yet: the ingress is left as it is
+		}
 
-			return fmt.Errorf("failed to read the load balancer allocation of service %q: %w", key, err)
+		if err != nil {
+			return outcome{}, fmt.Errorf("failed to read the load balancer allocation of service %q: %w", key, err)
 		}
 
 		allocs = append(allocs, res.TypedSpec().Value)
@@ -106,43 +96,31 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 
 	current, err := s.lister.Services(mirror.GetNamespace()).Get(mirror.GetName())
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			status.Error = "Service not found"
-
-			return nil
-		}
-
-		return err
+		return cacheMiss("Service", key, err)
 	}
 
 	if string(current.UID) != mirror.GetUid() {
-		return nil // re-created: its mirror follows
+		return untouched(), nil // re-created: its mirror follows
 	}
 
-	if problem, reason := loadBalancerProblem(allocs); problem != status.GetError() {
-		if problem != "" {
-			s.events.Event(current, corev1.EventTypeWarning, reason, problem)
-			logger.Warn("load balancer ip not available", zap.String("service", key), zap.String("reason", problem))
-		}
-
-		status.Error = problem
+	// Problems are posted once each: the ApplyStatus keeps the last one.
+	problem, reason := loadBalancerProblem(allocs)
+	if problem != "" && problem != last.GetError() {
+		s.events.Event(current, corev1.EventTypeWarning, reason, problem)
+		logger.Warn("load balancer ip not available", zap.String("service", key), zap.String("reason", problem))
 	}
 
 	desired := DesiredIngress(allocs, mirror.GetUid())
 
 	if slices.Equal(desired, ingressIPs(current)) {
-		recordApplied(status, ks.Metadata().Version())
-
-		return nil
+		return applied().withNote(problem), nil
 	}
 
 	if err = s.setIngress(ctx, current, desired); err != nil {
 		logger.Warn("failed to set load balancer ingress", zap.String("service", key), zap.Error(err))
 
-		return failed(status, err)
+		return failed(err), nil
 	}
-
-	recordApplied(status, ks.Metadata().Version(), "status.loadBalancer.ingress")
 
 	if len(desired) > 0 {
 		s.events.Eventf(current, corev1.EventTypeNormal, EventLoadBalancerIPAllocated, "Assigned %s", strings.Join(desired, ", "))
@@ -150,7 +128,7 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 
 	logger.Info("load balancer ingress set", zap.String("service", key), zap.Strings("ips", desired))
 
-	return nil
+	return applied("status.loadBalancer.ingress").withNote(problem), nil
 }
 
 // families maps spec.ipFamilies to allocation families, IPv4 when there is none.

@@ -1,7 +1,8 @@
-// Package sink holds what the sinks applied to Kubernetes.
 package sink
 
 import (
+	"strings"
+
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
@@ -10,13 +11,11 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
 
-// NamespaceName is the default namespace of the sink group.
-const NamespaceName resource.Namespace = "sink"
-
 // ApplyStatusType is the type of ApplyStatus.
 const ApplyStatusType = resource.Type("ApplyStatuses.sink.tccm.dev")
 
-// ApplyStatus records the last apply to one Kubernetes object; its ID is "<kind>/<name>", e.g. "node/worker-1".
+// ApplyStatus records the last apply to one Kubernetes object; its ID is "KIND/NAME" (ApplyStatusID), e.g.
+// "node/worker-1".
 type ApplyStatus = typed.Resource[ApplyStatusSpec, ApplyStatusExtension]
 
 // ApplyStatusSpec wraps specs.ApplyStatusSpec.
@@ -52,4 +51,38 @@ func init() {
 	if err := protobuf.RegisterResource(ApplyStatusType, &ApplyStatus{}); err != nil {
 		panic(err)
 	}
+}
+
+// Kind says what an ApplyStatus records: each sink has its own, the first part of the IDs of its ApplyStatuses.
+// Kinds are stored in IDs: never rename one.
+type Kind string
+
+// Kinds of ApplyStatus, one per sink.
+const (
+	// KindNode: a NodeTransform applied to its Node (providerID, labels, annotations, taints, addresses).
+	KindNode Kind = "node"
+	// KindPodCIDR: the pod CIDRs allocated to a Node written into its spec.
+	KindPodCIDR Kind = "podcidr"
+	// KindCSR: a CSRDecision applied to its certificate request.
+	KindCSR Kind = "csr"
+	// KindLifecycle: a NodeLifecycle verdict applied to its Node (shutdown taint, deletion).
+	KindLifecycle Kind = "lifecycle"
+	// KindService: the LoadBalancer IPs allocated to a Service written into its status.
+	KindService Kind = "service"
+)
+
+// ApplyStatusID is the ID of the ApplyStatus of kind about the object name: the name of its input, which is
+// "NAMESPACE/NAME" for a Service.
+func ApplyStatusID(kind Kind, name string) resource.ID {
+	return string(kind) + "/" + name
+}
+
+// ParseApplyStatusID splits an ApplyStatus ID into its kind and object name.
+func ParseApplyStatusID(id resource.ID) (kind Kind, name string, ok bool) {
+	k, name, ok := strings.Cut(id, "/")
+	if !ok || k == "" || name == "" {
+		return "", "", false
+	}
+
+	return Kind(k), name, true
 }

@@ -1,0 +1,124 @@
+package k8ssink_test
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// nodeLister returns a lister over an informer cache that holds nodes and never changes.
+func nodeLister(t *testing.T, nodes ...*corev1.Node) corelisters.NodeLister {
+	t.Helper()
+
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+
+	for _, n := range nodes {
+		require.NoError(t, indexer.Add(n))
+	}
+
+	return corelisters.NewNodeLister(indexer)
+}
+
+// The generic sink, through the lifecycle sink: a failed write is recorded and retried after a backoff, the
+// success that follows clears it, and the ApplyStatus goes with its input.
+func TestSinkRecordsFailuresAndRetries(t *testing.T) {
+	t.Parallel()
+
+	current := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1"},
+		Spec:       corev1.NodeSpec{ProviderID: "talos://metal/192.0.2.1"},
+	}
+
+	client := fake.NewClientset(current.DeepCopy())
+
+	var refuse atomic.Bool
+
+	refuse.Store(true)
+	client.PrependReactor("update", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() {
+			return true, nil, apierrors.NewInternalError(assert.AnError)
+		}
+
+		return false, nil, nil
+	})
+
+	events := record.NewFakeRecorder(10)
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), nodeLister(t, current), events))
+	s.Start()
+
+	lifecycle := node.NewNodeLifecycle(node.NamespaceName, "w1")
+	lifecycle.TypedSpec().Value = &specs.NodeLifecycleSpec{Shutdown: true, Reason: "the machine is shut down"}
+	s.Create(lifecycle)
+
+	statusID := sink.ApplyStatusID(sink.KindLifecycle, "w1")
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		status := as.TypedSpec().Value
+
+		a.Equal("Node/w1", status.GetObject())
+		a.Contains(status.GetError(), assert.AnError.Error())
+		a.Positive(status.GetConsecutiveFailures())
+		a.Empty(status.GetAppliedVersion(), "nothing was written")
+	})
+
+	refuse.Store(false)
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		status := as.TypedSpec().Value
+
+		a.Empty(status.GetError())
+		a.Zero(status.GetConsecutiveFailures())
+		a.Equal([]string{"shutdown taint added"}, status.GetWrites())
+		a.NotEmpty(status.GetAppliedVersion())
+		a.NotNil(status.GetAppliedAt())
+	})
+
+	got, err := client.CoreV1().Nodes().Get(s.Ctx(), "w1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.Taint{{Key: k8ssink.ShutdownTaintKey, Effect: corev1.TaintEffectNoSchedule}}, got.Spec.Taints)
+	assert.Equal(t, "Normal MachineShutdown the machine is shut down", <-events.Events)
+
+	ctest.Destroy[*node.NodeLifecycle](s, "w1")
+	ctest.AssertNoResource[*sink.ApplyStatus](s, statusID)
+}
+
+// An input whose object is not in the cache records why, and writes nothing.
+func TestSinkRecordsAMissingObject(t *testing.T) {
+	t.Parallel()
+
+	client := fake.NewClientset()
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), nodeLister(t), record.NewFakeRecorder(10)))
+	s.Start()
+
+	lifecycle := node.NewNodeLifecycle(node.NamespaceName, "gone")
+	lifecycle.TypedSpec().Value = &specs.NodeLifecycleSpec{Shutdown: true}
+	s.Create(lifecycle)
+
+	ctest.AssertResource(s, sink.ApplyStatusID(sink.KindLifecycle, "gone"), func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal("Node not found", as.TypedSpec().Value.GetError())
+		a.Zero(as.TypedSpec().Value.GetConsecutiveFailures())
+	})
+
+	assert.Empty(t, client.Actions())
+}
