@@ -3,7 +3,6 @@ package talos
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -11,15 +10,12 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/task"
 	"github.com/siderolabs/gen/optional"
-	"github.com/siderolabs/talos/pkg/machinery/client"
-	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -67,62 +63,15 @@ func (ctrl *ControllerManagerConfigSourceController) Outputs() []controller.Outp
 	return []controller.Output{{Type: talos.ControllerManagerConfigType, Kind: controller.OutputExclusive}}
 }
 
-// cmcFacts is one read of one machine; spec is nil when the machine has no ControllerManagerConfig.
-type cmcFacts struct {
-	spec *specs.ControllerManagerConfigSpec
-	name string
-	ip   string
-}
-
-type cmcReader struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	ip     string
-}
-
 // Run implements controller.Controller interface.
 func (ctrl *ControllerManagerConfigSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	opts := ctrl.options()
-	updates := make(chan cmcFacts, 16)
-	readers := map[string]*cmcReader{}
+	readers := newNodeWorkers[cmcFacts, cmcReaderSpec](logger, 16, "")
 
-	defer func() {
-		for _, rd := range readers {
-			rd.cancel()
-			<-rd.done
-		}
-	}()
-
-	pacer := newPassPacer()
-	defer pacer.stop()
-
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.EventCh():
-			pacer.changed()
-		case <-pacer.due():
-			if !pacer.start() {
-				continue
-			}
-
-			if err := ctrl.reconcileReaders(ctx, r, logger, readers, updates, opts); err != nil {
-				return err
-			}
-
-			r.ResetRestartBackoff()
-			pacer.finish()
-		case f := <-updates:
-			if rd, ok := readers[f.name]; !ok || rd.ip != f.ip {
-				continue // a reader that was stopped meanwhile
-			}
-
-			if err := writeControllerManagerConfig(ctx, r, f); err != nil {
-				return err
-			}
-		}
-	}
+	return readers.run(ctx, r,
+		func(ctx context.Context) error { return ctrl.reconcileReaders(ctx, r, readers, opts) },
+		func(ctx context.Context, f cmcFacts) error { return writeControllerManagerConfig(ctx, r, f) },
+	)
 }
 
 func (ctrl *ControllerManagerConfigSourceController) options() ControllerManagerConfigSourceOptions {
@@ -150,8 +99,7 @@ func (ctrl *ControllerManagerConfigSourceController) options() ControllerManager
 // reconcileReaders reads every control-plane Node's machine, restarts the reader of a Node whose IP
 // changed, and forgets the facts of Nodes that are gone or no longer control-plane Nodes.
 func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
-	ctx context.Context, r controller.Runtime, logger *zap.Logger,
-	readers map[string]*cmcReader, updates chan<- cmcFacts, opts ControllerManagerConfigSourceOptions,
+	ctx context.Context, r controller.Runtime, readers *nodeWorkers[cmcFacts, cmcReaderSpec], opts ControllerManagerConfigSourceOptions,
 ) error {
 	preferIPv6 := false
 
@@ -169,7 +117,7 @@ func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
 		return fmt.Errorf("failed to list nodes: %w", err)
 	}
 
-	wanted := map[string]string{}
+	wanted := map[task.ID]cmcReaderSpec{}
 
 	for n := range nodes.All() {
 		spec := n.TypedSpec().Value
@@ -179,153 +127,30 @@ func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
 		}
 
 		if ips, _ := nodeaddress.NodeIPs(spec, "", preferIPv6); len(ips) > 0 {
-			wanted[n.Metadata().ID()] = ips[0].String()
+			ref := machineRef{node: n.Metadata().ID(), ip: ips[0].String()}
+			wanted[ref.node] = cmcReaderSpec{cosi: ctrl.COSI, machineRef: ref, opts: opts}
 		}
 	}
 
-	for name, rd := range readers {
-		if wanted[name] == rd.ip {
-			continue
-		}
-
-		rd.cancel()
-		<-rd.done
-		delete(readers, name)
+	if !readers.reconcile(ctx, wanted) {
+		return nil
 	}
 
-	for name, ip := range wanted {
-		if _, ok := readers[name]; ok {
-			continue
-		}
-
-		rctx, cancel := context.WithCancel(ctx)
-		rd := &cmcReader{cancel: cancel, done: make(chan struct{}), ip: ip}
-		readers[name] = rd
-
-		go func() {
-			defer close(rd.done)
-
-			ctrl.read(rctx, logger, name, ip, updates, opts)
-		}()
-	}
-
-	list, err := safe.ReaderListAll[*talos.ControllerManagerConfig](ctx, r)
-	if err != nil {
-		return fmt.Errorf("failed to list controller manager configs: %w", err)
-	}
-
-	for res := range list.All() {
-		if _, ok := readers[res.Metadata().ID()]; ok {
-			continue
-		}
-
-		if err = r.Destroy(ctx, res.Metadata()); err != nil && !state.IsNotFoundError(err) {
-			return fmt.Errorf("failed to destroy controller manager config %q: %w", res.Metadata().ID(), err)
-		}
-	}
-
-	return nil
-}
-
-// read reads one machine's ControllerManagerConfig now and every Refresh, backing off after failures,
-// until ctx is cancelled.
-func (ctrl *ControllerManagerConfigSourceController) read(
-	ctx context.Context, logger *zap.Logger, name, ip string, updates chan<- cmcFacts, opts ControllerManagerConfigSourceOptions,
-) {
-	backoff := opts.RetryMin
-
-	for {
-		spec, err := ctrl.get(ctx, ip, opts.CallTimeout)
-
-		wait := opts.Refresh/2 + rand.N(opts.Refresh/2+1)
-
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-
-			logger.Debug("failed to read controller manager config", zap.String("node", name), zap.String("ip", ip), zap.Error(err))
-
-			wait = backoff/2 + rand.N(backoff/2+1)
-			backoff = min(backoff*2, opts.RetryMax)
-		} else {
-			backoff = opts.RetryMin
-
-			select {
-			case updates <- cmcFacts{spec: spec, name: name, ip: ip}:
-			case <-ctx.Done():
-				return
-			}
-		}
-
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
-}
-
-// get reads the ControllerManagerConfig of the machine at ip; nil when it has none.
-func (ctrl *ControllerManagerConfigSourceController) get(ctx context.Context, ip string, timeout time.Duration) (*specs.ControllerManagerConfigSpec, error) {
-	ctx, cancel := context.WithTimeout(client.WithNode(ctx, ip), timeout)
-	defer cancel()
-
-	res, err := ctrl.COSI.Get(ctx, k8s.NewControllerManagerConfig().Metadata())
-
-	switch {
-	case err == nil:
-		metrics.TalosCalls.WithLabelValues("get", k8s.ControllerManagerConfigType, "ok").Inc()
-	case state.IsNotFoundError(err):
-		metrics.TalosCalls.WithLabelValues("get", k8s.ControllerManagerConfigType, "not_found").Inc()
-
-		return nil, nil
-	default:
-		metrics.TalosCalls.WithLabelValues("get", k8s.ControllerManagerConfigType, "error").Inc()
-
-		return nil, fmt.Errorf("failed to read controller manager config: %w", err)
-	}
-
-	typed, ok := res.(*k8s.ControllerManagerConfig)
-	if !ok {
-		return nil, fmt.Errorf("unexpected resource %T for the controller manager config", res)
-	}
-
-	return controllerManagerConfigFacts(typed.TypedSpec(), ip), nil
-}
-
-// controllerManagerConfigFacts converts Talos's ControllerManagerConfig into a ControllerManagerConfigSpec,
-// bounded like every fact from a machine.
-func controllerManagerConfigFacts(cmc *k8s.ControllerManagerConfigSpec, ip string) *specs.ControllerManagerConfigSpec {
-	out := &specs.ControllerManagerConfigSpec{NodeIp: ip}
-
-	for _, c := range cmc.PodCIDRs[:min(len(cmc.PodCIDRs), 4)] {
-		if len(c) <= maxFieldLength {
-			out.PodCidrs = append(out.PodCidrs, clean(c))
-		}
-	}
-
-	for _, c := range cmc.ServiceCIDRs[:min(len(cmc.ServiceCIDRs), 4)] {
-		if len(c) <= maxFieldLength {
-			out.ServiceCidrs = append(out.ServiceCidrs, clean(c))
-		}
-	}
-
-	return out
+	return readers.forgetStale(ctx, r, talos.NewControllerManagerConfig(talos.NamespaceName, "").Metadata())
 }
 
 // writeControllerManagerConfig mirrors one read; the observed time moves only when a fact changes.
 func writeControllerManagerConfig(ctx context.Context, r controller.Runtime, f cmcFacts) error {
 	if f.spec == nil {
-		err := r.Destroy(ctx, talos.NewControllerManagerConfig(talos.NamespaceName, f.name).Metadata())
+		err := r.Destroy(ctx, talos.NewControllerManagerConfig(talos.NamespaceName, f.node).Metadata())
 		if err != nil && !state.IsNotFoundError(err) {
-			return fmt.Errorf("failed to destroy controller manager config %q: %w", f.name, err)
+			return fmt.Errorf("failed to destroy controller manager config %q: %w", f.node, err)
 		}
 
 		return nil
 	}
 
-	err := safe.WriterModify(ctx, r, talos.NewControllerManagerConfig(talos.NamespaceName, f.name), func(res *talos.ControllerManagerConfig) error {
+	err := safe.WriterModify(ctx, r, talos.NewControllerManagerConfig(talos.NamespaceName, f.node), func(res *talos.ControllerManagerConfig) error {
 		previous := res.TypedSpec().Value
 		next := proto.CloneOf(f.spec)
 		next.Observed = previous.GetObserved()
@@ -339,7 +164,7 @@ func writeControllerManagerConfig(ctx context.Context, r controller.Runtime, f c
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("failed to write controller manager config %q: %w", f.name, err)
+		return fmt.Errorf("failed to write controller manager config %q: %w", f.node, err)
 	}
 
 	return nil

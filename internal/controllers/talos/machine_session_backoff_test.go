@@ -38,13 +38,10 @@ func TestSessionBackoffCapped(t *testing.T) {
 	)
 
 	updates := make(chan machineFacts, attempts)
-	s := &machineSession{
-		probe:   newProbeWish(false),
-		cosi:    unreachableState{State: state.WrapCore(namespaced.NewState(inmem.Build))},
-		updates: updates,
-		logger:  zaptest.NewLogger(t),
-		name:    "m1",
-		ip:      "10.0.0.5",
+	spec := machineSessionSpec{
+		probe:      newProbeWish(false),
+		cosi:       unreachableState{State: state.WrapCore(namespaced.NewState(inmem.Build))},
+		machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
 		opts: sessionOptions{
 			CallTimeout:     time.Second,
 			RetryMin:        retryFloor,
@@ -55,17 +52,15 @@ func TestSessionBackoffCapped(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
+	done := make(chan error)
 
 	go func() {
-		defer close(done)
-
-		s.run(ctx)
+		done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: updates, logger: zaptest.NewLogger(t)})
 	}()
 
 	defer func() {
 		cancel()
-		<-done
+		require.NoError(t, <-done, "a session returns only when its context ends, with no error for pkg/task to restart it on")
 	}()
 
 	// Every failed session reports the machine unreachable once: the gaps between reports are the waits.

@@ -77,13 +77,10 @@ func TestSessionRefreshOnlyWithoutWatch(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 
-			s := &machineSession{
-				probe:   newProbeWish(false),
-				cosi:    st,
-				updates: updates,
-				logger:  zaptest.NewLogger(t),
-				name:    "m1",
-				ip:      "10.0.0.5",
+			spec := machineSessionSpec{
+				probe:      newProbeWish(false),
+				cosi:       st,
+				machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
 				opts: sessionOptions{
 					CallTimeout:     5 * time.Second,
 					RetryMin:        time.Second,
@@ -93,12 +90,10 @@ func TestSessionRefreshOnlyWithoutWatch(t *testing.T) {
 				},
 			}
 
-			done := make(chan struct{})
+			done := make(chan error)
 
 			go func() {
-				defer close(done)
-
-				s.run(ctx)
+				done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: updates, logger: zaptest.NewLogger(t)})
 			}()
 
 			// The first read, then ten refresh periods.
@@ -113,7 +108,7 @@ func TestSessionRefreshOnlyWithoutWatch(t *testing.T) {
 			}
 
 			cancel()
-			<-done
+			require.NoError(t, <-done)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/task"
 	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -71,60 +72,15 @@ func (ctrl *MachineSourceController) Outputs() []controller.Output {
 // clusters, see passPacer).
 const reconcileInterval = 250 * time.Millisecond
 
-type runningSession struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	probe  *probeWish
-	ip     string
-}
-
 // Run implements controller.Controller interface.
 func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	opts := ctrl.sessionOptions()
-	updates := make(chan machineFacts, 1024)
-	sessions := map[string]*runningSession{}
+	sessions := newNodeWorkers[machineFacts, machineSessionSpec](logger, 1024, "talos_facts")
 
-	defer func() {
-		for _, s := range sessions {
-			s.cancel()
-			<-s.done
-		}
-	}()
-
-	pacer := newPassPacer()
-	defer pacer.stop()
-
-	// cleaned is set once stale facts were looked for in this run.
-	cleaned := false
-
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.EventCh():
-			pacer.changed()
-		case <-pacer.due():
-			if !pacer.start() {
-				continue
-			}
-
-			if err := ctrl.reconcileSessions(ctx, r, logger, sessions, updates, opts, &cleaned); err != nil {
-				return err
-			}
-
-			pacer.finish()
-		case f := <-updates:
-			metrics.QueueLength.WithLabelValues("talos_facts").Set(float64(len(updates)))
-
-			if s, ok := sessions[f.name]; !ok || s.ip != f.ip {
-				continue // a session that was stopped meanwhile
-			}
-
-			if err := writeFacts(ctx, r, f); err != nil {
-				return err
-			}
-		}
-	}
+	return sessions.run(ctx, r,
+		func(ctx context.Context) error { return ctrl.reconcileSessions(ctx, r, logger, sessions, opts) },
+		func(ctx context.Context, f machineFacts) error { return writeFacts(ctx, r, f) },
+	)
 }
 
 func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
@@ -157,11 +113,11 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 	return opts
 }
 
-// reconcileSessions starts a session for every Node with an IP, restarts those whose IP changed, and stops
+// reconcileSessions runs a session for every Node with an IP, restarts those whose IP changed, and stops
 // (and forgets the facts of) those whose Node is gone.
 func (ctrl *MachineSourceController) reconcileSessions(
 	ctx context.Context, r controller.Runtime, logger *zap.Logger,
-	sessions map[string]*runningSession, updates chan<- machineFacts, opts sessionOptions, cleaned *bool,
+	sessions *nodeWorkers[machineFacts, machineSessionSpec], opts sessionOptions,
 ) error {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
@@ -177,8 +133,7 @@ func (ctrl *MachineSourceController) reconcileSessions(
 		return fmt.Errorf("failed to list nodes: %w", err)
 	}
 
-	wanted := make(map[string]string, nodes.Len())
-	notReady := map[string]bool{}
+	wanted := make(map[task.ID]machineSessionSpec, nodes.Len())
 
 	for n := range nodes.All() {
 		if n.Metadata().Phase() != resource.PhaseRunning {
@@ -192,87 +147,45 @@ func (ctrl *MachineSourceController) reconcileSessions(
 			continue
 		}
 
-		wanted[n.Metadata().ID()] = ips[0].String()
-		notReady[n.Metadata().ID()] = !n.TypedSpec().Value.GetReady()
+		ref := machineRef{node: n.Metadata().ID(), ip: ips[0].String()}
+		wanted[ref.node] = ctrl.sessionSpec(sessions, ref, !n.TypedSpec().Value.GetReady(), opts)
 	}
 
-	stopped := false
+	stale := sessions.reconcile(ctx, wanted)
 
-	for name, s := range sessions {
-		if wanted[name] == s.ip {
-			continue
-		}
-
-		s.cancel()
-		<-s.done
-		delete(sessions, name)
-
-		stopped = true
-	}
-
-	for name, ip := range wanted {
-		if s, ok := sessions[name]; ok {
-			s.probe.set(notReady[name])
-
-			continue
-		}
-
-		sctx, cancel := context.WithCancel(ctx)
-		s := &runningSession{cancel: cancel, done: make(chan struct{}), ip: ip, probe: newProbeWish(notReady[name])}
-		sessions[name] = s
-
-		session := &machineSession{cosi: ctrl.COSI, updates: updates, logger: logger, name: name, ip: ip, opts: opts, probe: s.probe}
-
-		go func() {
-			defer close(s.done)
-
-			session.run(sctx)
-		}()
-	}
-
-	metrics.TalosSessions.Set(float64(len(sessions)))
+	metrics.TalosSessions.Set(float64(len(wanted)))
 
 	// Facts outlive their session only when a Node went away (or before the first pass, from a previous
 	// run of this controller): looking for them costs a read of every fact, so only then.
-	if !stopped && *cleaned {
+	if !stale {
 		return nil
 	}
 
-	*cleaned = true
-
-	return ctrl.forgetStale(ctx, r, sessions)
-}
-
-// forgetStale destroys the facts of machines that have no session any more.
-func (ctrl *MachineSourceController) forgetStale(ctx context.Context, r controller.Runtime, sessions map[string]*runningSession) error {
-	for _, kind := range []resource.Kind{
+	return sessions.forgetStale(ctx, r,
 		talos.NewPlatformMetadata(talos.NamespaceName, "").Metadata(),
 		talos.NewMachineAddresses(talos.NamespaceName, "").Metadata(),
 		talos.NewMachineStatus(talos.NamespaceName, "").Metadata(),
-	} {
-		list, err := r.List(ctx, kind)
-		if err != nil {
-			return fmt.Errorf("failed to list %s: %w", kind.Type(), err)
-		}
+	)
+}
 
-		for _, res := range list.Items {
-			if _, ok := sessions[res.Metadata().ID()]; ok {
-				continue
-			}
+// sessionSpec is the spec of the session that reads ref's machine. A session running for the same ref keeps
+// its spec, and learns through its probe wish whether its Node is NotReady.
+func (ctrl *MachineSourceController) sessionSpec(
+	sessions *nodeWorkers[machineFacts, machineSessionSpec], ref machineRef, notReady bool, opts sessionOptions,
+) machineSessionSpec {
+	if running, ok := sessions.running(ref.node); ok && running.machineRef == ref {
+		running.probe.set(notReady)
 
-			if err = r.Destroy(ctx, res.Metadata()); err != nil && !state.IsNotFoundError(err) {
-				return fmt.Errorf("failed to destroy %s %q: %w", kind.Type(), res.Metadata().ID(), err)
-			}
-		}
+		return running
 	}
 
-	return nil
+	return machineSessionSpec{probe: newProbeWish(notReady), cosi: ctrl.COSI, machineRef: ref, opts: opts}
 }
 
 // writeFacts mirrors what a session learned into the resources of its machine.
 func writeFacts(ctx context.Context, r controller.Runtime, f machineFacts) error {
 	if f.platform != nil {
-		if err := safe.WriterModify(ctx, r, talos.NewPlatformMetadata(talos.NamespaceName, f.name), func(res *talos.PlatformMetadata) error {
+		if err := safe.WriterModify(ctx, r, talos.NewPlatformMetadata(talos.NamespaceName, f.node), func(res *talos.PlatformMetadata) error {
 			// The observed time moves only when a fact changes, so a re-read that finds nothing new writes nothing.
 			previous := res.TypedSpec().Value
 			next := proto.CloneOf(f.platform)
@@ -286,22 +199,22 @@ func writeFacts(ctx context.Context, r controller.Runtime, f machineFacts) error
 
 			return nil
 		}); err != nil {
-			return fmt.Errorf("failed to write platform metadata of %q: %w", f.name, err)
+			return fmt.Errorf("failed to write platform metadata of %q: %w", f.node, err)
 		}
 	}
 
 	if f.addresses != nil {
-		if err := safe.WriterModify(ctx, r, talos.NewMachineAddresses(talos.NamespaceName, f.name), func(res *talos.MachineAddresses) error {
+		if err := safe.WriterModify(ctx, r, talos.NewMachineAddresses(talos.NamespaceName, f.node), func(res *talos.MachineAddresses) error {
 			res.TypedSpec().Value = f.addresses
 
 			return nil
 		}); err != nil {
-			return fmt.Errorf("failed to write addresses of %q: %w", f.name, err)
+			return fmt.Errorf("failed to write addresses of %q: %w", f.node, err)
 		}
 	}
 
 	if f.status != nil {
-		if err := safe.WriterModify(ctx, r, talos.NewMachineStatus(talos.NamespaceName, f.name), func(res *talos.MachineStatus) error {
+		if err := safe.WriterModify(ctx, r, talos.NewMachineStatus(talos.NamespaceName, f.node), func(res *talos.MachineStatus) error {
 			next := f.status
 
 			// An unreachable machine keeps its last known stage and identity.
@@ -317,7 +230,7 @@ func writeFacts(ctx context.Context, r controller.Runtime, f machineFacts) error
 
 			return nil
 		}); err != nil {
-			return fmt.Errorf("failed to write machine status of %q: %w", f.name, err)
+			return fmt.Errorf("failed to write machine status of %q: %w", f.node, err)
 		}
 	}
 

@@ -1,0 +1,96 @@
+package talos
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+)
+
+// otherMachineError says that the machine answering at the session's address is not the session's Node:
+// it names itself another node, or none.
+type otherMachineError struct {
+	ip, node, nodename string
+}
+
+func (e *otherMachineError) Error() string {
+	return talos.OtherMachineReason(e.ip, e.node, e.nodename, true)
+}
+
+// readIdentity reads the Kubernetes node name the machine says it is, and fails with an
+// otherMachineError unless it is the session's Node.
+func (s *machineSession) readIdentity(ctx context.Context) error {
+	res, err := s.get(ctx, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
+	if err != nil {
+		return fmt.Errorf("failed to read the machine's node name: %w", err)
+	}
+
+	nodename := ""
+
+	if typed, ok := res.(*k8s.Nodename); ok {
+		nodename = typed.TypedSpec().Nodename
+	}
+
+	if nodename != s.node {
+		return &otherMachineError{ip: s.ip, node: s.node, nodename: clean(nodename[:min(len(nodename), maxFieldLength)])}
+	}
+
+	return nil
+}
+
+// readPlatform reads PlatformMetadata and SystemInformation (either may be absent) of the machine that
+// said it is the session's Node.
+func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetadataSpec, error) {
+	var (
+		pm *runtime.PlatformMetadataSpec
+		si *hardware.SystemInformationSpec
+	)
+
+	res, err := s.get(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("failed to read platform metadata: %w", err)
+	}
+
+	if typed, ok := res.(*runtime.PlatformMetadata); ok {
+		pm = typed.TypedSpec()
+	}
+
+	res, err = s.get(ctx, hardware.NewSystemInformation(hardware.SystemInformationID).Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("failed to read system information: %w", err)
+	}
+
+	if typed, ok := res.(*hardware.SystemInformation); ok {
+		si = typed.TypedSpec()
+	}
+
+	facts := platformFacts(pm, si, s.ip)
+	facts.Nodename = s.node
+
+	return facts, nil
+}
+
+// readStage reads the machine's stage; a machine without MachineStatus has none.
+func (s *machineSession) readStage(ctx context.Context) (string, error) {
+	res, err := s.get(ctx, runtime.NewMachineStatus().Metadata())
+	if err != nil {
+		return "", fmt.Errorf("failed to read machine status: %w", err)
+	}
+
+	if ms, ok := res.(*runtime.MachineStatus); ok {
+		return stageName(ms.TypedSpec()), nil
+	}
+
+	return "", nil
+}
+
+// get reads one resource of the machine with a deadline; a resource the machine does not have is nil.
+func (s *machineSession) get(ctx context.Context, ptr resource.Pointer) (resource.Resource, error) {
+	return getResource(ctx, s.cosi, ptr, s.opts.CallTimeout)
+}

@@ -1,0 +1,254 @@
+package talos_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+	talosruntime "github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/stretchr/testify/assert"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+// startMachineSource runs the Talos source over api.
+func startMachineSource(t *testing.T, api *talosAPI, opts talosctrl.MachineSourceOptions) *ctest.Suite {
+	t.Helper()
+
+	s := ctest.New(t)
+	s.Register(&talosctrl.MachineSourceController{COSI: api, Options: opts})
+	s.Start()
+	s.Create(activeConfig())
+
+	return s
+}
+
+func activeConfig() *config.Config {
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = &specs.ConfigSpec{ClusterName: "c1", Source: "test"}
+
+	return cfg
+}
+
+func kubeNode(name, ip string, ready bool, labels map[string]string) *kube.KubeNode {
+	kn := kube.NewKubeNode(kube.NamespaceName, name)
+	kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.Now(), Ready: ready, Labels: labels}
+
+	return kn
+}
+
+func simMachine(name, ip string) talossim.Machine {
+	return talossim.Machine{
+		Name: name, Platform: "hcloud", Zone: "fsn1-dc14", ProviderID: "hcloud://42",
+		Addresses: []talossim.Address{{LinkName: "eth0", Prefix: netip.MustParsePrefix(ip + "/24")}},
+		System:    talossim.SystemInfo{UUID: "uuid-" + name},
+	}
+}
+
+func addressList(ma *talos.MachineAddresses) []string {
+	var out []string
+	for _, a := range ma.TypedSpec().Value.GetAddresses() {
+		out = append(out, a.GetAddress())
+	}
+
+	return out
+}
+
+// TestMachineSourceMirrorsTheNodesMachine checks that the machine that names itself a Node has its facts
+// filed under the Node, kept current by its watches, and forgotten with the Node.
+func TestMachineSourceMirrorsTheNodesMachine(t *testing.T) {
+	api := newTalosAPI()
+	machine := api.add(t, "10.0.0.5", simMachine("w1", "10.0.0.5"))
+
+	s := startMachineSource(t, api, talosctrl.MachineSourceOptions{})
+	s.Create(kubeNode("w1", "10.0.0.5", true, nil))
+
+	ctest.AssertResource(s, "w1", func(pm *talos.PlatformMetadata, a *assert.Assertions) {
+		spec := pm.TypedSpec().Value
+		a.Equal("w1", spec.GetNodename())
+		a.Equal("hcloud://42", spec.GetProviderId())
+		a.Equal("uuid-w1", spec.GetUuid())
+		a.Equal("10.0.0.5", spec.GetNodeIp())
+	})
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		spec := ms.TypedSpec().Value
+		a.True(spec.GetReachable())
+		a.Equal("w1", spec.GetNodename())
+		a.True(spec.GetNodenameRead())
+		a.Equal("uuid-w1", spec.GetMachineUuid())
+		a.Equal(talosruntime.MachineStageRunning.String(), spec.GetStage())
+	})
+	ctest.AssertResource(s, "w1", func(ma *talos.MachineAddresses, a *assert.Assertions) {
+		a.Equal([]string{"10.0.0.5/24"}, addressList(ma))
+	})
+
+	// A new address and a new zone reach the facts through the watches.
+	added := netip.MustParsePrefix("10.0.1.5/24")
+	modifyMachine(t, machine, network.NewAddressStatus(network.NamespaceName, network.AddressID("eth1", added)), func(r *network.AddressStatus) error {
+		r.TypedSpec().Address = added
+		r.TypedSpec().LinkName = "eth1"
+		r.TypedSpec().Family = nethelpers.FamilyInet4
+		r.TypedSpec().Scope = nethelpers.ScopeGlobal
+
+		return nil
+	})
+	modifyMachine(t, machine, talosruntime.NewPlatformMetadataSpec(talosruntime.NamespaceName, talosruntime.PlatformMetadataID), func(r *talosruntime.PlatformMetadata) error {
+		r.TypedSpec().Zone = "nbg1-dc3"
+
+		return nil
+	})
+
+	ctest.AssertResource(s, "w1", func(ma *talos.MachineAddresses, a *assert.Assertions) {
+		a.Equal([]string{"10.0.0.5/24", "10.0.1.5/24"}, addressList(ma))
+	})
+	ctest.AssertResource(s, "w1", func(pm *talos.PlatformMetadata, a *assert.Assertions) {
+		a.Equal("nbg1-dc3", pm.TypedSpec().Value.GetZone())
+		a.Equal("uuid-w1", pm.TypedSpec().Value.GetUuid(), "SystemInformation kept")
+	})
+
+	// The Node goes away: so do its facts.
+	ctest.Destroy[*kube.KubeNode](s, "w1")
+	ctest.AssertNoResource[*talos.PlatformMetadata](s, "w1")
+	ctest.AssertNoResource[*talos.MachineAddresses](s, "w1")
+	ctest.AssertNoResource[*talos.MachineStatus](s, "w1")
+}
+
+// TestMachineSourceFilesNothingFromAnotherMachine checks the identity binding: a machine that names itself
+// another node gives the Node nothing but a MachineStatus that says so, and is asked again until it names
+// the Node.
+func TestMachineSourceFilesNothingFromAnotherMachine(t *testing.T) {
+	api := newTalosAPI()
+	machine := api.add(t, "10.0.0.6", simMachine("w3", "10.0.0.6"))
+
+	s := startMachineSource(t, api, talosctrl.MachineSourceOptions{RetryMax: time.Second})
+	s.Create(kubeNode("w2", "10.0.0.6", true, nil))
+
+	ctest.AssertResource(s, "w2", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		spec := ms.TypedSpec().Value
+		a.True(spec.GetReachable())
+		a.Equal("w3", spec.GetNodename())
+		a.True(spec.GetNodenameRead())
+		a.Contains(spec.GetLastError(), "w3")
+		a.Empty(spec.GetMachineUuid())
+	})
+	ctest.AssertNoResource[*talos.PlatformMetadata](s, "w2")
+	ctest.AssertNoResource[*talos.MachineAddresses](s, "w2")
+
+	// The machine names itself the Node: its facts are filed at the next retry.
+	modifyMachine(t, machine, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID), func(r *k8s.Nodename) error {
+		r.TypedSpec().Nodename = "w2"
+
+		return nil
+	})
+
+	ctest.AssertResource(s, "w2", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.Equal("w2", ms.TypedSpec().Value.GetNodename())
+		a.Empty(ms.TypedSpec().Value.GetLastError())
+	})
+	ctest.AssertResource(s, "w2", func(pm *talos.PlatformMetadata, a *assert.Assertions) {
+		a.Equal("uuid-w3", pm.TypedSpec().Value.GetUuid())
+	})
+}
+
+// TestMachineSourceReportsUnreachableMachine checks that a machine that does not answer is reported
+// unreachable, and its facts filed once it answers.
+func TestMachineSourceReportsUnreachableMachine(t *testing.T) {
+	api := newTalosAPI()
+
+	s := startMachineSource(t, api, talosctrl.MachineSourceOptions{RetryMax: time.Second})
+	s.Create(kubeNode("w1", "10.0.0.5", true, nil))
+
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.False(ms.TypedSpec().Value.GetReachable())
+		a.Contains(ms.TypedSpec().Value.GetLastError(), "connection refused")
+		a.Equal("10.0.0.5", ms.TypedSpec().Value.GetNodeIp())
+	})
+
+	api.add(t, "10.0.0.5", simMachine("w1", "10.0.0.5"))
+
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.True(ms.TypedSpec().Value.GetReachable())
+		a.Empty(ms.TypedSpec().Value.GetLastError())
+	})
+}
+
+// TestMachineSourceFollowsNewIP checks that a Node whose IP changed has its machine read again at the new
+// one.
+func TestMachineSourceFollowsNewIP(t *testing.T) {
+	api := newTalosAPI()
+	api.add(t, "10.0.0.5", simMachine("w1", "10.0.0.5"))
+
+	s := startMachineSource(t, api, talosctrl.MachineSourceOptions{})
+	s.Create(kubeNode("w1", "10.0.0.5", true, nil))
+
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.True(ms.TypedSpec().Value.GetReachable())
+		a.Equal("10.0.0.5", ms.TypedSpec().Value.GetNodeIp())
+	})
+
+	api.add(t, "10.0.0.7", simMachine("w1", "10.0.0.7"))
+	ctest.Modify(s, kube.NewKubeNode(kube.NamespaceName, "w1"), func(kn *kube.KubeNode) error {
+		kn.TypedSpec().Value.ProvidedNodeIps = []string{"10.0.0.7"}
+
+		return nil
+	})
+
+	ctest.AssertResource(s, "w1", func(ma *talos.MachineAddresses, a *assert.Assertions) {
+		a.Equal("10.0.0.7", ma.TypedSpec().Value.GetNodeIp())
+		a.Equal([]string{"10.0.0.7/24"}, addressList(ma))
+	})
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.True(ms.TypedSpec().Value.GetReachable())
+		a.Equal("10.0.0.7", ms.TypedSpec().Value.GetNodeIp())
+	})
+}
+
+// TestMachineSourceProbesNotReadyNode checks that the machine of a NotReady Node is asked for its stage,
+// which no watch follows.
+func TestMachineSourceProbesNotReadyNode(t *testing.T) {
+	api := newTalosAPI()
+	machine := api.add(t, "10.0.0.5", simMachine("w1", "10.0.0.5"))
+
+	s := startMachineSource(t, api, talosctrl.MachineSourceOptions{ProbeInterval: 50 * time.Millisecond})
+	s.Create(kubeNode("w1", "10.0.0.5", true, nil))
+
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.Equal(talosruntime.MachineStageRunning.String(), ms.TypedSpec().Value.GetStage())
+	})
+
+	modifyMachine(t, machine, talosruntime.NewMachineStatus(), func(r *talosruntime.MachineStatus) error {
+		r.TypedSpec().Stage = talosruntime.MachineStageShuttingDown
+
+		return nil
+	})
+	ctest.Modify(s, kube.NewKubeNode(kube.NamespaceName, "w1"), func(kn *kube.KubeNode) error {
+		kn.TypedSpec().Value.Ready = false
+
+		return nil
+	})
+
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.Equal(talosruntime.MachineStageShuttingDown.String(), ms.TypedSpec().Value.GetStage())
+		a.True(ms.TypedSpec().Value.GetReachable())
+	})
+
+	// The machine stops answering while its Node is NotReady: the next probe says so.
+	api.mu.Lock()
+	delete(api.machines, "10.0.0.5")
+	api.mu.Unlock()
+
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.False(ms.TypedSpec().Value.GetReachable())
+		a.Equal(talosruntime.MachineStageShuttingDown.String(), ms.TypedSpec().Value.GetStage(), "the last known stage is kept")
+	})
+}
