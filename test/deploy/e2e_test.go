@@ -2,6 +2,8 @@ package deploy_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // forbiddenRecorder records the requests the apiserver refused with 403 Forbidden.
@@ -97,11 +100,11 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 	// be refused while the authorizer's caches catch up.
 	probe, err := kubernetes.NewForConfig(impersonate(env.Config, user, namespace))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := probe.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{Limit: 1})
+	testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, user+" may list Nodes", func(ctx context.Context) error {
+		_, err := probe.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 
-		return err == nil
-	}, 20*time.Second, 100*time.Millisecond)
+		return err
+	})
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -139,46 +142,62 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 
 	kubelets := startKubelets(t, env.Config, machines)
 
+	// One deadline for the Nodes and the certificate requests; a request refused fails the test at once.
 	deadline := time.Now().Add(90 * time.Second)
+	machineNames := make([]string, 0, len(machines))
 
 	for _, m := range machines {
-		for {
-			n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), m.Name, metav1.GetOptions{})
-			if err == nil && initialized(n) {
-				assert.NotEmpty(t, n.Spec.ProviderID, m.Name)
-				assert.NotEmpty(t, n.Status.Addresses, m.Name)
+		machineNames = append(machineNames, m.Name)
+	}
 
-				break
+	testenv.Eventually(t, time.Until(deadline), 200*time.Millisecond, "Nodes initialized by talos-ccm running as "+user, func(ctx context.Context) error {
+		require.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
+
+		return testenv.Every(machineNames, func(name string) error {
+			n, err := env.Clientset().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
 
-			require.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
-			require.True(t, time.Now().Before(deadline), "node %s was not initialized by talos-ccm running as %s", m.Name, user)
-			time.Sleep(200 * time.Millisecond)
-		}
+			if !initialized(n) {
+				return errors.New("not initialized")
+			}
+
+			return nil
+		})
+	})
+
+	for _, name := range machineNames {
+		n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.NotEmpty(t, n.Spec.ProviderID, name)
+		assert.NotEmpty(t, n.Status.Addresses, name)
 	}
 
 	// Every kubelet's serving certificate request is approved: `approve` on the kubelet-serving signer is
 	// checked by the apiserver's admission for the requester of the approval, here the chart's account.
-	for _, m := range machines {
-		var times talossim.NodeTimes
+	requests := map[string]string{}
 
-		for times.CSRName == "" {
-			times, _ = kubelets.Times(m.Name)
-
-			require.True(t, time.Now().Before(deadline), "the kubelet of %s submitted no certificate request", m.Name)
-			time.Sleep(100 * time.Millisecond)
+	t.Cleanup(func() {
+		for _, name := range requests {
+			env.Clientset().CertificatesV1().CertificateSigningRequests().Delete(context.Background(), name, metav1.DeleteOptions{}) //nolint:errcheck
 		}
+	})
 
-		t.Cleanup(func() {
-			env.Clientset().CertificatesV1().CertificateSigningRequests().Delete(context.Background(), times.CSRName, metav1.DeleteOptions{}) //nolint:errcheck
+	testenv.Eventually(t, time.Until(deadline), 100*time.Millisecond, "certificate requests approved by talos-ccm running as "+user, func(ctx context.Context) error {
+		require.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
+
+		return testenv.Every(machineNames, func(name string) error {
+			times, _ := kubelets.Times(name)
+			if times.CSRName == "" {
+				return errors.New("no certificate request")
+			}
+
+			requests[name] = times.CSRName
+
+			return csrApproved(ctx, t, env.Clientset(), times.CSRName)
 		})
-
-		for !csrApproved(t, env.Clientset(), times.CSRName) {
-			require.Empty(t, recorder.requests(), "talos-ccm's requests refused by the chart's RBAC")
-			require.True(t, time.Now().Before(deadline), "the certificate request of %s was not approved by talos-ccm running as %s", m.Name, user)
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	})
 
 	// talos-ccm took the chart's Lease.
 	lease, err := env.Clientset().CoordinationV1().Leases(namespace).Get(t.Context(), args["--leader-elect-resource-name"], metav1.GetOptions{})
@@ -230,22 +249,25 @@ func startKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) 
 	return kubelets
 }
 
-// csrApproved reports whether the certificate request is approved, and fails the test if it is denied.
-func csrApproved(t *testing.T, client kubernetes.Interface, name string) bool {
+// csrApproved returns nil when the certificate request is approved, an error while it is pending, and fails
+// the test if it is denied.
+func csrApproved(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) error {
 	t.Helper()
 
-	csr, err := client.CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err)
+	csr, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
 
 	for _, c := range csr.Status.Conditions {
 		require.NotEqual(t, certificatesv1.CertificateDenied, c.Type, "certificate request %s denied: %s", name, c.Message)
 
 		if c.Type == certificatesv1.CertificateApproved {
-			return true
+			return nil
 		}
 	}
 
-	return false
+	return fmt.Errorf("request %s pending", name)
 }
 
 func initialized(n *corev1.Node) bool {

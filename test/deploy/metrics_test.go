@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -137,7 +138,9 @@ func checkSecureMetrics(t *testing.T, env *testenv.Env, namespace, metricsAddr, 
 		Timeout:   10 * time.Second,
 	}
 
-	get := func(url, token string) int {
+	// status returns the status of a GET of url with the token (none when ""); 0 with the error while
+	// talos-ccm is not serving yet.
+	status := func(url, token string) (int, error) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 		require.NoError(t, err)
 
@@ -147,20 +150,42 @@ func checkSecureMetrics(t *testing.T, env *testenv.Env, namespace, metricsAddr, 
 
 		resp, err := client.Do(req)
 		if err != nil {
-			return 0 // not serving yet
+			return 0, err
 		}
 
 		require.NoError(t, resp.Body.Close())
 
-		return resp.StatusCode
+		return resp.StatusCode, nil
+	}
+
+	get := func(url, token string) int {
+		code, _ := status(url, token)
+
+		return code
+	}
+
+	// statusOK is a check that a GET of url with the token answers 200.
+	statusOK := func(url, token string) func(context.Context) error {
+		return func(context.Context) error {
+			code, err := status(url, token)
+			if err != nil {
+				return err
+			}
+
+			if code != http.StatusOK {
+				return fmt.Errorf("status %d", code)
+			}
+
+			return nil
+		}
 	}
 
 	metrics := "https://" + metricsAddr + "/metrics"
 
 	// talos-ccm starts serving, and the binding reaches the authorizer through its informers (talos-ccm
 	// caches a denial briefly).
-	require.Eventually(t, func() bool { return get(metrics, scraper) == http.StatusOK }, 30*time.Second, 200*time.Millisecond,
-		"the account bound to the metrics-reader ClusterRole reads /metrics")
+	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "the account bound to the metrics-reader ClusterRole reads /metrics",
+		statusOK(metrics, scraper))
 
 	assert.Equal(t, http.StatusForbidden, get(metrics, stranger), "an account without the role")
 	assert.Equal(t, http.StatusUnauthorized, get(metrics, ""), "no token")
@@ -169,6 +194,6 @@ func checkSecureMetrics(t *testing.T, env *testenv.Env, namespace, metricsAddr, 
 	assert.Equal(t, http.StatusOK, get("http://"+healthAddr+"/healthz", ""), "/healthz without a token")
 
 	// Readiness waits for the informers' caches, which may come after the first scrape.
-	assert.Eventually(t, func() bool { return get("http://"+healthAddr+"/readyz", "") == http.StatusOK }, 30*time.Second, 200*time.Millisecond,
-		"/readyz without a token")
+	assert.NoError(t, testenv.WaitFor(t.Context(), 30*time.Second, 200*time.Millisecond, "/readyz without a token",
+		statusOK("http://"+healthAddr+"/readyz", "")))
 }

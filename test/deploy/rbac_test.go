@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -190,8 +191,13 @@ func TestRBACGrantsWhatTheControllersNeed(t *testing.T) {
 			for _, a := range tc.allowed {
 				a = resolve(a)
 
-				require.Eventually(t, func() bool { return allowed(t, env, user, namespace, a) }, 20*time.Second, 100*time.Millisecond,
-					"%s may %s", user, a)
+				testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, fmt.Sprintf("%s may %s", user, a), func(context.Context) error {
+					if !allowed(t, env, user, namespace, a) {
+						return errors.New("denied")
+					}
+
+					return nil
+				})
 			}
 
 			for _, a := range tc.denied {
@@ -232,11 +238,11 @@ func TestRBACNodeDeletionIsRefusedUnlessEnabled(t *testing.T) {
 			node := createNode(t, env, "rbac-delete-"+tc.name)
 
 			// Reading Nodes is granted in both cases: wait for it, so that the RBAC objects are in force.
-			require.Eventually(t, func() bool {
-				_, err := client.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+			testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, user+" may read Nodes", func(ctx context.Context) error {
+				_, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 
-				return err == nil
-			}, 20*time.Second, 100*time.Millisecond)
+				return err
+			})
 
 			err = client.CoreV1().Nodes().Delete(t.Context(), node, metav1.DeleteOptions{})
 			if tc.mayDelete {

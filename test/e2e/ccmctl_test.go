@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -31,6 +32,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // buildCcmctl builds the real ccmctl binary for the test.
@@ -395,11 +397,14 @@ func TestCcmctlOverMutualTLS(t *testing.T) {
 
 	var r result
 
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "a client with a certificate from the CA", func(context.Context) error {
 		r = runCcmctl(t, bin, "--endpoint", endpoint, "--tls-ca", path("ca.crt"), "--tls-cert", path("client.crt"), "--tls-key", path("client.key"), "get", "rd")
+		if r.code != 0 {
+			return fmt.Errorf("exit %d: %s", r.code, r.stderr)
+		}
 
-		return r.code == 0
-	}, 30*time.Second, 200*time.Millisecond, "a client with a certificate from the CA: %s", r.stderr)
+		return nil
+	})
 	assert.Contains(t, r.stdout, "nodetransforms.node.tccm.dev")
 
 	oneLineError(t, runCcmctl(t, bin, "--endpoint", endpoint, "--tls-ca", path("ca.crt"), "get", "rd"), "cannot reach talos-ccm at "+endpoint+": ")

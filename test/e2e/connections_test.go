@@ -1,11 +1,13 @@
 package e2e_test
 
 import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
@@ -45,15 +47,15 @@ func TestWritersOwnConnections(t *testing.T) {
 
 	// The kubelets submit their certificate requests once their Nodes are initialized; every client
 	// above has made a request once they are approved, with an Event each.
-	require.Eventually(t, func() bool {
-		for _, match := range clients {
-			if len(instance.writes.Connections(match)) == 0 {
-				return false
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "every client makes requests", func(context.Context) error {
+		return testenv.Every(slices.Sorted(maps.Keys(clients)), func(name string) error {
+			if len(instance.writes.Connections(clients[name])) == 0 {
+				return errors.New("no request")
 			}
-		}
 
-		return true
-	}, 30*time.Second, 100*time.Millisecond, "every client makes requests")
+			return nil
+		})
+	})
 
 	owner := map[string]string{}
 

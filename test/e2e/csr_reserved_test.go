@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // TestCSRReserved: rule 9 refuses the local host's names and addresses, and the apiserver's own IPs to a
@@ -34,12 +36,13 @@ func TestCSRReserved(t *testing.T) {
 	// after it starts serving); talos-ccm mirrors them.
 	var slice *discoveryv1.EndpointSlice
 
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the apiserver's own EndpointSlice", func(ctx context.Context) error {
 		var err error
 
-		slice, err = env.Clientset().DiscoveryV1().EndpointSlices("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
-		assert.NoError(c, err)
-	}, 30*time.Second, 100*time.Millisecond, "the apiserver's own EndpointSlice")
+		slice, err = env.Clientset().DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+
+		return err
+	})
 
 	var endpoints []string
 
@@ -52,11 +55,18 @@ func TestCSRReserved(t *testing.T) {
 
 	st := stateClient(t, socket)
 
-	require.Eventually(t, func() bool {
-		res, err := safe.StateGetByID[*kube.KubeAPIServer](t.Context(), st, kube.KubeAPIServerID)
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("the KubeAPIServer mirrors %v", endpoints), func(ctx context.Context) error {
+		res, err := safe.StateGetByID[*kube.KubeAPIServer](ctx, st, kube.KubeAPIServerID)
+		if err != nil {
+			return err
+		}
 
-		return err == nil && slices.Equal(endpoints, res.TypedSpec().Value.GetEndpointIps())
-	}, 30*time.Second, 100*time.Millisecond, "the KubeAPIServer mirrors %v", endpoints)
+		if got := res.TypedSpec().Value.GetEndpointIps(); !slices.Equal(endpoints, got) {
+			return fmt.Errorf("endpoints %v", got)
+		}
+
+		return nil
+	})
 
 	apiServerIP := endpoints[0]
 

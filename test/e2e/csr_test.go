@@ -11,6 +11,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
@@ -33,6 +35,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // servingRequest is a kubelet serving certificate request to submit.
@@ -121,95 +124,153 @@ func deleteCSR(name string) {
 	_ = env.Clientset().CertificatesV1().CertificateSigningRequests().Delete(context.Background(), name, metav1.DeleteOptions{})
 }
 
-// waitCSRDecided waits until the request is approved or denied and returns that condition.
+// waitCSRDecided waits until the request is approved or denied and returns that condition, or fails the
+// test after timeout.
 func waitCSRDecided(t *testing.T, name string, timeout time.Duration) certificatesv1.CertificateSigningRequestCondition {
 	t.Helper()
 
-	deadline := time.Now().Add(timeout)
-
-	for {
-		csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
-		require.NoError(t, err)
-
-		for _, c := range csr.Status.Conditions {
-			if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {
-				return c
-			}
-		}
-
-		if time.Now().After(deadline) {
-			t.Fatalf("certificate request %s (%s) not decided within %s", name, csr.Spec.Username, timeout)
-		}
-
-		time.Sleep(100 * time.Millisecond)
+	decided, err := csrDecision(t.Context(), name, timeout)
+	if err != nil {
+		t.Fatal(err)
 	}
+
+	return decided
+}
+
+// csrDecision waits until the request is approved or denied and returns that condition, or returns WaitFor's
+// error after timeout: it may be called from any goroutine.
+func csrDecision(ctx context.Context, name string, timeout time.Duration) (certificatesv1.CertificateSigningRequestCondition, error) {
+	var decided certificatesv1.CertificateSigningRequestCondition
+
+	err := testenv.WaitFor(ctx, timeout, 100*time.Millisecond, "certificate request "+name+" decided", func(ctx context.Context) error {
+		var err error
+
+		decided, err = decidedCondition(ctx, name)
+
+		return err
+	})
+
+	return decided, err
+}
+
+// errPending is what decidedCondition says of a request that is neither approved nor denied.
+var errPending = errors.New("pending")
+
+// decidedCondition returns the Approved or Denied condition of the request, or errPending (with the
+// requester) while it has neither.
+func decidedCondition(ctx context.Context, name string) (certificatesv1.CertificateSigningRequestCondition, error) {
+	csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return certificatesv1.CertificateSigningRequestCondition{}, err
+	}
+
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {
+			return c, nil
+		}
+	}
+
+	return certificatesv1.CertificateSigningRequestCondition{}, fmt.Errorf("%w, requested by %s", errPending, csr.Spec.Username)
 }
 
 // requirePending checks that the request stays pending for a while.
 func requirePending(t *testing.T, name string, during time.Duration) {
 	t.Helper()
 
-	deadline := time.Now().Add(during)
+	testenv.Consistently(t, during, 200*time.Millisecond, "certificate request "+name+" stays pending", func(ctx context.Context) error {
+		csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
 
-	for time.Now().Before(deadline) {
-		csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.Empty(t, csr.Status.Conditions, "certificate request %s must stay pending", name)
+		if len(csr.Status.Conditions) > 0 {
+			return fmt.Errorf("conditions %v", csr.Status.Conditions)
+		}
 
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitCSRDecisions waits until talos-ccm holds a CSRDecision for each of the requests.
 func waitCSRDecisions(t *testing.T, st state.State, names []string) {
 	t.Helper()
 
-	deadline := time.Now().Add(30 * time.Second)
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "talos-ccm decides about every request", func(ctx context.Context) error {
+		list, err := safe.StateListAll[*csrres.CSRDecision](ctx, st)
+		if err != nil {
+			return err
+		}
 
-	for {
 		decided := map[string]bool{}
+		for d := range list.All() {
+			decided[d.Metadata().ID()] = true
+		}
 
-		list, err := safe.StateListAll[*csrres.CSRDecision](t.Context(), st)
-		if err == nil {
-			for d := range list.All() {
-				decided[d.Metadata().ID()] = true
+		return testenv.Every(names, func(name string) error {
+			if !decided[name] {
+				return errNoDecision
 			}
-		}
 
-		missing := slices.DeleteFunc(slices.Clone(names), func(name string) bool { return decided[name] })
-		if len(missing) == 0 {
-			return
-		}
-
-		if time.Now().After(deadline) {
-			t.Fatalf("talos-ccm has no decision about %d request(s), among them %s (last error: %v)", len(missing), missing[0], err)
-		}
-
-		time.Sleep(100 * time.Millisecond)
-	}
+			return nil
+		})
+	})
 }
+
+// errNoDecision is what waitCSRDecisions says of a request talos-ccm has not decided about yet.
+var errNoDecision = errors.New("no CSRDecision")
 
 // waitEvent waits for an Event with the reason on the object of the kind and name.
 func waitEvent(t *testing.T, kind, name, reason string) {
 	t.Helper()
 
 	selector := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason}.AsSelector().String()
-	deadline := time.Now().Add(30 * time.Second)
 
-	for {
-		events, err := env.Clientset().CoreV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: selector})
-		require.NoError(t, err)
+	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, fmt.Sprintf("a %s Event on %s %s", reason, kind, name), func(ctx context.Context) error {
+		return eventPosted(ctx, selector)
+	})
+}
 
-		if len(events.Items) > 0 {
-			return
-		}
-
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s Event on %s %s", reason, kind, name)
-		}
-
-		time.Sleep(200 * time.Millisecond)
+// eventPosted returns nil when an Event matches the field selector.
+func eventPosted(ctx context.Context, selector string) error {
+	events, err := env.Clientset().CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		return err
 	}
+
+	if len(events.Items) == 0 {
+		return errors.New("no such Event")
+	}
+
+	return nil
+}
+
+// kubeletRequests waits until the simulated kubelet of every named node has submitted its serving
+// certificate request, and returns their names by node; they are deleted when the test ends.
+func kubeletRequests(t *testing.T, kubelets *talossim.Kubelets, nodes []string, timeout time.Duration) map[string]string {
+	t.Helper()
+
+	requests := map[string]string{}
+
+	t.Cleanup(func() {
+		for _, name := range requests {
+			deleteCSR(name)
+		}
+	})
+
+	testenv.Eventually(t, timeout, 100*time.Millisecond, "every kubelet submits its certificate request", func(context.Context) error {
+		return testenv.Every(nodes, func(node string) error {
+			times, _ := kubelets.Times(node)
+			if times.CSRName == "" {
+				return errors.New("no certificate request")
+			}
+
+			requests[node] = times.CSRName
+
+			return nil
+		})
+	})
+
+	return requests
 }
 
 // nodeSANs returns the names and IPs of a Node's addresses, as its kubelet puts them into its request.
@@ -263,32 +324,17 @@ func TestKubeletServingCSRs(t *testing.T) {
 	kubelets := joinNodes(t, machines)
 
 	// Every kubelet's own request is approved.
-	deadline := time.Now().Add(60 * time.Second)
+	requests := kubeletRequests(t, kubelets, names(machines), 60*time.Second)
 
 	for _, m := range machines {
-		var times talossim.NodeTimes
-
-		for {
-			times, _ = kubelets.Times(m.Name)
-			if times.CSRName != "" {
-				break
-			}
-
-			require.True(t, time.Now().Before(deadline), "the kubelet of %s submitted no certificate request", m.Name)
-			time.Sleep(100 * time.Millisecond)
-		}
-
-		t.Cleanup(func() { deleteCSR(times.CSRName) })
-
-		cond := waitCSRDecided(t, times.CSRName, 30*time.Second)
+		cond := waitCSRDecided(t, requests[m.Name], 30*time.Second)
 		require.Equal(t, certificatesv1.CertificateApproved, cond.Type, "%s: %s", m.Name, cond.Message)
 		assert.Equal(t, "TalosCCMApproved", cond.Reason)
 		assert.Contains(t, cond.Message, "approved by talos-ccm")
 		assert.NotContains(t, cond.Message, "rule 8", "with Talos facts, rule 8 is checked, not skipped")
 	}
 
-	first, _ := kubelets.Times(machines[0].Name)
-	waitEvent(t, "CertificateSigningRequest", first.CSRName, "TalosCCMApproved")
+	waitEvent(t, "CertificateSigningRequest", requests[machines[0].Name], "TalosCCMApproved")
 
 	// Hostile requests, each from its own node (only the newest pending request of a node is decided).
 	rsa1024, err := rsa.GenerateKey(rand.Reader, 1024) //nolint:gosec // A weak key on purpose: talos-ccm must deny it.
@@ -352,7 +398,10 @@ func TestKubeletServingCSRs(t *testing.T) {
 		name := submitCSR(t, tc.node, tc.request(dns, ips))
 
 		wg.Go(func() {
-			cond := waitCSRDecided(t, name, 30*time.Second)
+			cond, err := csrDecision(t.Context(), name, 30*time.Second)
+			if !assert.NoError(t, err, tc.name) {
+				return
+			}
 
 			if tc.want == "" {
 				assert.Equal(t, certificatesv1.CertificateApproved, cond.Type, "%s: %s", tc.name, cond.Message)

@@ -2,8 +2,8 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,29 +182,24 @@ func joinNodes(t *testing.T, machines []talossim.Machine) *talossim.Kubelets {
 func waitNodes(t *testing.T, names []string, timeout time.Duration, cond func(*corev1.Node) bool) {
 	t.Helper()
 
-	deadline := time.Now().Add(timeout)
-
-	for {
-		pending := []string{}
-
-		for _, name := range names {
-			n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-			if err != nil || !cond(n) {
-				pending = append(pending, name)
+	testenv.Eventually(t, timeout, 200*time.Millisecond, "Nodes in the expected state", func(ctx context.Context) error {
+		return testenv.Every(names, func(name string) error {
+			n, err := env.Clientset().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-		}
 
-		if len(pending) == 0 {
-			return
-		}
+			if !cond(n) {
+				return errNotYet
+			}
 
-		if time.Now().After(deadline) {
-			t.Fatalf("%d nodes did not reach the expected state within %s: %s", len(pending), timeout, strings.Join(pending, ", "))
-		}
-
-		time.Sleep(200 * time.Millisecond)
-	}
+			return nil
+		})
+	})
 }
+
+// errNotYet is what a check over an object says when the object is not in the awaited state yet.
+var errNotYet = errors.New("not yet")
 
 func initialized(n *corev1.Node) bool {
 	for _, taint := range n.Spec.Taints {

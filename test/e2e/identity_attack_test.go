@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -32,6 +33,7 @@ import (
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // The tests of this file attack talos-ccm as a stolen kubelet credential can (DESIGN.md, section 5a): every
@@ -388,16 +390,12 @@ func forgeAndRequest(t *testing.T, node string, forged []corev1.NodeAddress, r s
 		requests = append(requests, name)
 
 		// Wait for a decision a little while; a request still pending is superseded by the next round's.
-		var approved bool
+		cond, err := csrDecision(t.Context(), name, 5*time.Second)
+		if err != nil {
+			t.Log(err)
+		}
 
-		poll(5*time.Second, func() bool {
-			c := csrCondition(t, name)
-			approved = c == certificatesv1.CertificateApproved
-
-			return c != ""
-		})
-
-		if approved {
+		if cond.Type == certificatesv1.CertificateApproved {
 			break
 		}
 	}
@@ -455,16 +453,25 @@ func nodeTransform(t *testing.T, st state.State, name string) transformView {
 func waitAttackOutcome(t *testing.T, st state.State, name string, refused func(transformView) bool, succeeded func(*corev1.Node) bool) {
 	t.Helper()
 
-	if !poll(outcomeTimeout, func() bool {
-		if refused(nodeTransform(t, st, name)) {
-			return true
+	// No answer is an outcome too, which the caller's assertions judge.
+	if err := testenv.WaitFor(t.Context(), outcomeTimeout, 100*time.Millisecond, "talos-ccm's answer about node "+name, func(ctx context.Context) error {
+		nt := nodeTransform(t, st, name)
+		if refused(nt) {
+			return nil
 		}
 
-		n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		n, err := env.Clientset().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
 
-		return err == nil && succeeded(n)
-	}) {
-		t.Logf("talos-ccm gave no answer about node %s within %s", name, outcomeTimeout)
+		if succeeded(n) {
+			return nil
+		}
+
+		return fmt.Errorf("NodeTransform %+v", nt)
+	}); err != nil {
+		t.Log(err)
 	}
 }
 
@@ -542,17 +549,9 @@ func watchProviderIDs(t *testing.T, prefix string) {
 func waitKubeletCSRApproved(t *testing.T, kubelets *talossim.Kubelets, node string) {
 	t.Helper()
 
-	var times talossim.NodeTimes
+	request := kubeletRequests(t, kubelets, []string{node}, outcomeTimeout)[node]
 
-	require.True(t, poll(outcomeTimeout, func() bool {
-		times, _ = kubelets.Times(node)
-
-		return times.CSRName != ""
-	}), "the kubelet of %s submitted no certificate request", node)
-
-	t.Cleanup(func() { deleteCSR(times.CSRName) })
-
-	cond := waitCSRDecided(t, times.CSRName, outcomeTimeout)
+	cond := waitCSRDecided(t, request, outcomeTimeout)
 	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, "the request of %s: %s", node, cond.Message)
 }
 
@@ -606,57 +605,37 @@ func assertEvent(t *testing.T, node, reason string) {
 
 	selector := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node, "reason": reason}.AsSelector().String()
 
-	assert.True(t, poll(outcomeTimeout, func() bool {
-		events, err := env.Clientset().CoreV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: selector})
-
-		return err == nil && len(events.Items) > 0
-	}), "no %s Event on Node %s", reason, node)
+	assert.NoError(t, testenv.WaitFor(t.Context(), outcomeTimeout, 100*time.Millisecond, fmt.Sprintf("a %s Event on Node %s", reason, node),
+		func(ctx context.Context) error { return eventPosted(ctx, selector) }))
 }
 
 // assertNeverApproved checks that the request is not approved during the window (denied or pending are fine).
 func assertNeverApproved(t *testing.T, name string, during time.Duration) {
 	t.Helper()
 
-	deadline := time.Now().Add(during)
-
-	for time.Now().Before(deadline) {
-		if !assertNotApprovedNow(t, name) {
-			return
-		}
-
-		time.Sleep(200 * time.Millisecond)
-	}
+	assert.NoError(t, testenv.HoldFor(t.Context(), during, 200*time.Millisecond, "hostile certificate request "+name+" not approved",
+		func(ctx context.Context) error { return notApproved(ctx, name) }))
 }
 
-func assertNotApprovedNow(t *testing.T, name string) bool {
+// assertNotApprovedNow checks that the request is not approved (denied or pending are fine).
+func assertNotApprovedNow(t *testing.T, name string) {
 	t.Helper()
 
-	csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-
-	for _, c := range csr.Status.Conditions {
-		if c.Type == certificatesv1.CertificateApproved {
-			return assert.Fail(t, "hostile certificate request approved", "%s (%s): %s", name, csr.Spec.Username, c.Message)
-		}
-	}
-
-	return true
+	assert.NoError(t, notApproved(t.Context(), name), "hostile certificate request %s", name)
 }
 
-// csrCondition returns Approved, Denied or "" (pending) for the request.
-func csrCondition(t *testing.T, name string) certificatesv1.RequestConditionType {
-	t.Helper()
+// notApproved returns nil when the request is pending or denied, and an error that says so when approved.
+func notApproved(ctx context.Context, name string) error {
+	cond, err := decidedCondition(ctx, name)
 
-	csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-
-	for _, c := range csr.Status.Conditions {
-		if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {
-			return c.Type
-		}
+	switch {
+	case err != nil && !errors.Is(err, errPending):
+		return err
+	case cond.Type == certificatesv1.CertificateApproved:
+		return fmt.Errorf("approved: %s", cond.Message)
+	default:
+		return nil
 	}
-
-	return ""
 }
 
 // decisionRecorder keeps every CSRDecision talos-ccm publishes, by request: a decision leaves the state
@@ -677,11 +656,11 @@ func recordDecisions(t *testing.T, st state.State) *decisionRecorder {
 	t.Cleanup(cancel)
 
 	// talos-ccm starts its API in the background: wait until it answers.
-	require.True(t, poll(outcomeTimeout, func() bool {
+	testenv.Eventually(t, outcomeTimeout, 100*time.Millisecond, "talos-ccm's state API answers", func(ctx context.Context) error {
 		_, err := safe.StateListAll[*csrres.CSRDecision](ctx, st)
 
-		return err == nil
-	}), "talos-ccm's state API does not answer")
+		return err
+	})
 
 	md := resource.NewMetadata(csrres.NamespaceName, csrres.CSRDecisionType, "", resource.VersionUndefined)
 	require.NoError(t, st.WatchKind(ctx, md, ch))
@@ -714,15 +693,20 @@ func (rec *decisionRecorder) approvals(t *testing.T, name string) []*specs.CSRDe
 
 	var seen, approved []*specs.CSRDecisionSpec
 
-	poll(outcomeTimeout, func() bool {
+	// Decisions that all wait are judged by the caller too, once the wait is over.
+	err := testenv.WaitFor(t.Context(), outcomeTimeout, 100*time.Millisecond, "a decision about "+name+" that does not wait", func(context.Context) error {
 		rec.mu.Lock()
 		seen = slices.Clone(rec.decisions[name])
 		rec.mu.Unlock()
 
-		return slices.ContainsFunc(seen, func(d *specs.CSRDecisionSpec) bool { return d.GetVerdict() != "wait" })
+		if !slices.ContainsFunc(seen, func(d *specs.CSRDecisionSpec) bool { return d.GetVerdict() != "wait" }) {
+			return fmt.Errorf("%d decisions, all wait", len(seen))
+		}
+
+		return nil
 	})
 
-	require.NotEmpty(t, seen, "talos-ccm published no decision about %s", name)
+	require.NotEmpty(t, seen, "talos-ccm published no decision about %s: %v", name, err)
 
 	for _, d := range seen {
 		if d.GetVerdict() == "approve" {
@@ -744,21 +728,4 @@ func getNode(t *testing.T, name string) *corev1.Node {
 
 func hasUninitializedTaint(n *corev1.Node) bool {
 	return !initialized(n)
-}
-
-// poll calls cond every 100 ms until it holds (true) or the timeout passes (false).
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-
-	for {
-		if cond() {
-			return true
-		}
-
-		if time.Now().After(deadline) {
-			return false
-		}
-
-		time.Sleep(100 * time.Millisecond)
-	}
 }

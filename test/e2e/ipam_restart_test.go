@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // TestPodCIDRAllocationSurvivesKill runs the talos-ccm binary with a state directory, kills it (SIGKILL)
@@ -90,7 +93,13 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 
 	joinNodes(t, machines)
 
-	require.Eventually(t, func() bool { return len(withPodCIDRs()) >= 30 }, 90*time.Second, 20*time.Millisecond, "the first process allocates")
+	testenv.Eventually(t, 90*time.Second, 20*time.Millisecond, "the first process allocates 30 pod CIDRs", func(context.Context) error {
+		if n := len(withPodCIDRs()); n < 30 {
+			return fmt.Errorf("%d Nodes with pod CIDRs", n)
+		}
+
+		return nil
+	})
 
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
 	first.Wait() //nolint:errcheck
@@ -171,21 +180,21 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 	// No leak: one allocation per existing Node, equal to its spec.podCIDRs.
 	st = stateClient(t, socket)
 
-	require.Eventually(t, func() bool {
-		allocs := ipAllocations(t.Context(), st, "node/ipamkill-")
+	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "the allocations are exactly those of the existing Nodes", func(ctx context.Context) error {
+		allocs := ipAllocations(ctx, st, "node/ipamkill-")
 		if len(allocs) != len(live) {
-			return false
+			return fmt.Errorf("%d allocations for %d Nodes", len(allocs), len(live))
 		}
 
-		for _, name := range live {
+		return testenv.Every(live, func(name string) error {
 			a := allocs[ipam.NodeAllocationID(name, ipam.FamilyIPv4)]
 			if a.GetState() != ipam.StateAllocated || a.GetAddress() != after[name][0] {
-				return false
+				return fmt.Errorf("allocation %s %s, pod CIDR %s", a.GetState(), a.GetAddress(), after[name][0])
 			}
-		}
 
-		return true
-	}, 30*time.Second, 200*time.Millisecond, "the allocations are exactly those of the existing Nodes")
+			return nil
+		})
+	})
 
 	pool := ipPool(t.Context(), st, "pod/ipv4")
 	require.NotNil(t, pool)

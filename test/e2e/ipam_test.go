@@ -2,6 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -22,6 +25,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // stateClient reads talos-ccm's state through its read-only API socket.
@@ -179,10 +183,7 @@ func TestPodCIDRRangeMode(t *testing.T) {
 	createNode(t, "podcidr-outside", "10.99.0.0/24")
 	createNode(t, "podcidr-overlap", taken...)
 
-	require.Eventually(t, func() bool {
-		return len(events(t.Context(), t, "default", "podcidr-outside", "PodCIDRConflict")) > 0 &&
-			len(events(t.Context(), t, "default", "podcidr-overlap", "PodCIDRConflict")) > 0
-	}, 30*time.Second, 200*time.Millisecond, "conflict events")
+	waitEvents(t, 30*time.Second, "default", "PodCIDRConflict", "podcidr-outside", "podcidr-overlap")
 
 	assert.Contains(t, events(t.Context(), t, "default", "podcidr-overlap", "PodCIDRConflict")[0], "overlaps the pod CIDR of Node/"+machines[3].Name)
 
@@ -203,11 +204,7 @@ func TestPodCIDRRangeMode(t *testing.T) {
 	gone := machines[5].Name
 	require.NoError(t, env.Clientset().CoreV1().Nodes().Delete(t.Context(), gone, metav1.DeleteOptions{}))
 
-	require.Eventually(t, func() bool {
-		allocs := ipAllocations(t.Context(), st, "node/"+gone+"/")
-
-		return allocs != nil && len(allocs) == 0
-	}, 30*time.Second, 200*time.Millisecond, "the allocations of a deleted Node are released")
+	waitReleased(t, st, "node/"+gone+"/", "the allocations of a deleted Node are released")
 }
 
 // TestPodCIDRTalosIPv6Mode: the IPv6 pod CIDR of a Node is a /80 of its machine's own /64, the IPv4 one
@@ -285,9 +282,13 @@ func TestPodCIDRTalosIPv6Mode(t *testing.T) {
 		{tiny.Name, "/128 cannot hold a /80 pod CIDR segment"},
 		{single.Name, "the machine has no global IPv6 address"},
 	} {
-		require.Eventually(t, func() bool {
-			return slices.ContainsFunc(events(t.Context(), t, "default", tc.name, "CIDRNotAvailable"), func(m string) bool { return strings.Contains(m, tc.want) })
-		}, 30*time.Second, 200*time.Millisecond, "event for %s", tc.name)
+		testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "a CIDRNotAvailable Event on "+tc.name, func(context.Context) error {
+			if seen := events(t.Context(), t, "default", tc.name, "CIDRNotAvailable"); !slices.ContainsFunc(seen, func(m string) bool { return strings.Contains(m, tc.want) }) {
+				return fmt.Errorf("messages %q, none saying %q", seen, tc.want)
+			}
+
+			return nil
+		})
 
 		alloc := ipAllocations(t.Context(), st, "node/"+tc.name+"/")[ipam.NodeAllocationID(tc.name, "ipv6")]
 		assert.Equal(t, ipam.StateFailed, alloc.GetState(), tc.name)
@@ -350,8 +351,46 @@ func ingress(t *testing.T, ns, name string) []string {
 func waitIngress(t *testing.T, ns, name string, want ...string) {
 	t.Helper()
 
-	require.Eventually(t, func() bool { return slices.Equal(ingress(t, ns, name), want) }, 30*time.Second, 100*time.Millisecond,
-		"%s/%s: ingress %v, want %v", ns, name, func() []string { return ingress(t, ns, name) }, want)
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("%s/%s: ingress %v", ns, name, want), func(context.Context) error {
+		if got := ingress(t, ns, name); !slices.Equal(got, want) {
+			return fmt.Errorf("ingress %v", got)
+		}
+
+		return nil
+	})
+}
+
+// waitEvents waits until an Event with the reason is posted on each named object of the namespace.
+func waitEvents(t *testing.T, timeout time.Duration, namespace, reason string, names ...string) {
+	t.Helper()
+
+	testenv.Eventually(t, timeout, 200*time.Millisecond, reason+" Events", func(context.Context) error {
+		return testenv.Every(names, func(name string) error {
+			if len(events(t.Context(), t, namespace, name, reason)) == 0 {
+				return errors.New("no such Event")
+			}
+
+			return nil
+		})
+	})
+}
+
+// waitReleased waits until talos-ccm holds no IPAllocation whose ID starts with prefix (what says which).
+func waitReleased(t *testing.T, st state.State, prefix, what string) {
+	t.Helper()
+
+	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, what, func(ctx context.Context) error {
+		allocs := ipAllocations(ctx, st, prefix)
+
+		switch {
+		case allocs == nil:
+			return errors.New("the state cannot be read")
+		case len(allocs) > 0:
+			return fmt.Errorf("allocations %v", slices.Sorted(maps.Keys(allocs)))
+		default:
+			return nil
+		}
+	})
 }
 
 // TestLoadBalancerServices: Services of type LoadBalancer get IPs from the config file's pools (by
@@ -413,9 +452,7 @@ func TestLoadBalancerServices(t *testing.T) {
 	// Outside the pools (the reserved pool is not for this namespace): rejected, with an Event.
 	createService(t, ns, "outside", annotate(ipam.AnnotationLoadBalancerIPs, "198.51.100.1"))
 
-	require.Eventually(t, func() bool {
-		return len(events(t.Context(), t, ns, "outside", "LoadBalancerIPRejected")) > 0
-	}, 30*time.Second, 200*time.Millisecond, "rejection event")
+	waitEvents(t, 30*time.Second, ns, "LoadBalancerIPRejected", "outside")
 
 	assert.Contains(t, events(t.Context(), t, ns, "outside", "LoadBalancerIPRejected")[0], "198.51.100.1 is not in a load balancer pool that matches the Service (public)")
 	assert.Empty(t, ingress(t, ns, "outside"))
@@ -423,9 +460,7 @@ func TestLoadBalancerServices(t *testing.T) {
 	// Full: the next Service gets an Event too.
 	createService(t, ns, "full", nil)
 
-	require.Eventually(t, func() bool {
-		return len(events(t.Context(), t, ns, "full", "LoadBalancerIPUnavailable")) > 0
-	}, 30*time.Second, 200*time.Millisecond, "exhaustion event")
+	waitEvents(t, 30*time.Second, ns, "LoadBalancerIPUnavailable", "full")
 
 	pool := ipPool(t.Context(), st, "lb/public/ipv4")
 	require.NotNil(t, pool)
@@ -450,9 +485,7 @@ func TestLoadBalancerServices(t *testing.T) {
 	_, err = env.Clientset().CoreV1().Services(ns).Update(t.Context(), svc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	require.Eventually(t, func() bool {
-		return len(ipAllocations(t.Context(), st, "service/"+ns+"/legacy/")) == 0
-	}, 30*time.Second, 200*time.Millisecond, "the allocation of a Service that is no longer a load balancer is released")
+	waitReleased(t, st, "service/"+ns+"/legacy/", "the allocation of a Service that is no longer a load balancer is released")
 
 	svc, err = env.Clientset().CoreV1().Services(ns).Get(t.Context(), "outside", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -470,7 +503,5 @@ func TestLoadBalancerServices(t *testing.T) {
 	assert.Equal(t, ipam.OriginShared, allocs[ipam.ServiceAllocationID(ns+"/dns", "ipv4")].GetOrigin())
 	assert.Equal(t, ipam.OriginRequested, allocs[ipam.ServiceAllocationID(ns+"/pinned", "ipv4")].GetOrigin())
 
-	require.Eventually(t, func() bool {
-		return len(events(t.Context(), t, ns, "web", "LoadBalancerIPAllocated")) > 0
-	}, 10*time.Second, 200*time.Millisecond)
+	waitEvents(t, 10*time.Second, ns, "LoadBalancerIPAllocated", "web")
 }

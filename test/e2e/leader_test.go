@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // leaderOptions run only the CSR approver (no Talos API needed) under leader election on the Lease named
@@ -65,12 +67,49 @@ func runLeader(t *testing.T, opts app.Options) <-chan error {
 func leaseHolder(t *testing.T, name string) string {
 	t.Helper()
 
-	l, err := env.Clientset().CoordinationV1().Leases("kube-system").Get(t.Context(), name, metav1.GetOptions{})
+	holder, _ := leaseHolderOf(t.Context(), name)
+
+	return holder
+}
+
+// leaseHolderOf returns the holder of the Lease in kube-system, "" when it has none.
+func leaseHolderOf(ctx context.Context, name string) (string, error) {
+	l, err := env.Clientset().CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {
-		return ""
+		return "", err
 	}
 
-	return *l.Spec.HolderIdentity
+	return *l.Spec.HolderIdentity, nil
+}
+
+// waitLeader waits until the Lease in kube-system has a holder other than previous ("" for any holder), and
+// returns it.
+func waitLeader(t *testing.T, lease string, timeout time.Duration, previous string) string {
+	t.Helper()
+
+	var holder string
+
+	what := "Lease " + lease + " held"
+	if previous != "" {
+		what += " by another than " + previous
+	}
+
+	testenv.Eventually(t, timeout, 100*time.Millisecond, what, func(ctx context.Context) error {
+		var err error
+
+		holder, err = leaseHolderOf(ctx, lease)
+
+		switch {
+		case err != nil:
+			return err
+		case holder == "" || holder == previous:
+			return fmt.Errorf("holder %q", holder)
+		default:
+			return nil
+		}
+	})
+
+	return holder
 }
 
 // A leader that loses its Lease exits (README, Operations), to be restarted as a follower: it never goes
@@ -80,7 +119,7 @@ func TestLeaderExitsWhenLeaseLost(t *testing.T) {
 
 	result := runLeader(t, leaderOptions(lease, env.Config))
 
-	require.Eventually(t, func() bool { return leaseHolder(t, lease) != "" }, 20*time.Second, 100*time.Millisecond, "talos-ccm leads")
+	waitLeader(t, lease, 20*time.Second, "")
 
 	// Another process takes the Lease, as one does when the leader failed to renew in time.
 	l, err := env.Clientset().CoordinationV1().Leases("kube-system").Get(t.Context(), lease, metav1.GetOptions{})
@@ -124,7 +163,7 @@ func TestHealthzFailsWhenRenewalStops(t *testing.T) {
 	// Registered after runLeader's, so that it runs first: talos-ccm stops once its requests return.
 	t.Cleanup(hang.releaseAll)
 
-	require.Eventually(t, func() bool { return leaseHolder(t, lease) != "" }, 20*time.Second, 100*time.Millisecond, "talos-ccm leads")
+	waitLeader(t, lease, 20*time.Second, "")
 
 	code, body := httpGet(t, "http://"+addr+"/healthz")
 	require.Equal(t, http.StatusOK, code, "healthy while renewing: %s", body)
@@ -133,11 +172,14 @@ func TestHealthzFailsWhenRenewalStops(t *testing.T) {
 
 	hang.hanging.Store(true)
 
-	require.Eventually(t, func() bool {
+	testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, "/healthz fails once the leader stops renewing", func(context.Context) error {
 		code, body = httpGet(t, "http://"+addr+"/healthz")
+		if code != http.StatusInternalServerError {
+			return fmt.Errorf("status %d: %s", code, body)
+		}
 
-		return code == http.StatusInternalServerError
-	}, 20*time.Second, 100*time.Millisecond, "/healthz fails once the leader stops renewing")
+		return nil
+	})
 
 	require.True(t, strings.Contains(body, "leader election"), "the failure names the leader election: %s", body)
 	t.Logf("/healthz failed %s after renewals stopped", time.Since(stopped).Round(100*time.Millisecond))

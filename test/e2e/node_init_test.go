@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"context"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -9,11 +11,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 func TestNodesInitializedWithExpectedFacts(t *testing.T) {
@@ -109,6 +113,11 @@ func TestAddressChangeReachesNode(t *testing.T) {
 	t.Logf("address change reached the Node in %s", time.Since(changed).Round(time.Millisecond))
 }
 
+// machineByName returns the named machine of the fleet.
+func machineByName(machines []talossim.Machine, name string) talossim.Machine {
+	return machines[slices.IndexFunc(machines, func(m talossim.Machine) bool { return m.Name == name })]
+}
+
 func TestRestartWithSameStateWritesNothing(t *testing.T) {
 	machines := fleet("restart", 8, 3)
 	stateDir := filepath.Join(t.TempDir(), "state")
@@ -116,18 +125,34 @@ func TestRestartWithSameStateWritesNothing(t *testing.T) {
 	_, srv := talossim.StartTest(t, machines)
 
 	first := startCCM(t, srv, app.Options{StateDir: stateDir})
-	joinNodes(t, machines)
-	waitNodes(t, names(machines), 30*time.Second, initialized)
+	kubelets := joinNodes(t, machines)
 
-	// Let the first instance settle, then stop it.
-	time.Sleep(2 * time.Second)
+	// The first instance has done all it would do once every Node shows what its machine says and every
+	// kubelet's serving certificate request, made once its Node is initialized, is approved. Then it stops.
+	waitNodes(t, names(machines), 30*time.Second, func(n *corev1.Node) bool {
+		want := expect(machineByName(machines, n.Name), talossim.DefaultClusterName)
+
+		return initialized(n) && n.Spec.ProviderID == want.providerID && slices.Equal(n.Status.Addresses, want.addresses)
+	})
+
+	for _, request := range kubeletRequests(t, kubelets, names(machines), 30*time.Second) {
+		cond := waitCSRDecided(t, request, 30*time.Second)
+		require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+	}
+
 	first.stop()
 
 	second := startCCM(t, srv, app.Options{StateDir: stateDir})
 
-	// The second instance reads everything and decides again; nothing on the Nodes has changed.
-	time.Sleep(5 * time.Second)
-	require.Zero(t, second.writes.Writes(), "a restart with nothing changed must not write to Kubernetes")
+	// The second instance reads everything and decides again; nothing on the Nodes has changed, so it writes
+	// nothing meanwhile.
+	testenv.Consistently(t, 5*time.Second, 200*time.Millisecond, "a restart with nothing changed does not write to Kubernetes", func(context.Context) error {
+		if writes := second.writes.Writes(); writes > 0 {
+			return fmt.Errorf("%d writes", writes)
+		}
+
+		return nil
+	})
 
 	// It wrote nothing because nothing differed, not because it is idle: a label of talos-ccm's removed by
 	// someone else comes back.

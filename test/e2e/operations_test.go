@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // freeAddress returns a loopback address with a port that was free a moment ago.
@@ -96,11 +99,13 @@ func TestMetricsAndProbes(t *testing.T) {
 	// internal/delegatedauth and test/deploy.
 	startCCM(t, srv, app.Options{MetricsBindAddress: addr, HealthProbeBindAddress: addr, MetricsInsecure: true})
 
-	require.Eventually(t, func() bool {
-		code, _ := httpGet(t, "http://"+addr+"/readyz")
+	testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, "readyz once caches are synced", func(context.Context) error {
+		if code, body := httpGet(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+			return fmt.Errorf("status %d: %s", code, body)
+		}
 
-		return code == http.StatusOK
-	}, 20*time.Second, 100*time.Millisecond, "readyz once caches are synced")
+		return nil
+	})
 
 	code, _ := httpGet(t, "http://"+addr+"/healthz")
 	require.Equal(t, http.StatusOK, code)
@@ -175,25 +180,15 @@ func TestLeaderElectionFailover(t *testing.T) {
 		return cmd
 	}
 
-	holder := func() string {
-		l, err := env.Clientset().CoordinationV1().Leases("kube-system").Get(t.Context(), lease, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-
-		return *l.Spec.HolderIdentity
-	}
-
 	first := start("first")
 
-	require.Eventually(t, func() bool { return holder() != "" }, 30*time.Second, 100*time.Millisecond, "the first process leads")
-	firstLeader := holder()
+	firstLeader := waitLeader(t, lease, 30*time.Second, "")
 
 	start("second")
 
 	joinNodes(t, machines)
 	waitNodes(t, names(machines), 30*time.Second, initialized)
-	require.Equal(t, firstLeader, holder(), "the first process keeps the lease while alive")
+	require.Equal(t, firstLeader, leaseHolder(t, lease), "the first process keeps the lease while alive")
 
 	versions := map[string]string{}
 
@@ -208,21 +203,27 @@ func TestLeaderElectionFailover(t *testing.T) {
 
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
 
-	require.Eventually(t, func() bool { h := holder(); return h != "" && h != firstLeader }, 15*time.Second, 100*time.Millisecond,
-		"the second process takes over")
+	waitLeader(t, lease, 15*time.Second, firstLeader)
 
 	takeover := time.Since(killed)
 	t.Logf("the second process leads %s after the leader was killed", takeover.Round(100*time.Millisecond))
 	require.Less(t, takeover, 4*time.Second+3*time.Second, "takeover within the lease duration (plus retry slack)")
 
-	// The new leader reads everything and finds nothing to change: no Node is written again.
-	time.Sleep(4 * time.Second)
+	// The new leader reads everything and finds nothing to change: no Node is written again while it does.
+	testenv.Consistently(t, 4*time.Second, 200*time.Millisecond, "no Node written again after the failover", func(ctx context.Context) error {
+		return testenv.Every(names(machines), func(name string) error {
+			n, err := env.Clientset().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
 
-	for _, m := range machines {
-		n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), m.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.Equal(t, versions[m.Name], n.ResourceVersion, "%s was written again after the failover", m.Name)
-	}
+			if n.ResourceVersion != versions[name] {
+				return fmt.Errorf("written again: resourceVersion %s, was %s", n.ResourceVersion, versions[name])
+			}
+
+			return nil
+		})
+	})
 
 	// And it works: a label of talos-ccm's removed by someone else comes back.
 	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), machines[0].Name, metav1.GetOptions{})

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,6 +23,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // transformationRules are three rules over the facts of a generated fleet:
@@ -228,36 +230,66 @@ func reloadFailures(t *testing.T) float64 {
 func waitRules(t *testing.T, machines []talossim.Machine, withZoned bool, timeout time.Duration) {
 	t.Helper()
 
+	testenv.Eventually(t, timeout, 200*time.Millisecond, "every Node shows the rules' output", rulesShown(machines, withZoned))
+}
+
+// rulesShown is a check that every machine's Node is initialized and shows exactly what the rules must give
+// it; its error shows what the first Node that does not has instead.
+func rulesShown(machines []talossim.Machine, withZoned bool) func(context.Context) error {
 	want := map[string]ruleExpectation{}
 	for _, m := range machines {
 		want[m.Name] = expectRules(m, withZoned)
 	}
 
-	deadline := time.Now().Add(timeout)
+	return func(ctx context.Context) error {
+		var first *corev1.Node
 
-	for {
-		var wrong []string
+		err := testenv.Every(names(machines), func(name string) error {
+			n, err := env.Clientset().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				return err
+			case !initialized(n):
+				return errors.New("not initialized")
+			case !want[name].matches(n):
+				if first == nil {
+					first = n
+				}
 
-		for _, m := range machines {
-			n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), m.Name, metav1.GetOptions{})
-			if err != nil || !initialized(n) || !want[m.Name].matches(n) {
-				wrong = append(wrong, m.Name)
+				return errors.New("not as expected")
+			default:
+				return nil
 			}
+		})
+		if err != nil && first != nil {
+			return fmt.Errorf("%w; %s shows %+v, want %+v", err, first.Name, ruleOutputs(first), want[first.Name])
 		}
 
-		if len(wrong) == 0 {
-			return
-		}
-
-		if time.Now().After(deadline) {
-			n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), wrong[0], metav1.GetOptions{})
-			require.NoError(t, err)
-			assert.Equal(t, want[wrong[0]], ruleOutputs(n), "first of the nodes that are not as expected")
-			t.Fatalf("%d nodes do not show the rules' output within %s: %s", len(wrong), timeout, strings.Join(wrong, ", "))
-		}
-
-		time.Sleep(200 * time.Millisecond)
+		return err
 	}
+}
+
+// waitOneEvent waits until exactly one Event of the namespace ("" for all) matches the field selector, and it
+// is of eventType (any when "") and its message contains message.
+func waitOneEvent(t *testing.T, namespace, selector, eventType, message string) {
+	t.Helper()
+
+	testenv.Eventually(t, 10*time.Second, 200*time.Millisecond, "one Event "+selector+" saying "+message, func(ctx context.Context) error {
+		events, err := env.Clientset().CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return err
+		}
+
+		if len(events.Items) != 1 {
+			return fmt.Errorf("%d Events", len(events.Items))
+		}
+
+		if e := events.Items[0]; (eventType != "" && e.Type != eventType) || !strings.Contains(e.Message, message) {
+			return fmt.Errorf("%s Event saying %q", e.Type, e.Message)
+		}
+
+		return nil
+	})
 }
 
 func TestTransformationRules(t *testing.T) {
@@ -313,14 +345,8 @@ func TestTransformationRules(t *testing.T) {
 			continue
 		}
 
-		require.Eventually(t, func() bool {
-			events, err := env.Clientset().CoreV1().Events("").List(t.Context(), metav1.ListOptions{
-				FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + m.Name + ",reason=TransformationRuleSkipped",
-			})
-
-			return err == nil && len(events.Items) == 1 && events.Items[0].Type == corev1.EventTypeWarning &&
-				strings.Contains(events.Items[0].Message, `transformation rule capacity skipped: label "example.com/product"`)
-		}, 10*time.Second, 200*time.Millisecond, "event on %s", m.Name)
+		waitOneEvent(t, "", "involvedObject.kind=Node,involvedObject.name="+m.Name+",reason=TransformationRuleSkipped",
+			corev1.EventTypeWarning, `transformation rule capacity skipped: label "example.com/product"`)
 	}
 
 	// A changed fact reaches the Node within seconds: a zoned machine moves.
@@ -380,18 +406,19 @@ func TestTransformationRules(t *testing.T) {
 	// The bad expression is on the fourth line of the broken rule.
 	badLine := strings.Count(valid, "\n") + 4
 
-	require.Eventually(t, func() bool { return reloadFailures(t) == failures+1 }, 10*time.Second, 100*time.Millisecond)
-	require.Eventually(t, func() bool {
-		events, err := env.Clientset().CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Pod,involvedObject.name=talos-ccm-rules-e2e,reason=ConfigRejected",
-		})
+	testenv.Eventually(t, 10*time.Second, 100*time.Millisecond, "the rejected config counted", func(context.Context) error {
+		if got := reloadFailures(t); got != failures+1 {
+			return fmt.Errorf("%v reload failures, want %v", got, failures+1)
+		}
 
-		return err == nil && len(events.Items) == 1 && strings.Contains(events.Items[0].Message, fmt.Sprintf("%s:%d: rule \"broken\": nodeSelector[0].matchExpressions[0]: invalid regular expression", mount.path, badLine))
-	}, 10*time.Second, 200*time.Millisecond)
+		return nil
+	})
+	waitOneEvent(t, "default", "involvedObject.kind=Pod,involvedObject.name=talos-ccm-rules-e2e,reason=ConfigRejected",
+		"", fmt.Sprintf("%s:%d: rule \"broken\": nodeSelector[0].matchExpressions[0]: invalid regular expression", mount.path, badLine))
 
-	time.Sleep(2 * time.Second)
+	// Rejected, the edit changes nothing on the Nodes, however long one waits.
+	testenv.Consistently(t, 2*time.Second, 200*time.Millisecond, "the last good config stays", rulesShown(machines, false))
 	invalidEditDone()
-	waitRules(t, machines, false, time.Second)
 
 	// A valid edit after an invalid one applies again.
 	mount.update(t, transformationRules+zonedRule)

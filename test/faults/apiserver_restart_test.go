@@ -28,9 +28,7 @@ func TestAPIServerRestart(t *testing.T) {
 	ccm := startCCM(t, "ccm", ccmConfig{kubeconfig: cp.kubeconfig(t), talosconfig: srv.TalosconfigPath(), race: true})
 	earlyKubelets := joinKubelets(t, cp.cluster, early)
 
-	waitUntil(t, 2*time.Minute, "talos-ccm initializes the first Nodes", func() bool {
-		return nodes.countInitialized(machineNames(early)) >= 30
-	})
+	nodes.waitInitializedCount(t, machineNames(early), 30, 2*time.Minute, "talos-ccm initializes the first Nodes")
 
 	initialized := nodes.countInitialized(machineNames(early))
 	stopped, started := cp.restartAPIServer(t, 5*time.Second)

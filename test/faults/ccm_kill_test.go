@@ -4,9 +4,13 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // TestKillDuringInitialization kills talos-ccm (SIGKILL) while it initializes 1,000 Nodes, with node IPAM on
@@ -76,9 +82,7 @@ func TestKillDuringInitialization(t *testing.T) {
 
 	names := machineNames(machines)
 
-	waitUntil(t, 3*time.Minute, "the first process initializes Nodes", func() bool {
-		return nodes.countInitialized(names) >= killAt
-	})
+	nodes.waitInitializedCount(t, names, killAt, 3*time.Minute, "the first process initializes Nodes")
 
 	first.kill()
 
@@ -91,8 +95,23 @@ func TestKillDuringInitialization(t *testing.T) {
 
 	startCCM(t, "second", cfg)
 
-	// The late providerIDs appear once the second process runs.
-	time.Sleep(3 * time.Second)
+	// The late providerIDs appear once the second process has seen their machines without one, and waits
+	// for them as the first did.
+	st := ccmState(t, cfg.socket)
+
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the second process waits for the late providerIDs", func(ctx context.Context) error {
+		return testenv.Every(slices.Sorted(maps.Keys(late)), func(name string) error {
+			nt, err := decidedNodeTransform(ctx, st, name)
+			switch {
+			case err != nil:
+				return err
+			case !strings.Contains(nt.GetPending(), "providerID"):
+				return fmt.Errorf("initialize %t, pending %q", nt.GetInitialize(), nt.GetPending())
+			default:
+				return nil
+			}
+		})
+	})
 
 	for name, id := range late {
 		if err := fleet.UpdateMachine(name, func(m *talossim.Machine) { m.ProviderID = id }); err != nil {
@@ -107,24 +126,13 @@ func TestKillDuringInitialization(t *testing.T) {
 	// Every kubelet's own request is approved, but those that a hostile request of the same node superseded.
 	var kubeletCSRs, supersededCSRs []string
 
-	waitUntil(t, 2*time.Minute, "every kubelet submits its request", func() bool {
-		kubeletCSRs, supersededCSRs = kubeletCSRs[:0], supersededCSRs[:0]
-
-		for _, name := range names {
-			times, _ := kubelets.Times(name)
-
-			switch {
-			case times.CSRName == "":
-				return false
-			case isHostile(hostile, name):
-				supersededCSRs = append(supersededCSRs, times.CSRName)
-			default:
-				kubeletCSRs = append(kubeletCSRs, times.CSRName)
-			}
+	for i, request := range kubeletRequests(t, kubelets, names, 2*time.Minute) {
+		if isHostile(hostile, names[i]) {
+			supersededCSRs = append(supersededCSRs, request)
+		} else {
+			kubeletCSRs = append(kubeletCSRs, request)
 		}
-
-		return true
-	})
+	}
 
 	csrs.waitVerdicts(t, kubeletCSRs, verdictApproved, 3*time.Minute)
 	csrs.waitVerdicts(t, submitted.wait(t, len(hostile)), verdictDenied, 2*time.Minute)

@@ -188,6 +188,9 @@ func (p *ccmProcess) running() bool {
 	}
 }
 
+// errExited is what a check that talos-ccm keeps running says once it has exited.
+var errExited = errors.New("talos-ccm exited")
+
 // requireRunning fails the test if the process has exited: talos-ccm must ride out the fault.
 func (p *ccmProcess) requireRunning() {
 	p.t.Helper()

@@ -3,6 +3,9 @@
 package faults_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -36,14 +39,37 @@ func ccmState(t *testing.T, socket string) state.State {
 func nodeTransform(t *testing.T, st state.State, name string) *specs.NodeTransformSpec {
 	t.Helper()
 
-	nt, err := safe.StateGetByID[*node.NodeTransform](t.Context(), st, name)
+	nt, err := readNodeTransform(t.Context(), st, name)
 	if err != nil {
-		if state.IsNotFoundError(err) {
-			return nil
-		}
-
-		t.Fatalf("failed to read the NodeTransform of %s: %v", name, err)
+		t.Fatal(err)
 	}
 
-	return nt.TypedSpec().Value
+	return nt
+}
+
+// errNoDecision is what decidedNodeTransform says of a Node talos-ccm has no NodeTransform for yet.
+var errNoDecision = errors.New("no NodeTransform")
+
+// decidedNodeTransform is readNodeTransform for a wait: a Node without a decision yet is errNoDecision.
+func decidedNodeTransform(ctx context.Context, st state.State, name string) (*specs.NodeTransformSpec, error) {
+	nt, err := readNodeTransform(ctx, st, name)
+	if err == nil && nt == nil {
+		err = errNoDecision
+	}
+
+	return nt, err
+}
+
+// readNodeTransform returns what talos-ccm decided for a Node, nil when it has not decided yet.
+func readNodeTransform(ctx context.Context, st state.State, name string) (*specs.NodeTransformSpec, error) {
+	nt, err := safe.StateGetByID[*node.NodeTransform](ctx, st, name)
+	if err != nil {
+		if state.IsNotFoundError(err) {
+			return nil, nil
+		}
+
+		return nil, fmt.Errorf("failed to read the NodeTransform of %s: %w", name, err)
+	}
+
+	return nt.TypedSpec().Value, nil
 }

@@ -3,6 +3,7 @@
 package faults_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -119,18 +120,22 @@ func (c *restartableControlPlane) restartAPIServer(t *testing.T, down time.Durat
 	}
 
 	// The killed process may hold its port for a moment.
-	waitUntil(t, 30*time.Second, "the apiserver's port is free", func() bool {
-		conn, err := net.DialTimeout("tcp", address.HostPort(), time.Second)
-		if err == nil {
-			conn.Close() //nolint:errcheck
-
-			return false
+	portClosed := func(ctx context.Context) error {
+		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", address.HostPort())
+		if err != nil {
+			// Refused, unless the wait itself ended: nothing listens any more.
+			return ctx.Err()
 		}
 
-		return true
-	})
+		conn.Close() //nolint:errcheck
 
-	time.Sleep(down)
+		return fmt.Errorf("%s accepts connections", address.HostPort())
+	}
+
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the apiserver's port is free", portClosed)
+
+	// The outage is the fault under test: it lasts down, and nothing serves on the apiserver's port meanwhile.
+	testenv.Consistently(t, down, 100*time.Millisecond, "the apiserver stays down", portClosed)
 
 	if err := apiServer.Start(); err != nil {
 		t.Fatalf("failed to start the apiserver again: %v", err)

@@ -93,12 +93,12 @@ func verdictOf(csr *certificatesv1.CertificateSigningRequest) string {
 func (w *csrWatch) waitVerdicts(t *testing.T, names []string, want string, timeout time.Duration) {
 	t.Helper()
 
-	waitEach(t, names, timeout, "certificate requests "+want, func(name string) string {
+	waitEach(t, names, timeout, "certificate requests "+want, func(name string) error {
 		if got := w.verdict(name); got != want {
-			return name + " (" + got + ")"
+			return fmt.Errorf("verdict %q", got)
 		}
 
-		return ""
+		return nil
 	})
 }
 

@@ -4,6 +4,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // machinesFor generates count machines named PREFIX-<generated name>: tests sharing the control plane never
@@ -188,27 +191,33 @@ func startSim(t *testing.T, machines []talossim.Machine) (*talossim.Fleet, *talo
 	return fleet, srv
 }
 
+// errNoRequest is what kubeletRequests says of a kubelet that has not submitted its request yet.
+var errNoRequest = errors.New("no certificate request")
+
 // kubeletRequests waits until the kubelet of every named node has submitted its serving certificate request,
 // and returns their names.
 func kubeletRequests(t *testing.T, kubelets *talossim.Kubelets, names []string, timeout time.Duration) []string {
 	t.Helper()
 
-	var out []string
+	requests := map[string]string{}
 
-	waitUntil(t, timeout, "every kubelet submits its certificate request", func() bool {
-		out = out[:0]
-
-		for _, name := range names {
+	testenv.Eventually(t, timeout, 100*time.Millisecond, "every kubelet submits its certificate request", func(context.Context) error {
+		return testenv.Every(names, func(name string) error {
 			times, _ := kubelets.Times(name)
 			if times.CSRName == "" {
-				return false
+				return errNoRequest
 			}
 
-			out = append(out, times.CSRName)
-		}
+			requests[name] = times.CSRName
 
-		return true
+			return nil
+		})
 	})
+
+	out := make([]string, 0, len(names))
+	for _, name := range names {
+		out = append(out, requests[name])
+	}
 
 	return out
 }

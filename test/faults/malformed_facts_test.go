@@ -3,6 +3,7 @@
 package faults_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // malformedRules template a tag into a label and every tag into an annotation, so that hostile tags reach
@@ -120,23 +122,32 @@ func TestMalformedTalosFacts(t *testing.T) {
 	nodes.waitNodes(t, machineNames(good), 2*time.Minute, "initialized", isInitialized)
 
 	// Every bad machine gets a decision: initialized, or pending with a reason.
-	waitUntil(t, time.Minute, "talos-ccm decides about every malformed machine", func() bool {
-		for _, m := range bad {
-			nt := nodeTransform(t, st, m.Name)
-			if nt == nil || (!nt.GetInitialize() && nt.GetPending() == "") {
-				return false
-			}
-
-			if n := nodes.node(m.Name); nt.GetInitialize() && (n == nil || !isInitialized(n)) {
-				return false
-			}
+	decidedAll := func(ctx context.Context) error {
+		if !ccm.running() {
+			return errExited
 		}
 
-		return true
-	})
+		return testenv.Every(machineNames(bad), func(name string) error {
+			nt, err := decidedNodeTransform(ctx, st, name)
+			switch {
+			case err != nil:
+				return err
+			case !nt.GetInitialize() && nt.GetPending() == "":
+				return errors.New("neither initialized nor pending")
+			}
 
-	// Give talos-ccm time to do anything more it would do.
-	time.Sleep(5 * time.Second)
+			if n := nodes.node(name); nt.GetInitialize() && (n == nil || !isInitialized(n)) {
+				return errors.New("decided initialized, Node not initialized yet")
+			}
+
+			return nil
+		})
+	}
+
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "talos-ccm decides about every malformed machine", decidedAll)
+
+	// Then talos-ccm has time to do anything more it would do: its decisions stand, and it keeps running.
+	testenv.Consistently(t, 5*time.Second, 200*time.Millisecond, "talos-ccm's decisions about the malformed machines stand", decidedAll)
 
 	ccm.requireRunning()
 

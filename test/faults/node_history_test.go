@@ -3,6 +3,8 @@
 package faults_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // maxRegressions bounds the regressions a history keeps: the first ones tell the story.
@@ -161,14 +165,35 @@ func (h *nodeHistory) countInitialized(names []string) int {
 func (h *nodeHistory) waitNodes(t *testing.T, names []string, timeout time.Duration, what string, cond func(*corev1.Node) bool) {
 	t.Helper()
 
-	waitEach(t, names, timeout, "Nodes "+what, func(name string) string {
-		if n := h.node(name); n == nil || !cond(n) {
-			return name
+	waitEach(t, names, timeout, "Nodes "+what, func(name string) error {
+		n := h.node(name)
+		switch {
+		case n == nil:
+			return errNoNode
+		case !cond(n):
+			return errNotYet
+		default:
+			return nil
 		}
-
-		return ""
 	})
 }
+
+// waitInitializedCount waits until at least count of the named Nodes are initialized, or fails the test
+// after timeout.
+func (h *nodeHistory) waitInitializedCount(t *testing.T, names []string, count int, timeout time.Duration, what string) {
+	t.Helper()
+
+	testenv.Eventually(t, timeout, 100*time.Millisecond, what, func(context.Context) error {
+		if n := h.countInitialized(names); n < count {
+			return fmt.Errorf("%d of %d Nodes initialized, want %d", n, len(names), count)
+		}
+
+		return nil
+	})
+}
+
+// errNoNode is what a wait for Nodes says of a Node that does not exist (yet).
+var errNoNode = errors.New("no Node")
 
 // checkNothingUndone fails the test for every write that undid something applied.
 func (h *nodeHistory) checkNothingUndone(t *testing.T) {

@@ -3,11 +3,14 @@
 package faults_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // slowLatency is how long a slow machine takes to answer every Talos API request.
@@ -85,22 +88,25 @@ func initializationDurations(t *testing.T, kubelets *talossim.Kubelets, machines
 	t.Helper()
 
 	// The kubelet sees the initialization through its own watch: wait for it.
-	var out []time.Duration
+	durations := map[string]time.Duration{}
 
-	waitUntil(t, 30*time.Second, "every kubelet sees its Node initialized", func() bool {
-		out = out[:0]
-
-		for _, m := range machines {
-			times, ok := kubelets.Times(m.Name)
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "every kubelet sees its Node initialized", func(context.Context) error {
+		return testenv.Every(machineNames(machines), func(name string) error {
+			times, ok := kubelets.Times(name)
 			if !ok || times.Initialized.IsZero() {
-				return false
+				return errNotYet
 			}
 
-			out = append(out, times.Initialized.Sub(times.Created))
-		}
+			durations[name] = times.Initialized.Sub(times.Created)
 
-		return true
+			return nil
+		})
 	})
+
+	out := make([]time.Duration, 0, len(machines))
+	for _, m := range machines {
+		out = append(out, durations[m.Name])
+	}
 
 	return out
 }
