@@ -8,7 +8,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -78,7 +77,8 @@ func layerViolations(pkgs []listedPackage) []string {
 func listPackages(t *testing.T) []listedPackage {
 	t.Helper()
 
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command lists the packages")
 
 	cmd := exec.CommandContext(t.Context(), goBin, "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
 	cmd.Dir = filepath.Join("..", "..")
