@@ -11,7 +11,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/task"
-	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -52,10 +51,7 @@ func (ctrl *ControllerManagerConfigSourceController) Name() string {
 
 // Inputs implements controller.Controller interface.
 func (ctrl *ControllerManagerConfigSourceController) Inputs() []controller.Input {
-	return []controller.Input{
-		{Namespace: kube.NamespaceName, Type: kube.KubeNodeType, Kind: controller.InputWeak},
-		{Namespace: config.NamespaceName, Type: config.ConfigType, ID: optional.Some(config.ActiveID), Kind: controller.InputWeak},
-	}
+	return nodeWorkerInputs()
 }
 
 // Outputs implements controller.Controller interface.

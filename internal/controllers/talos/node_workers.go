@@ -8,10 +8,13 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/task"
+	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
 // machineRef names the machine of one Node: the Node, and the IP its Talos API is asked through (the
@@ -197,4 +200,13 @@ func (w *nodeWorkers[F, S]) forgetStale(ctx context.Context, r controller.Runtim
 	}
 
 	return nil
+}
+
+// nodeWorkerInputs are the inputs of a source with one worker per Node: the Nodes, and the config, whose
+// preferIPv6 picks the IP each machine is asked through.
+func nodeWorkerInputs() []controller.Input {
+	return []controller.Input{
+		{Namespace: kube.NamespaceName, Type: kube.KubeNodeType, Kind: controller.InputWeak},
+		{Namespace: config.NamespaceName, Type: config.ConfigType, ID: optional.Some(config.ActiveID), Kind: controller.InputWeak},
+	}
 }
