@@ -57,7 +57,7 @@ func DiffTransforms(cur, next *specs.NodeTransformSpec) []Change {
 	}
 
 	diffValue("providerID", "", cur.GetProviderId(), next.GetProviderId(),
-		cur.GetOrigins()["providerID"], next.GetOrigins()["providerID"], cur.GetProviderId() != "", next.GetProviderId() != "")
+		cur.GetOrigins()[node.OriginProviderID], next.GetOrigins()[node.OriginProviderID], cur.GetProviderId() != "", next.GetProviderId() != "")
 
 	diffMap := func(what string, from, to, fromOrigins, toOrigins map[string]string) {
 		keys := slices.Sorted(maps.Keys(from))
@@ -73,7 +73,7 @@ func DiffTransforms(cur, next *specs.NodeTransformSpec) []Change {
 			a, hadA := from[k]
 			b, hasB := to[k]
 
-			diffValue(what, k, a, b, fromOrigins[what+"/"+k], toOrigins[what+"/"+k], hadA, hasB)
+			diffValue(what, k, a, b, fromOrigins[node.OriginKey(what, k)], toOrigins[node.OriginKey(what, k)], hadA, hasB)
 		}
 	}
 
@@ -85,13 +85,13 @@ func DiffTransforms(cur, next *specs.NodeTransformSpec) []Change {
 
 	for _, a := range cur.GetAddresses() {
 		if !slices.ContainsFunc(next.GetAddresses(), func(b *specs.NodeAddress) bool { return addressKey(a) == addressKey(b) }) {
-			changes = append(changes, Change{Action: ActionRemove, What: "address", Key: a.GetType(), From: a.GetAddress(), Origin: cur.GetOrigins()["address/"+addressKey(a)]})
+			changes = append(changes, Change{Action: ActionRemove, What: "address", Key: a.GetType(), From: a.GetAddress(), Origin: cur.GetOrigins()[node.OriginAddressKey(a.GetType(), a.GetAddress())]})
 		}
 	}
 
 	for _, b := range next.GetAddresses() {
 		if !slices.ContainsFunc(cur.GetAddresses(), func(a *specs.NodeAddress) bool { return addressKey(a) == addressKey(b) }) {
-			changes = append(changes, Change{Action: ActionAdd, What: "address", Key: b.GetType(), To: b.GetAddress(), Origin: next.GetOrigins()["address/"+addressKey(b)]})
+			changes = append(changes, Change{Action: ActionAdd, What: "address", Key: b.GetType(), To: b.GetAddress(), Origin: next.GetOrigins()[node.OriginAddressKey(b.GetType(), b.GetAddress())]})
 		}
 	}
 

@@ -357,18 +357,18 @@ func wantedRows(nt *specs.NodeTransformSpec, kn *specs.KubeNodeSpec) []wantedRow
 	var rows []wantedRow
 
 	if id := nt.GetProviderId(); id != "" {
-		rows = append(rows, wantedRow{what: "providerID", value: id, origin: origins["providerID"], onNode: compare(kn, id, kn.GetProviderId(), kn.GetProviderId() != "")})
+		rows = append(rows, wantedRow{what: "providerID", value: id, origin: origins[node.OriginProviderID], onNode: compare(kn, id, kn.GetProviderId(), kn.GetProviderId() != "")})
 	}
 
 	for _, key := range slices.Sorted(maps.Keys(nt.GetLabels())) {
 		value := nt.GetLabels()[key]
 		have, ok := kn.GetLabels()[key]
 
-		rows = append(rows, wantedRow{what: "label", key: key, value: value, origin: origins["label/"+key], onNode: compare(kn, value, have, ok)})
+		rows = append(rows, wantedRow{what: "label", key: key, value: value, origin: origins[node.OriginKey(node.OriginKindLabel, key)], onNode: compare(kn, value, have, ok)})
 	}
 
 	for _, key := range slices.Sorted(maps.Keys(nt.GetAnnotations())) {
-		rows = append(rows, wantedRow{what: "annotation", key: key, value: nt.GetAnnotations()[key], origin: origins["annotation/"+key], onNode: onNodeUnknown})
+		rows = append(rows, wantedRow{what: "annotation", key: key, value: nt.GetAnnotations()[key], origin: origins[node.OriginKey(node.OriginKindAnnotation, key)], onNode: onNodeUnknown})
 	}
 
 	for _, taint := range nt.GetTaints() {
@@ -387,7 +387,7 @@ func wantedRows(nt *specs.NodeTransformSpec, kn *specs.KubeNodeSpec) []wantedRow
 			}
 		}
 
-		rows = append(rows, wantedRow{what: "taint", key: taint.GetKey(), value: value, origin: origins["taint/"+taint.GetKey()], onNode: compare(kn, value, have, found)})
+		rows = append(rows, wantedRow{what: "taint", key: taint.GetKey(), value: value, origin: origins[node.OriginKey(node.OriginKindTaint, taint.GetKey())], onNode: compare(kn, value, have, found)})
 	}
 
 	for _, a := range nt.GetAddresses() {
@@ -397,7 +397,7 @@ func wantedRows(nt *specs.NodeTransformSpec, kn *specs.KubeNodeSpec) []wantedRow
 
 		rows = append(rows, wantedRow{
 			what: "address", key: a.GetType(), value: a.GetAddress(),
-			origin: origins["address/"+a.GetType()+"/"+a.GetAddress()],
+			origin: origins[node.OriginAddressKey(a.GetType(), a.GetAddress())],
 			onNode: compare(kn, a.GetAddress(), a.GetAddress(), found),
 		})
 	}

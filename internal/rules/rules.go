@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 )
 
 // Transformation rules (the `transformations` of the config file) add labels, annotations and taints to
@@ -544,17 +545,17 @@ func Apply(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpec) Re
 
 		for k, v := range out.labels {
 			res.Labels[k] = v
-			res.Origins["label/"+k] = origin
+			res.Origins[node.OriginKey(node.OriginKindLabel, k)] = origin
 		}
 
 		for k, v := range out.annotations {
 			res.Annotations[k] = v
-			res.Origins["annotation/"+k] = origin
+			res.Origins[node.OriginKey(node.OriginKindAnnotation, k)] = origin
 		}
 
 		for k, t := range out.taints {
 			res.Taints[k] = t
-			res.Origins["taint/"+k] = origin
+			res.Origins[node.OriginKey(node.OriginKindTaint, k)] = origin
 		}
 
 		if rule.GetFeatures().GetPublicIpDiscovery() {
@@ -564,7 +565,7 @@ func Apply(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpec) Re
 		// Validated by renderRule: the overrides apply as a whole.
 		for name, v := range out.overrides {
 			facts[strings.ToLower(name)].set(res.Facts, v) //nolint:errcheck
-			res.Origins["platformMetadata/"+name] = origin
+			res.Origins[node.OriginKey(node.OriginKindPlatformMetadata, name)] = origin
 		}
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
@@ -256,7 +257,7 @@ func TestDropInHostnameFallback(t *testing.T) {
 			require.True(t, spec.GetInitialize(), spec.GetPending())
 
 			assert.Equal(t, tc.wantMatched, len(spec.GetMatchedRules()) == 1, spec.GetMatchedRules())
-			assert.Equal(t, tc.wantOrigin, spec.GetOrigins()[node.OriginFactHostname])
+			assert.Equal(t, tc.wantOrigin, spec.GetOrigins()[noderes.OriginFactHostname])
 
 			if tc.wantMatched {
 				assert.Equal(t, tc.wantHost, spec.GetAnnotations()["example.com/host"])

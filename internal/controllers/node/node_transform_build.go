@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
@@ -29,10 +30,6 @@ const (
 	LabelBetaZone         = "failure-domain.beta.kubernetes.io/zone"
 	LabelBetaRegion       = "failure-domain.beta.kubernetes.io/region"
 )
-
-// OriginFactHostname is the NodeTransform origins key that says where the hostname fact came from when it
-// did not come from Talos.
-const OriginFactHostname = "fact/hostname"
 
 const (
 	originTalosHostname    = "Talos platformMetadata.hostname"
@@ -115,7 +112,7 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 	if facts.GetHostname() == "" && in.NodeName != "" {
 		facts.Hostname = in.NodeName
 		hostnameOrigin = originNodeNameHostname
-		out.Origins[OriginFactHostname] = originNodeNameHostname
+		out.Origins[node.OriginFactHostname] = originNodeNameHostname
 	}
 
 	applied := rules.Apply(in.Config.GetTransformations(), facts)
@@ -134,7 +131,7 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 	for _, a := range nodeaddress.Choose(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6(), hostnameOrigin, applied.PublicIPDiscovery, warn) {
 		out.Addresses = append(out.Addresses, a.Address)
-		out.Origins["address/"+a.Address.GetType()+"/"+a.Address.GetAddress()] = a.Origin
+		out.Origins[node.OriginAddressKey(a.Address.GetType(), a.Address.GetAddress())] = a.Origin
 	}
 
 	setLabels(out, pm, in.Config, applied.Origins)
@@ -165,7 +162,7 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 // factOrigin names where a fact comes from: Talos, or the rule that overrode it.
 func factOrigin(ruleOrigins map[string]string, name string) string {
-	if rule, ok := ruleOrigins["platformMetadata/"+name]; ok {
+	if rule, ok := ruleOrigins[node.OriginKey(node.OriginKindPlatformMetadata, name)]; ok {
 		return rule + " (platformMetadata." + name + ")"
 	}
 
@@ -185,7 +182,7 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 		}
 
 		out.Labels[key] = value
-		out.Origins["label/"+key] = origin
+		out.Origins[node.OriginKey(node.OriginKindLabel, key)] = origin
 	}
 
 	set(LabelRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
@@ -245,7 +242,7 @@ func setRuleOutputs(out *specs.NodeTransformSpec, applied rules.Result) {
 func setProviderID(out *specs.NodeTransformSpec, in TransformInput, pm *specs.PlatformMetadataSpec, ruleOrigins map[string]string) time.Duration {
 	if id := pm.GetProviderId(); id != "" {
 		out.ProviderId = id
-		out.Origins["providerID"] = factOrigin(ruleOrigins, "providerID")
+		out.Origins[node.OriginProviderID] = factOrigin(ruleOrigins, "providerID")
 
 		return 0
 	}
@@ -266,7 +263,7 @@ func setProviderID(out *specs.NodeTransformSpec, in TransformInput, pm *specs.Pl
 		}
 
 		out.ProviderId = "talos://" + out.GetPlatform() + "/" + ip
-		out.Origins["providerID"] = origin
+		out.Origins[node.OriginProviderID] = origin
 	}
 
 	if !pm.GetHasPlatformMetadata() || platformsWithoutProviderID[pm.GetPlatform()] {
