@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"text/tabwriter"
@@ -57,8 +56,8 @@ func runFlood(ctx context.Context, opts options, requests int) (*floodResult, er
 
 	defer stopControlPlane()
 
-	admin := rest.CopyConfig(cp.Config)
-	admin.QPS, admin.Burst = float32(opts.qps), 2*opts.qps
+	// The requests are filed as fast as the apiserver takes them, as the floor writes.
+	admin := rateLimited(cp.Config, 0, 0)
 
 	client, err := kubernetes.NewForConfig(admin)
 	if err != nil {
@@ -115,7 +114,7 @@ func runFlood(ctx context.Context, opts options, requests int) (*floodResult, er
 		names[i] = fmt.Sprint(i)
 	}
 
-	err = parallel(ctx, names, opts.concurrency, func(ctx context.Context, _ string) error {
+	err = parallel(ctx, names, opts.floor.concurrency, func(ctx context.Context, _ string) error {
 		_, err := submitServingCSR(ctx, admin, flooderNode)
 
 		return err
@@ -209,18 +208,7 @@ func startFloodCCM(ctx context.Context, opts options, cp *testenv.Env, work stri
 		return nil, "", err
 	}
 
-	ccm := exec.CommandContext(ctx, opts.ccmBin,
-		"--kubeconfig", kubeconfig,
-		"--controllers", "csr-approval",
-		"--state-dir", filepath.Join(work, "state"),
-		"--api-listen", "",
-		"--kube-api-qps", fmt.Sprint(opts.qps),
-		"--kube-api-burst", fmt.Sprint(2*opts.qps),
-		"--metrics-bind-address", metricsAddr,
-		"--metrics-secure=false",
-		"--health-probe-bind-address", "0",
-		"--log-level", opts.logLevel,
-	)
+	ccm := ccmCommand(ctx, opts, kubeconfig, work, metricsAddr, "--controllers", "csr-approval")
 
 	// No talosconfig: the approver runs alone, and its decisions are all there is to measure.
 	ccm.Env = append(os.Environ(), "TALOSCONFIG=")
@@ -231,7 +219,6 @@ func startFloodCCM(ctx context.Context, opts options, cp *testenv.Env, work stri
 	}
 
 	ccm.Stdout, ccm.Stderr = logFile, logFile
-	ccm.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
 	if err = ccm.Start(); err != nil {
 		logFile.Close() //nolint:errcheck

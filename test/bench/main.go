@@ -1,12 +1,15 @@
 // Command bench measures talos-ccm against the speed of the apiserver itself. For each fleet size it
-// starts a fresh control plane (kube-apiserver and etcd built from Go modules), measures a floor (the same
-// Node writes talos-ccm makes, issued by a bare client with the same concurrency and QPS on other Nodes),
-// registers a simulated Talos fleet's Nodes, then runs the real talos-ccm binary and measures how fast it
-// initializes them, how fast it approves their kubelet serving CSRs, what it asks of both APIs, its memory
-// and CPU, and what it does when idle. Results are a table of ratios to the floor, a CSV and PNG plots.
+// starts a fresh control plane (kube-apiserver and etcd built from Go modules), measures a floor (the Node
+// writes talos-ccm makes, issued on other Nodes by a bare client with talos-ccm's default concurrency and no
+// client-side rate limit; then again at talos-ccm's default rate limit), registers a simulated Talos fleet's
+// Nodes, then runs the real talos-ccm binary with its default flags and measures how fast it initializes
+// them, how fast it approves their kubelet serving CSRs, what it asks of both APIs, its memory and CPU, and
+// what it does when idle. Results are a table of ratios to the floor (report.txt, which
+// hack/bench-readme.sh copies into the README), a CSV and PNG plots.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -20,35 +23,49 @@ import (
 )
 
 type options struct {
-	outDir      string
-	ccmBin      string
-	nodes       []int
-	idle        time.Duration
-	qps         int
-	concurrency int
-	slowNodes   int
-	seed        int64
-	logLevel    string
-	flood       int
+	outDir    string
+	ccmBin    string
+	nodes     []int
+	idle      time.Duration
+	slowNodes int
+	seed      int64
+	logLevel  string
+	flood     int
+	// ccmArgs are added to talos-ccm's command line (--ccm-args), for experiments.
+	ccmArgs []string
+
+	// floor is the floor without a client-side rate limit; throttled the same at talos-ccm's default rate
+	// limit (qps 0: not measured). Both are completed from talos-ccm's defaults in run.
+	floor, throttled floorSpec
 }
 
 func main() {
 	var (
-		opts  options
-		nodes string
+		opts           options
+		nodes, ccmArgs string
+		throttledFloor bool
 	)
 
 	flag.StringVar(&nodes, "nodes", "100,1000,5000", "comma-separated fleet sizes")
-	flag.StringVar(&opts.outDir, "out", "bench/results", "directory for the CSV and the plots")
+	flag.StringVar(&opts.outDir, "out", resultsDir, "directory for the report, the CSV, the plots, the logs and the profiles")
 	flag.StringVar(&opts.ccmBin, "ccm", "bin/talos-ccm", "the talos-ccm binary")
 	flag.DurationVar(&opts.idle, "idle", 5*time.Minute, "idle window after initialization")
-	flag.IntVar(&opts.qps, "qps", 500, "Kubernetes client QPS of talos-ccm and of the floor (burst is twice that)")
-	flag.IntVar(&opts.concurrency, "concurrency", 64, "concurrent Node writes of the floor (talos-ccm's default --concurrency)")
+	flag.IntVar(&opts.floor.writes, "floor-writes", 2, "Node writes per node of the floor: 2 (metadata guarded by resourceVersion, status) or 3 (apply, status, update)")
+	flag.IntVar(&opts.floor.concurrency, "concurrency", 0, "concurrent Node writes of the floor (0: talos-ccm's default --concurrency)")
+	flag.BoolVar(&throttledFloor, "floor-throttled", true, "also measure the floor at talos-ccm's default --kube-api-qps and --kube-api-burst")
+	flag.StringVar(&ccmArgs, "ccm-args", "", "extra talos-ccm flags, space-separated, for experiments (e.g. \"--kube-api-qps=1000 --concurrency=32\"); none by default: talos-ccm runs with its defaults")
 	flag.IntVar(&opts.slowNodes, "slow-at", 1000, "also run this fleet size with one machine answering in 3s (0: skip)")
 	flag.Int64Var(&opts.seed, "seed", 1, "seed of the generated fleets")
 	flag.StringVar(&opts.logLevel, "ccm-log-level", "warn", "--log-level of talos-ccm (its log is written next to the results)")
 	flag.IntVar(&opts.flood, "flood", 1600, "also run the flood scenario: one node files this many CSRs, another node's approvals are timed (0: skip)")
 	flag.Parse()
+
+	opts.ccmArgs = strings.Fields(ccmArgs)
+
+	if _, ok := floorWriteSets[opts.floor.writes]; !ok {
+		fmt.Fprintf(os.Stderr, "bench: --floor-writes must be 2 or 3, not %d\n", opts.floor.writes)
+		os.Exit(2)
+	}
 
 	for _, s := range strings.Split(nodes, ",") {
 		if strings.TrimSpace(s) == "" {
@@ -65,7 +82,7 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, opts)
+	err := run(ctx, opts, throttledFloor)
 
 	stop()
 
@@ -75,13 +92,29 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, opts options) error {
+func run(ctx context.Context, opts options, throttledFloor bool) error {
 	ccm, err := filepath.Abs(opts.ccmBin)
 	if err != nil {
 		return err
 	}
 
 	opts.ccmBin = ccm
+
+	what, err := inspect(ctx, opts.ccmBin)
+	if err != nil {
+		return err
+	}
+
+	if opts.floor.concurrency <= 0 {
+		opts.floor.concurrency = what.concurrency
+	}
+
+	if throttledFloor && what.qps > 0 {
+		opts.throttled = opts.floor
+		opts.throttled.qps, opts.throttled.burst = what.qps, what.burst
+	}
+
+	fmt.Printf("measuring commit %s, %s\n", what.commit, what.version)
 
 	if err = os.MkdirAll(opts.outDir, 0o755); err != nil {
 		return fmt.Errorf("failed to create %s: %w", opts.outDir, err)
@@ -123,11 +156,20 @@ func run(ctx context.Context, opts options) error {
 		}
 	}
 
-	report(os.Stdout, results)
+	var out bytes.Buffer
+
+	reportHeader(&out, what, opts)
+	report(&out, results, opts)
 
 	if flood != nil {
-		reportFlood(os.Stdout, flood)
+		reportFlood(&out, flood)
 	}
 
-	return writeCSV(filepath.Join(opts.outDir, "results.csv"), results)
+	os.Stdout.Write(out.Bytes()) //nolint:errcheck // a failed write to stdout has nowhere to be reported
+
+	if err = os.WriteFile(filepath.Join(opts.outDir, "report.txt"), out.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("failed to write the report: %w", err)
+	}
+
+	return writeCSV(filepath.Join(opts.outDir, "results.csv"), results, what, opts)
 }

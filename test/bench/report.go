@@ -11,41 +11,130 @@ import (
 	"time"
 )
 
-// report prints one block per scenario: each figure of talos-ccm next to the floor measured in the same
-// run, and the ratio between them.
-func report(w io.Writer, results []*result) {
+// reportHeader says what was measured: the commit, the binary, talos-ccm's flags and the floors.
+func reportHeader(w io.Writer, what measured, opts options) {
+	fmt.Fprintf(w, "commit %s; talos-ccm --version: %s\n", what.commit, what.version)
+
+	defaults := fmt.Sprintf("--concurrency %d, --kube-api-qps %g, --kube-api-burst %d", what.concurrency, what.qps, what.burst)
+	if len(opts.ccmArgs) == 0 {
+		fmt.Fprintf(w, "talos-ccm: its default flags (%s)\n", defaults)
+	} else {
+		fmt.Fprintf(w, "talos-ccm: its default flags (%s) but %s\n", defaults, strings.Join(opts.ccmArgs, " "))
+	}
+
+	fmt.Fprintf(w, "FLOOR: %d Node writes per node (%s), %d Nodes at once, by a bare client without a client-side rate limit\n",
+		opts.floor.writes, floorWriteSets[opts.floor.writes].about, opts.floor.concurrency)
+
+	if opts.throttled.qps > 0 {
+		fmt.Fprintf(w, "%s: the same at talos-ccm's default rate limit (QPS %g, burst %d)\n", throttledName(opts.throttled), opts.throttled.qps, opts.throttled.burst)
+	}
+}
+
+func throttledName(spec floorSpec) string {
+	return fmt.Sprintf("FLOOR, QPS %g", spec.qps)
+}
+
+// report prints one block per scenario: each figure of talos-ccm next to the floors measured in the same
+// run, and the ratios between them.
+func report(w io.Writer, results []*result, opts options) {
+	if len(results) == 0 {
+		return
+	}
+
+	throttled := opts.throttled.qps > 0
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 
-	fmt.Fprintln(tw, "\nSCENARIO\tMEASURE\tTALOS-CCM\tFLOOR\tRATIO")
+	header := "\nSCENARIO\tMEASURE\tTALOS-CCM\tFLOOR\tRATIO"
+	if throttled {
+		header += "\t" + throttledName(opts.throttled) + "\tRATIO"
+	}
+
+	fmt.Fprintln(tw, header)
 
 	for _, r := range results {
-		row := func(measure string, ccm, floor time.Duration) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2fx\n", r.name(), measure, round(ccm), round(floor), ratio(ccm, floor))
+		// line prints talos-ccm's figure, the floor's and their ratio, then the throttled floor's and its
+		// ratio when that floor was measured.
+		line := func(measure, ccm, floor, ratio, floorThrottled, ratioThrottled string) {
+			text := strings.Join([]string{r.name(), measure, ccm, floor, ratio}, "\t")
+			if throttled {
+				text += "\t" + floorThrottled + "\t" + ratioThrottled
+			}
+
+			fmt.Fprintln(tw, text)
 		}
 
-		row("wall time to initialize all", r.ccm.wall, r.floor.wall)
-		row("per-node p50", r.ccm.p50, r.floor.p50)
-		row("per-node p99", r.ccm.p99, r.floor.p99)
-		row("per-node max", r.ccm.max, r.floor.max)
+		// row prints a figure with nothing to compare it with.
+		row := func(measure, ccm, note string) { line(measure, ccm, "-", note, "-", "-") }
+
+		timed := func(measure string, pick func(latencies) time.Duration) {
+			ccm, floor, slow := pick(r.ccm), pick(r.floor), pick(r.floorThrottled)
+
+			line(measure, round(ccm).String(), round(floor).String(), fmt.Sprintf("%.2fx", ratio(ccm, floor)),
+				round(slow).String(), fmt.Sprintf("%.2fx", ratio(ccm, slow)))
+		}
+
+		timed("wall time to initialize all", func(l latencies) time.Duration { return l.wall })
+		timed("per-node p50", func(l latencies) time.Duration { return l.p50 })
+		timed("per-node p99", func(l latencies) time.Duration { return l.p99 })
+		timed("per-node max", func(l latencies) time.Duration { return l.max })
 
 		if r.slow {
-			fmt.Fprintf(tw, "%s\tp99 without the slow machine\t%s\t-\t-\n", r.name(), round(r.ccmOthers.p99))
+			row("p99 without the slow machine", round(r.ccmOthers.p99).String(), "-")
 		}
 
-		fmt.Fprintf(tw, "%s\tCSR approval p50 / p99\t%s / %s\t-\t(%d of %d approved)\n", r.name(), round(r.csr.p50), round(r.csr.p99), r.csr.n, r.csrSubmitted)
-		fmt.Fprintf(tw, "%s\tKubernetes requests per node\t%s\t3 writes\t-\n", r.name(), verbs(r.requestsPerNode))
-		fmt.Fprintf(tw, "%s\tTalos calls per node\t%.1f\t-\t-\n", r.name(), r.talosPerNode)
-		fmt.Fprintf(tw, "%s\tpeak RSS / CPU\t%.0f MiB / %.1f s\t-\t-\n", r.name(), float64(r.peakRSS)/(1<<20), r.cpuSeconds)
-		fmt.Fprintf(tw, "%s\tafter init: heap / stacks / goroutines\t%.0f MiB / %.0f MiB / %.0f\t-\t-\n", r.name(), r.heapBytes/(1<<20), r.stackBytes/(1<<20), r.goroutines)
-		fmt.Fprintf(tw, "%s\tidle %s: writes / Talos calls per minute\t%.1f / %.1f\t-\t-\n", r.name(), r.idle, r.idleWritesPerMin, r.idleTalosPerMin)
-		fmt.Fprintf(tw, "%s\tkubelet registration (not talos-ccm)\t%s\t-\t-\n", r.name(), round(r.registration))
-		fmt.Fprintf(tw, "%s\tCSR seen by a watch p50 / p99 (not talos-ccm)\t%s / %s\t-\t-\n", r.name(), round(r.csrWatch.p50), round(r.csrWatch.p99))
+		row("CSR approval p50 / p99", fmt.Sprintf("%s / %s", round(r.csr.p50), round(r.csr.p99)), fmt.Sprintf("(%d of %d approved)", r.csr.n, r.csrSubmitted))
+		line("Node writes per node", nodeWritesText(r.requests), fmt.Sprint(opts.floor.writes),
+			fmt.Sprintf("%.2fx", total(r.requests.nodeWrites)/float64(opts.floor.writes)), "-", "-")
+		row("other writes per node", otherWritesText(r.requests), "-")
+		row("reads per node (no lease)", countsText(r.requests.reads, "%.2f"), "-")
+		row("Talos calls per node", fmt.Sprintf("%.1f (%s)", total(r.talosCalls), countsText(r.talosCalls, "%.1f")), "-")
+		row("CPU / per node initialized", fmt.Sprintf("%.1f s / %.1f ms", r.cpuSeconds, 1000*r.cpuSeconds/float64(r.nodes)), "-")
+		row("peak RSS / per node", fmt.Sprintf("%s / %s", mib(float64(r.peakRSS)), kib(float64(r.peakRSS)/float64(r.nodes))), "-")
+		row("after init: heap / per node", fmt.Sprintf("%s / %s", mib(r.heapBytes), kib(r.heapBytes/float64(r.nodes))), "-")
+		row("after init: stacks / goroutines", fmt.Sprintf("%s / %.0f", mib(r.stackBytes), r.goroutines), "-")
+
+		idle := fmt.Sprintf("idle %s:", r.idle)
+		row(idle+" Node / other writes per minute", fmt.Sprintf("%.1f / %.1f", total(r.idleRequests.nodeWrites), r.idleRequests.writes()-total(r.idleRequests.nodeWrites)), "-")
+		row(idle+" Talos calls per minute", talosIdleText(r.idleTalos), "-")
+		row(idle+" machines on a 15-30 min PlatformMetadata timer", fmt.Sprintf("%.0f", r.platformTimers), "(watches refused)")
+		row("kubelet registration (not talos-ccm)", round(r.registration).String(), "-")
+		row("CSR seen by a watch p50 / p99 (not talos-ccm)", fmt.Sprintf("%s / %s", round(r.csrWatch.p50), round(r.csrWatch.p99)), "-")
 	}
 
 	tw.Flush() //nolint:errcheck
 }
 
-func writeCSV(path string, results []*result) error {
+// nodeWritesText is the Node writes per node, in all and by verb, and those the apiserver refused.
+func nodeWritesText(c requestCounts) string {
+	text := fmt.Sprintf("%.2f (%s)", total(c.nodeWrites), countsText(c.nodeWrites, "%.2f"))
+	if c.nodeWritesFailed > 0 {
+		text += fmt.Sprintf(", %.2f refused", c.nodeWritesFailed)
+	}
+
+	return text
+}
+
+func otherWritesText(c requestCounts) string {
+	return fmt.Sprintf("CSR approvals %.2f, Events %.2f, other %.2f", c.csrApprovals, c.events, c.otherWrites)
+}
+
+// talosIdleText is the Talos calls per minute, in all and by resource type (without its group).
+func talosIdleText(byResource map[string]float64) string {
+	short := map[string]float64{}
+
+	for k, v := range byResource {
+		name, _, _ := strings.Cut(k, ".")
+		short[name] += v
+	}
+
+	if total(short) == 0 {
+		return "0.0"
+	}
+
+	return fmt.Sprintf("%.1f (%s)", total(short), countsText(short, "%.1f"))
+}
+
+func writeCSV(path string, results []*result, what measured, opts options) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("failed to create %s: %w", path, err)
@@ -54,25 +143,41 @@ func writeCSV(path string, results []*result) error {
 	w := csv.NewWriter(f)
 
 	rows := [][]string{{
-		"scenario", "nodes", "slow_machine",
-		"ccm_wall_s", "floor_wall_s", "wall_ratio",
-		"ccm_p50_s", "ccm_p99_s", "ccm_max_s", "floor_p50_s", "floor_p99_s", "floor_max_s", "p99_ratio", "ccm_p99_without_slow_s",
+		"scenario", "nodes", "slow_machine", "commit", "ccm_version", "ccm_args", "floor_writes", "floor_concurrency", "floor_throttled_qps",
+		"ccm_wall_s", "floor_wall_s", "wall_ratio", "floor_throttled_wall_s", "wall_ratio_throttled",
+		"ccm_p50_s", "ccm_p99_s", "ccm_max_s", "floor_p50_s", "floor_p99_s", "floor_max_s", "p50_ratio", "p99_ratio", "max_ratio",
+		"floor_throttled_p50_s", "floor_throttled_p99_s", "floor_throttled_max_s", "ccm_p99_without_slow_s",
 		"csr_p50_s", "csr_p99_s", "csr_approved", "csr_submitted",
-		"kube_requests_per_node", "talos_calls_per_node",
-		"peak_rss_mib", "cpu_s", "heap_mib", "stack_mib", "goroutines", "idle_min", "idle_writes_per_min", "idle_talos_calls_per_min", "registration_s", "csr_watch_p50_s", "csr_watch_p99_s",
+		"node_writes_per_node", "node_writes_by_verb", "node_writes_refused_per_node", "csr_approvals_per_node", "events_per_node", "other_writes_per_node", "reads_per_node",
+		"talos_calls_per_node", "talos_calls_by_call",
+		"peak_rss_mib", "peak_rss_kib_per_node", "cpu_s", "cpu_ms_per_node", "heap_mib", "heap_kib_per_node", "stack_mib", "goroutines",
+		"idle_min", "idle_node_writes_per_min", "idle_other_writes_per_min", "idle_talos_calls_per_min", "idle_talos_calls_by_resource", "platform_timers",
+		"registration_s", "csr_watch_p50_s", "csr_watch_p99_s",
 	}}
 
 	for _, r := range results {
+		n := float64(r.nodes)
+		nodeWrites := total(r.requests.nodeWrites)
+
 		rows = append(rows, []string{
-			r.name(), fmt.Sprint(r.nodes), fmt.Sprint(r.slow),
-			secs(r.ccm.wall), secs(r.floor.wall), fmt.Sprintf("%.3f", ratio(r.ccm.wall, r.floor.wall)),
+			r.name(), fmt.Sprint(r.nodes), fmt.Sprint(r.slow), what.commit, what.version, strings.Join(opts.ccmArgs, " "),
+			fmt.Sprint(opts.floor.writes), fmt.Sprint(opts.floor.concurrency), fmt.Sprint(opts.throttled.qps),
+			secs(r.ccm.wall), secs(r.floor.wall), ratio3(r.ccm.wall, r.floor.wall), secs(r.floorThrottled.wall), ratio3(r.ccm.wall, r.floorThrottled.wall),
 			secs(r.ccm.p50), secs(r.ccm.p99), secs(r.ccm.max), secs(r.floor.p50), secs(r.floor.p99), secs(r.floor.max),
-			fmt.Sprintf("%.3f", ratio(r.ccm.p99, r.floor.p99)), secs(r.ccmOthers.p99),
+			ratio3(r.ccm.p50, r.floor.p50), ratio3(r.ccm.p99, r.floor.p99), ratio3(r.ccm.max, r.floor.max),
+			secs(r.floorThrottled.p50), secs(r.floorThrottled.p99), secs(r.floorThrottled.max), secs(r.ccmOthers.p99),
 			secs(r.csr.p50), secs(r.csr.p99), fmt.Sprint(r.csr.n), fmt.Sprint(r.csrSubmitted),
-			verbs(r.requestsPerNode), fmt.Sprintf("%.2f", r.talosPerNode),
-			fmt.Sprintf("%.1f", float64(r.peakRSS)/(1<<20)), fmt.Sprintf("%.2f", r.cpuSeconds),
-			fmt.Sprintf("%.1f", r.heapBytes/(1<<20)), fmt.Sprintf("%.1f", r.stackBytes/(1<<20)), fmt.Sprintf("%.0f", r.goroutines),
-			fmt.Sprintf("%.1f", r.idle.Minutes()), fmt.Sprintf("%.2f", r.idleWritesPerMin), fmt.Sprintf("%.2f", r.idleTalosPerMin),
+			fmt.Sprintf("%.2f", nodeWrites), countsText(r.requests.nodeWrites, "%.2f"), fmt.Sprintf("%.2f", r.requests.nodeWritesFailed),
+			fmt.Sprintf("%.2f", r.requests.csrApprovals), fmt.Sprintf("%.2f", r.requests.events), fmt.Sprintf("%.2f", r.requests.otherWrites),
+			countsText(r.requests.reads, "%.2f"),
+			fmt.Sprintf("%.2f", total(r.talosCalls)), countsText(r.talosCalls, "%.2f"),
+			fmt.Sprintf("%.1f", float64(r.peakRSS)/(1<<20)), fmt.Sprintf("%.1f", float64(r.peakRSS)/(1<<10)/n),
+			fmt.Sprintf("%.2f", r.cpuSeconds), fmt.Sprintf("%.3f", 1000*r.cpuSeconds/n),
+			fmt.Sprintf("%.1f", r.heapBytes/(1<<20)), fmt.Sprintf("%.1f", r.heapBytes/(1<<10)/n),
+			fmt.Sprintf("%.1f", r.stackBytes/(1<<20)), fmt.Sprintf("%.0f", r.goroutines),
+			fmt.Sprintf("%.1f", r.idle.Minutes()), fmt.Sprintf("%.2f", total(r.idleRequests.nodeWrites)),
+			fmt.Sprintf("%.2f", r.idleRequests.writes()-total(r.idleRequests.nodeWrites)),
+			fmt.Sprintf("%.2f", total(r.idleTalos)), countsText(r.idleTalos, "%.2f"), fmt.Sprintf("%.0f", r.platformTimers),
 			secs(r.registration), secs(r.csrWatch.p50), secs(r.csrWatch.p99),
 		})
 	}
@@ -86,7 +191,8 @@ func writeCSV(path string, results []*result) error {
 	return f.Close()
 }
 
-func verbs(m map[string]float64) string {
+// countsText prints counts by key, sorted by key, each with format.
+func countsText(m map[string]float64, format string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -96,10 +202,22 @@ func verbs(m map[string]float64) string {
 
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
+		parts = append(parts, fmt.Sprintf("%s "+format, k, m[k]))
 	}
 
 	return strings.Join(parts, ", ")
+}
+
+func mib(bytes float64) string {
+	return fmt.Sprintf("%.0f MiB", bytes/(1<<20))
+}
+
+func kib(bytes float64) string {
+	return fmt.Sprintf("%.0f KiB", bytes/(1<<10))
+}
+
+func ratio3(a, b time.Duration) string {
+	return fmt.Sprintf("%.3f", ratio(a, b))
 }
 
 func ratio(a, b time.Duration) float64 {

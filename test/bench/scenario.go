@@ -16,8 +16,12 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
-// slowLatency is the Talos API latency of the slow machine of the slow scenario.
-const slowLatency = 3 * time.Second
+const (
+	// slowLatency is the Talos API latency of the slow machine of the slow scenario.
+	slowLatency = 3 * time.Second
+	// warmupNodes is the most Nodes of the untimed floor that warms up a fresh apiserver.
+	warmupNodes = 200
+)
 
 // scenario is one measured run.
 type scenario struct {
@@ -43,20 +47,29 @@ func (s scenario) slug() string {
 
 // result is everything measured in one scenario.
 type result struct {
-	floor latencies
-	ccm   latencies
+	// floor is the floor without a client-side rate limit; floorThrottled the same at talos-ccm's default
+	// rate limit (n is 0 when it was not measured).
+	floor          latencies
+	floorThrottled latencies
+	ccm            latencies
 	// ccmOthers are the latencies without the slow machine (slow scenario only).
 	ccmOthers latencies
 	csr       latencies
 	// csrWatch is from a CSR's submission to its first event on the bench's own watch.
 	csrWatch latencies
 
-	requestsPerNode map[string]float64
-	talosPerNode    float64
+	// requests are talos-ccm's Kubernetes requests per node, up to the end of the initialization and the
+	// CSR approvals.
+	requests requestCounts
+	// talosCalls are talos-ccm's Talos API calls per node by call (get, watch).
+	talosCalls map[string]float64
 
-	idleWritesPerMin float64
-	idleTalosPerMin  float64
-	idle             time.Duration
+	idle time.Duration
+	// idleRequests and idleTalos (by resource) are per minute of the idle window.
+	idleRequests requestCounts
+	idleTalos    map[string]float64
+	// platformTimers are the machines whose PlatformMetadata is read on a timer (refusedPlatformWatches).
+	platformTimers float64
 
 	registration time.Duration
 	peakRSS      uint64
@@ -81,13 +94,31 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	defer stopControlPlane()
 
-	step(fmt.Sprintf("floor: %d Nodes written by a bare client (concurrency %d, QPS %d)", sc.nodes, opts.concurrency, opts.qps))
+	// A fresh apiserver is slower for its first requests (its post-start work, cold caches): whichever
+	// floor came first would pay for it, so an untimed floor goes before both.
+	step(fmt.Sprintf("warming up: an untimed floor of %d Nodes", min(sc.nodes, warmupNodes)))
 
-	if res.floor, err = measureFloor(ctx, cp.Config, sc.nodes, opts.concurrency, opts.qps); err != nil {
+	if _, err = measureFloor(ctx, cp.Config, min(sc.nodes, warmupNodes), opts.floor); err != nil {
+		return nil, err
+	}
+
+	step(fmt.Sprintf("floor: %d Nodes, %d writes each, by a bare client (%d at once, no rate limit)", sc.nodes, opts.floor.writes, opts.floor.concurrency))
+
+	if res.floor, err = measureFloor(ctx, cp.Config, sc.nodes, opts.floor); err != nil {
 		return nil, err
 	}
 
 	step(fmt.Sprintf("floor: %s", res.floor.wall.Round(time.Millisecond)))
+
+	if opts.throttled.qps > 0 {
+		step(fmt.Sprintf("floor at QPS %g: %d Nodes", opts.throttled.qps, sc.nodes))
+
+		if res.floorThrottled, err = measureFloor(ctx, cp.Config, sc.nodes, opts.throttled); err != nil {
+			return nil, err
+		}
+
+		step(fmt.Sprintf("floor at QPS %g: %s", opts.throttled.qps, res.floorThrottled.wall.Round(time.Millisecond)))
+	}
 
 	work, err := os.MkdirTemp("", "talos-ccm-bench")
 	if err != nil {
@@ -163,20 +194,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		return nil, err
 	}
 
-	ccm := exec.CommandContext(ctx, opts.ccmBin,
-		"--kubeconfig", kubeconfig,
-		"--talosconfig", srv.TalosconfigPath(),
-		"--state-dir", filepath.Join(work, "state"),
-		"--api-listen", "",
-		"--kube-api-qps", fmt.Sprint(opts.qps),
-		"--kube-api-burst", fmt.Sprint(2*opts.qps),
-		"--metrics-bind-address", metricsAddr,
-		// Plain HTTP on localhost: the bench scrapes /metrics without a token.
-		"--metrics-secure=false",
-		"--health-probe-bind-address", "0",
-		"--profiling",
-		"--log-level", opts.logLevel,
-	)
+	ccm := ccmCommand(ctx, opts, kubeconfig, work, metricsAddr, "--talosconfig", srv.TalosconfigPath(), "--profiling")
 
 	logFile, err := os.Create(filepath.Join(opts.outDir, "talos-ccm-"+sc.slug()+".log"))
 	if err != nil {
@@ -186,7 +204,6 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	defer logFile.Close() //nolint:errcheck
 
 	ccm.Stdout, ccm.Stderr = logFile, logFile
-	ccm.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
 	ccmStart := time.Now()
 
@@ -249,8 +266,8 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.goroutines = sum(before, "go_goroutines")
 	res.stackBytes = sum(before, "go_memstats_stack_inuse_bytes")
 	res.heapBytes = sum(before, "go_memstats_heap_inuse_bytes")
-	res.requestsPerNode = requestsPerNode(before, sc.nodes)
-	res.talosPerNode = sum(before, "talos_ccm_talos_api_calls_total") / float64(sc.nodes)
+	res.requests = countRequests(before).per(float64(sc.nodes))
+	res.talosCalls = perKey(talosCalls(before, "call"), float64(sc.nodes))
 
 	step(fmt.Sprintf("idle for %s", opts.idle))
 
@@ -267,14 +284,35 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	minutes := opts.idle.Minutes()
 	res.idle = opts.idle
-	res.idleWritesPerMin = (writes(after) - writes(before)) / minutes
-	res.idleTalosPerMin = (sum(after, "talos_ccm_talos_api_calls_total") - sum(before, "talos_ccm_talos_api_calls_total")) / minutes
+	res.idleRequests = countRequests(after).minus(countRequests(before)).per(minutes)
+	res.idleTalos = perKey(subtract(talosCalls(after, "resource"), talosCalls(before, "resource")), minutes)
+	res.platformTimers = refusedPlatformWatches(after)
 
 	if usageRSS, _ := processUsage(ccm.Process.Pid); usageRSS > res.peakRSS {
 		res.peakRSS = usageRSS
 	}
 
 	return res, nil
+}
+
+// ccmCommand is talos-ccm with its defaults for everything that sets its speed, its metrics on plain HTTP,
+// no gRPC API and no health probes, then args, then the bench's --ccm-args.
+func ccmCommand(ctx context.Context, opts options, kubeconfig, work, metricsAddr string, args ...string) *exec.Cmd {
+	all := append([]string{
+		"--kubeconfig", kubeconfig,
+		"--state-dir", filepath.Join(work, "state"),
+		"--api-listen", "",
+		"--metrics-bind-address", metricsAddr,
+		// Plain HTTP on localhost: the bench scrapes /metrics without a token.
+		"--metrics-secure=false",
+		"--health-probe-bind-address", "0",
+		"--log-level", opts.logLevel,
+	}, args...)
+
+	ccm := exec.CommandContext(ctx, opts.ccmBin, append(all, opts.ccmArgs...)...)
+	ccm.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+
+	return ccm
 }
 
 func step(msg string) {

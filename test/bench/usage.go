@@ -121,40 +121,155 @@ func label(series, name string) string {
 	return rest[:strings.IndexByte(rest, '"')]
 }
 
-// requestsPerNode is the Kubernetes requests by verb, divided by the number of nodes.
-func requestsPerNode(series map[string]float64, nodes int) map[string]float64 {
-	out := map[string]float64{}
-
-	for k, v := range series {
-		if strings.HasPrefix(k, "talos_ccm_kubernetes_requests_total{") {
-			out[label(k, "verb")] += v / float64(nodes)
-		}
-	}
-
-	return out
+// requestCounts are talos-ccm's Kubernetes requests, split by what they touch: the Node writes are the
+// work the floor measures; the CSR approvals and Events are other work, and reads cost no write.
+type requestCounts struct {
+	// nodeWrites are the writes to Nodes by verb; a write to the status subresource is "<verb> status".
+	nodeWrites map[string]float64
+	// reads are the gets, lists and watches of any resource but the leader lease, by verb.
+	reads map[string]float64
+	// nodeWritesFailed are the Node writes the apiserver refused (a conflict, for one).
+	nodeWritesFailed float64
+	csrApprovals     float64
+	events           float64
+	// otherWrites are the writes to anything else. The leader lease is left out of every count: renewing it
+	// is no work on the cluster's objects.
+	otherWrites float64
 }
 
-// writes counts the Kubernetes requests that change something (not get, list, watch).
-func writes(series map[string]float64) float64 {
-	total := 0.0
+// countRequests splits talos-ccm's talos_ccm_kubernetes_requests_total series.
+func countRequests(series map[string]float64) requestCounts {
+	c := requestCounts{nodeWrites: map[string]float64{}, reads: map[string]float64{}}
 
 	for k, v := range series {
 		if !strings.HasPrefix(k, "talos_ccm_kubernetes_requests_total{") {
 			continue
 		}
 
-		switch label(k, "verb") {
-		case "get", "list", "watch":
-		default:
-			if label(k, "resource") == "leases" {
-				continue // renewing the leader lease is not work on the cluster's objects
+		verb, resource := label(k, "verb"), label(k, "resource")
+
+		switch {
+		case resource == "leases":
+		case verb == "get" || verb == "list" || verb == "watch":
+			c.reads[verb] += v
+		case resource == "nodes" || strings.HasPrefix(resource, "nodes/"):
+			key := verb
+			if sub, ok := strings.CutPrefix(resource, "nodes/"); ok {
+				key += " " + sub
 			}
 
-			total += v
+			c.nodeWrites[key] += v
+
+			if code := label(k, "code"); !strings.HasPrefix(code, "2") {
+				c.nodeWritesFailed += v
+			}
+		case resource == "certificatesigningrequests/approval":
+			c.csrApprovals += v
+		case resource == "events":
+			c.events += v
+		default:
+			c.otherWrites += v
 		}
 	}
 
-	return total
+	return c
+}
+
+// writes is every write but the leader lease's.
+func (c requestCounts) writes() float64 {
+	return total(c.nodeWrites) + c.csrApprovals + c.events + c.otherWrites
+}
+
+// minus is what was counted since before.
+func (c requestCounts) minus(before requestCounts) requestCounts {
+	return requestCounts{
+		nodeWrites:       subtract(c.nodeWrites, before.nodeWrites),
+		reads:            subtract(c.reads, before.reads),
+		nodeWritesFailed: c.nodeWritesFailed - before.nodeWritesFailed,
+		csrApprovals:     c.csrApprovals - before.csrApprovals,
+		events:           c.events - before.events,
+		otherWrites:      c.otherWrites - before.otherWrites,
+	}
+}
+
+// per divides every count by n (nodes, or minutes).
+func (c requestCounts) per(n float64) requestCounts {
+	return requestCounts{
+		nodeWrites:       perKey(c.nodeWrites, n),
+		reads:            perKey(c.reads, n),
+		nodeWritesFailed: c.nodeWritesFailed / n,
+		csrApprovals:     c.csrApprovals / n,
+		events:           c.events / n,
+		otherWrites:      c.otherWrites / n,
+	}
+}
+
+// talosCalls are talos-ccm's Talos API calls by a label of talos_ccm_talos_api_calls_total (call,
+// resource or result).
+func talosCalls(series map[string]float64, by string) map[string]float64 {
+	out := map[string]float64{}
+
+	for k, v := range series {
+		if strings.HasPrefix(k, "talos_ccm_talos_api_calls_total{") {
+			out[label(k, by)] += v
+		}
+	}
+
+	return out
+}
+
+// refusedPlatformWatches counts the PlatformMetadata watches the machines refused: each one started a
+// timer that reads the machine's PlatformMetadata again every 15 to 30 minutes. talos-ccm has no gauge of
+// those timers; while no session restarts, this count is theirs.
+func refusedPlatformWatches(series map[string]float64) float64 {
+	n := 0.0
+
+	for k, v := range series {
+		if strings.HasPrefix(k, "talos_ccm_talos_api_calls_total{") && label(k, "call") == "watch" &&
+			strings.HasPrefix(label(k, "resource"), "PlatformMetadatas.") && label(k, "result") != "ok" {
+			n += v
+		}
+	}
+
+	return n
+}
+
+// perKey divides every value of m by n.
+func perKey(m map[string]float64, n float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = v / n
+	}
+
+	return out
+}
+
+func total(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+
+	return t
+}
+
+// subtract is a minus b, key by key; keys left at zero are dropped.
+func subtract(a, b map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+
+	for k, v := range a {
+		if d := v - b[k]; d != 0 {
+			out[k] = d
+		}
+	}
+
+	for k, v := range b {
+		if _, ok := a[k]; !ok && v != 0 {
+			out[k] = -v
+		}
+	}
+
+	return out
 }
 
 // fetchProfile saves one of talos-ccm's Go profiles (served with --profiling); a failure is only reported.
@@ -210,7 +325,7 @@ func settle(ctx context.Context, addr string, quiet, limit time.Duration) (map[s
 			return nil, err
 		}
 
-		if writes(now) == writes(last) || time.Now().After(deadline) {
+		if countRequests(now).writes() == countRequests(last).writes() || time.Now().After(deadline) {
 			return now, nil
 		}
 
