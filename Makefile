@@ -9,8 +9,11 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 all: build
 
 ## build: compile talos-ccm, ccmctl and talos-sim into ./bin.
+# The commit `--version` prints (as the image build stamps it); "-dirty" when the tree has changes.
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X github.com/talos-ccm/talos-ccm/internal/version.commit=$(COMMIT)" -o $(BIN)/ ./cmd/...
 
 ## envtest: build kube-apiserver and etcd from Go modules (once per version) and print their directory.
 ## K8S_MINOR=1.35 builds an older supported minor (hack/envtest/k8s-1.35/go.mod) instead.
