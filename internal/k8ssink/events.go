@@ -7,19 +7,23 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // EventComponent is the source component of the Events talos-ccm posts.
 const EventComponent = "talos-ccm"
 
 // NewEventRecorder returns a recorder that posts Kubernetes Events as talos-ccm (the broadcaster
-// aggregates repeats, so a decision recorded again on a resync does not flood the apiserver), and a
-// function that flushes and stops it.
+// aggregates repeats, so a decision recorded again on a resync does not flood the apiserver; Normal Events
+// keep to the event budget, see budgetedRecorder), and a function that flushes and stops it.
 func NewEventRecorder(client kubernetes.Interface, logger *zap.Logger) (record.EventRecorder, func()) {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 
 	logger.Debug("event recorder started")
 
-	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent}), broadcaster.Shutdown
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent})
+	budget := flowcontrol.NewTokenBucketRateLimiter(EventBudgetQPS, EventBudgetBurst)
+
+	return newBudgetedRecorder(recorder, budget, logger), broadcaster.Shutdown
 }
