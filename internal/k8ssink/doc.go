@@ -5,12 +5,13 @@
 // Node is initialized. What it owns is how a decision reaches the API server without clobbering
 // the fields of kubelet, operators and other controllers, and without writing when nothing changed:
 //
-//   - labels and annotations go through server-side apply with one field manager, so a key that is
-//     dropped from the desired set is removed while keys set by others survive;
-//   - taints (an atomic list shared with kubelet and operators) go through a read-modify-write
-//     update with conflict retry, and the taints talos-ccm owns are recorded on the Node itself;
 //   - status.addresses go through the status subresource as a JSON merge patch, which replaces the
 //     list (a strategic merge patch would merge addresses by type);
+//   - labels, annotations, providerID and taints (an atomic list shared with kubelet and operators) go
+//     in one read-modify-write update guarded by the Node's resourceVersion and retried on conflict; the
+//     keys talos-ccm owns are recorded on the Node itself, so a key dropped from the desired set is
+//     removed while keys set by others survive, and of the keys a kubelet may not change (taints,
+//     protected labels) only those the configuration can set are ever removed (RemovableKeys);
 //   - providerID is only ever set on a Node that has none.
 //
 // Each write is derived by pure planning functions from the object as last seen (typically from an

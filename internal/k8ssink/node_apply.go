@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -23,20 +22,40 @@ type NodeClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
 	Update(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
-	Apply(ctx context.Context, node *applycorev1.NodeApplyConfiguration, opts metav1.ApplyOptions) (*corev1.Node, error)
 }
 
 // NodeApplierOptions tunes a NodeApplier; the zero value is the default.
 type NodeApplierOptions struct {
-	// FieldManager names the writer in managedFields; empty means DefaultFieldManager.
+	// FieldManager names the writer in managedFields; empty means DefaultFieldManager. It is also the
+	// field manager whose server-side apply entry records, on Nodes last written by an earlier version
+	// of talos-ccm, the labels and annotations talos-ccm owns.
 	FieldManager string
-	// ConflictBackoff bounds the retries of the taint update on a conflict; zero means
+	// ConflictBackoff bounds the retries of the Node update on a conflict; zero means
 	// retry.DefaultRetry.
 	ConflictBackoff wait.Backoff
 }
 
-// NodeApplier brings Nodes to the state talos-ccm decided for them. It keeps no state between
-// calls: it is safe for concurrent use, for different Nodes.
+// NodeApplier brings Nodes to the state talos-ccm decided for them, in at most two writes per Node: one
+// of status.addresses, then one update of the Node object that carries everything else (labels,
+// annotations, providerID, taints, and the removal of the uninitialized taint).
+//
+// The object write is a read-modify-write update, not a server-side apply, because it has to be one
+// request guarded by the version it was computed from, and an update is that by construction: it
+// carries the resourceVersion of the Node it modified, so a write based on a stale version fails with a
+// conflict and is computed again from a fresh read. The taints of others (kube-controller-manager adds
+// and removes its not-ready and unreachable taints at any time) are never overwritten, and a providerID
+// set meanwhile is never replaced. One apply for everything would need the same guard (the taint list
+// is atomic, so the apply carries all of it), and more besides: an applier that leaves out a field it
+// owns has the server remove it, so every apply would carry the whole taint list and the providerID,
+// and an apply cannot remove the owned-taints annotation that earlier versions wrote by an update.
+//
+// With an update, what talos-ccm owns is recorded on the Node in three annotations
+// (OwnedLabelsAnnotation, OwnedAnnotationsAnnotation, OwnedTaintsAnnotation), written in the same
+// request as what they record, so they never disagree with the Node. A Node labelled by an earlier
+// version, which set labels and annotations by server-side apply, has no records yet: that apply's
+// managedFields entry stands for them until the Node's next write (see planMetadata).
+//
+// It keeps no state between calls: it is safe for concurrent use, for different Nodes.
 type NodeApplier struct {
 	nodes   NodeClient
 	logger  *zap.Logger
@@ -52,15 +71,18 @@ type NodeApplyResult struct {
 	// ProviderIDConflict is set when the Node has a providerID other than the desired one; the
 	// Node's providerID is left as it is, and the rest of the desired state is applied.
 	ProviderIDConflict *ProviderIDConflict
-	// Writes counts the write requests that succeeded.
+	// Writes counts the write requests that succeeded: at most two, the status write and the object
+	// update.
 	Writes int
-	// Conflicts counts the taint updates that were refused on a conflict and retried.
+	// Conflicts counts the object updates that were refused on a conflict and retried.
 	Conflicts int
-	// MetadataApplied is true when labels and annotations were server-side applied.
+	// MetadataApplied is true when the object update changed the labels or annotations talos-ccm
+	// owns, or the record of which it owns.
 	MetadataApplied bool
 	// AddressesUpdated is true when status.addresses were written.
 	AddressesUpdated bool
-	// SpecUpdated is true when providerID, taints or the owned-taints annotation were updated.
+	// SpecUpdated is true when the object update changed the providerID, the taints or the
+	// owned-taints annotation.
 	SpecUpdated bool
 	// ProviderIDSet is true when this Apply set the providerID.
 	ProviderIDSet bool
@@ -91,17 +113,17 @@ func NewNodeApplier(nodes NodeClient, logger *zap.Logger, opts NodeApplierOption
 }
 
 // Apply brings the Node to the desired state. current is the Node as last seen, typically from an
-// informer cache, with its managedFields; when it already matches desired, Apply issues no request
-// at all. Otherwise it writes, in order and stopping at the first failure:
+// informer cache, with talos-ccm's managedFields; when it already matches desired, Apply issues no
+// request at all. Otherwise it writes, in order and stopping at the first failure:
 //
-//  1. labels and annotations, by server-side apply;
-//  2. status.addresses, by a JSON merge patch of the status subresource;
-//  3. providerID (only if the Node has none), the taints talos-ccm owns and the removal of the
-//     uninitialized taint, by one update of the version returned by the previous write (read
-//     again only after a conflict).
+//  1. status.addresses, by a JSON merge patch of the status subresource;
+//  2. labels, annotations, providerID (only if the Node has none), the taints talos-ccm owns and the
+//     removal of the uninitialized taint, by one update of the version returned by the previous write
+//     (read again only after a conflict).
 //
-// So the uninitialized taint goes away in the last write, atomically with the providerID, and only
-// after labels and addresses were applied. The result reports what was written, even on an error.
+// So the uninitialized taint goes away in the last write, atomically with the labels, annotations and
+// providerID, and only after the addresses were written. The result reports what was written, even on
+// an error.
 func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired NodeDesired) (NodeApplyResult, error) {
 	result := NodeApplyResult{Node: current}
 
@@ -119,22 +141,9 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 	}
 
 	// Known before any write, so that it is reported even when a write fails.
-	result.ProviderIDConflict = plan.spec.providerIDConflict
+	result.ProviderIDConflict = plan.object.spec.providerIDConflict
 
 	logger := a.logger.With(zap.String("node", desired.Name))
-
-	if plan.metadata != nil {
-		node, err := a.nodes.Apply(ctx, plan.metadata, metav1.ApplyOptions{FieldManager: a.manager, Force: true})
-		if err != nil {
-			return result, fmt.Errorf("failed to apply labels and annotations of node %q: %w", desired.Name, err)
-		}
-
-		result.Node = node
-		result.Writes++
-		result.MetadataApplied = true
-
-		logger.Debug("applied node labels and annotations", zap.Int("labels", len(desired.Labels)), zap.Int("annotations", len(desired.Annotations)))
-	}
 
 	if plan.addresses != nil {
 		node, err := a.patchAddresses(ctx, desired.Name, plan.addresses)
@@ -149,8 +158,12 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 		logger.Debug("patched node addresses", zap.Int("addresses", len(plan.addresses)))
 	}
 
-	if err := a.updateSpec(ctx, desired, plan.spec, &result); err != nil {
-		return result, fmt.Errorf("failed to update providerID and taints of node %q: %w", desired.Name, err)
+	if err := a.updateObject(ctx, desired, plan.object, &result); err != nil {
+		return result, fmt.Errorf("failed to update node %q: %w", desired.Name, err)
+	}
+
+	if result.MetadataApplied {
+		logger.Debug("updated node labels and annotations", zap.Int("labels", len(desired.Labels)), zap.Int("annotations", len(desired.Annotations)))
 	}
 
 	if result.ProviderIDConflict != nil {
@@ -186,16 +199,20 @@ func (a *NodeApplier) patchAddresses(ctx context.Context, name string, addresses
 	return a.nodes.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: a.manager}, "status")
 }
 
-// updateSpec writes the spec plan with a read-modify-write update of result.Node, the freshest
+// updateObject writes the object plan with a read-modify-write update of result.Node, the freshest
 // version known. first is the plan computed against current: it is reused while result.Node is
 // current, and recomputed against any newer version, so that no write happens when nothing is to
 // change. The Node is read again only after a conflict.
-func (a *NodeApplier) updateSpec(ctx context.Context, desired NodeDesired, first specPlan, result *NodeApplyResult) error {
+func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, first objectPlan, result *NodeApplyResult) error {
 	base := result.Node
 	plan := first
 
 	if result.Writes > 0 {
-		plan = planSpec(base, desired)
+		var err error
+
+		if plan, err = planObject(base, desired, a.manager); err != nil {
+			return err
+		}
 	}
 
 	attempt := 0
@@ -211,12 +228,15 @@ func (a *NodeApplier) updateSpec(ctx context.Context, desired NodeDesired, first
 
 			result.Node = fresh
 			base = fresh
-			plan = planSpec(base, desired)
+
+			if plan, err = planObject(base, desired, a.manager); err != nil {
+				return err
+			}
 		}
 
 		attempt++
 
-		result.ProviderIDConflict = plan.providerIDConflict
+		result.ProviderIDConflict = plan.spec.providerIDConflict
 
 		if plan.empty() {
 			return nil
@@ -229,6 +249,7 @@ func (a *NodeApplier) updateSpec(ctx context.Context, desired NodeDesired, first
 		// that strips them would otherwise reset them.
 		node.ManagedFields = nil
 
+		// node carries base's resourceVersion: the server refuses the update if the Node changed since.
 		updated, err := a.nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: a.manager})
 		if err != nil {
 			// Unwrapped: RetryOnConflict recognizes the conflict by the API error; Apply wraps it.
@@ -237,9 +258,10 @@ func (a *NodeApplier) updateSpec(ctx context.Context, desired NodeDesired, first
 
 		result.Node = updated
 		result.Writes++
-		result.SpecUpdated = true
-		result.ProviderIDSet = plan.providerID != ""
-		result.Initialized = plan.initialize
+		result.MetadataApplied = plan.metadata.changed()
+		result.SpecUpdated = !plan.spec.empty()
+		result.ProviderIDSet = plan.spec.providerID != ""
+		result.Initialized = plan.spec.initialize
 
 		return nil
 	})

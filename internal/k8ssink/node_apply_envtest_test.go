@@ -2,6 +2,7 @@ package k8ssink_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
@@ -118,12 +121,22 @@ func getNode(t *testing.T, clientset kubernetes.Interface, name string) *corev1.
 	return node
 }
 
-// applyExpectingNoRequest applies desired to the freshly read Node and checks that the applier
-// sends nothing to the API server.
+// cachedNode reads the Node and trims it as the informer cache does (TrimNode).
+func cachedNode(t *testing.T, clientset kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+
+	trimmed, err := k8ssink.TrimNode(getNode(t, clientset, name))
+	require.NoError(t, err)
+
+	return trimmed.(*corev1.Node)
+}
+
+// applyExpectingNoRequest applies desired to the freshly read Node, as the informer cache holds it, and
+// checks that the applier sends nothing to the API server.
 func applyExpectingNoRequest(t *testing.T, applier *k8ssink.NodeApplier, counter *testenv.RequestCounter, clientset kubernetes.Interface, desired k8ssink.NodeDesired) k8ssink.NodeApplyResult {
 	t.Helper()
 
-	result, err := applier.Apply(t.Context(), getNode(t, clientset, desired.Name), desired)
+	result, err := applier.Apply(t.Context(), cachedNode(t, clientset, desired.Name), desired)
 	require.NoError(t, err)
 
 	requests, _ := counter.Take()
@@ -170,8 +183,9 @@ func TestNodeApplierEnvtest(t *testing.T) {
 		require.NoError(t, err)
 
 		requests, writes := counter.Take()
-		assert.EqualValues(t, 3, writes, "apply, status patch, update")
-		assert.EqualValues(t, 3, requests, "no read")
+		assert.EqualValues(t, 2, writes, "status patch, update")
+		assert.EqualValues(t, 2, requests, "no read")
+		assert.Equal(t, 2, result.Writes)
 		assert.True(t, result.Initialized)
 		assert.True(t, result.ProviderIDSet)
 		assert.Nil(t, result.ProviderIDConflict)
@@ -185,8 +199,12 @@ func TestNodeApplierEnvtest(t *testing.T) {
 			"node.cloudprovider.kubernetes.io/platform": "metal",
 			"topology.kubernetes.io/zone":               "rack-1",
 		}, node.Labels)
-		assert.Equal(t, "spot", node.Annotations["tccm.dev/matched-rules"])
-		assert.Equal(t, "tccm.dev/spot:NoSchedule", node.Annotations[k8ssink.OwnedTaintsAnnotation])
+		assert.Equal(t, map[string]string{
+			"tccm.dev/matched-rules":           "spot",
+			k8ssink.OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+			k8ssink.OwnedLabelsAnnotation:      "node.cloudprovider.kubernetes.io/platform,topology.kubernetes.io/zone",
+			k8ssink.OwnedAnnotationsAnnotation: "tccm.dev/matched-rules",
+		}, node.Annotations)
 		assert.Equal(t, "talos://metal/10.0.0.1", node.Spec.ProviderID)
 		assert.Equal(t, desired.Addresses, node.Status.Addresses, "both internal IPs, in the desired order")
 		assert.Equal(t, append(slices.Clone(foreign), spot), node.Spec.Taints)
@@ -240,7 +258,9 @@ func TestNodeApplierEnvtest(t *testing.T) {
 	})
 
 	t.Run("taint dropped", func(t *testing.T) {
+		removable := desired.Taints[0].Key
 		desired.Taints = nil
+		desired.Removable = k8ssink.RemovableKeys{Taints: map[string]bool{removable: true}}
 
 		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
 		require.NoError(t, err)
@@ -407,5 +427,213 @@ func TestNodeApplierEnvtestTrimmedCache(t *testing.T) {
 	assert.Equal(t, written.Status.Capacity, got.Status.Capacity)
 	assert.Equal(t, written.Status.NodeInfo, got.Status.NodeInfo)
 	assert.Len(t, got.Status.Conditions, 2)
-	assert.Equal(t, written.Annotations, got.Annotations)
+
+	// Nothing but what was written changed: the label and the record of it.
+	wantAnnotations := maps.Clone(written.Annotations)
+	if wantAnnotations == nil {
+		wantAnnotations = map[string]string{}
+	}
+
+	wantAnnotations[k8ssink.OwnedLabelsAnnotation] = "topology.kubernetes.io/zone"
+	assert.Equal(t, wantAnnotations, got.Annotations)
+}
+
+// racingNodes is a NodeClient that calls afterStatus once the applier's status write succeeded, before
+// the applier sees its response: another writer changing the Node between the applier's two writes.
+type racingNodes struct {
+	k8ssink.NodeClient
+
+	afterStatus func()
+}
+
+func (r racingNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
+	node, err := r.NodeClient.Patch(ctx, name, pt, data, opts, subresources...)
+	if err == nil && slices.Contains(subresources, "status") {
+		r.afterStatus()
+	}
+
+	return node, err
+}
+
+// taintIDs returns the taints of node as "key:Effect".
+func taintIDs(node *corev1.Node) []string {
+	var ids []string
+
+	for _, taint := range node.Spec.Taints {
+		ids = append(ids, taint.Key+":"+string(taint.Effect))
+	}
+
+	return ids
+}
+
+// kube-controller-manager adds its unreachable taint between the applier's status write and its object
+// write: the object write, based on the version the status write returned, is refused and made again from
+// a fresh read, so the taint survives, and the Node is initialized with everything in one write all the
+// same.
+func TestNodeApplierEnvtestConcurrentTaint(t *testing.T) {
+	t.Parallel()
+
+	env := sharedEnv(t)
+	clientset := env.Clientset()
+
+	const name = "envtest-node-concurrent"
+
+	current := createKubeletNode(t, clientset, name, "")
+
+	cfg, counter := testenv.CountRequests(env.Config)
+
+	counted, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	raced := 0
+	nodes := racingNodes{NodeClient: counted.CoreV1().Nodes(), afterStatus: func() {
+		raced++
+
+		node := getNode(t, clientset, name)
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute})
+
+		_, err := clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: "kube-controller-manager"})
+		require.NoError(t, err)
+	}}
+
+	applier := k8ssink.NewNodeApplier(nodes, zaptest.NewLogger(t), k8ssink.NodeApplierOptions{})
+
+	desired := k8ssink.NodeDesired{
+		Name:        name,
+		ProviderID:  "talos://metal/10.0.0.5",
+		Labels:      map[string]string{"topology.kubernetes.io/zone": "rack-2"},
+		Annotations: map[string]string{"tccm.dev/matched-rules": "spot"},
+		Taints:      []corev1.Taint{{Key: "tccm.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}},
+		Initialize:  true,
+	}
+
+	result, err := applier.Apply(t.Context(), current, desired)
+	require.NoError(t, err)
+	require.Equal(t, 1, raced)
+
+	requests, writes := counter.Take()
+	assert.EqualValues(t, 4, requests, "status patch, update refused, get, update")
+	assert.EqualValues(t, 3, writes, "one of them refused")
+	assert.Equal(t, 2, result.Writes)
+	assert.Equal(t, 1, result.Conflicts)
+	assert.True(t, result.Initialized)
+	assert.True(t, result.MetadataApplied)
+	assert.True(t, result.ProviderIDSet)
+
+	node := getNode(t, clientset, name)
+	assert.Equal(t, append(taintIDs(&corev1.Node{Spec: corev1.NodeSpec{Taints: foreignTaints(current)}}),
+		"node.kubernetes.io/unreachable:NoExecute", "tccm.dev/spot:NoSchedule"), taintIDs(node))
+	assert.Equal(t, "talos://metal/10.0.0.5", node.Spec.ProviderID)
+	assert.Equal(t, "rack-2", node.Labels["topology.kubernetes.io/zone"])
+	assert.Equal(t, "spot", node.Annotations["tccm.dev/matched-rules"])
+	assert.Equal(t, desired.Addresses, node.Status.Addresses)
+}
+
+// A Node initialized by a version of talos-ccm that set labels and annotations by server-side apply: the
+// applier reads what that apply owns from its managedFields entry (kept by TrimNode), writes nothing while
+// nothing changes, and removes the labels and annotations that apply set and that are no longer desired.
+func TestNodeApplierEnvtestMigration(t *testing.T) {
+	t.Parallel()
+
+	env := sharedEnv(t)
+	clientset := env.Clientset()
+	applier, counter := countedApplier(t, env)
+
+	const name = "envtest-node-migration"
+
+	created := createKubeletNode(t, clientset, name, "")
+
+	// The earlier version's three writes: labels and annotations by server-side apply, the addresses
+	// by a status patch, providerID, taints and the owned-taints annotation by an update.
+	_, err := clientset.CoreV1().Nodes().Apply(t.Context(), applycorev1.Node(name).
+		WithLabels(map[string]string{
+			"node.cloudprovider.kubernetes.io/platform": "metal",
+			"topology.kubernetes.io/zone":               "rack-1",
+		}).
+		WithAnnotations(map[string]string{"tccm.dev/matched-rules": "spot"}),
+		metav1.ApplyOptions{FieldManager: k8ssink.DefaultFieldManager, Force: true})
+	require.NoError(t, err)
+
+	_, err = clientset.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType,
+		[]byte(`{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.6"}]}}`),
+		metav1.PatchOptions{FieldManager: k8ssink.DefaultFieldManager}, "status")
+	require.NoError(t, err)
+
+	spot := corev1.Taint{Key: "tccm.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+	node := getNode(t, clientset, name)
+	node.Spec.ProviderID = "talos://metal/10.0.0.6"
+	node.Spec.Taints = append(foreignTaints(node), spot)
+	node.Annotations[k8ssink.OwnedTaintsAnnotation] = "tccm.dev/spot:NoSchedule"
+
+	_, err = clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: k8ssink.DefaultFieldManager})
+	require.NoError(t, err)
+
+	desired := k8ssink.NodeDesired{
+		Name:       name,
+		ProviderID: "talos://metal/10.0.0.6",
+		Labels: map[string]string{
+			"node.cloudprovider.kubernetes.io/platform": "metal",
+			"topology.kubernetes.io/zone":               "rack-1",
+		},
+		Annotations: map[string]string{"tccm.dev/matched-rules": "spot"},
+		Taints:      []corev1.Taint{spot},
+		Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.6"}},
+		Initialize:  true,
+	}
+
+	t.Run("nothing changed, nothing written", func(t *testing.T) {
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
+
+	t.Run("label and annotation of the apply dropped", func(t *testing.T) {
+		desired.Labels = map[string]string{"node.cloudprovider.kubernetes.io/platform": "metal"}
+		desired.Annotations = nil
+
+		before := cachedNode(t, clientset, name)
+		require.NotContains(t, before.Annotations, k8ssink.OwnedLabelsAnnotation, "the Node is still as the earlier version left it")
+
+		result, err := applier.Apply(t.Context(), before, desired)
+		require.NoError(t, err)
+
+		_, writes := counter.Take()
+		assert.EqualValues(t, 1, writes)
+		assert.True(t, result.MetadataApplied)
+		assert.False(t, result.SpecUpdated)
+
+		node := getNode(t, clientset, name)
+		assert.Equal(t, map[string]string{
+			"kubernetes.io/hostname":                    name,
+			"example.com/team":                          "storage",
+			"node.cloudprovider.kubernetes.io/platform": "metal",
+		}, node.Labels)
+		assert.Equal(t, map[string]string{
+			k8ssink.OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule",
+			k8ssink.OwnedLabelsAnnotation: "node.cloudprovider.kubernetes.io/platform",
+		}, node.Annotations)
+		assert.Equal(t, append(foreignTaints(created), spot), node.Spec.Taints)
+
+		// The server dropped the removed fields from the apply entry too.
+		applied, err := applycorev1.ExtractNode(node, k8ssink.DefaultFieldManager)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"node.cloudprovider.kubernetes.io/platform": "metal"}, applied.Labels)
+		assert.Empty(t, applied.Annotations)
+
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
+
+	t.Run("last label dropped through the record", func(t *testing.T) {
+		desired.Labels = nil
+
+		_, err := applier.Apply(t.Context(), cachedNode(t, clientset, name), desired)
+		require.NoError(t, err)
+		counter.Take()
+
+		node := getNode(t, clientset, name)
+		assert.Equal(t, map[string]string{"kubernetes.io/hostname": name, "example.com/team": "storage"}, node.Labels)
+		assert.Equal(t, map[string]string{k8ssink.OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"}, node.Annotations)
+
+		applyExpectingNoRequest(t, applier, counter, clientset, desired)
+	})
 }

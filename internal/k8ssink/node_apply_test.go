@@ -134,9 +134,9 @@ func TestNodeApplierWrites(t *testing.T) {
 	result, err := applier.Apply(t.Context(), node, desiredNode("n1"))
 	require.NoError(t, err)
 
-	// Metadata first, then status, then the update that initializes; no read.
-	assert.Equal(t, []string{"patch:application/apply-patch+yaml", "patch:application/merge-patch+json/status", "update"}, verbs(client))
-	assert.Equal(t, 3, result.Writes)
+	// Status first, then the one update of everything else, which initializes; no read.
+	assert.Equal(t, []string{"patch:application/merge-patch+json/status", "update"}, verbs(client))
+	assert.Equal(t, 2, result.Writes)
 	assert.True(t, result.MetadataApplied)
 	assert.True(t, result.AddressesUpdated)
 	assert.True(t, result.SpecUpdated)
@@ -154,7 +154,12 @@ func TestNodeApplierWrites(t *testing.T) {
 		{Key: "example.com/maintenance", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "tccm.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 	}, stored.Spec.Taints)
-	assert.Equal(t, "tccm.dev/spot:NoSchedule", stored.Annotations[k8ssink.OwnedTaintsAnnotation])
+	assert.Equal(t, map[string]string{
+		"tccm.dev/note":                    "hello",
+		k8ssink.OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+		k8ssink.OwnedLabelsAnnotation:      "node.cloudprovider.kubernetes.io/platform",
+		k8ssink.OwnedAnnotationsAnnotation: "tccm.dev/note",
+	}, stored.Annotations)
 	assert.Equal(t, "metal", stored.Labels["node.cloudprovider.kubernetes.io/platform"])
 	assert.Equal(t, "n1", stored.Labels["kubernetes.io/hostname"])
 
@@ -180,25 +185,18 @@ func TestNodeApplierStepFailures(t *testing.T) {
 		wantWrites  int
 	}{
 		{
-			name:      "apply fails",
-			verb:      "patch",
-			wantVerbs: []string{"patch:application/apply-patch+yaml"},
-			wantErr:   `failed to apply labels and annotations of node "n1": boom`,
-		},
-		{
 			name:        "status patch fails",
 			verb:        "patch",
 			subresource: "status",
-			wantVerbs:   []string{"patch:application/apply-patch+yaml", "patch:application/merge-patch+json/status"},
+			wantVerbs:   []string{"patch:application/merge-patch+json/status"},
 			wantErr:     `failed to patch addresses of node "n1": boom`,
-			wantWrites:  1,
 		},
 		{
 			name:       "update fails",
 			verb:       "update",
-			wantVerbs:  []string{"patch:application/apply-patch+yaml", "patch:application/merge-patch+json/status", "update"},
-			wantErr:    `failed to update providerID and taints of node "n1": boom`,
-			wantWrites: 2,
+			wantVerbs:  []string{"patch:application/merge-patch+json/status", "update"},
+			wantErr:    `failed to update node "n1": boom`,
+			wantWrites: 1,
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,10 +212,12 @@ func TestNodeApplierStepFailures(t *testing.T) {
 			assert.Equal(t, tt.wantVerbs, verbs(client))
 			assert.Equal(t, tt.wantWrites, result.Writes)
 			assert.False(t, result.Initialized)
+			assert.False(t, result.MetadataApplied)
 
 			stored, err := client.Tracker().Get(nodesResource, "", "n1")
 			require.NoError(t, err)
 			assert.Contains(t, stored.(*corev1.Node).Spec.Taints, node.Spec.Taints[0], "the uninitialized taint must stay")
+			assert.NotContains(t, stored.(*corev1.Node).Labels, "node.cloudprovider.kubernetes.io/platform", "nor are labels written")
 		})
 	}
 }
@@ -234,9 +234,9 @@ func TestNodeApplierConflict(t *testing.T) {
 
 		result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"))
 		require.NoError(t, err)
-		assert.Equal(t, []string{"patch:application/apply-patch+yaml", "patch:application/merge-patch+json/status", "update", "get", "update"}, verbs(client))
+		assert.Equal(t, []string{"patch:application/merge-patch+json/status", "update", "get", "update"}, verbs(client))
 		assert.Equal(t, 1, result.Conflicts)
-		assert.Equal(t, 3, result.Writes)
+		assert.Equal(t, 2, result.Writes)
 		assert.True(t, result.Initialized)
 	})
 
@@ -301,13 +301,15 @@ func TestNodeApplierRejects(t *testing.T) {
 	client := fake.NewClientset(node)
 	applier := newApplier(t, client)
 
-	desired := desiredNode("n1")
-	desired.Annotations = map[string]string{k8ssink.OwnedTaintsAnnotation: "x"}
+	for _, reserved := range []string{k8ssink.OwnedTaintsAnnotation, k8ssink.OwnedLabelsAnnotation, k8ssink.OwnedAnnotationsAnnotation} {
+		desired := desiredNode("n1")
+		desired.Annotations = map[string]string{reserved: "x"}
 
-	_, err := applier.Apply(t.Context(), node, desired)
-	require.ErrorContains(t, err, "is reserved for the sink")
+		_, err := applier.Apply(t.Context(), node, desired)
+		require.ErrorContains(t, err, "is reserved for the sink")
+	}
 
-	_, err = applier.Apply(t.Context(), node, desiredNode("n2"))
+	_, err := applier.Apply(t.Context(), node, desiredNode("n2"))
 	require.ErrorContains(t, err, "current node is missing or has another name")
 
 	_, err = applier.Apply(t.Context(), nil, desiredNode("n1"))

@@ -2,14 +2,17 @@ package k8ssink
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TrimNode drops from a Node what talos-ccm never reads, before the informer caches it: of the status, all
 // but the addresses and the Ready condition (the list of container images alone is tens of kilobytes per
-// Node on a real cluster; capacity, system info and the other conditions are kilobytes more), and the
-// managedFields entries of other field managers (talos-ccm's own entries are kept: the applier reads them
-// to know what it owns). Every update talos-ccm sends leaves managedFields out, so the server keeps the
-// full list, and updates of a Node leave its status as it is on the server (status is a subresource).
+// Node on a real cluster; capacity, system info and the other conditions are kilobytes more), and every
+// managedFields entry but talos-ccm's server-side apply entry (the applier reads it to know which labels
+// and annotations it owns on a Node last written by a version of talos-ccm that set them by server-side
+// apply; see OwnedLabelsAnnotation). Every update talos-ccm sends leaves managedFields out, so the server
+// keeps the full list, and updates of a Node leave its status as it is on the server (status is a
+// subresource).
 //
 // It is an informer transform (cache.TransformFunc): it changes the object it is given, which the
 // informer has just decoded and nobody else holds.
@@ -35,7 +38,7 @@ func TrimNode(obj any) (any, error) {
 	kept := node.ManagedFields[:0]
 
 	for _, entry := range node.ManagedFields {
-		if entry.Manager == DefaultFieldManager {
+		if entry.Manager == DefaultFieldManager && entry.Operation == metav1.ManagedFieldsOperationApply && entry.Subresource == "" {
 			kept = append(kept, entry)
 		}
 	}

@@ -23,7 +23,22 @@ const (
 	// not listed there belong to someone else and are never touched. An entry without an effect
 	// stands for the key with any effect.
 	OwnedTaintsAnnotation = "tccm.dev/owned-taints"
+
+	// OwnedLabelsAnnotation records, on the Node, the keys of the labels talos-ccm owns:
+	// comma-separated, sorted. A label listed there and no longer desired is removed; labels not
+	// listed there belong to someone else and are never touched. On a Node last written by a version
+	// of talos-ccm that set labels by server-side apply, the annotation is missing, and the labels
+	// that version's apply owns (its managedFields entry) stand for it until the next write.
+	OwnedLabelsAnnotation = "tccm.dev/owned-labels"
+
+	// OwnedAnnotationsAnnotation records the keys of the annotations talos-ccm owns, as
+	// OwnedLabelsAnnotation does for labels. It never lists the ownership annotations themselves.
+	OwnedAnnotationsAnnotation = "tccm.dev/owned-annotations"
 )
+
+// ownershipAnnotations are the annotations the sink keeps for itself: a desired state never has them, and
+// they are never counted among the annotations talos-ccm owns for a decision.
+var ownershipAnnotations = []string{OwnedLabelsAnnotation, OwnedAnnotationsAnnotation, OwnedTaintsAnnotation}
 
 // NodeDesired is everything talos-ccm wants on one Node.
 type NodeDesired struct {
@@ -36,7 +51,8 @@ type NodeDesired struct {
 	// are removed, keys set by others are left alone.
 	Labels map[string]string
 	// Annotations is the complete set of annotations talos-ccm owns, with the same semantics as
-	// Labels. OwnedTaintsAnnotation is reserved for the sink.
+	// Labels. The ownership annotations (OwnedLabelsAnnotation, OwnedAnnotationsAnnotation,
+	// OwnedTaintsAnnotation) are reserved for the sink.
 	Annotations map[string]string
 	// Taints is the complete set of taints talos-ccm owns, besides the uninitialized taint which is
 	// controlled by Initialize. Taints are identified by key and effect.
@@ -44,8 +60,12 @@ type NodeDesired struct {
 	// Addresses is the complete list of status.addresses, written in this order; nil or empty
 	// leaves the Node's addresses alone.
 	Addresses []corev1.NodeAddress
-	// Initialize removes the uninitialized taint, strictly after everything above is applied.
+	// Initialize removes the uninitialized taint: in the write that sets the labels, annotations,
+	// providerID and taints, after the write of the addresses.
 	Initialize bool
+	// Removable bounds the removal of recorded keys a kubelet may not change itself (see RemovableKeys):
+	// the zero value lets talos-ccm remove unprotected labels only.
+	Removable RemovableKeys
 }
 
 // ProviderIDConflict reports a Node whose providerID differs from the desired one. talos-ccm never
@@ -65,17 +85,90 @@ type taintID struct {
 
 // nodePlan is the set of writes that bring one Node to its desired state, computed without a client.
 type nodePlan struct {
-	// metadata is the server-side apply configuration of labels and annotations; nil when what the
-	// field manager owns already equals the desired sets.
-	metadata *applycorev1.NodeApplyConfiguration
 	// addresses is the complete status.addresses list to write; nil when nothing is to be written.
 	addresses []corev1.NodeAddress
-	// spec is the read-modify-write part: providerID, taints and OwnedTaintsAnnotation.
-	spec specPlan
+	// object is the change of the Node object itself, written by one update.
+	object objectPlan
 }
 
-// specPlan is the change of the Node object written by one read-modify-write update. It is computed
-// against one version of the Node and applied to that same version.
+// objectPlan is the change of the Node object (all but its status) written by one read-modify-write
+// update: labels and annotations, providerID and taints. It is computed against one version of the Node
+// and applied to that same version, and the update carries that version's resourceVersion, so the API
+// server refuses it (409 Conflict) if anyone wrote the Node in between.
+type objectPlan struct {
+	metadata metadataPlan
+	spec     specPlan
+}
+
+// empty reports whether the plan changes nothing.
+func (p objectPlan) empty() bool {
+	return !p.metadata.changed() && p.spec.empty()
+}
+
+// applyTo writes the plan into node, which must be the version the plan was computed against.
+func (p objectPlan) applyTo(node *corev1.Node) {
+	p.metadata.applyTo(node)
+	p.spec.applyTo(node)
+}
+
+// metadataPlan is the change of the labels and annotations talos-ccm owns.
+type metadataPlan struct {
+	labels      keysPlan
+	annotations keysPlan
+}
+
+// changed reports whether the labels or the annotations talos-ccm owns, or the record of which it owns,
+// change.
+func (p metadataPlan) changed() bool {
+	return p.labels.changed() || p.annotations.changed()
+}
+
+// applyTo writes the plan into node. The ownership records are written whatever changed: on a Node last
+// written by an earlier version, the first write of any kind moves the record from managedFields to the
+// annotations.
+func (p metadataPlan) applyTo(node *corev1.Node) {
+	node.Labels = p.labels.applyTo(node.Labels)
+	node.Annotations = p.annotations.applyTo(node.Annotations)
+	node.Annotations = setAnnotation(node.Annotations, OwnedLabelsAnnotation, p.labels.record)
+	node.Annotations = setAnnotation(node.Annotations, OwnedAnnotationsAnnotation, p.annotations.record)
+}
+
+// keysPlan is the change of one map of a Node's metadata (its labels, or its annotations) in which
+// talos-ccm owns some keys.
+type keysPlan struct {
+	// set holds the desired entries the Node lacks or has with another value.
+	set map[string]string
+	// remove lists the keys talos-ccm owns, no longer desires, and the Node still has; sorted.
+	remove []string
+	// record is the new value of the ownership annotation: the desired keys, sorted and comma-separated
+	// ("" removes the annotation).
+	record string
+	// recordChanged is true when the keys recorded as owned differ from the desired ones.
+	recordChanged bool
+}
+
+// changed reports whether the plan changes the map or the record.
+func (p keysPlan) changed() bool {
+	return len(p.set) > 0 || len(p.remove) > 0 || p.recordChanged
+}
+
+// applyTo returns m with the plan applied; m is changed in place, or allocated when nil and something is
+// set.
+func (p keysPlan) applyTo(m map[string]string) map[string]string {
+	for _, key := range p.remove {
+		delete(m, key)
+	}
+
+	if len(p.set) > 0 && m == nil {
+		m = make(map[string]string, len(p.set))
+	}
+
+	maps.Copy(m, p.set)
+
+	return m
+}
+
+// specPlan is the providerID and taint part of an objectPlan.
 type specPlan struct {
 	// providerID is the providerID to set; empty when it is left alone.
 	providerID string
@@ -108,16 +201,26 @@ func (p specPlan) applyTo(node *corev1.Node) {
 	}
 
 	if p.ownedTaintsChanged {
-		if p.ownedTaints == "" {
-			delete(node.Annotations, OwnedTaintsAnnotation)
-		} else {
-			if node.Annotations == nil {
-				node.Annotations = map[string]string{}
-			}
-
-			node.Annotations[OwnedTaintsAnnotation] = p.ownedTaints
-		}
+		node.Annotations = setAnnotation(node.Annotations, OwnedTaintsAnnotation, p.ownedTaints)
 	}
+}
+
+// setAnnotation returns annotations with key set to value, or removed when value is empty; annotations is
+// changed in place, or allocated when nil and value is not empty.
+func setAnnotation(annotations map[string]string, key, value string) map[string]string {
+	if value == "" {
+		delete(annotations, key)
+
+		return annotations
+	}
+
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+
+	annotations[key] = value
+
+	return annotations
 }
 
 // Validate checks what the API server or the sink would reject, so that a bad decision fails with
@@ -129,8 +232,24 @@ func (d NodeDesired) Validate() error {
 		errs = append(errs, errors.New("node name is empty"))
 	}
 
-	if _, ok := d.Annotations[OwnedTaintsAnnotation]; ok {
-		errs = append(errs, fmt.Errorf("annotation %q is reserved for the sink", OwnedTaintsAnnotation))
+	for _, key := range ownershipAnnotations {
+		if _, ok := d.Annotations[key]; ok {
+			errs = append(errs, fmt.Errorf("annotation %q is reserved for the sink", key))
+		}
+	}
+
+	// The ownership records are comma-separated lists of keys. The API server refuses such keys anyway;
+	// refusing them here keeps a bad decision from reaching the records.
+	for key := range d.Labels {
+		if strings.Contains(key, ",") {
+			errs = append(errs, fmt.Errorf("label key %q contains ','", key))
+		}
+	}
+
+	for key := range d.Annotations {
+		if strings.Contains(key, ",") {
+			errs = append(errs, fmt.Errorf("annotation key %q contains ','", key))
+		}
 	}
 
 	seenTaints := make(map[taintID]struct{}, len(d.Taints))
@@ -173,57 +292,160 @@ func (d NodeDesired) Validate() error {
 	return errors.Join(errs...)
 }
 
-// planNode computes every write that brings current to desired. fieldManager is the server-side
-// apply field manager whose owned labels and annotations are compared with the desired ones.
+// planNode computes every write that brings current to desired. fieldManager is the field manager
+// whose server-side apply entry records the labels and annotations talos-ccm owns on a Node last written
+// by an earlier version (see planMetadata).
 func planNode(current *corev1.Node, desired NodeDesired, fieldManager string) (nodePlan, error) {
-	metadata, err := planMetadata(current, desired, fieldManager)
+	object, err := planObject(current, desired, fieldManager)
 	if err != nil {
 		return nodePlan{}, err
 	}
 
 	return nodePlan{
-		metadata:  metadata,
 		addresses: planAddresses(current, desired),
-		spec:      planSpec(current, desired),
+		object:    object,
 	}, nil
 }
 
-// planMetadata returns the apply configuration of the desired labels and annotations, or nil when
-// the labels and annotations fieldManager owns on current are exactly the desired ones.
+// planObject computes the change of the Node object that brings current to desired.
+func planObject(current *corev1.Node, desired NodeDesired, fieldManager string) (objectPlan, error) {
+	metadata, err := planMetadata(current, desired, fieldManager)
+	if err != nil {
+		return objectPlan{}, err
+	}
+
+	return objectPlan{metadata: metadata, spec: planSpec(current, desired)}, nil
+}
+
+// planMetadata computes the change of the labels and annotations talos-ccm owns: the desired entries are
+// set, the owned keys no longer desired are removed, and every other key is left alone.
 //
-// current must carry its managedFields: without them, every call plans an apply (which is
-// harmless, but not free).
-func planMetadata(current *corev1.Node, desired NodeDesired, fieldManager string) (*applycorev1.NodeApplyConfiguration, error) {
+// The owned keys are those recorded in OwnedLabelsAnnotation and OwnedAnnotationsAnnotation. Where a
+// record is missing, the Node was last written by a version of talos-ccm that set labels and annotations
+// by server-side apply: the keys that apply owns (fieldManager's Apply entry in managedFields, which the
+// informer cache keeps) and the Node still has stand for the record, so that such a Node needs no write
+// until something changes, and the first write records the ownership in the annotations. Keys that the
+// Node no longer has are left out: the API server drops a removed field from every managedFields entry,
+// so an apply entry that still lists a missing key is stale.
+func planMetadata(current *corev1.Node, desired NodeDesired, fieldManager string) (metadataPlan, error) {
+	labelsRecord, hasLabelsRecord := current.Annotations[OwnedLabelsAnnotation]
+	annotationsRecord, hasAnnotationsRecord := current.Annotations[OwnedAnnotationsAnnotation]
+
+	var appliedLabels, appliedAnnotations map[string]string
+
+	if !hasLabelsRecord || !hasAnnotationsRecord {
+		var err error
+
+		if appliedLabels, appliedAnnotations, err = appliedMetadata(current, fieldManager); err != nil {
+			return metadataPlan{}, err
+		}
+	}
+
+	ownedLabels := recordedKeys(labelsRecord)
+	if !hasLabelsRecord {
+		ownedLabels = presentKeys(appliedLabels, current.Labels)
+	}
+
+	ownedAnnotations := recordedKeys(annotationsRecord)
+	if !hasAnnotationsRecord {
+		ownedAnnotations = presentKeys(appliedAnnotations, current.Annotations)
+	}
+
+	// The ownership annotations are the sink's own: never owned as annotations of a decision.
+	ownedAnnotations = slices.DeleteFunc(ownedAnnotations, func(key string) bool {
+		return slices.Contains(ownershipAnnotations, key)
+	})
+
+	return metadataPlan{
+		labels:      planKeys(current.Labels, desired.Labels, slices.DeleteFunc(ownedLabels, func(key string) bool { return !desired.Removable.label(key) })),
+		annotations: planKeys(current.Annotations, desired.Annotations, ownedAnnotations),
+	}, nil
+}
+
+// appliedMetadata returns the labels and annotations that fieldManager owns on node by server-side apply
+// (its managedFields entry of operation Apply); none when node has no such entry.
+func appliedMetadata(node *corev1.Node, fieldManager string) (labels, annotations map[string]string, err error) {
 	// Extraction converts the whole object to a typed value; the metadata is all it needs here, and
 	// a Node's status (its image list especially) is much larger.
 	metaOnly := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:          current.Name,
-			Labels:        current.Labels,
-			Annotations:   current.Annotations,
-			ManagedFields: current.ManagedFields,
+			Name:          node.Name,
+			Labels:        node.Labels,
+			Annotations:   node.Annotations,
+			ManagedFields: node.ManagedFields,
 		},
 	}
 
 	owned, err := applycorev1.ExtractNode(metaOnly, fieldManager)
 	if err != nil {
-		return nil, fmt.Errorf("failed to extract fields owned by %q: %w", fieldManager, err)
+		return nil, nil, fmt.Errorf("failed to extract fields owned by %q: %w", fieldManager, err)
 	}
 
-	var ownedLabels, ownedAnnotations map[string]string
-
-	if owned.ObjectMetaApplyConfiguration != nil {
-		ownedLabels = owned.Labels
-		ownedAnnotations = owned.Annotations
+	if owned.ObjectMetaApplyConfiguration == nil {
+		return nil, nil, nil
 	}
 
-	if maps.Equal(ownedLabels, desired.Labels) && maps.Equal(ownedAnnotations, desired.Annotations) {
-		return nil, nil
+	return owned.Labels, owned.Annotations, nil
+}
+
+// planKeys computes the change of current (labels or annotations) that sets desired and removes the keys
+// of owned no longer desired. owned is sorted.
+func planKeys(current, desired map[string]string, owned []string) keysPlan {
+	var plan keysPlan
+
+	for key, value := range desired {
+		if got, ok := current[key]; !ok || got != value {
+			if plan.set == nil {
+				plan.set = map[string]string{}
+			}
+
+			plan.set[key] = value
+		}
 	}
 
-	return applycorev1.Node(desired.Name).
-		WithLabels(desired.Labels).
-		WithAnnotations(desired.Annotations), nil
+	for _, key := range owned {
+		_, wanted := desired[key]
+		_, present := current[key]
+
+		if !wanted && present {
+			plan.remove = append(plan.remove, key)
+		}
+	}
+
+	plan.record = strings.Join(slices.Sorted(maps.Keys(desired)), ",")
+	plan.recordChanged = plan.record != strings.Join(owned, ",")
+
+	return plan
+}
+
+// recordedKeys parses an ownership annotation: the keys, sorted, without duplicates.
+func recordedKeys(value string) []string {
+	var keys []string
+
+	for key := range strings.SplitSeq(value, ",") {
+		if key = strings.TrimSpace(key); key != "" {
+			keys = append(keys, key)
+		}
+	}
+
+	slices.Sort(keys)
+
+	return slices.Compact(keys)
+}
+
+// presentKeys returns the keys of applied that present has, sorted.
+func presentKeys(applied, present map[string]string) []string {
+	var keys []string
+
+	for key := range applied {
+		if _, ok := present[key]; ok {
+			keys = append(keys, key)
+		}
+	}
+
+	slices.Sort(keys)
+
+	return keys
 }
 
 // planAddresses returns the addresses to write, or nil when they are left alone or already equal
@@ -300,7 +522,7 @@ func planSpec(node *corev1.Node, desired NodeDesired) specPlan {
 		case taint.Key == UninitializedTaintKey:
 			// Never owned by the sink, whatever the annotation says: only Initialize removes it.
 			taints = append(taints, taint)
-		case ownedKey || ownedID:
+		case (ownedKey || ownedID) && desired.Removable.taint(taint.Key):
 			plan.taintsChanged = true
 		default:
 			taints = append(taints, taint)

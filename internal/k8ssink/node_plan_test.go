@@ -58,6 +58,14 @@ var (
 	hostname    = corev1.NodeAddress{Type: corev1.NodeHostName, Address: "worker-1"}
 )
 
+// applyEntry is fieldsEntry for the server-side apply entry of talos-ccm, as an earlier version of
+// talos-ccm left it.
+func applyEntry(t testing.TB, labels, annotations []string) metav1.ManagedFieldsEntry {
+	t.Helper()
+
+	return fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, labels, annotations)
+}
+
 func TestPlanMetadata(t *testing.T) {
 	t.Parallel()
 
@@ -65,18 +73,41 @@ func TestPlanMetadata(t *testing.T) {
 		name    string
 		node    *corev1.Node
 		desired NodeDesired
-		// wantLabels and wantAnnotations are the applied sets; wantApply false means no apply.
-		wantApply       bool
+		// wantWrite false means no write; wantLabels and wantAnnotations are the Node's labels and
+		// annotations (ownership records included) after the write.
+		wantWrite       bool
 		wantLabels      map[string]string
 		wantAnnotations map[string]string
 	}{
+		{
+			// The record is an annotation its kubelet can write: a protected label listed there (which
+			// NodeRestriction keeps the kubelet from removing) stays unless the configuration sets it or it
+			// is talos-ccm's own; unprotected ones go (the kubelet could remove them itself).
+			name: "forged record removes no protected label",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name: "n1",
+				Labels: map[string]string{
+					"node-restriction.kubernetes.io/dedicated": "db", "node-role.kubernetes.io/infra": "",
+					"node-role.kubernetes.io/web": "", "node.cloudprovider.kubernetes.io/platform": "metal", "example.com/x": "1",
+				},
+				Annotations: map[string]string{OwnedLabelsAnnotation: "example.com/x,node-restriction.kubernetes.io/dedicated,node-role.kubernetes.io/infra,node-role.kubernetes.io/web,node.cloudprovider.kubernetes.io/platform"},
+			}},
+			desired:   NodeDesired{Name: "n1", Removable: RemovableKeys{Labels: map[string]bool{"node-role.kubernetes.io/web": true}}},
+			wantWrite: true,
+			wantLabels: map[string]string{
+				"node-restriction.kubernetes.io/dedicated": "db", "node-role.kubernetes.io/infra": "",
+			},
+			wantAnnotations: map[string]string{},
+		},
+		// Nodes last written by an earlier version: the server-side apply entry records what
+		// talos-ccm owns.
 		{
 			name: "no change",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:          "n1",
 				Labels:        map[string]string{"a": "1", "foreign": "x"},
 				Annotations:   map[string]string{"note": "v"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, []string{"a"}, []string{"note"})},
+				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, []string{"note"})},
 			}},
 			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
 		},
@@ -90,33 +121,36 @@ func TestPlanMetadata(t *testing.T) {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:          "n1",
 				Labels:        map[string]string{"a": "1"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, []string{"a"}, nil)},
+				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, nil)},
 			}},
-			desired:    NodeDesired{Name: "n1", Labels: map[string]string{"a": "1", "b": "2"}},
-			wantApply:  true,
-			wantLabels: map[string]string{"a": "1", "b": "2"},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1", "b": "2"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1", "b": "2"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
 		},
 		{
 			name: "label value changed",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:          "n1",
 				Labels:        map[string]string{"a": "1"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, []string{"a"}, nil)},
+				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, nil)},
 			}},
-			desired:    NodeDesired{Name: "n1", Labels: map[string]string{"a": "2"}},
-			wantApply:  true,
-			wantLabels: map[string]string{"a": "2"},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "2"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "2"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
 			name: "owned label removed",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:          "n1",
 				Labels:        map[string]string{"a": "1", "b": "2"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, []string{"a", "b"}, nil)},
+				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a", "b"}, nil)},
 			}},
-			desired:    NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-			wantApply:  true,
-			wantLabels: map[string]string{"a": "1"},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
 			name: "last owned label and annotation removed",
@@ -124,10 +158,12 @@ func TestPlanMetadata(t *testing.T) {
 				Name:          "n1",
 				Labels:        map[string]string{"a": "1"},
 				Annotations:   map[string]string{"note": "v"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, []string{"a"}, []string{"note"})},
+				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, []string{"note"})},
 			}},
-			desired:   NodeDesired{Name: "n1"},
-			wantApply: true,
+			desired:         NodeDesired{Name: "n1"},
+			wantWrite:       true,
+			wantLabels:      map[string]string{},
+			wantAnnotations: map[string]string{},
 		},
 		{
 			name: "label owned by someone else is not ours to remove",
@@ -135,22 +171,23 @@ func TestPlanMetadata(t *testing.T) {
 				Name:   "n1",
 				Labels: map[string]string{"a": "1", "foreign": "x"},
 				ManagedFields: []metav1.ManagedFieldsEntry{
-					fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, []string{"a"}, nil),
+					applyEntry(t, []string{"a"}, nil),
 					fieldsEntry(t, "kubelet", metav1.ManagedFieldsOperationUpdate, []string{"foreign"}, nil),
 				},
 			}},
 			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 		},
 		{
-			name: "foreign label is never in the applied set",
+			name: "foreign label is never in the record",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:          "n1",
 				Labels:        map[string]string{"foreign": "x"},
 				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, "kubelet", metav1.ManagedFieldsOperationUpdate, []string{"foreign"}, nil)},
 			}},
-			desired:    NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-			wantApply:  true,
-			wantLabels: map[string]string{"a": "1"},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1", "foreign": "x"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
 			name: "same value set by someone else is taken over",
@@ -159,9 +196,10 @@ func TestPlanMetadata(t *testing.T) {
 				Labels:        map[string]string{"a": "1"},
 				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, "kubectl", metav1.ManagedFieldsOperationUpdate, []string{"a"}, nil)},
 			}},
-			desired:    NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-			wantApply:  true,
-			wantLabels: map[string]string{"a": "1"},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
 			name: "our own update entries do not count as applied",
@@ -170,9 +208,19 @@ func TestPlanMetadata(t *testing.T) {
 				Labels:        map[string]string{"a": "1"},
 				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationUpdate, []string{"a"}, nil)},
 			}},
-			desired:    NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-			wantApply:  true,
-			wantLabels: map[string]string{"a": "1"},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+		},
+		{
+			name: "applied key the Node no longer has is not owned",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:          "n1",
+				Labels:        map[string]string{"a": "1"},
+				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a", "b"}, nil)},
+			}},
+			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 		},
 		{
 			name: "annotation added next to the owned-taints annotation",
@@ -181,9 +229,95 @@ func TestPlanMetadata(t *testing.T) {
 				Annotations:   map[string]string{OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
 				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationUpdate, nil, []string{OwnedTaintsAnnotation})},
 			}},
-			desired:         NodeDesired{Name: "n1", Annotations: map[string]string{"note": "v"}},
-			wantApply:       true,
-			wantAnnotations: map[string]string{"note": "v"},
+			desired:   NodeDesired{Name: "n1", Annotations: map[string]string{"note": "v"}},
+			wantWrite: true,
+			wantAnnotations: map[string]string{
+				OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+				"note":                     "v",
+				OwnedAnnotationsAnnotation: "note",
+			},
+		},
+		// Nodes written by this version: the ownership annotations record what talos-ccm owns.
+		{
+			name: "recorded, no change",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1", "foreign": "x"},
+				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
+			}},
+			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
+		},
+		{
+			name: "recorded label removed, foreign kept",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1", "b": "2", "foreign": "x"},
+				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
+			}},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1", "foreign": "x"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+		},
+		{
+			name: "last recorded label removed with its record",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1", "foreign": "x"},
+				Annotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			}},
+			desired:         NodeDesired{Name: "n1"},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"foreign": "x"},
+			wantAnnotations: map[string]string{},
+		},
+		{
+			name: "recorded label changed by someone else is set back",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:        "n1",
+				Labels:      map[string]string{"a": "2"},
+				Annotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			}},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+		},
+		{
+			name: "recorded key removed by someone else leaves the record",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1"},
+				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
+			}},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+		},
+		{
+			name: "the record wins over the apply entry",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:          "n1",
+				Labels:        map[string]string{"a": "1", "b": "2"},
+				Annotations:   map[string]string{OwnedLabelsAnnotation: "a"},
+				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a", "b"}, nil)},
+			}},
+			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+		},
+		{
+			name: "ownership annotations are never owned as annotations",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name: "n1",
+				Annotations: map[string]string{
+					"note":                     "v",
+					OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+					OwnedAnnotationsAnnotation: "note," + OwnedTaintsAnnotation,
+				},
+			}},
+			desired:         NodeDesired{Name: "n1"},
+			wantWrite:       true,
+			wantAnnotations: map[string]string{OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,19 +325,104 @@ func TestPlanMetadata(t *testing.T) {
 
 			plan, err := planNode(tt.node, tt.desired, DefaultFieldManager)
 			require.NoError(t, err)
+			require.Equal(t, tt.wantWrite, plan.object.metadata.changed(), "plan %+v", plan.object.metadata)
 
-			if !tt.wantApply {
-				assert.Nil(t, plan.metadata)
-
+			if !tt.wantWrite {
 				return
 			}
 
-			require.NotNil(t, plan.metadata)
-			assert.Equal(t, tt.desired.Name, *plan.metadata.Name)
-			assert.Equal(t, tt.wantLabels, plan.metadata.Labels)
-			assert.Equal(t, tt.wantAnnotations, plan.metadata.Annotations)
+			node := tt.node.DeepCopy()
+			plan.object.metadata.applyTo(node)
+			assert.Equal(t, tt.wantLabels, node.Labels)
+			assert.Equal(t, tt.wantAnnotations, node.Annotations)
+
+			// Applied once, the plan converges: planning again changes nothing.
+			again, err := planMetadata(node, tt.desired, DefaultFieldManager)
+			require.NoError(t, err)
+			assert.False(t, again.changed(), "second plan changes something: %+v", again)
 		})
 	}
+}
+
+// TestPlanObject checks that labels, annotations, providerID and taints make one object write.
+func TestPlanObject(t *testing.T) {
+	t.Parallel()
+
+	t.Run("initialize in one write", func(t *testing.T) {
+		t.Parallel()
+
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"foreign": "x"}},
+			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{uninitialized, foreignTaint}},
+		}
+		desired := NodeDesired{
+			Name:        "n1",
+			ProviderID:  testProviderID,
+			Labels:      map[string]string{"a": "1"},
+			Annotations: map[string]string{"note": "v"},
+			Taints:      []corev1.Taint{ownTaint},
+			Initialize:  true,
+		}
+
+		plan, err := planObject(node, desired, DefaultFieldManager)
+		require.NoError(t, err)
+		require.True(t, plan.metadata.changed())
+		require.True(t, plan.spec.initialize)
+
+		plan.applyTo(node)
+		assert.Equal(t, map[string]string{"a": "1", "foreign": "x"}, node.Labels)
+		assert.Equal(t, map[string]string{
+			"note":                     "v",
+			OwnedLabelsAnnotation:      "a",
+			OwnedAnnotationsAnnotation: "note",
+			OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+		}, node.Annotations)
+		assert.Equal(t, testProviderID, node.Spec.ProviderID)
+		assert.Equal(t, []corev1.Taint{foreignTaint, ownTaint}, node.Spec.Taints)
+
+		again, err := planObject(node, desired, DefaultFieldManager)
+		require.NoError(t, err)
+		assert.True(t, again.empty(), "second plan is not empty: %+v", again)
+	})
+
+	t.Run("a Node labelled by server-side apply gets its records with the next write", func(t *testing.T) {
+		t.Parallel()
+
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:          "n1",
+			Labels:        map[string]string{"a": "1"},
+			Annotations:   map[string]string{"note": "v"},
+			ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, []string{"note"})},
+		}}
+		desired := NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}}
+
+		plan, err := planObject(node, desired, DefaultFieldManager)
+		require.NoError(t, err)
+		assert.True(t, plan.empty(), "nothing changes, nothing is written: %+v", plan)
+
+		desired.Taints = []corev1.Taint{ownTaint}
+
+		plan, err = planObject(node, desired, DefaultFieldManager)
+		require.NoError(t, err)
+		assert.False(t, plan.metadata.changed())
+		assert.False(t, plan.spec.empty())
+
+		plan.applyTo(node)
+		assert.Equal(t, map[string]string{
+			"note":                     "v",
+			OwnedLabelsAnnotation:      "a",
+			OwnedAnnotationsAnnotation: "note",
+			OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+		}, node.Annotations)
+
+		// From now on the records say what talos-ccm owns, whatever the apply entry says.
+		node.ManagedFields = nil
+		desired.Labels = nil
+
+		plan, err = planObject(node, desired, DefaultFieldManager)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a"}, plan.metadata.labels.remove)
+	})
 }
 
 func TestPlanAddresses(t *testing.T) {
@@ -288,7 +507,28 @@ func TestPlanSpec(t *testing.T) {
 		want       specPlan
 		// wantTaints is the taint list after the plan is applied.
 		wantTaints []corev1.Taint
+		// outsideConfig: the configuration in force sets no taint (by default it can set talos-ccm's).
+		outsideConfig bool
 	}{
+		{
+			// The record is an annotation its kubelet can write: listed there, an operator's taint (which
+			// NodeRestriction keeps the kubelet from removing) stays, and so does one of a rule since removed.
+			name:          "owned taint the configuration cannot set is kept",
+			taints:        []corev1.Taint{foreignTaint, ownTaint2},
+			owned:         "example.com/maintenance:NoSchedule,tccm.dev/dedicated",
+			desired:       NodeDesired{},
+			want:          specPlan{ownedTaintsChanged: true},
+			wantTaints:    []corev1.Taint{foreignTaint, ownTaint2},
+			outsideConfig: true,
+		},
+		{
+			name:       "of the listed taints, the one the configuration can set is removed, the other kept",
+			taints:     []corev1.Taint{foreignTaint, ownTaint},
+			owned:      "example.com/maintenance:NoSchedule,tccm.dev/spot:NoSchedule",
+			desired:    NodeDesired{},
+			want:       specPlan{taints: []corev1.Taint{foreignTaint}, taintsChanged: true, ownedTaintsChanged: true},
+			wantTaints: []corev1.Taint{foreignTaint},
+		},
 		{
 			name:       "no change",
 			providerID: testProviderID,
@@ -430,6 +670,10 @@ func TestPlanSpec(t *testing.T) {
 
 			tt.desired.Name = "n1"
 
+			if !tt.outsideConfig {
+				tt.desired.Removable = RemovableKeys{Taints: map[string]bool{ownTaint.Key: true, ownTaint2.Key: true}}
+			}
+
 			plan := planSpec(node, tt.desired)
 			assert.Equal(t, tt.want, plan)
 
@@ -479,6 +723,26 @@ func TestNodeDesiredValidate(t *testing.T) {
 			name:    "reserved annotation",
 			desired: NodeDesired{Name: "n1", Annotations: map[string]string{OwnedTaintsAnnotation: "x"}},
 			wantErr: "is reserved for the sink",
+		},
+		{
+			name:    "reserved ownership record of labels",
+			desired: NodeDesired{Name: "n1", Annotations: map[string]string{OwnedLabelsAnnotation: "a"}},
+			wantErr: "is reserved for the sink",
+		},
+		{
+			name:    "reserved ownership record of annotations",
+			desired: NodeDesired{Name: "n1", Annotations: map[string]string{OwnedAnnotationsAnnotation: "a"}},
+			wantErr: "is reserved for the sink",
+		},
+		{
+			name:    "label key with a comma",
+			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a,b": "1"}},
+			wantErr: `label key "a,b" contains ','`,
+		},
+		{
+			name:    "annotation key with a comma",
+			desired: NodeDesired{Name: "n1", Annotations: map[string]string{"a,b": "1"}},
+			wantErr: `annotation key "a,b" contains ','`,
 		},
 		{
 			name:    "uninitialized taint",
@@ -572,22 +836,9 @@ func changedValueOf(taint corev1.Taint) corev1.Taint {
 }
 
 // BenchmarkPlanNode measures a resync of an initialized Node with nothing to change, the common
-// case: every informer resync of every Node pays it.
+// case: every informer resync of every Node pays it. "recorded" is a Node written by this version,
+// "applied" one last written by a version that set labels by server-side apply.
 func BenchmarkPlanNode(b *testing.B) {
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        "n1",
-			Labels:      map[string]string{"a": "1", "b": "2", "kubernetes.io/hostname": "n1"},
-			Annotations: map[string]string{"note": "v", OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
-			ManagedFields: []metav1.ManagedFieldsEntry{
-				fieldsEntry(b, DefaultFieldManager, metav1.ManagedFieldsOperationApply, []string{"a", "b"}, []string{"note"}),
-				fieldsEntry(b, "kubelet", metav1.ManagedFieldsOperationUpdate, []string{"kubernetes.io/hostname"}, nil),
-			},
-		},
-		Spec:   corev1.NodeSpec{ProviderID: testProviderID, Taints: []corev1.Taint{foreignTaint, ownTaint}},
-		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{internalIP1, internalIP2, hostname}},
-	}
-
 	desired := NodeDesired{
 		Name:        "n1",
 		ProviderID:  testProviderID,
@@ -598,10 +849,50 @@ func BenchmarkPlanNode(b *testing.B) {
 		Initialize:  true,
 	}
 
-	for b.Loop() {
-		plan, err := planNode(node, desired, DefaultFieldManager)
-		if err != nil || plan.metadata != nil || plan.addresses != nil || !plan.spec.empty() {
-			b.Fatalf("unexpected plan %+v, error %v", plan, err)
+	for _, bb := range []struct {
+		name          string
+		annotations   map[string]string
+		managedFields []metav1.ManagedFieldsEntry
+	}{
+		{
+			name: "recorded",
+			annotations: map[string]string{
+				"note":                     "v",
+				OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+				OwnedLabelsAnnotation:      "a,b",
+				OwnedAnnotationsAnnotation: "note",
+			},
+			managedFields: []metav1.ManagedFieldsEntry{
+				fieldsEntry(b, DefaultFieldManager, metav1.ManagedFieldsOperationUpdate, []string{"a", "b"}, []string{"note", OwnedTaintsAnnotation}),
+			},
+		},
+		{
+			name:        "applied",
+			annotations: map[string]string{"note": "v", OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
+			managedFields: []metav1.ManagedFieldsEntry{
+				applyEntry(b, []string{"a", "b"}, []string{"note"}),
+			},
+		},
+	} {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1", "b": "2", "kubernetes.io/hostname": "n1"},
+				Annotations: bb.annotations,
+				ManagedFields: append(bb.managedFields,
+					fieldsEntry(b, "kubelet", metav1.ManagedFieldsOperationUpdate, []string{"kubernetes.io/hostname"}, nil)),
+			},
+			Spec:   corev1.NodeSpec{ProviderID: testProviderID, Taints: []corev1.Taint{foreignTaint, ownTaint}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{internalIP1, internalIP2, hostname}},
 		}
+
+		b.Run(bb.name, func(b *testing.B) {
+			for b.Loop() {
+				plan, err := planNode(node, desired, DefaultFieldManager)
+				if err != nil || plan.addresses != nil || !plan.object.empty() {
+					b.Fatalf("unexpected plan %+v, error %v", plan, err)
+				}
+			}
+		})
 	}
 }

@@ -2,10 +2,13 @@ package k8ssink
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -49,6 +53,9 @@ func NewNodeSinkController(applier *NodeApplier, nodes corelisters.NodeLister, c
 		Concurrency: concurrency,
 		ExtraInputs: []qtransform.ControllerOption{
 			qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeTransform]()),
+			// Read for the keys it lets talos-ccm remove (RemovableKeys); a new config changes the
+			// NodeTransforms it matters for, which run the sink again.
+			qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperNone()),
 		},
 	})
 }
@@ -58,9 +65,11 @@ type nodeSink struct {
 	nodes   corelisters.NodeLister
 	// ruleEvents, when set, posts the skipped transformation rules.
 	ruleEvents *NodeRuleEvents
+	// removable are the keys of every configuration seen since the start.
+	removable removableSeen
 }
 
-func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, nt *node.NodeTransform, last *specs.ApplyStatusSpec) (outcome, error) {
+func (s *nodeSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, nt *node.NodeTransform, last *specs.ApplyStatusSpec) (outcome, error) {
 	name := nt.Metadata().ID()
 	decision := nt.TypedSpec().Value
 
@@ -84,7 +93,17 @@ func (s *nodeSink) apply(ctx context.Context, _ controller.Reader, logger *zap.L
 		return skipped("").withInitialized(!hasTaint(current, UninitializedTaintKey)), nil
 	}
 
-	result, err := s.applier.Apply(ctx, current, desiredNode(name, decision))
+	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
+	if err != nil && !state.IsNotFoundError(err) {
+		return outcome{}, fmt.Errorf("failed to read config: %w", err)
+	}
+
+	desired := desiredNode(name, decision)
+	if cfg != nil {
+		desired.Removable = s.removable.observe(cfg.TypedSpec().Value)
+	}
+
+	result, err := s.applier.Apply(ctx, current, desired)
 	initialized := result.Node != nil && !hasTaint(result.Node, UninitializedTaintKey)
 	writes := writesOf(result)
 
