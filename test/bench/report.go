@@ -96,7 +96,6 @@ func report(w io.Writer, results []*result, opts options) {
 		idle := fmt.Sprintf("idle %s:", r.idle)
 		row(idle+" Node / other writes per minute", fmt.Sprintf("%.1f / %.1f", total(r.idleRequests.nodeWrites), r.idleRequests.writes()-total(r.idleRequests.nodeWrites)), "-")
 		row(idle+" Talos calls per minute", talosIdleText(r.idleTalos), "-")
-		row(idle+" machines on a 15-30 min PlatformMetadata timer", fmt.Sprintf("%.0f", r.platformTimers), "(watches refused)")
 		row("kubelet registration (not talos-ccm)", round(r.registration).String(), "-")
 		row("CSR seen by a watch p50 / p99 (not talos-ccm)", fmt.Sprintf("%s / %s", round(r.csrWatch.p50), round(r.csrWatch.p99)), "-")
 	}
@@ -151,7 +150,7 @@ func writeCSV(path string, results []*result, what measured, opts options) error
 		"node_writes_per_node", "node_writes_by_verb", "node_writes_refused_per_node", "csr_approvals_per_node", "events_per_node", "other_writes_per_node", "reads_per_node",
 		"talos_calls_per_node", "talos_calls_by_call",
 		"peak_rss_mib", "peak_rss_kib_per_node", "cpu_s", "cpu_ms_per_node", "heap_mib", "heap_kib_per_node", "stack_mib", "goroutines",
-		"idle_min", "idle_node_writes_per_min", "idle_other_writes_per_min", "idle_talos_calls_per_min", "idle_talos_calls_by_resource", "platform_timers",
+		"idle_min", "idle_node_writes_per_min", "idle_other_writes_per_min", "idle_talos_calls_per_min", "idle_talos_calls_by_resource",
 		"registration_s", "csr_watch_p50_s", "csr_watch_p99_s",
 	}}
 
@@ -177,7 +176,7 @@ func writeCSV(path string, results []*result, what measured, opts options) error
 			fmt.Sprintf("%.1f", r.stackBytes/(1<<20)), fmt.Sprintf("%.0f", r.goroutines),
 			fmt.Sprintf("%.1f", r.idle.Minutes()), fmt.Sprintf("%.2f", total(r.idleRequests.nodeWrites)),
 			fmt.Sprintf("%.2f", r.idleRequests.writes()-total(r.idleRequests.nodeWrites)),
-			fmt.Sprintf("%.2f", total(r.idleTalos)), countsText(r.idleTalos, "%.2f"), fmt.Sprintf("%.0f", r.platformTimers),
+			fmt.Sprintf("%.2f", total(r.idleTalos)), countsText(r.idleTalos, "%.2f"),
 			secs(r.registration), secs(r.csrWatch.p50), secs(r.csrWatch.p99),
 		})
 	}

@@ -68,8 +68,6 @@ type result struct {
 	// idleRequests and idleTalos (by resource) are per minute of the idle window.
 	idleRequests requestCounts
 	idleTalos    map[string]float64
-	// platformTimers are the machines whose PlatformMetadata is read on a timer (refusedPlatformWatches).
-	platformTimers float64
 
 	registration time.Duration
 	peakRSS      uint64
@@ -286,7 +284,6 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.idle = opts.idle
 	res.idleRequests = countRequests(after).minus(countRequests(before)).per(minutes)
 	res.idleTalos = perKey(subtract(talosCalls(after, "resource"), talosCalls(before, "resource")), minutes)
-	res.platformTimers = refusedPlatformWatches(after)
 
 	if usageRSS, _ := processUsage(ccm.Process.Pid); usageRSS > res.peakRSS {
 		res.peakRSS = usageRSS

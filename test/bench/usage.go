@@ -218,22 +218,6 @@ func talosCalls(series map[string]float64, by string) map[string]float64 {
 	return out
 }
 
-// refusedPlatformWatches counts the PlatformMetadata watches the machines refused: each one started a
-// timer that reads the machine's PlatformMetadata again every 15 to 30 minutes. talos-ccm has no gauge of
-// those timers; while no session restarts, this count is theirs.
-func refusedPlatformWatches(series map[string]float64) float64 {
-	n := 0.0
-
-	for k, v := range series {
-		if strings.HasPrefix(k, "talos_ccm_talos_api_calls_total{") && label(k, "call") == "watch" &&
-			strings.HasPrefix(label(k, "resource"), "PlatformMetadatas.") && label(k, "result") != "ok" {
-			n += v
-		}
-	}
-
-	return n
-}
-
 // perKey divides every value of m by n.
 func perKey(m map[string]float64, n float64) map[string]float64 {
 	out := make(map[string]float64, len(m))

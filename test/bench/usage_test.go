@@ -94,7 +94,6 @@ func TestTalosCalls(t *testing.T) {
 	}
 
 	assert.Equal(t, map[string]float64{"get": 204, "watch": 202}, talosCalls(series, "call"))
-	assert.InDelta(t, 3, refusedPlatformWatches(series), 0)
 	assert.Equal(t, "4.0 (ControllerManagerConfigs 1.0, PlatformMetadatas 3.0)",
 		talosIdleText(map[string]float64{"PlatformMetadatas.talos.dev": 2, "PlatformMetadatas.other.dev": 1, "ControllerManagerConfigs.kubernetes.talos.dev": 1}))
 	assert.Equal(t, "0.0", talosIdleText(map[string]float64{}))

@@ -209,7 +209,8 @@ func TestCcmctl(t *testing.T) {
 
 		assert.Contains(t, r.stdout, "Initialized:    yes\n")
 		assert.Contains(t, r.stdout, "Pending:        nothing\n")
-		assert.Regexp(t, `(?m)^Machine: +reachable, stage running`, r.stdout)
+		// The stage is read only for NotReady Nodes: a Ready Node's machine shows none.
+		assert.Regexp(t, `(?m)^Machine: +reachable, Talos API at \S+, names itself node `+regexp.QuoteMeta(target.Name)+`, last seen `, r.stdout)
 		assert.Regexp(t, `(?m)^Last apply: +\S+Z, decision version \d+`, r.stdout)
 		assert.Regexp(t, `(?m)^providerID +- +`+regexp.QuoteMeta(want.providerID)+` +Talos platformMetadata.providerID +yes$`, r.stdout)
 		assert.Regexp(t, `(?m)^label +topology.kubernetes.io/region +`+regexp.QuoteMeta(target.Region)+` +Talos platformMetadata.region +yes$`, r.stdout)

@@ -117,7 +117,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 
 	require.GreaterOrEqual(t, metricValue(body, "talos_ccm_node_initialization_seconds_count"), float64(len(machines)))
-	require.Positive(t, metricValue(body, "talos_ccm_kubernetes_requests_total", `verb="apply"`, `resource="nodes"`, `code="200"`))
+	require.Positive(t, metricValue(body, "talos_ccm_kubernetes_requests_total", `verb="update"`, `resource="nodes"`, `code="200"`))
 	require.Positive(t, metricValue(body, "talos_ccm_kubernetes_requests_total", `verb="patch"`, `resource="nodes/status"`))
 	require.Positive(t, metricValue(body, "talos_ccm_talos_api_calls_total", `call="get"`, `result="ok"`))
 	require.Positive(t, metricValue(body, "talos_ccm_talos_api_calls_total", `call="watch"`))

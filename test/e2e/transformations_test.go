@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -349,7 +350,9 @@ func TestTransformationRules(t *testing.T) {
 			corev1.EventTypeWarning, `transformation rule capacity skipped: label "example.com/product"`)
 	}
 
-	// A changed fact reaches the Node within seconds: a zoned machine moves.
+	// A changed fact reaches the Node within seconds when the machine changes: a zoned machine moves, and
+	// as a moved machine does, its addresses change (PlatformMetadata, which Talos sets at boot, is read
+	// again after an address change, not watched).
 	var moved int
 
 	for i, m := range machines {
@@ -364,6 +367,9 @@ func TestTransformationRules(t *testing.T) {
 
 	require.NoError(t, sim.UpdateMachine(machines[moved].Name, func(m *talossim.Machine) { m.Zone = "Moved-Zone-9" }))
 	machines[moved].Zone = "Moved-Zone-9"
+
+	linkLocal := talossim.Address{LinkName: "dummy0", Prefix: netip.MustParsePrefix("fe80::9/64"), Scope: "link"}
+	require.NoError(t, sim.SetAddresses(machines[moved].Name, append(slices.Clone(machines[moved].Addresses), linkLocal)))
 
 	waitRules(t, machines, true, 15*time.Second)
 	t.Logf("a changed fact reached the Node in %s", time.Since(changed).Round(time.Millisecond))

@@ -12,6 +12,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
@@ -38,9 +39,6 @@ const (
 
 // fallbackPlatform is the platform assumed for a machine without PlatformMetadata.
 const fallbackPlatform = "metal"
-
-// platformsWithoutProviderID never get an authoritative providerID from Talos: they get the fallback at once.
-var platformsWithoutProviderID = map[string]bool{"metal": true, "nocloud": true, "": true}
 
 // TransformInput is everything a NodeTransform is computed from. Platform and Addresses are nil until the
 // Talos source has read the machine.
@@ -266,7 +264,7 @@ func setProviderID(out *specs.NodeTransformSpec, in TransformInput, pm *specs.Pl
 		out.Origins[node.OriginProviderID] = origin
 	}
 
-	if !pm.GetHasPlatformMetadata() || platformsWithoutProviderID[pm.GetPlatform()] {
+	if !pm.GetHasPlatformMetadata() || !talos.PlatformHasProviderID(pm.GetPlatform()) {
 		fallback("fallback: platform " + out.GetPlatform() + " has no providerID in Talos")
 
 		return 0

@@ -47,21 +47,14 @@ func (s *machineSession) readIdentity(ctx context.Context) error {
 // readPlatform reads PlatformMetadata and SystemInformation (either may be absent) of the machine that
 // said it is the session's Node.
 func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetadataSpec, error) {
-	var (
-		pm *runtime.PlatformMetadataSpec
-		si *hardware.SystemInformationSpec
-	)
+	var si *hardware.SystemInformationSpec
 
-	res, err := s.get(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata())
+	pm, err := s.readPlatformMetadata(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read platform metadata: %w", err)
+		return nil, err
 	}
 
-	if typed, ok := res.(*runtime.PlatformMetadata); ok {
-		pm = typed.TypedSpec()
-	}
-
-	res, err = s.get(ctx, hardware.NewSystemInformation(hardware.SystemInformationID).Metadata())
+	res, err := s.get(ctx, hardware.NewSystemInformation(hardware.SystemInformationID).Metadata())
 	if err != nil {
 		return nil, fmt.Errorf("failed to read system information: %w", err)
 	}
@@ -74,6 +67,20 @@ func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetad
 	facts.Nodename = s.node
 
 	return facts, nil
+}
+
+// readPlatformMetadata reads the machine's PlatformMetadata; a machine without one has none (nil).
+func (s *machineSession) readPlatformMetadata(ctx context.Context) (*runtime.PlatformMetadataSpec, error) {
+	res, err := s.get(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("failed to read platform metadata: %w", err)
+	}
+
+	if typed, ok := res.(*runtime.PlatformMetadata); ok {
+		return typed.TypedSpec(), nil
+	}
+
+	return nil, nil
 }
 
 // readStage reads the machine's stage; a machine without MachineStatus has none.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -32,22 +32,26 @@ type sessionOptions struct {
 	CallTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff after a failed session.
 	RetryMin, RetryMax time.Duration
-	// PlatformRefresh is how often PlatformMetadata is read again on a machine that refused its watch
-	// (or whose watch failed). A machine whose watch works is never read again on a timer.
+	// PlatformRefresh is how often PlatformMetadata is read again while the machine's Node is uninitialized
+	// and its platform's providerID has not come yet (half to all of it, jittered).
 	PlatformRefresh time.Duration
 	// ProbeInterval is how often a machine whose Node is NotReady is asked directly for its status. A
 	// watch does not say when a machine stops answering (the client resumes it silently), and whether a
-	// NotReady Node's machine answers, and as which machine, is what lifecycle verdicts are made of.
+	// NotReady Node's machine answers, in which stage, and as which machine, is what lifecycle verdicts are
+	// made of.
 	ProbeInterval time.Duration
 }
 
+// addressSettle is how long after a change of its address set a machine's PlatformMetadata is read again:
+// the events of one change (a link with its IPv4 and IPv6 addresses) cost one read.
+const addressSettle = time.Second
+
 // machineSessionSpec is the task that keeps one Node's machine session. A new IP restarts the session
-// (machineWorker), a Node turning NotReady or Ready does not: the session learns it through probe, which
-// a running session keeps.
+// (machineWorker), a Node turning NotReady, Ready or initialized does not: the session learns it through
+// condition, which a running session keeps.
 type machineSessionSpec struct {
-	// probe is wanted while the machine's Node is NotReady.
-	probe *probeWish
-	cosi  state.State
+	condition *nodeCondition
+	cosi      state.State
 	machineRef
 	opts sessionOptions
 }
@@ -60,8 +64,15 @@ func (spec machineSessionSpec) RunTask(ctx context.Context, _ *zap.Logger, in wo
 	return nil
 }
 
-// machineSession reads one machine through the Talos API and keeps its facts current with watches. It
+// machineSession reads one machine through the Talos API and keeps its addresses current with a watch. It
 // runs until its context is cancelled; failures back off for this machine only.
+//
+// An idle machine costs one watch stream and no call: PlatformMetadata, which a running machine keeps
+// from its boot, is read at the session's start and again only when something suggests it changed: a
+// probe of the NotReady Node's machine (a reboot, a migration), a change of the machine's address set,
+// and, every PlatformRefresh, while the Node waits for a providerID its platform has not reported yet. A
+// machine that reboots or stops answering for long breaks the watch, which starts the session over. The
+// stage is read only for NotReady Nodes, the only ones whose verdicts it is part of.
 type machineSession struct {
 	machineSessionSpec
 	workerInput[machineFacts]
@@ -113,14 +124,12 @@ func (s *machineSession) session(ctx context.Context) error {
 			return ctx.Err()
 		case ev := <-c.addressEvents:
 			err = c.addressEvent(ctx, ev)
-		case ev := <-c.platformEvents:
-			c.platformEvent(ctx, ev)
-		case <-c.refresh.C:
-			err = c.refreshPlatform(ctx)
-		case <-s.probe.changed:
-			err = c.probeWishChanged(ctx)
+		case <-s.condition.changed:
+			err = c.conditionChanged(ctx)
 		case <-c.probes.due():
 			err = c.probeMachine(ctx)
+		case <-c.reread.due():
+			err = c.rereadPlatform(ctx)
 		}
 
 		if err != nil {
@@ -157,41 +166,39 @@ func (s *machineSession) ended(ctx context.Context, err error) {
 	}})
 }
 
-// connection is one session's hold on its machine: the facts it sent, the watches that keep them current,
-// and when to read again or probe.
+// connection is one session's hold on its machine: the facts it sent, the watch that keeps the addresses
+// current, and when to probe or read PlatformMetadata again.
 type connection struct {
 	*machineSession
 
-	platform  *specs.PlatformMetadataSpec
-	status    *specs.MachineStatusSpec
-	addresses map[resource.ID]*network.AddressStatusSpec
+	platform *specs.PlatformMetadataSpec
+	status   *specs.MachineStatusSpec
+	// addresses are copies of the specs of the machine's AddressStatuses: a pointer into a watch event's
+	// resource would keep the whole resource, its metadata too, for as long as the session lasts.
+	addresses map[resource.ID]network.AddressStatusSpec
+	// addressSet is the machine's addresses as last sent, nil before the first time.
+	addressSet []string
 
 	addressEvents chan state.Event
-	// platformEvents is nil once the machine refused or failed the PlatformMetadata watch: refresh fires
-	// then.
-	platformEvents chan state.Event
-	refresh        *time.Timer
-	probes         *probeSchedule
+	probes        *probeSchedule
+	reread        *rereadSchedule
 }
 
 func newConnection(s *machineSession) *connection {
-	refresh := time.NewTimer(s.opts.PlatformRefresh)
-	refresh.Stop()
-
 	return &connection{
 		machineSession: s,
-		addresses:      map[resource.ID]*network.AddressStatusSpec{},
-		refresh:        refresh,
+		addresses:      map[resource.ID]network.AddressStatusSpec{},
 		probes:         newProbeSchedule(s.opts.ProbeInterval),
+		reread:         newRereadSchedule(),
 	}
 }
 
 func (c *connection) close() {
-	c.refresh.Stop()
 	c.probes.stop()
+	c.reread.stop()
 }
 
-// connect reads the machine, starts the watches that keep its facts current, waits for the addresses,
+// connect reads the machine, starts the watch that keeps its addresses current, waits for the addresses,
 // and sends the facts. The machine's facts are read only once it said it is the session's Node: the
 // address the session asks through is the kubelet's claim, and may lead to any machine.
 func (c *connection) connect(ctx context.Context) error {
@@ -207,14 +214,7 @@ func (c *connection) connect(ctx context.Context) error {
 	c.platform = platform
 	c.status = &specs.MachineStatusSpec{Reachable: true, NodeIp: c.ip, MachineUuid: platform.GetUuid(), Nodename: c.node, NodenameRead: true}
 
-	if err = c.watch(ctx); err != nil {
-		return err
-	}
-
-	// The machine's stage matters only while its Node is NotReady (lifecycle verdicts): it is read here,
-	// then by the probes of NotReady Nodes, instead of by a watch per machine, whose stream and goroutines
-	// would cost memory on every machine of a large cluster.
-	if c.status.Stage, err = c.readStage(ctx); err != nil {
+	if err = c.watchAddresses(ctx); err != nil {
 		return err
 	}
 
@@ -222,25 +222,30 @@ func (c *connection) connect(ctx context.Context) error {
 		return err
 	}
 
+	// The stage matters only while the Node is NotReady (lifecycle verdicts): only then is it read, and
+	// what connect read is the Node's first probe.
+	if c.probes.want(c.condition.notReady.Load()) {
+		if c.status.Stage, err = c.readStage(ctx); err != nil {
+			return err
+		}
+	}
+
 	c.status.LastSeen = timestamppb.Now()
 
 	c.send(ctx, machineFacts{platform: c.platform, status: cloneStatus(c.status)})
 	c.sendAddresses(ctx)
 
-	// What connect read is the first probe of a machine whose Node is NotReady already.
-	c.probes.want(c.probe.wanted.Load())
 	c.probes.probed()
+	c.scheduleReread()
 
 	return nil
 }
 
-// watch starts the watches of the machine's addresses and PlatformMetadata. PlatformMetadata changes (a
-// zone after a migration, a spot flag) reach the transformation rules within seconds, and an idle machine
-// costs no Talos call and no timer; only a machine that refuses the watch is read again every
-// PlatformRefresh.
-func (c *connection) watch(ctx context.Context) error {
-	// Small buffers: a session drains its watches at once, and thousands of sessions each holding dozens
-	// of buffered events would cost more memory than the machines' facts themselves.
+// watchAddresses starts the watch of the machine's addresses: an address change reaches the Node within
+// seconds, and an idle machine costs no Talos call and no timer.
+func (c *connection) watchAddresses(ctx context.Context) error {
+	// A small buffer: a session drains its watch at once, and thousands of sessions each holding dozens of
+	// buffered events would cost more memory than the machines' facts themselves.
 	c.addressEvents = make(chan state.Event, 8)
 	err := c.cosi.WatchKind(ctx, network.NewAddressStatus(network.NamespaceName, "").Metadata(), c.addressEvents, state.WithBootstrapContents(true))
 	countWatch(network.AddressStatusType, err)
@@ -249,24 +254,7 @@ func (c *connection) watch(ctx context.Context) error {
 		return fmt.Errorf("failed to watch addresses: %w", err)
 	}
 
-	c.platformEvents = make(chan state.Event, 1)
-	err = c.cosi.Watch(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata(), c.platformEvents)
-	countWatch(runtime.PlatformMetadataType, err)
-
-	if err != nil {
-		c.logger.Debug("platform metadata watch refused, periodic reads only", zap.String("node", c.node), zap.Error(err))
-
-		c.readPeriodically()
-	}
-
 	return nil
-}
-
-// readPeriodically replaces the PlatformMetadata watch with reads every PlatformRefresh (jittered).
-func (c *connection) readPeriodically() {
-	c.platformEvents = nil
-
-	c.refresh.Reset(jitter(c.opts.PlatformRefresh))
 }
 
 // awaitAddresses takes in the address watch's first contents, which must come within CallTimeout.
@@ -314,7 +302,7 @@ func (c *connection) applyAddressEvent(ev state.Event) error {
 		return fmt.Errorf("address watch failed: %w", ev.Error)
 	case state.Created, state.Updated:
 		if as, ok := ev.Resource.(*network.AddressStatus); ok {
-			c.addresses[as.Metadata().ID()] = as.TypedSpec()
+			c.addresses[as.Metadata().ID()] = *as.TypedSpec()
 		}
 	case state.Destroyed:
 		delete(c.addresses, ev.Resource.Metadata().ID())
@@ -324,79 +312,69 @@ func (c *connection) applyAddressEvent(ev state.Event) error {
 	return nil
 }
 
+// sendAddresses sends the machine's addresses. A changed address set (not a changed flag) also calls for
+// a read of PlatformMetadata: the platform that gives a machine a new address may have moved it.
 func (c *connection) sendAddresses(ctx context.Context) {
 	list := make([]*network.AddressStatusSpec, 0, len(c.addresses))
 	for _, a := range c.addresses {
-		list = append(list, a)
+		list = append(list, &a)
 	}
 
 	addrs := addressFacts(list, c.ip)
 	addrs.Nodename = c.node
 
+	set := addressSet(addrs)
+	if c.addressSet != nil && !slices.Equal(set, c.addressSet) {
+		c.reread.addressesChanged()
+	}
+
+	c.addressSet = set
+
 	c.send(ctx, machineFacts{addresses: addrs})
 }
 
-// platformEvent applies one event of the PlatformMetadata watch, and sends the platform facts it changed.
-// A failed watch gives way to periodic reads.
-func (c *connection) platformEvent(ctx context.Context, ev state.Event) {
-	var pm *runtime.PlatformMetadataSpec
+// conditionChanged probes the machine of a Node that turned NotReady, forgets the stage of one that is
+// Ready again, and reads PlatformMetadata again while the Node waits for a providerID.
+func (c *connection) conditionChanged(ctx context.Context) error {
+	c.scheduleReread()
 
-	switch ev.Type {
-	case state.Errored:
-		c.logger.Debug("platform metadata watch failed, periodic reads only", zap.String("node", c.node), zap.Error(ev.Error))
+	notReady := c.condition.notReady.Load()
 
-		c.readPeriodically()
-
-		return
-	case state.Bootstrapped, state.Noop:
-		return
-	case state.Created, state.Updated:
-		if typed, ok := ev.Resource.(*runtime.PlatformMetadata); ok {
-			pm = typed.TypedSpec()
-		}
-	case state.Destroyed:
-	}
-
-	// The first event is the state read just before: only a change is sent.
-	if updated := withPlatformMetadata(c.platform, pm); !proto.Equal(updated, c.platform) {
-		c.platform = updated
-
-		c.send(ctx, machineFacts{platform: updated})
+	switch {
+	case !c.probes.want(notReady):
+		return nil
+	case notReady:
+		return c.probeMachine(ctx)
+	default:
+		return c.readyAgain(ctx)
 	}
 }
 
-// refreshPlatform reads the platform facts of a machine without a PlatformMetadata watch, when
-// PlatformRefresh passed.
-func (c *connection) refreshPlatform(ctx context.Context) error {
-	refreshed, err := c.readPlatform(ctx)
-	if err != nil {
-		return err
+// readyAgain forgets the stage of a machine whose Node is Ready again: only probes read it, and a stage
+// of the Node's NotReady time ("rebooting") would stay on for ever. It costs no Talos call, unless the last
+// probe found the machine not answering: one more probe then says whether it answers again.
+func (c *connection) readyAgain(ctx context.Context) error {
+	if !c.status.GetReachable() {
+		return c.probeMachine(ctx)
 	}
 
-	c.platform = refreshed
+	if c.status.GetStage() == "" {
+		return nil
+	}
 
-	c.send(ctx, machineFacts{platform: refreshed})
-	c.refresh.Reset(jitter(c.opts.PlatformRefresh))
+	c.status.Stage = ""
+	c.send(ctx, machineFacts{status: cloneStatus(c.status)})
 
 	return nil
 }
 
-// probeWishChanged probes the machine when its Node turned NotReady or Ready again.
-func (c *connection) probeWishChanged(ctx context.Context) error {
-	if !c.probes.want(c.probe.wanted.Load()) {
-		return nil
-	}
-
-	return c.probeMachine(ctx)
-}
-
-// probeMachine asks the machine for its status and identity, and schedules the next probe. A machine that
-// does not answer is reported unreachable, but the session goes on: its watches resume by themselves when
-// it answers again. A machine that answers as another node ends the session.
+// probeMachine asks the machine for its stage, identity and platform facts, and schedules the next probe.
+// A machine that does not answer is reported unreachable, but the session goes on: its watch resumes by
+// itself when it answers again. A machine that answers as another node ends the session.
 func (c *connection) probeMachine(ctx context.Context) error {
 	defer c.probes.probed()
 
-	res, err := c.get(ctx, runtime.NewMachineStatus().Metadata())
+	stage, err := c.readStage(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -427,23 +405,61 @@ func (c *connection) probeMachine(ctx context.Context) error {
 		return nil //nolint:nilerr // the next probe tells
 	}
 
-	if ms, ok := res.(*runtime.MachineStatus); ok {
-		c.status.Stage = stageName(ms.TypedSpec())
-	}
-
-	changedIdentity := refreshed.GetUuid() != c.platform.GetUuid()
-
+	c.status.Stage = stage
 	c.status.Reachable = true
 	c.status.LastError = ""
 	c.status.MachineUuid = refreshed.GetUuid()
 	c.status.LastSeen = timestamppb.Now()
 
 	update := machineFacts{status: cloneStatus(c.status)}
-	if changedIdentity {
+
+	// Another machine at the address (a new UUID), or the same one rebooted into new platform facts.
+	if !proto.Equal(refreshed, c.platform) {
+		c.platform = refreshed
 		update.platform = refreshed
 	}
 
 	c.send(ctx, update)
+	c.scheduleReread()
+
+	return nil
+}
+
+// scheduleReread keeps a read of PlatformMetadata due within PlatformRefresh while the Node waits for a
+// providerID that its machine's platform has not reported yet, and cancels it once the Node waits for
+// nothing from it (a read for a changed address set stays due).
+func (c *connection) scheduleReread() {
+	if c.condition.uninitialized.Load() && providerIDToCome(c.platform) {
+		c.reread.within(jitter(c.opts.PlatformRefresh))
+
+		return
+	}
+
+	c.reread.cancelWaiting()
+}
+
+// rereadPlatform reads the machine's PlatformMetadata again, once the machine said it is still the
+// session's Node, and sends what changed. A machine that does not answer ends the session, whose next start
+// reads it again.
+func (c *connection) rereadPlatform(ctx context.Context) error {
+	c.reread.fired()
+
+	if err := c.readIdentity(ctx); err != nil {
+		return err
+	}
+
+	pm, err := c.readPlatformMetadata(ctx)
+	if err != nil {
+		return err
+	}
+
+	if updated := withPlatformMetadata(c.platform, pm); !proto.Equal(updated, c.platform) {
+		c.platform = updated
+
+		c.send(ctx, machineFacts{platform: updated})
+	}
+
+	c.scheduleReread()
 
 	return nil
 }

@@ -28,8 +28,9 @@ type MachineSourceOptions struct {
 	CallTimeout time.Duration
 	// RetryMax caps the per-machine backoff after failures.
 	RetryMax time.Duration
-	// PlatformRefresh is how often PlatformMetadata is read again on a machine that refused its watch
-	// (half to all of it, jittered); a machine whose watch works is never read again on a timer.
+	// PlatformRefresh is how often PlatformMetadata is read again while a Node is uninitialized and its
+	// machine, on a platform that gives one, has not reported its providerID yet (half to all of it,
+	// jittered). No other machine is read again on a timer.
 	PlatformRefresh time.Duration
 	// ProbeInterval is how often the machine of a NotReady Node is asked for its status.
 	ProbeInterval time.Duration
@@ -39,6 +40,11 @@ type MachineSourceOptions struct {
 // addressed with client.WithNode to the node's IP) and mirrors its facts into PlatformMetadata,
 // MachineAddresses and MachineStatus. Each machine has its own session, so one slow or unreachable
 // machine never delays another. It decides nothing.
+//
+// A session costs four Talos calls (the machine's Nodename, PlatformMetadata and SystemInformation, and a
+// watch of its addresses) and one watch stream: PlatformMetadata, which changes on a running machine
+// only in exceptional cases, is read again when something suggests it may have changed (see
+// machineSession), not watched, and the stage only for NotReady Nodes.
 type MachineSourceController struct {
 	// COSI is the Talos API's resource state, as the machinery client exposes it.
 	COSI    state.State
@@ -97,8 +103,10 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 		opts.RetryMax = 10 * time.Second
 	}
 
+	// A Node waits for its providerID for --provider-id-wait (5 minutes by default): read every 15 to 30
+	// seconds, a late providerID is taken well within it.
 	if opts.PlatformRefresh <= 0 {
-		opts.PlatformRefresh = 30 * time.Minute
+		opts.PlatformRefresh = 30 * time.Second
 	}
 
 	opts.ProbeInterval = ctrl.Options.ProbeInterval
@@ -144,7 +152,7 @@ func (ctrl *MachineSourceController) reconcileSessions(
 		}
 
 		ref := machineRef{node: n.Metadata().ID(), ip: ips[0].String()}
-		wanted[ref.node] = ctrl.sessionSpec(sessions, ref, !n.TypedSpec().Value.GetReady(), opts)
+		wanted[ref.node] = ctrl.sessionSpec(sessions, ref, !n.TypedSpec().Value.GetReady(), n.TypedSpec().Value.GetUninitialized(), opts)
 	}
 
 	stale := sessions.reconcile(ctx, wanted)
@@ -165,17 +173,17 @@ func (ctrl *MachineSourceController) reconcileSessions(
 }
 
 // sessionSpec is the spec of the session that reads ref's machine. A session running for the same ref keeps
-// its spec, and learns through its probe wish whether its Node is NotReady.
+// its spec, and learns through its nodeCondition whether its Node is NotReady or uninitialized.
 func (ctrl *MachineSourceController) sessionSpec(
-	sessions *nodeWorkers[machineFacts, machineSessionSpec], ref machineRef, notReady bool, opts sessionOptions,
+	sessions *nodeWorkers[machineFacts, machineSessionSpec], ref machineRef, notReady, uninitialized bool, opts sessionOptions,
 ) machineSessionSpec {
 	if running, ok := sessions.running(ref.node); ok && running.machineRef == ref {
-		running.probe.set(notReady)
+		running.condition.set(notReady, uninitialized)
 
 		return running
 	}
 
-	return machineSessionSpec{probe: newProbeWish(notReady), cosi: ctrl.COSI, machineRef: ref, opts: opts}
+	return machineSessionSpec{condition: newNodeCondition(notReady, uninitialized), cosi: ctrl.COSI, machineRef: ref, opts: opts}
 }
 
 // writeFacts mirrors what a session learned into the resources of its machine.

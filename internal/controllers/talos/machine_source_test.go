@@ -65,7 +65,8 @@ func addressList(ma *talos.MachineAddresses) []string {
 }
 
 // TestMachineSourceMirrorsTheNodesMachine checks that the machine that names itself a Node has its facts
-// filed under the Node, kept current by its watches, and forgotten with the Node.
+// filed under the Node, kept current by its address watch (which a new address set makes read
+// PlatformMetadata again), and forgotten with the Node.
 func TestMachineSourceMirrorsTheNodesMachine(t *testing.T) {
 	api := newTalosAPI()
 	machine := api.add(t, "10.0.0.5", simMachine("w1", "10.0.0.5"))
@@ -86,24 +87,26 @@ func TestMachineSourceMirrorsTheNodesMachine(t *testing.T) {
 		a.Equal("w1", spec.GetNodename())
 		a.True(spec.GetNodenameRead())
 		a.Equal("uuid-w1", spec.GetMachineUuid())
-		a.Equal(talosruntime.MachineStageRunning.String(), spec.GetStage())
+		a.Empty(spec.GetStage(), "the stage is read only for NotReady Nodes")
 	})
 	ctest.AssertResource(s, "w1", func(ma *talos.MachineAddresses, a *assert.Assertions) {
 		a.Equal([]string{"10.0.0.5/24"}, addressList(ma))
 	})
 
-	// A new address and a new zone reach the facts through the watches.
+	// The machine moves to another zone, where it gets a new address: both reach the facts, the address
+	// through the watch, the zone because the address set changed.
+	modifyMachine(t, machine, talosruntime.NewPlatformMetadataSpec(talosruntime.NamespaceName, talosruntime.PlatformMetadataID), func(r *talosruntime.PlatformMetadata) error {
+		r.TypedSpec().Zone = "nbg1-dc3"
+
+		return nil
+	})
+
 	added := netip.MustParsePrefix("10.0.1.5/24")
 	modifyMachine(t, machine, network.NewAddressStatus(network.NamespaceName, network.AddressID("eth1", added)), func(r *network.AddressStatus) error {
 		r.TypedSpec().Address = added
 		r.TypedSpec().LinkName = "eth1"
 		r.TypedSpec().Family = nethelpers.FamilyInet4
 		r.TypedSpec().Scope = nethelpers.ScopeGlobal
-
-		return nil
-	})
-	modifyMachine(t, machine, talosruntime.NewPlatformMetadataSpec(talosruntime.NamespaceName, talosruntime.PlatformMetadataID), func(r *talosruntime.PlatformMetadata) error {
-		r.TypedSpec().Zone = "nbg1-dc3"
 
 		return nil
 	})
@@ -214,7 +217,7 @@ func TestMachineSourceFollowsNewIP(t *testing.T) {
 }
 
 // TestMachineSourceProbesNotReadyNode checks that the machine of a NotReady Node is asked for its stage,
-// which no watch follows.
+// which no watch follows, and that the stage is dropped once the Node is Ready again.
 func TestMachineSourceProbesNotReadyNode(t *testing.T) {
 	api := newTalosAPI()
 	machine := api.add(t, "10.0.0.5", simMachine("w1", "10.0.0.5"))
@@ -223,7 +226,8 @@ func TestMachineSourceProbesNotReadyNode(t *testing.T) {
 	s.Create(kubeNode("w1", "10.0.0.5", true, nil))
 
 	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
-		a.Equal(talosruntime.MachineStageRunning.String(), ms.TypedSpec().Value.GetStage())
+		a.True(ms.TypedSpec().Value.GetReachable())
+		a.Empty(ms.TypedSpec().Value.GetStage())
 	})
 
 	modifyMachine(t, machine, talosruntime.NewMachineStatus(), func(r *talosruntime.MachineStatus) error {
@@ -242,6 +246,25 @@ func TestMachineSourceProbesNotReadyNode(t *testing.T) {
 		a.True(ms.TypedSpec().Value.GetReachable())
 	})
 
+	// Ready again: the stage of the NotReady time goes; NotReady again: it is read again.
+	ctest.Modify(s, kube.NewKubeNode(kube.NamespaceName, "w1"), func(kn *kube.KubeNode) error {
+		kn.TypedSpec().Value.Ready = true
+
+		return nil
+	})
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.Empty(ms.TypedSpec().Value.GetStage())
+		a.True(ms.TypedSpec().Value.GetReachable())
+	})
+	ctest.Modify(s, kube.NewKubeNode(kube.NamespaceName, "w1"), func(kn *kube.KubeNode) error {
+		kn.TypedSpec().Value.Ready = false
+
+		return nil
+	})
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.Equal(talosruntime.MachineStageShuttingDown.String(), ms.TypedSpec().Value.GetStage())
+	})
+
 	// The machine stops answering while its Node is NotReady: the next probe says so.
 	api.mu.Lock()
 	delete(api.machines, "10.0.0.5")
@@ -250,5 +273,36 @@ func TestMachineSourceProbesNotReadyNode(t *testing.T) {
 	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
 		a.False(ms.TypedSpec().Value.GetReachable())
 		a.Equal(talosruntime.MachineStageShuttingDown.String(), ms.TypedSpec().Value.GetStage(), "the last known stage is kept")
+	})
+}
+
+// TestMachineSourceWaitsForLateProviderID checks that the machine of an uninitialized Node, on a platform
+// that gives a providerID, is read again until Talos reports it.
+func TestMachineSourceWaitsForLateProviderID(t *testing.T) {
+	api := newTalosAPI()
+
+	late := simMachine("w1", "10.0.0.5")
+	late.Platform, late.ProviderID = "aws", ""
+	machine := api.add(t, "10.0.0.5", late)
+
+	s := startMachineSource(t, api, talosctrl.MachineSourceOptions{PlatformRefresh: 50 * time.Millisecond})
+
+	node := kubeNode("w1", "10.0.0.5", true, nil)
+	node.TypedSpec().Value.Uninitialized = true
+	s.Create(node)
+
+	ctest.AssertResource(s, "w1", func(pm *talos.PlatformMetadata, a *assert.Assertions) {
+		a.Equal("aws", pm.TypedSpec().Value.GetPlatform())
+		a.Empty(pm.TypedSpec().Value.GetProviderId())
+	})
+
+	modifyMachine(t, machine, talosruntime.NewPlatformMetadataSpec(talosruntime.NamespaceName, talosruntime.PlatformMetadataID), func(r *talosruntime.PlatformMetadata) error {
+		r.TypedSpec().ProviderID = "aws:///us-east-1a/i-1"
+
+		return nil
+	})
+
+	ctest.AssertResource(s, "w1", func(pm *talos.PlatformMetadata, a *assert.Assertions) {
+		a.Equal("aws:///us-east-1a/i-1", pm.TypedSpec().Value.GetProviderId())
 	})
 }

@@ -92,6 +92,11 @@ func newNodeWorkers[F fromMachine, S machineWorker[F]](logger *zap.Logger, backl
 		runnerLogger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 	}
 
+	// The runner gives every worker a logger With the worker's ID, which costs an encoder and its buffer
+	// (a few KiB) per machine for as long as the worker runs, to log only if it panics: the With is made
+	// when that logger first writes.
+	runnerLogger = runnerLogger.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return lazyWith{core} }))
+
 	return &nodeWorkers[F, S]{
 		runner:       task.NewRunner[workerInput[F]](sameMachine[F, S]),
 		specs:        map[task.ID]S{},
@@ -164,6 +169,15 @@ func (w *nodeWorkers[F, S]) reconcile(ctx context.Context, wanted map[task.ID]S)
 	w.specs = wanted
 
 	return stale
+}
+
+// lazyWith is a logger core whose With takes effect when the logger it makes first writes.
+type lazyWith struct {
+	zapcore.Core
+}
+
+func (c lazyWith) With(fields []zapcore.Field) zapcore.Core {
+	return zapcore.NewLazyWith(c.Core, fields)
 }
 
 // running returns the spec of the Node's running worker.

@@ -3,8 +3,7 @@ package talos
 import "time"
 
 // probeSchedule says when a session probes its machine: at once when the machine's Node turns NotReady,
-// then every interval while it stays NotReady, and once more when it is Ready again, so that the stage is
-// fresh on both transitions.
+// then every interval while it stays NotReady.
 type probeSchedule struct {
 	timer    *time.Timer
 	interval time.Duration
@@ -22,7 +21,8 @@ func newProbeSchedule(interval time.Duration) *probeSchedule {
 // due fires when the interval since the last probe of a NotReady Node's machine passed.
 func (p *probeSchedule) due() <-chan time.Time { return p.timer.C }
 
-// want records whether probes are wanted, and reports whether that changed: a change calls for a probe now.
+// want records whether probes are wanted, and reports whether that changed: a change to wanted calls for a
+// probe now.
 func (p *probeSchedule) want(wanted bool) bool {
 	if wanted == p.active {
 		return false

@@ -13,6 +13,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
 // Bounds on what one machine may report, so that a misbehaving or hostile machine cannot make talos-ccm
@@ -212,6 +213,25 @@ func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.M
 	out.Warnings = w.result()
 
 	return out
+}
+
+// addressSet lists the addresses of a machine's address facts, sorted: what changes when the machine gains
+// or loses an address, and not when only a flag changes.
+func addressSet(facts *specs.MachineAddressesSpec) []string {
+	set := make([]string, 0, len(facts.GetAddresses()))
+	for _, a := range facts.GetAddresses() {
+		set = append(set, a.GetAddress())
+	}
+
+	slices.Sort(set)
+
+	return set
+}
+
+// providerIDToCome reports whether the machine's platform gives a providerID that Talos has not reported
+// yet: a Node waits for it, so its PlatformMetadata is worth reading again.
+func providerIDToCome(facts *specs.PlatformMetadataSpec) bool {
+	return facts.GetHasPlatformMetadata() && facts.GetProviderId() == "" && talos.PlatformHasProviderID(facts.GetPlatform())
 }
 
 // addressFlagNames lists the names of the flags set in flags (nethelpers' own names: permanent, temporary,

@@ -49,3 +49,13 @@ func init() {
 		panic(err)
 	}
 }
+
+// platformsWithoutProviderID are the platforms for which Talos reports no providerID: their Nodes get
+// talos-ccm's fallback at once instead of waiting for one.
+var platformsWithoutProviderID = map[string]bool{"metal": true, "nocloud": true, "": true}
+
+// PlatformHasProviderID reports whether Talos reports a providerID for machines of the platform (it may
+// still come late, after the machine's first PlatformMetadata).
+func PlatformHasProviderID(platform string) bool {
+	return !platformsWithoutProviderID[platform]
+}
