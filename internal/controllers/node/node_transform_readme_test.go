@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,22 +13,14 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // readmeExample returns the YAML block that follows the marker in the README.
 func readmeExample(t *testing.T, marker string) []byte {
 	t.Helper()
 
-	readme, err := os.ReadFile("../../../README.md")
-	require.NoError(t, err)
-
-	_, rest, ok := strings.Cut(string(readme), "<!-- readme-example: "+marker+" -->\n```yaml\n")
-	require.True(t, ok, "README example %s not found", marker)
-
-	block, _, ok := strings.Cut(rest, "```\n")
-	require.True(t, ok)
-
-	return []byte(block)
+	return testenv.READMEBlock(t, "../../..", "<!-- readme-example: "+marker+" -->\n")
 }
 
 // withNodename gives the facts of a machine that names itself after its hostname, so that they are its
@@ -134,19 +125,7 @@ func TestReadmeExample(t *testing.T) {
 func TestReadmeProtectedLabelsExample(t *testing.T) {
 	t.Parallel()
 
-	readme, err := os.ReadFile("../../../README.md")
-	require.NoError(t, err)
-
-	_, rest, ok := strings.Cut(string(readme), "**Protected labels.**")
-	require.True(t, ok)
-
-	_, rest, ok = strings.Cut(rest, "```yaml\n")
-	require.True(t, ok)
-
-	block, _, ok := strings.Cut(rest, "```\n")
-	require.True(t, ok)
-
-	cfg, err := configfile.Parse("README.md", []byte(block))
+	cfg, err := configfile.Parse("README.md", testenv.READMEBlock(t, "../../..", "**Protected labels.**"))
 	require.NoError(t, err)
 	require.Len(t, cfg.GetTransformations(), 1)
 	assert.Empty(t, rules.ProtectedLabelWarnings(cfg.GetTransformations()[0]))
