@@ -61,6 +61,11 @@ func (c *CCM) registerCSRApproval() error {
 	requests := c.requestInformers.Certificates().V1().CertificateSigningRequests()
 	talosFacts := c.opts.Talos != nil || c.opts.HostFacts
 
+	// Requests are cached without their managedFields, which talos-ccm never reads.
+	if err := requests.Informer().SetTransform(k8ssink.TrimCSR); err != nil {
+		return fmt.Errorf("failed to set up the certificate request informer: %w", err)
+	}
+
 	// With machine facts, decisions read the Nodes' addresses as talos-ccm verified them (NodeTransforms),
 	// which cloud-node computes; without cloud-node they are computed here, and written nowhere.
 	if talosFacts && !c.enabled[ControllerCloudNode] {
