@@ -55,25 +55,28 @@ func (k RemovableKeys) taint(key string) bool {
 
 // removableSeen keeps the keys of every configuration seen since talos-ccm started, so that the taints and
 // protected labels of a rule removed from the configuration are still removed from the Nodes (after a
-// restart, only those of the configuration in force are).
+// restart, only those of the configuration in force are). The keys are merged once per version of the
+// configuration, not at every apply, and never changed once returned: callers only read them.
 type removableSeen struct {
-	mu   sync.Mutex
-	keys RemovableKeys
+	mu      sync.Mutex
+	version string
+	keys    RemovableKeys
 }
 
-// observe adds the keys the configuration can set and returns every key seen so far.
-func (s *removableSeen) observe(cfg *specs.ConfigSpec) RemovableKeys {
-	current := RemovableKeysOf(cfg)
-
+// observe adds the keys the configuration of this version can set and returns every key seen so far.
+func (s *removableSeen) observe(version string, cfg *specs.ConfigSpec) RemovableKeys {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	if s.keys.Labels == nil {
-		s.keys = RemovableKeys{Labels: map[string]bool{}, Taints: map[string]bool{}}
+	if s.keys.Labels != nil && version == s.version {
+		return s.keys
 	}
 
-	maps.Copy(s.keys.Labels, current.Labels)
-	maps.Copy(s.keys.Taints, current.Taints)
+	merged := RemovableKeysOf(cfg)
+	maps.Copy(merged.Labels, s.keys.Labels)
+	maps.Copy(merged.Taints, s.keys.Taints)
 
-	return RemovableKeys{Labels: maps.Clone(s.keys.Labels), Taints: maps.Clone(s.keys.Taints)}
+	s.version, s.keys = version, merged
+
+	return merged
 }

@@ -13,7 +13,7 @@ func TestRemovableKeys(t *testing.T) {
 
 	var seen removableSeen
 
-	first := seen.observe(&specs.ConfigSpec{Transformations: []*specs.TransformationRule{
+	first := seen.observe("1", &specs.ConfigSpec{Transformations: []*specs.TransformationRule{
 		{Labels: map[string]string{"node-role.kubernetes.io/web": ""}, Taints: map[string]string{"example.com/dedicated": "web:NoSchedule"}},
 	}})
 
@@ -25,7 +25,7 @@ func TestRemovableKeys(t *testing.T) {
 	assert.False(t, first.taint("example.com/maintenance"), "a taint no rule sets")
 
 	// The rule is removed from the configuration: its keys stay removable, so that its taint goes.
-	second := seen.observe(&specs.ConfigSpec{})
+	second := seen.observe("2", &specs.ConfigSpec{})
 
 	assert.True(t, second.label("node-role.kubernetes.io/web"))
 	assert.True(t, second.taint("example.com/dedicated"))

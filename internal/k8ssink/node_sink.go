@@ -100,7 +100,7 @@ func (s *nodeSink) apply(ctx context.Context, r controller.Reader, logger *zap.L
 
 	desired := desiredNode(name, decision)
 	if cfg != nil {
-		desired.Removable = s.removable.observe(cfg.TypedSpec().Value)
+		desired.Removable = s.removable.observe(cfg.Metadata().Version().String(), cfg.TypedSpec().Value)
 	}
 
 	result, err := s.applier.Apply(ctx, current, desired)
