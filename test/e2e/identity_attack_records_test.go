@@ -17,7 +17,6 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
-	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -27,27 +26,19 @@ import (
 // must stay, and the other node must keep working.
 func TestAttackForgedOwnershipRecords(t *testing.T) {
 	const (
-		prefix         = "idrecords"
 		operatorTaint  = "example.com/dedicated"
 		protectedLabel = "node-restriction.kubernetes.io/dedicated"
 	)
 
-	machines := fleet(prefix, 2, 63)
-	victim, attacker := machines[0], machines[1].Name
-
-	_, srv := talossim.StartTest(t, machines)
-	startCCM(t, srv, app.Options{})
-
-	kubelets := joinNodes(t, machines)
-	waitNodes(t, names(machines), 60*time.Second, initialized)
-	waitKubeletCSRApproved(t, kubelets, attacker)
+	victim, own, kubelets := attackScene(t, "idrecords", 63, app.Options{})
+	attacker := own.Name
 
 	kubelet := kubeletClientset(t, attacker).CoreV1().Nodes()
 
-	// The premise: the kubelet may not remove a taint itself.
-	own := getNode(t, attacker)
-	own.Spec.Taints = append(own.Spec.Taints, corev1.Taint{Key: "example.com/self", Effect: corev1.TaintEffectNoSchedule})
-	_, err := kubelet.Update(t.Context(), own, metav1.UpdateOptions{})
+	// The premise: the kubelet may not change its taints itself.
+	node := getNode(t, attacker)
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "example.com/self", Effect: corev1.TaintEffectNoSchedule})
+	_, err := kubelet.Update(t.Context(), node, metav1.UpdateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "NodeRestriction must refuse a kubelet's taint change: %v", err)
 
 	// The forgery: its own Node's annotations, which it may write.

@@ -117,23 +117,10 @@ func TestAttackNewNodeWithVictimIP(t *testing.T) {
 // TestAttackOwnNodeRepointed: the kubelet of an initialized Node, with its own machine, points its
 // provided-node-ip annotation at the victim's IP and asks for a certificate with the victim's names.
 func TestAttackOwnNodeRepointed(t *testing.T) {
-	const prefix = "idrepoint"
-
-	machines := fleet(prefix, 2, 62)
-	victim, own := machines[0], machines[1]
-	attacker := own.Name
-
-	_, srv := talossim.StartTest(t, machines)
 	socket := filepath.Join(socketDir(t), "ccm.sock")
-	startCCM(t, srv, app.Options{APIListen: socket})
+	victim, own, kubelets := attackScene(t, "idrepoint", 62, app.Options{APIListen: socket})
+	attacker := own.Name
 	st := stateClient(t, socket)
-
-	watchProviderIDs(t, prefix+"-")
-
-	kubelets := joinNodes(t, machines)
-	waitNodes(t, names(machines), 60*time.Second, initialized)
-	waitKubeletCSRApproved(t, kubelets, victim.Name)
-	waitKubeletCSRApproved(t, kubelets, attacker)
 
 	victimDNS, victimIPs := nodeSANs(t, victim.Name)
 	ownDNS, ownIPs := nodeSANs(t, attacker)
@@ -176,21 +163,8 @@ func TestAttackOwnNodeRepointed(t *testing.T) {
 // once asks for a certificate with the victim's DNS names. The request must never be approved: talos-ccm
 // must compare it with what it verified of the requester's machine, not with what the kubelet wrote.
 func TestAttackForgedStatusAddresses(t *testing.T) {
-	const prefix = "idforge"
-
-	machines := fleet(prefix, 2, 63)
-	victim, own := machines[0], machines[1]
+	victim, own, kubelets := attackScene(t, "idforge", 63, app.Options{})
 	attacker := own.Name
-
-	_, srv := talossim.StartTest(t, machines)
-	startCCM(t, srv, app.Options{})
-
-	watchProviderIDs(t, prefix+"-")
-
-	kubelets := joinNodes(t, machines)
-	waitNodes(t, names(machines), 60*time.Second, initialized)
-	waitKubeletCSRApproved(t, kubelets, victim.Name)
-	waitKubeletCSRApproved(t, kubelets, attacker)
 
 	victimNode := getNode(t, victim.Name)
 	victimDNS, _ := addressSANs(victimNode.Status.Addresses)
@@ -312,6 +286,29 @@ func TestMachineIdentityNotProven(t *testing.T) {
 	}
 
 	assertVictimIntact(t, kubelets, victim)
+}
+
+// attackScene starts the scene of an attack: two machines, the victim and the attacker's own, initialized by
+// talos-ccm (started with opts) with both kubelets' serving certificates approved, and a watch that fails
+// the test when two Nodes ever share a providerID.
+func attackScene(t *testing.T, prefix string, seed int64, opts app.Options) (victim, own talossim.Machine, kubelets *talossim.Kubelets) {
+	t.Helper()
+
+	machines := fleet(prefix, 2, seed)
+
+	_, srv := talossim.StartTest(t, machines)
+	startCCM(t, srv, opts)
+
+	watchProviderIDs(t, prefix+"-")
+
+	kubelets = joinNodes(t, machines)
+	waitNodes(t, names(machines), 60*time.Second, initialized)
+
+	for _, m := range machines {
+		waitKubeletCSRApproved(t, kubelets, m.Name)
+	}
+
+	return machines[0], machines[1], kubelets
 }
 
 // kubeletClientset returns a clientset that acts as the node's kubelet, as a stolen kubelet credential does.
