@@ -70,13 +70,18 @@ test-bench-functions:
 		KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 25m -run '^$$' -bench . -benchtime=1x $$pkgs
 
 ## test-fuzz: a short run of every fuzz target (CSR decisions, the config file, Talos facts, rule templates):
-## no panic on hostile input. FUZZTIME per target, default 10s.
-FUZZTIME ?= 10s
+## no panic on hostile input. The budget is a count of executions per target (FUZZTIME, default 20000x;
+## minimizing a new input: FUZZMINIMIZETIME, default 200x), not a duration: Go 1.26's fuzz coordinator can
+## report its own -fuzztime deadline as a failure ("context deadline exceeded", golang/go#75804), and a
+## count has no deadline to race.
+FUZZTIME ?= 20000x
+FUZZMINIMIZETIME ?= 200x
+FUZZFLAGS = -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME)
 test-fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecideCSR$$' -fuzztime $(FUZZTIME) ./internal/controllers/csr
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/configfile
-	$(GO) test -run '^$$' -fuzz '^FuzzTalosFacts$$' -fuzztime $(FUZZTIME) ./internal/controllers/talos
-	$(GO) test -run '^$$' -fuzz '^FuzzRenderTemplate$$' -fuzztime $(FUZZTIME) ./internal/controllers/node
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzDecideCSR$$' ./internal/controllers/csr
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzParse$$' ./internal/configfile
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzTalosFacts$$' ./internal/controllers/talos
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzRenderTemplate$$' ./internal/controllers/node
 
 ## generate: regenerate protobuf Go code from api/proto.
 generate:
