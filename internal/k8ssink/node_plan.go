@@ -365,6 +365,13 @@ func planMetadata(current *corev1.Node, desired NodeDesired, fieldManager string
 // appliedMetadata returns the labels and annotations that fieldManager owns on node by server-side apply
 // (its managedFields entry of operation Apply); none when node has no such entry.
 func appliedMetadata(node *corev1.Node, fieldManager string) (labels, annotations map[string]string, err error) {
+	// Most Nodes have none (every Node talos-ccm did not write by server-side apply): extraction is skipped.
+	if !slices.ContainsFunc(node.ManagedFields, func(entry metav1.ManagedFieldsEntry) bool {
+		return entry.Manager == fieldManager && entry.Operation == metav1.ManagedFieldsOperationApply
+	}) {
+		return nil, nil, nil
+	}
+
 	// Extraction converts the whole object to a typed value; the metadata is all it needs here, and
 	// a Node's status (its image list especially) is much larger.
 	metaOnly := &corev1.Node{

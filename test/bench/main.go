@@ -30,7 +30,9 @@ type options struct {
 	slowNodes int
 	seed      int64
 	logLevel  string
-	flood     int
+	// cpuProfile is how long the CPU profile of each scenario runs from talos-ccm's start.
+	cpuProfile time.Duration
+	flood      int
 	// ccmArgs are added to talos-ccm's command line (--ccm-args), for experiments.
 	ccmArgs []string
 
@@ -56,6 +58,7 @@ func main() {
 	flag.StringVar(&ccmArgs, "ccm-args", "", "extra talos-ccm flags, space-separated, for experiments (e.g. \"--kube-api-qps=1000 --concurrency=32\"); none by default: talos-ccm runs with its defaults")
 	flag.IntVar(&opts.slowNodes, "slow-at", 1000, "also run this fleet size with one machine answering in 3s (0: skip)")
 	flag.Int64Var(&opts.seed, "seed", 1, "seed of the generated fleets")
+	flag.DurationVar(&opts.cpuProfile, "cpu-profile", 20*time.Second, "how long the CPU profile of each scenario runs from talos-ccm's start (cpu-<scenario>.pprof)")
 	flag.StringVar(&opts.logLevel, "ccm-log-level", "warn", "--log-level of talos-ccm (its log is written next to the results)")
 	flag.IntVar(&opts.flood, "flood", 1600, "also run the flood scenario: one node files this many CSRs, another node's approvals are timed (0: skip)")
 	flag.Parse()

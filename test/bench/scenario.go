@@ -227,7 +227,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	go func() {
 		defer close(profiled)
 
-		fetchProfile(ctx, metricsAddr, "profile?seconds=20", filepath.Join(opts.outDir, "cpu-"+sc.slug()+".pprof"))
+		fetchProfile(ctx, metricsAddr, fmt.Sprintf("profile?seconds=%d", max(1, int(opts.cpuProfile.Seconds()))), filepath.Join(opts.outDir, "cpu-"+sc.slug()+".pprof"))
 	}()
 
 	names := make([]string, len(machines))

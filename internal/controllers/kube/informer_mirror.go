@@ -4,6 +4,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic"
@@ -18,6 +19,11 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
+
+// releaseBatch is how long notifications that torn-down mirrors were released gather before the mirrors
+// torn down are looked at: thousands of CSRs approved at once release thousands of mirrors, each with a
+// notification, and a pass per notification would read every mirror torn down each time.
+const releaseBatch = 200 * time.Millisecond
 
 // MirrorSettings describe how one kind of Kubernetes object O is mirrored into resources R.
 type MirrorSettings[O any, R generic.ResourceWithRD] struct {
@@ -47,7 +53,8 @@ type MirrorKind[O any, R generic.ResourceWithRD] interface {
 // torn-down mirrors are destroyed once no controller holds them. It decides nothing.
 //
 // Every step costs in proportion to what changed, never to how many objects there are, so thousands of
-// objects changing at once stay cheap.
+// objects changing at once stay cheap; only the torn-down mirrors still held are looked at again, once per
+// releaseBatch at most.
 type MirrorController[K MirrorKind[O, R], O any, R generic.ResourceWithRD] struct {
 	// Informer is a shared informer on the objects; the caller starts it.
 	Informer cache.SharedIndexInformer
@@ -135,11 +142,22 @@ func (ctrl *MirrorController[K, O, R]) Run(ctx context.Context, r controller.Run
 
 	r.ResetRestartBackoff()
 
+	// release fires releaseBatch after the first notification that a torn-down mirror may have been
+	// released: one pass then looks at every mirror torn down, however many notifications came meanwhile.
+	var release <-chan time.Time
+
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.EventCh():
+			if release == nil && len(m.tearingDown) > 0 {
+				release = time.After(releaseBatch)
+			}
+
+			continue
+		case <-release:
+			release = nil
 			err = m.destroyReleased(ctx, r)
 		case <-m.pending.Ready():
 			err = m.syncAll(ctx, r)
@@ -211,7 +229,10 @@ func (m *mirrorPass[O, R]) sync(ctx context.Context, r controller.Runtime, id re
 	if !mirrored {
 		// Gone, or no longer mirrored: the mirror is torn down, and destroyed once the controllers that hold
 		// it let go (destroyReleased).
-		if _, err = r.Teardown(ctx, m.NewResource(m.namespace, id).Metadata()); err != nil {
+		ptr := m.NewResource(m.namespace, id).Metadata()
+
+		released, err := r.Teardown(ctx, ptr)
+		if err != nil {
 			if state.IsNotFoundError(err) {
 				return nil
 			}
@@ -219,7 +240,18 @@ func (m *mirrorPass[O, R]) sync(ctx context.Context, r controller.Runtime, id re
 			return fmt.Errorf("failed to tear down %s mirror %q: %w", m.Object, id, err)
 		}
 
-		m.tearingDown[id] = struct{}{}
+		if !released {
+			m.tearingDown[id] = struct{}{}
+
+			return nil
+		}
+
+		// No controller holds it: destroyed at once.
+		if err = r.Destroy(ctx, ptr); err != nil && !state.IsNotFoundError(err) {
+			return fmt.Errorf("failed to destroy %s mirror %q: %w", m.Object, id, err)
+		}
+
+		delete(m.tearingDown, id)
 
 		return nil
 	}
