@@ -11,10 +11,15 @@ fi
 bindir=$(mktemp -d)
 trap 'rm -rf "$bindir"' EXIT
 go build -o "$bindir/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go
+go build -o "$bindir/protoc-gen-go-vtproto" github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
 
+# CloneVT and EqualVT: the COSI runtime copies a resource's spec at every read and compares it at every
+# write, and uses these instead of protobuf's reflection when a spec has them (several times faster, and
+# far less garbage).
 PATH="$bindir:$PATH" protoc \
 	--proto_path=api/proto \
 	--go_out=. --go_opt=module=github.com/talos-ccm/talos-ccm \
+	--go-vtproto_out=. --go-vtproto_opt=module=github.com/talos-ccm/talos-ccm,features=clone+equal \
 	api/proto/specs/*.proto
 
 # The YAML methods of every registered resource type's spec.

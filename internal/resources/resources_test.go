@@ -193,3 +193,89 @@ func TestYAMLOfEveryType(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyOfEveryType checks that the spec of every registered type has the generated CloneVT and EqualVT
+// methods, which the COSI runtime uses instead of protobuf's reflection at every read (a copy) and write (a
+// comparison), and that they copy and compare every field: a copy with every field set is equal, shares
+// nothing with the original, and is no longer equal once a field of the original changes.
+func TestCopyOfEveryType(t *testing.T) {
+	t.Parallel()
+
+	type vtMessage interface {
+		proto.Message
+		EqualMessageVT(proto.Message) bool
+		CloneMessageVT() proto.Message
+	}
+
+	for _, r := range resources.All() {
+		rd := r.ResourceDefinition()
+
+		t.Run(rd.Type, func(t *testing.T) {
+			t.Parallel()
+
+			res, err := protobuf.CreateResource(rd.Type)
+			require.NoError(t, err)
+
+			spec, ok := res.Spec().(interface{ GetValue() proto.Message })
+			require.True(t, ok, "%T has no protobuf spec", res.Spec())
+
+			msg, ok := spec.GetValue().ProtoReflect().New().Interface().(vtMessage)
+			require.True(t, ok, "%T has no CloneVT and EqualVT methods: run make generate", spec.GetValue())
+
+			filled(msg.ProtoReflect(), 2)
+
+			clone, ok := msg.CloneMessageVT().(vtMessage)
+			require.True(t, ok)
+			require.True(t, proto.Equal(msg, clone), "%s: the copy differs", rd.Type)
+			require.True(t, msg.EqualMessageVT(clone), "%s: EqualVT says the copy differs", rd.Type)
+
+			// The original's maps and lists changed in place: the copy keeps its values, and no longer
+			// equals the original.
+			snapshot := proto.Clone(clone)
+			changeInPlace(msg.ProtoReflect())
+
+			require.True(t, proto.Equal(snapshot, clone), "%s: the copy shares the original's maps or lists", rd.Type)
+			require.False(t, msg.EqualMessageVT(clone), "%s: EqualVT sees no change", rd.Type)
+		})
+	}
+}
+
+// changeInPlace changes the elements of msg's maps and lists (and of its messages' maps and lists) without
+// replacing the maps and lists themselves, and clears its other fields.
+func changeInPlace(msg protoreflect.Message) {
+	fields := msg.Descriptor().Fields()
+
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+
+		switch {
+		case fd.IsMap():
+			m := msg.Mutable(fd).Map()
+			m.Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+				if fd.MapValue().Kind() == protoreflect.MessageKind {
+					changeInPlace(v.Message())
+				} else {
+					m.Set(k, protoreflect.ValueOfString("changed"))
+				}
+
+				return true
+			})
+		case fd.IsList():
+			l := msg.Mutable(fd).List()
+			for j := range l.Len() {
+				switch fd.Kind() { //nolint:exhaustive // the other kinds have no values of their own to share
+				case protoreflect.MessageKind:
+					changeInPlace(l.Get(j).Message())
+				case protoreflect.StringKind:
+					l.Set(j, protoreflect.ValueOfString("changed"))
+				case protoreflect.BytesKind:
+					l.Get(j).Bytes()[0] = '!' // in place: a copy must have bytes of its own
+				}
+			}
+		case fd.Kind() == protoreflect.MessageKind:
+			changeInPlace(msg.Mutable(fd).Message())
+		default:
+			msg.Clear(fd)
+		}
+	}
+}

@@ -22,11 +22,16 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 
 	bin := t.TempDir()
 
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "protoc-gen-go"), "google.golang.org/protobuf/cmd/protoc-gen-go")
-	build.Dir = root
+	for name, pkg := range map[string]string{
+		"protoc-gen-go":         "google.golang.org/protobuf/cmd/protoc-gen-go",
+		"protoc-gen-go-vtproto": "github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto",
+	} {
+		build := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
+		build.Dir = root
 
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("failed to build protoc-gen-go: %v\n%s", err, out)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("failed to build %s: %v\n%s", name, err, out)
+		}
 	}
 
 	out := t.TempDir()
@@ -35,7 +40,11 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		t.Fatalf("no proto files found: %v", err)
 	}
 
-	args := append([]string{"--proto_path=" + filepath.Join(root, "api/proto"), "--go_out=" + out, "--go_opt=module=github.com/talos-ccm/talos-ccm"}, protos...)
+	args := append([]string{
+		"--proto_path=" + filepath.Join(root, "api/proto"),
+		"--go_out=" + out, "--go_opt=module=github.com/talos-ccm/talos-ccm",
+		"--go-vtproto_out=" + out, "--go-vtproto_opt=module=github.com/talos-ccm/talos-ccm,features=clone+equal",
+	}, protos...)
 
 	protoc := exec.Command("protoc", args...)
 	protoc.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -45,8 +54,9 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 	}
 
 	generated, err := filepath.Glob(filepath.Join(out, "api/proto/specs/*.pb.go"))
-	if err != nil || len(generated) != len(protos) {
-		t.Fatalf("expected %d generated files, got %v (%v)", len(protos), generated, err)
+	// Two files per .proto: the messages, and their CloneVT and EqualVT methods (_vtproto.pb.go).
+	if err != nil || len(generated) != 2*len(protos) {
+		t.Fatalf("expected %d generated files, got %v (%v)", 2*len(protos), generated, err)
 	}
 
 	for _, g := range generated {
