@@ -25,6 +25,10 @@ func reportHeader(w io.Writer, what measured, opts options) {
 	fmt.Fprintf(w, "FLOOR: %d Node writes per node (%s), %d Nodes at once, by a bare client without a client-side rate limit\n",
 		opts.floor.writes, floorWriteSets[opts.floor.writes].about, opts.floor.concurrency)
 
+	fmt.Fprintln(w, "CPU of apiserver+etcd / of the harness: what shares the two cores with talos-ccm while it initializes the "+
+		"Nodes (the harness: the simulated machines and kubelets, and the watches that time them), and during the floor's "+
+		"run, the creation of its Nodes included (the harness: the floor's client)")
+
 	if opts.throttled.qps > 0 {
 		fmt.Fprintf(w, "%s: the same at talos-ccm's default rate limit (QPS %g, burst %d)\n", throttledName(opts.throttled), opts.throttled.qps, opts.throttled.burst)
 	}
@@ -88,6 +92,7 @@ func report(w io.Writer, results []*result, opts options) {
 		row("other writes per node", otherWritesText(r.requests), "-")
 		row("reads per node (no lease)", countsText(r.requests.reads, "%.2f"), "-")
 		row("Talos calls per node", fmt.Sprintf("%.1f (%s)", total(r.talosCalls), countsText(r.talosCalls, "%.1f")), "-")
+		line("CPU of apiserver+etcd / of the harness", r.initCPU.String(), r.floorCPU.String(), "-", "-", "-")
 		row("CPU / per node initialized", fmt.Sprintf("%.1f s / %.1f ms", r.cpuSeconds, 1000*r.cpuSeconds/float64(r.nodes)), "-")
 		row("peak RSS / per node", fmt.Sprintf("%s / %s", mib(float64(r.peakRSS)), kib(float64(r.peakRSS)/float64(r.nodes))), "-")
 		row("after init: heap / per node", fmt.Sprintf("%s / %s", mib(r.heapBytes), kib(r.heapBytes/float64(r.nodes))), "-")

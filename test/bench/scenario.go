@@ -72,6 +72,8 @@ type result struct {
 	registration time.Duration
 	peakRSS      uint64
 	cpuSeconds   float64
+	// floorCPU and initCPU are the CPU used beside talos-ccm during the floor and during the initialization.
+	floorCPU, initCPU cpuShares
 
 	// After initialization: goroutines, and the bytes of their stacks and of the heap.
 	goroutines, stackBytes, heapBytes float64
@@ -102,9 +104,13 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	step(fmt.Sprintf("floor: %d Nodes, %d writes each, by a bare client (%d at once, no rate limit)", sc.nodes, opts.floor.writes, opts.floor.concurrency))
 
+	floorCPU := readCPUShares()
+
 	if res.floor, err = measureFloor(ctx, cp.Config, sc.nodes, opts.floor); err != nil {
 		return nil, err
 	}
+
+	res.floorCPU = readCPUShares().since(floorCPU)
 
 	step(fmt.Sprintf("floor: %s", res.floor.wall.Round(time.Millisecond)))
 
@@ -203,7 +209,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	ccm.Stdout, ccm.Stderr = logFile, logFile
 
-	ccmStart := time.Now()
+	ccmStart, initCPU := time.Now(), readCPUShares()
 
 	if err = ccm.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start %s (make build first): %w", opts.ccmBin, err)
@@ -240,6 +246,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	}
 
 	res.ccm = nodeLatencies(names, watch, kubelets, ccmStart)
+	res.initCPU = readCPUShares().since(initCPU)
 
 	if sc.slow {
 		others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == slowName })

@@ -316,3 +316,63 @@ func settle(ctx context.Context, addr string, quiet, limit time.Duration) (map[s
 		last = now
 	}
 }
+
+// cpuShares are the CPU seconds of what shares the machine with talos-ccm: the control plane (the
+// kube-apiserver and etcd this process started) and this process itself (the floor's client; or the
+// simulated machines, their kubelets and the watches that time them). On two cores they take their turns
+// with talos-ccm, so they explain what of the wall time is not talos-ccm's own work.
+type cpuShares struct {
+	controlPlane, harness float64
+}
+
+// readCPUShares reads the CPU time used so far by the control plane and by this process.
+func readCPUShares() cpuShares {
+	_, harness := processUsage(os.Getpid())
+	shares := cpuShares{harness: harness}
+
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return shares
+	}
+
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+
+		// pid (comm) state ppid ...: the command name may contain spaces.
+		s := string(stat)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+
+		if open < 0 || end < open {
+			continue
+		}
+
+		fields := strings.Fields(s[end+1:])
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+
+		if comm := s[open+1 : end]; comm == "kube-apiserver" || comm == "etcd" {
+			_, cpu := processUsage(pid)
+			shares.controlPlane += cpu
+		}
+	}
+
+	return shares
+}
+
+// since is the CPU used between before and c.
+func (c cpuShares) since(before cpuShares) cpuShares {
+	return cpuShares{controlPlane: c.controlPlane - before.controlPlane, harness: c.harness - before.harness}
+}
+
+func (c cpuShares) String() string {
+	return fmt.Sprintf("%.1f s / %.1f s", c.controlPlane, c.harness)
+}
