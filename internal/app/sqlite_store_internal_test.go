@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 )
 
@@ -195,4 +197,61 @@ func TestSQLiteStoreRetriesFailedWrites(t *testing.T) {
 
 	require.GreaterOrEqual(t, db.writes.Load(), int64(3))
 	require.NoError(t, decisions.Close())
+}
+
+// A decision waits its namespace's delay before it is written: one made and dropped within it (a CSR
+// decision of a request approved at once) is never written, one that lasts is written once it is due, and
+// Close writes what is pending, due or not.
+func TestSQLiteStoreWritesDecisionsOnceTheyAreDue(t *testing.T) {
+	t.Parallel()
+
+	db, closeDB := openTestDatabase(t, t.TempDir())
+	defer closeDB()
+
+	decisions, mem := newTestStore(t, db)
+
+	var delay atomic.Int64
+
+	delay.Store(int64(time.Hour))
+	decisions.delay = func(resource.Namespace) time.Duration { return time.Duration(delay.Load()) }
+
+	// Made and dropped within the delay.
+	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "brief")))
+	require.NoError(t, mem.Destroy(t.Context(), transformPtr("brief")))
+
+	// Lasting, and not due within the hour.
+	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "lasting")))
+
+	time.Sleep(2 * flushDelay) // the writer wakes flushDelay after a change, finds nothing due
+
+	require.Zero(t, db.writes.Load(), "a decision written before it was due")
+
+	// Due at the next pass: a change wakes the writer.
+	delay.Store(int64(10 * time.Millisecond))
+	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "wake")))
+
+	require.Eventually(t, func() bool {
+		_, err := db.Get(t.Context(), transformPtr("lasting"))
+
+		return err == nil
+	}, 10*time.Second, flushDelay/10)
+
+	_, err := db.Get(t.Context(), transformPtr("brief"))
+	require.True(t, state.IsNotFoundError(err), "a decision dropped before it was due was written: %v", err)
+
+	// Close writes what is pending, due or not.
+	delay.Store(int64(time.Hour))
+	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "last")))
+	require.NoError(t, decisions.Close())
+
+	_, err = db.Get(t.Context(), transformPtr("last"))
+	require.NoError(t, err)
+}
+
+func TestWriteDelay(t *testing.T) {
+	t.Parallel()
+
+	require.Equal(t, nodeWriteDelay, writeDelay(node.NamespaceName))
+	require.Equal(t, csrWriteDelay, writeDelay(csrres.NamespaceName))
+	require.Equal(t, flushDelay, writeDelay(ipam.NamespaceName), "IP allocations are written within a second")
 }

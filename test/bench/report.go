@@ -91,6 +91,7 @@ func report(w io.Writer, results []*result, opts options) {
 			fmt.Sprintf("%.2fx", total(r.requests.nodeWrites)/float64(opts.floor.writes)), "-", "-")
 		row("other writes per node", otherWritesText(r.requests), "-")
 		row("reads per node (no lease)", countsText(r.requests.reads, "%.2f"), "-")
+		row("state database writes per node", fmt.Sprintf("%.2f", r.stateWrites), "(decisions: NodeTransform, NodeLifecycle, CSRDecision, IPAllocation)")
 		row("Talos calls per node", fmt.Sprintf("%.1f (%s)", total(r.talosCalls), countsText(r.talosCalls, "%.1f")), "-")
 		line("CPU of apiserver+etcd / of the harness", r.initCPU.String(), r.floorCPU.String(), "-", "-", "-")
 		row("CPU / per node initialized", fmt.Sprintf("%.1f s / %.1f ms", r.cpuSeconds, 1000*r.cpuSeconds/float64(r.nodes)), "-")

@@ -75,6 +75,10 @@ type result struct {
 	// floorCPU and initCPU are the CPU used beside talos-ccm during the floor and during the initialization.
 	floorCPU, initCPU cpuShares
 
+	// stateWrites are the rows written to the state database per node, up to the end of the initialization
+	// and the CSR approvals.
+	stateWrites float64
+
 	// After initialization: goroutines, and the bytes of their stacks and of the heap.
 	goroutines, stackBytes, heapBytes float64
 
@@ -273,6 +277,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.heapBytes = sum(before, "go_memstats_heap_inuse_bytes")
 	res.requests = countRequests(before).per(float64(sc.nodes))
 	res.talosCalls = perKey(talosCalls(before, "call"), float64(sc.nodes))
+	res.stateWrites = sum(before, "talos_ccm_state_writes_total") / float64(sc.nodes)
 
 	step(fmt.Sprintf("idle for %s", opts.idle))
 
