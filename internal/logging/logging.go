@@ -22,10 +22,12 @@ func New(level string) (*zap.Logger, error) {
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 
-	logger, err := cfg.Build(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return deferredFields{core} }))
+	logger, err := cfg.Build()
 	if err != nil {
 		return nil, fmt.Errorf("failed to build logger: %w", err)
 	}
+
+	logger = DeferFields(logger)
 
 	klog.SetLogger(zapr.NewLogger(logger.Named("klog")))
 

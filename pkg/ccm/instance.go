@@ -11,6 +11,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/internal/logging"
 )
 
 // inMemoryHistory is how many events each in-memory collection keeps for watchers: bursts of thousands
@@ -82,7 +84,9 @@ func New(ctx context.Context, st state.State, opts Options) (*Instance, error) {
 		logger = zap.NewNop()
 	}
 
-	rt, err := runtime.NewRuntime(st, logger.Named("runtime"))
+	// The runtime derives a logger With four fields for every item it reconciles: they are encoded only
+	// if it writes.
+	rt, err := runtime.NewRuntime(st, logging.DeferFields(logger.Named("runtime")))
 	if err != nil {
 		return nil, fmt.Errorf("failed to create controller runtime: %w", err)
 	}

@@ -62,7 +62,7 @@ func (ctrl *ControllerManagerConfigSourceController) Outputs() []controller.Outp
 // Run implements controller.Controller interface.
 func (ctrl *ControllerManagerConfigSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	opts := ctrl.options()
-	readers := newNodeWorkers[cmcFacts, cmcReaderSpec](logger, 16, "")
+	readers := newNodeWorkers[cmcFacts, cmcReaderSpec](logger, 16, "", readerPacing)
 
 	return readers.run(ctx, r,
 		func(ctx context.Context) error { return ctrl.reconcileReaders(ctx, r, readers, opts) },

@@ -77,7 +77,7 @@ const reconcileInterval = 250 * time.Millisecond
 // Run implements controller.Controller interface.
 func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	opts := ctrl.sessionOptions()
-	sessions := newNodeWorkers[machineFacts, machineSessionSpec](logger, 1024, "talos_facts")
+	sessions := newNodeWorkers[machineFacts, machineSessionSpec](logger, 1024, "talos_facts", sessionPacing)
 
 	return sessions.run(ctx, r,
 		func(ctx context.Context) error { return ctrl.reconcileSessions(ctx, r, logger, sessions, opts) },

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -78,11 +79,13 @@ type nodeWorkers[F fromMachine, S machineWorker[F]] struct {
 	queue string
 	// swept is set once facts left by a previous run were looked for.
 	swept bool
+	// pacing spaces the passes.
+	pacing pacing
 }
 
 // newNodeWorkers returns the workers of one controller run; backlog is how many facts may wait for the
-// controller.
-func newNodeWorkers[F fromMachine, S machineWorker[F]](logger *zap.Logger, backlog int, queue string) *nodeWorkers[F, S] {
+// controller, pace spaces the passes.
+func newNodeWorkers[F fromMachine, S machineWorker[F]](logger *zap.Logger, backlog int, queue string, pace pacing) *nodeWorkers[F, S] {
 	facts := make(chan F, backlog)
 
 	runnerLogger := logger
@@ -95,7 +98,7 @@ func newNodeWorkers[F fromMachine, S machineWorker[F]](logger *zap.Logger, backl
 	// The runner gives every worker a logger With the worker's ID, which costs an encoder and its buffer
 	// (a few KiB) per machine for as long as the worker runs, to log only if it panics: the With is made
 	// when that logger first writes.
-	runnerLogger = runnerLogger.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return lazyWith{core} }))
+	runnerLogger = logging.DeferFields(runnerLogger)
 
 	return &nodeWorkers[F, S]{
 		runner:       task.NewRunner[workerInput[F]](sameMachine[F, S]),
@@ -104,6 +107,7 @@ func newNodeWorkers[F fromMachine, S machineWorker[F]](logger *zap.Logger, backl
 		input:        workerInput[F]{facts: facts, logger: logger},
 		runnerLogger: runnerLogger,
 		queue:        queue,
+		pacing:       pace,
 	}
 }
 
@@ -115,7 +119,7 @@ func (w *nodeWorkers[F, S]) run(
 ) error {
 	defer w.runner.Stop()
 
-	pacer := newPassPacer()
+	pacer := newPassPacer(w.pacing)
 	defer pacer.stop()
 
 	for {
@@ -169,15 +173,6 @@ func (w *nodeWorkers[F, S]) reconcile(ctx context.Context, wanted map[task.ID]S)
 	w.specs = wanted
 
 	return stale
-}
-
-// lazyWith is a logger core whose With takes effect when the logger it makes first writes.
-type lazyWith struct {
-	zapcore.Core
-}
-
-func (c lazyWith) With(fields []zapcore.Field) zapcore.Core {
-	return zapcore.NewLazyWith(c.Core, fields)
 }
 
 // running returns the spec of the Node's running worker.

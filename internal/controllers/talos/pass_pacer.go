@@ -4,17 +4,36 @@ import "time"
 
 // passPacer spaces the passes of a loop that reads every Node (the sources' reconciliation of their
 // per-machine workers): during a burst of Node events (thousands of Nodes joining) a pass runs at most
-// once per reconcileInterval, not once per event, and on a large cluster, where a pass takes longer,
-// passes are spaced so that they take at most a tenth of a core. The first pass is due at once.
+// once per minInterval, not once per event, and on a large cluster, where a pass takes longer, passes are
+// spaced so that they take at most 1/share of a core. The first pass is due at once.
 type passPacer struct {
-	timer    *time.Timer
-	last     time.Time
-	interval time.Duration
-	dirty    bool
+	timer       *time.Timer
+	last        time.Time
+	minInterval time.Duration
+	interval    time.Duration
+	share       time.Duration
+	dirty       bool
 }
 
-func newPassPacer() *passPacer {
-	return &passPacer{timer: time.NewTimer(0), interval: reconcileInterval, dirty: true}
+// pacing is how a source's passes are spaced: at least minInterval apart, and share times as long apart
+// as a pass takes.
+type pacing struct {
+	minInterval time.Duration
+	share       int
+}
+
+var (
+	// sessionPacing spaces the passes that start the sessions of new Nodes' machines: a tenth of a core.
+	sessionPacing = pacing{minInterval: reconcileInterval, share: 10}
+	// readerPacing spaces the passes that look for control-plane Nodes among all Nodes, which are few and
+	// change rarely: a fiftieth of a core, and a pass every two seconds at most.
+	readerPacing = pacing{minInterval: 2 * time.Second, share: 50}
+)
+
+func newPassPacer(p pacing) *passPacer {
+	return &passPacer{
+		timer: time.NewTimer(0), minInterval: p.minInterval, interval: p.minInterval, share: time.Duration(p.share), dirty: true,
+	}
 }
 
 // due fires when a pass may run.
@@ -44,7 +63,7 @@ func (p *passPacer) start() bool {
 
 // finish spaces the next pass after the one that began with start.
 func (p *passPacer) finish() {
-	p.interval = max(reconcileInterval, 10*time.Since(p.last))
+	p.interval = max(p.minInterval, p.share*time.Since(p.last))
 }
 
 func (p *passPacer) stop() { p.timer.Stop() }
