@@ -26,8 +26,9 @@ var (
 	// sessionPacing spaces the passes that start the sessions of new Nodes' machines: a tenth of a core.
 	sessionPacing = pacing{minInterval: reconcileInterval, share: 10}
 	// readerPacing spaces the passes that look for control-plane Nodes among all Nodes, which are few and
-	// change rarely: a fiftieth of a core, and a pass every two seconds at most.
-	readerPacing = pacing{minInterval: 2 * time.Second, share: 50}
+	// change rarely: a fiftieth of a core. Not less often than sessionPacing on a small cluster: serving
+	// certificate requests wait for the Service ranges read from the control-plane machines.
+	readerPacing = pacing{minInterval: reconcileInterval, share: 50}
 )
 
 func newPassPacer(p pacing) *passPacer {
