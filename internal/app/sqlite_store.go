@@ -102,7 +102,7 @@ const (
 	// nodeWriteDelay is flushDelay for the decisions about Nodes, which are computed again from Kubernetes
 	// and Talos after a restart: while thousands of Nodes join, each changes every few seconds for a while
 	// (its facts, its Node initialized, its finalizers), and is written once or twice instead of each time.
-	nodeWriteDelay = 5 * time.Second
+	nodeWriteDelay = 10 * time.Second
 	// flushRetry is how long a failed write waits before it is tried again.
 	flushRetry = time.Second
 )
