@@ -184,6 +184,7 @@ func TestSQLiteStoreRetriesFailedWrites(t *testing.T) {
 	db.failWrites.Store(2)
 
 	decisions, mem := newTestStore(t, db)
+	decisions.delay = func(resource.Namespace) time.Duration { return flushDelay } // due at the first pass
 
 	nt := node.NewNodeTransform(node.NamespaceName, "w1")
 	nt.TypedSpec().Value.ProviderId = "talos://metal/10.0.0.1"
