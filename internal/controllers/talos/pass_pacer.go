@@ -11,7 +11,7 @@ type passPacer struct {
 	last        time.Time
 	minInterval time.Duration
 	interval    time.Duration
-	share       time.Duration
+	share       int
 	dirty       bool
 }
 
@@ -33,7 +33,7 @@ var (
 
 func newPassPacer(p pacing) *passPacer {
 	return &passPacer{
-		timer: time.NewTimer(0), minInterval: p.minInterval, interval: p.minInterval, share: time.Duration(p.share), dirty: true,
+		timer: time.NewTimer(0), minInterval: p.minInterval, interval: p.minInterval, share: p.share, dirty: true,
 	}
 }
 
@@ -64,7 +64,7 @@ func (p *passPacer) start() bool {
 
 // finish spaces the next pass after the one that began with start.
 func (p *passPacer) finish() {
-	p.interval = max(p.minInterval, p.share*time.Since(p.last))
+	p.interval = max(p.minInterval, time.Since(p.last)*time.Duration(p.share))
 }
 
 func (p *passPacer) stop() { p.timer.Stop() }
