@@ -43,8 +43,8 @@ type sqliteStore struct {
 	// loaded are the database's contents at start, by namespace, handed to the in-memory states once.
 	loaded map[resource.Namespace][]typedResource
 
-	// delay is how long the changes to a decision of a namespace wait before they are written.
-	delay func(resource.Namespace) time.Duration
+	// delay is how long a change to a decision (nil: destroyed) of a namespace waits before it is written.
+	delay func(resource.Namespace, resource.Resource) time.Duration
 
 	mu      sync.Mutex
 	pending map[resourceKey]pendingWrite
@@ -146,10 +146,16 @@ func (s *sqliteStore) namespace(ns resource.Namespace) inmem.BackingStore {
 	return namespaceStore{store: s, ns: ns}
 }
 
-// writeDelay is the delay of the decisions of a namespace.
-func writeDelay(ns resource.Namespace) time.Duration {
+// writeDelay is the delay of a change to a decision of a namespace (res nil: destroyed). The decision that
+// a request is superseded is written at once: it is what keeps the request from being approved after a
+// restart once its superseder is approved and gone.
+func writeDelay(ns resource.Namespace, res resource.Resource) time.Duration {
 	switch ns {
 	case csr.NamespaceName:
+		if d, ok := res.(*csr.CSRDecision); ok && d.TypedSpec().Value.GetSupersededBy() != "" {
+			return flushDelay
+		}
+
 		return csrWriteDelay
 	case node.NamespaceName:
 		return nodeWriteDelay
@@ -237,7 +243,7 @@ func (s *sqliteStore) queue(key resourceKey, res resource.Resource) {
 // was made, less flushDelay, the most a pass waits after a change. An IP allocation is written by the next
 // pass, within flushDelay; a decision about a Node by the first pass nodeWriteDelay-flushDelay after it.
 func (s *sqliteStore) due(key resourceKey, p pendingWrite) time.Time {
-	return p.since.Add(s.delay(key.namespace) - flushDelay)
+	return p.since.Add(s.delay(key.namespace, p.res) - flushDelay)
 }
 
 func later(a, b time.Time) time.Time {

@@ -184,7 +184,7 @@ func TestSQLiteStoreRetriesFailedWrites(t *testing.T) {
 	db.failWrites.Store(2)
 
 	decisions, mem := newTestStore(t, db)
-	decisions.delay = func(resource.Namespace) time.Duration { return flushDelay } // due at the first pass
+	decisions.delay = func(resource.Namespace, resource.Resource) time.Duration { return flushDelay } // due at the first pass
 
 	nt := node.NewNodeTransform(node.NamespaceName, "w1")
 	nt.TypedSpec().Value.ProviderId = "talos://metal/10.0.0.1"
@@ -214,7 +214,7 @@ func TestSQLiteStoreWritesDecisionsOnceTheyAreDue(t *testing.T) {
 	var delay atomic.Int64
 
 	delay.Store(int64(time.Hour))
-	decisions.delay = func(resource.Namespace) time.Duration { return time.Duration(delay.Load()) }
+	decisions.delay = func(resource.Namespace, resource.Resource) time.Duration { return time.Duration(delay.Load()) }
 
 	// Made and dropped within the delay.
 	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "brief")))
@@ -252,7 +252,14 @@ func TestSQLiteStoreWritesDecisionsOnceTheyAreDue(t *testing.T) {
 func TestWriteDelay(t *testing.T) {
 	t.Parallel()
 
-	require.Equal(t, nodeWriteDelay, writeDelay(node.NamespaceName))
-	require.Equal(t, csrWriteDelay, writeDelay(csrres.NamespaceName))
-	require.Equal(t, flushDelay, writeDelay(ipam.NamespaceName), "IP allocations are written within a second")
+	require.Equal(t, nodeWriteDelay, writeDelay(node.NamespaceName, node.NewNodeTransform(node.NamespaceName, "w1")))
+	require.Equal(t, flushDelay, writeDelay(ipam.NamespaceName, ipam.NewIPAllocation(ipam.NamespaceName, "a")),
+		"IP allocations are written within flushDelay")
+
+	decision := csrres.NewCSRDecision(csrres.NamespaceName, "csr-2")
+	require.Equal(t, csrWriteDelay, writeDelay(csrres.NamespaceName, decision))
+	require.Equal(t, csrWriteDelay, writeDelay(csrres.NamespaceName, nil), "a destroyed decision")
+
+	decision.TypedSpec().Value.SupersededBy = "csr-3"
+	require.Equal(t, flushDelay, writeDelay(csrres.NamespaceName, decision), "a superseded request's decision is written at once")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -195,6 +196,10 @@ type CCM struct {
 	opts             Options
 	enabled          map[string]bool
 	logger           *zap.Logger
+	// nodeMirror and csrMirror (nil without csr-approval) are the Node and request mirrors, which learn the
+	// finalizers of their consumers as these are registered.
+	nodeMirror *kubectrl.KubeNodeController
+	csrMirror  *kubectrl.KubeCSRController
 
 	// events is created on first use by eventRecorder.
 	events     record.EventRecorder

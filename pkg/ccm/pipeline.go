@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/resource"
+
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
@@ -24,9 +27,11 @@ var controllerGroups = map[string]func(*CCM) error{
 // registerSources registers the controllers that mirror outside facts: the config, the Nodes and, when
 // the Talos API is given, every machine's facts.
 func (c *CCM) registerSources() error {
+	c.nodeMirror = &kubectrl.KubeNodeController{Informer: c.informers.Core().V1().Nodes().Informer()}
+
 	err := errors.Join(
 		c.runtime.RegisterController(c.newConfigSource()),
-		c.runtime.RegisterController(&kubectrl.KubeNodeController{Informer: c.informers.Core().V1().Nodes().Informer()}),
+		c.runtime.RegisterController(c.nodeMirror),
 	)
 
 	if c.opts.Talos != nil {
@@ -43,12 +48,30 @@ func (c *CCM) registerSources() error {
 	return nil
 }
 
+// registerNodeConsumer registers a controller whose primary input is the Node mirror (KubeNode): the
+// mirrors carry its finalizer from their creation, instead of an update of each to add it.
+func (c *CCM) registerNodeConsumer(ctrl controller.QController) error {
+	return c.registerConsumer(&c.nodeMirror.Finalizers, ctrl)
+}
+
+// registerConsumer registers a controller whose primary input is a mirror, and adds its name to the
+// finalizers the mirrors carry from their creation.
+func (c *CCM) registerConsumer(finalizers *[]resource.Finalizer, ctrl controller.QController) error {
+	if err := c.runtime.RegisterQController(ctrl); err != nil {
+		return err
+	}
+
+	*finalizers = append(*finalizers, ctrl.Name())
+
+	return nil
+}
+
 // registerCloudNode registers Node initialization: the transform and the node sink.
 func (c *CCM) registerCloudNode() error {
 	applier := k8ssink.NewNodeApplier(c.writer(ControllerCloudNode).CoreV1().Nodes(), c.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
 
 	return errors.Join(
-		c.runtime.RegisterQController(nodectrl.NewNodeTransformController()),
+		c.registerNodeConsumer(nodectrl.NewNodeTransformController()),
 		c.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, c.informers.Core().V1().Nodes().Lister(), uint(c.opts.Concurrency),
 			k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(c.eventRecorder())))),
 	)
@@ -69,7 +92,7 @@ func (c *CCM) registerCSRApproval() error {
 	// With machine facts, decisions read the Nodes' addresses as talos-ccm verified them (NodeTransforms),
 	// which cloud-node computes; without cloud-node they are computed here, and written nowhere.
 	if talosFacts && !c.enabled[ControllerCloudNode] {
-		if err := c.runtime.RegisterQController(nodectrl.NewNodeTransformController()); err != nil {
+		if err := c.registerNodeConsumer(nodectrl.NewNodeTransformController()); err != nil {
 			return err
 		}
 	}
@@ -80,9 +103,11 @@ func (c *CCM) registerCSRApproval() error {
 		return err
 	}
 
+	c.csrMirror = &kubectrl.KubeCSRController{Informer: requests.Informer()}
+
 	return errors.Join(
-		c.runtime.RegisterController(&kubectrl.KubeCSRController{Informer: requests.Informer()}),
-		c.runtime.RegisterQController(csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
+		c.runtime.RegisterController(c.csrMirror),
+		c.registerConsumer(&c.csrMirror.Finalizers, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
 			TalosFacts: talosFacts, ServiceCIDRsFromTalos: serviceCIDRsFromTalos, APIServerSource: true,
 		})),
 		c.runtime.RegisterQController(k8ssink.NewCSRSinkController(
@@ -95,7 +120,7 @@ func (c *CCM) registerCSRApproval() error {
 // registerNodeLifecycle registers the shutdown and stale-node verdicts and their sink.
 func (c *CCM) registerNodeLifecycle() error {
 	return errors.Join(
-		c.runtime.RegisterQController(nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
+		c.registerNodeConsumer(nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
 			DeleteStaleNodes:         c.opts.NodeLifecycle.DeleteStaleNodes,
 			DeletePreemptedSpotNodes: c.opts.NodeLifecycle.DeletePreemptedSpotNodes,
 			StaleNodeGrace:           c.opts.NodeLifecycle.StaleNodeGrace,
@@ -130,7 +155,7 @@ func (c *CCM) registerNodeIPAM() error {
 
 	return errors.Join(
 		c.runtime.RegisterController(&ipamctrl.NodeCIDRAllocatorController{Options: opts}),
-		c.runtime.RegisterQController(k8ssink.NewPodCIDRSinkController(
+		c.registerNodeConsumer(k8ssink.NewPodCIDRSinkController(
 			c.writer(ControllerNodeIPAM).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(), uint(c.opts.Concurrency),
 		)),
 	)

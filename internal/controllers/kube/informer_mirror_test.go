@@ -97,6 +97,51 @@ func TestMirrorController(t *testing.T) {
 	ctest.AssertNoResource[*kuberes.KubeService](s, "prod/web")
 }
 
+// TestMirrorControllerFinalizers: mirrors carry the finalizers of their consumers from their creation (and
+// after every update); a mirror whose object is deleted waits for each consumer to let go, however many
+// releases it takes, and is destroyed after the last.
+func TestMirrorControllerFinalizers(t *testing.T) {
+	client := fake.NewClientset(service("prod", "web", corev1.ServiceTypeLoadBalancer))
+	factory := informers.NewSharedInformerFactory(client, 0)
+
+	consumers := []resource.Finalizer{"test.Transform", "test.Lifecycle"}
+
+	s := ctest.New(t)
+	s.Register(&kube.KubeServiceController{Informer: factory.Core().V1().Services().Informer(), Finalizers: consumers})
+	ctx := s.Start()
+
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() {
+		close(stop)
+		factory.Shutdown()
+	})
+
+	ctest.AssertResource(s, "prod/web", func(res *kuberes.KubeService, a *assert.Assertions) {
+		a.ElementsMatch(consumers, *res.Metadata().Finalizers())
+		a.EqualValues(1, res.Metadata().Version().Value(), "created with its finalizers, in one write")
+	})
+
+	require.NoError(t, client.CoreV1().Services("prod").Delete(ctx, "web", metav1.DeleteOptions{}))
+
+	ctest.AssertResource(s, "prod/web", func(res *kuberes.KubeService, a *assert.Assertions) {
+		a.Equal(resource.PhaseTearingDown, res.Metadata().Phase())
+	})
+
+	ptr := kuberes.NewKubeService(kuberes.NamespaceName, "prod/web").Metadata()
+
+	require.NoError(t, s.State.RemoveFinalizer(ctx, ptr, consumers[0]))
+
+	// Still held by the other consumer.
+	ctest.AssertResource(s, "prod/web", func(res *kuberes.KubeService, a *assert.Assertions) {
+		a.Equal([]resource.Finalizer{consumers[1]}, []resource.Finalizer(*res.Metadata().Finalizers()))
+	})
+
+	require.NoError(t, s.State.RemoveFinalizer(ctx, ptr, consumers[1]))
+
+	ctest.AssertNoResource[*kuberes.KubeService](s, "prod/web")
+}
+
 // TestMirrorControllers pins what the runtime knows of each mirror: names are stored as owners, and the
 // inputs and outputs are the edges of the controller graph.
 func TestMirrorControllers(t *testing.T) {

@@ -1,0 +1,80 @@
+package ccm
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+)
+
+// TestNodeMirrorCarriesItsConsumersFinalizers checks, for every selection of controllers, that the Node
+// and request mirrors are created with the finalizer of exactly the controllers registered with them as their primary
+// input: one missing costs an update of every mirror, one too many (a controller that does not run) keeps
+// every deleted Node's mirror torn down for ever.
+func TestNodeMirrorCarriesItsConsumersFinalizers(t *testing.T) {
+	t.Parallel()
+
+	for _, controllers := range [][]string{
+		{"*"},
+		{ControllerCloudNode},
+		{ControllerNodeLifecycle},
+		{ControllerCSRApproval},
+		{ControllerCSRApproval, ControllerNodeLifecycle},
+		AllControllers,
+	} {
+		t.Run(strings.Join(controllers, ","), func(t *testing.T) {
+			t.Parallel()
+
+			st := NewState()
+
+			rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t))
+			require.NoError(t, err)
+
+			c, err := register(t.Context(), rt, st, Options{
+				RestConfig:  &rest.Config{Host: "https://127.0.0.1:1"},
+				Controllers: controllers,
+				HostFacts:   true,
+				NodeIPAM:    NodeIPAMOptions{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+			})
+			require.NoError(t, err)
+
+			graph, err := rt.GetDependencyGraph()
+			require.NoError(t, err)
+
+			consumers := func(typ resource.Type) []string {
+				var names []string
+
+				for _, edge := range graph.Edges {
+					if edge.EdgeType == controller.EdgeInputQPrimary && edge.ResourceType == typ {
+						names = append(names, edge.ControllerName)
+					}
+				}
+
+				slices.Sort(names)
+
+				return names
+			}
+
+			sorted := func(finalizers []resource.Finalizer) []string {
+				return slices.Sorted(slices.Values(finalizers))
+			}
+
+			require.Equal(t, consumers(kube.KubeNodeType), sorted(c.nodeMirror.Finalizers), "Node mirror")
+
+			if c.csrMirror != nil {
+				require.Equal(t, consumers(kube.KubeCSRType), sorted(c.csrMirror.Finalizers), "request mirror")
+			} else {
+				require.Empty(t, consumers(kube.KubeCSRType))
+			}
+		})
+	}
+}
