@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/rest"
