@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	"k8s.io/client-go/informers"
@@ -200,6 +201,8 @@ type CCM struct {
 	// finalizers of their consumers as these are registered.
 	nodeMirror *kubectrl.KubeNodeController
 	csrMirror  *kubectrl.KubeCSRController
+	// heldBy are, by type, the consumers whose finalizers the producers of that type write them with.
+	heldBy map[resource.Type][]resource.Finalizer
 
 	// events is created on first use by eventRecorder.
 	events     record.EventRecorder

@@ -13,13 +13,16 @@ import (
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/rest"
 
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 )
 
 // TestNodeMirrorCarriesItsConsumersFinalizers checks, for every selection of controllers, that the Node
-// and request mirrors are created with the finalizer of exactly the controllers registered with them as their primary
-// input: one missing costs an update of every mirror, one too many (a controller that does not run) keeps
-// every deleted Node's mirror torn down for ever.
+// and request mirrors, and the decisions about Nodes and requests, are written with the finalizers of
+// exactly the controllers registered with them as their primary input: one missing costs an update of
+// every resource, one too many (a controller that does not run) keeps every deleted Node's resources torn
+// down for ever.
 func TestNodeMirrorCarriesItsConsumersFinalizers(t *testing.T) {
 	t.Parallel()
 
@@ -74,6 +77,11 @@ func TestNodeMirrorCarriesItsConsumersFinalizers(t *testing.T) {
 				require.Equal(t, consumers(kube.KubeCSRType), sorted(c.csrMirror.Finalizers), "request mirror")
 			} else {
 				require.Empty(t, consumers(kube.KubeCSRType))
+			}
+
+			// The decisions, written by their controllers with their sinks' finalizers.
+			for _, typ := range []resource.Type{node.NodeTransformType, node.NodeLifecycleType, csrres.CSRDecisionType} {
+				require.Equal(t, consumers(typ), sorted(c.heldBy[typ]), typ)
 			}
 		})
 	}

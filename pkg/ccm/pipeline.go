@@ -13,6 +13,8 @@ import (
 	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 )
 
 // controllerGroups registers the controllers of each controller name.
@@ -54,6 +56,23 @@ func (c *CCM) registerNodeConsumer(ctrl controller.QController) error {
 	return c.registerConsumer(&c.nodeMirror.Finalizers, ctrl)
 }
 
+// consumersOf names the consumers whose finalizers the outputs of type typ are written with, and records
+// them for the test that they are exactly the registered controllers with typ as their primary input.
+func (c *CCM) consumersOf(typ resource.Type, consumers ...controller.QController) []resource.Finalizer {
+	names := make([]resource.Finalizer, 0, len(consumers))
+	for _, ctrl := range consumers {
+		names = append(names, ctrl.Name())
+	}
+
+	if c.heldBy == nil {
+		c.heldBy = map[resource.Type][]resource.Finalizer{}
+	}
+
+	c.heldBy[typ] = append(c.heldBy[typ], names...)
+
+	return names
+}
+
 // registerConsumer registers a controller whose primary input is a mirror, and adds its name to the
 // finalizers the mirrors carry from their creation.
 func (c *CCM) registerConsumer(finalizers *[]resource.Finalizer, ctrl controller.QController) error {
@@ -70,10 +89,12 @@ func (c *CCM) registerConsumer(finalizers *[]resource.Finalizer, ctrl controller
 func (c *CCM) registerCloudNode() error {
 	applier := k8ssink.NewNodeApplier(c.writer(ControllerCloudNode).CoreV1().Nodes(), c.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
 
+	sink := k8ssink.NewNodeSinkController(applier, c.informers.Core().V1().Nodes().Lister(), uint(c.opts.Concurrency),
+		k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(c.eventRecorder())))
+
 	return errors.Join(
-		c.registerNodeConsumer(nodectrl.NewNodeTransformController()),
-		c.runtime.RegisterQController(k8ssink.NewNodeSinkController(applier, c.informers.Core().V1().Nodes().Lister(), uint(c.opts.Concurrency),
-			k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(c.eventRecorder())))),
+		c.registerNodeConsumer(nodectrl.NewNodeTransformController(c.consumersOf(node.NodeTransformType, sink)...)),
+		c.runtime.RegisterQController(sink),
 	)
 }
 
@@ -105,29 +126,35 @@ func (c *CCM) registerCSRApproval() error {
 
 	c.csrMirror = &kubectrl.KubeCSRController{Informer: requests.Informer()}
 
+	sink := k8ssink.NewCSRSinkController(
+		k8ssink.NewCSRApplier(c.writer(ControllerCSRApproval).CertificatesV1().CertificateSigningRequests()),
+		requests.Lister(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
+	)
+
 	return errors.Join(
 		c.runtime.RegisterController(c.csrMirror),
 		c.registerConsumer(&c.csrMirror.Finalizers, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
 			TalosFacts: talosFacts, ServiceCIDRsFromTalos: serviceCIDRsFromTalos, APIServerSource: true,
+			Consumers: c.consumersOf(csrres.CSRDecisionType, sink),
 		})),
-		c.runtime.RegisterQController(k8ssink.NewCSRSinkController(
-			k8ssink.NewCSRApplier(c.writer(ControllerCSRApproval).CertificatesV1().CertificateSigningRequests()),
-			requests.Lister(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
-		)),
+		c.runtime.RegisterQController(sink),
 	)
 }
 
 // registerNodeLifecycle registers the shutdown and stale-node verdicts and their sink.
 func (c *CCM) registerNodeLifecycle() error {
+	sink := k8ssink.NewNodeLifecycleSinkController(
+		c.writer(ControllerNodeLifecycle).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
+	)
+
 	return errors.Join(
 		c.registerNodeConsumer(nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
 			DeleteStaleNodes:         c.opts.NodeLifecycle.DeleteStaleNodes,
 			DeletePreemptedSpotNodes: c.opts.NodeLifecycle.DeletePreemptedSpotNodes,
 			StaleNodeGrace:           c.opts.NodeLifecycle.StaleNodeGrace,
+			Consumers:                c.consumersOf(node.NodeLifecycleType, sink),
 		})),
-		c.runtime.RegisterQController(k8ssink.NewNodeLifecycleSinkController(
-			c.writer(ControllerNodeLifecycle).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
-		)),
+		c.runtime.RegisterQController(sink),
 	)
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
@@ -39,6 +40,9 @@ type CSRDecisionOptions struct {
 	// APIServerSource says that the KubeAPIServer source runs: rule 9 then waits for the apiserver's
 	// endpoints.
 	APIServerSource bool
+	// Consumers are the controllers that take the decisions as their primary input, whose finalizers the
+	// decisions carry.
+	Consumers []resource.Finalizer
 }
 
 // CSRDecisionController decides about every pending kubelet serving certificate request (KubeCSR) from the
@@ -176,6 +180,7 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	}
 
 	out.TypedSpec().Value = decision
+	consumers.Hold(out, d.opts.Consumers)
 
 	if recheck > 0 {
 		return controller.NewRequeueInterval(recheck)

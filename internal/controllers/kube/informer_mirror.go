@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/dirty"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -267,9 +268,7 @@ func (m *mirrorPass[O, R]) sync(ctx context.Context, r controller.Runtime, id re
 	err = safe.WriterModify(ctx, r, m.NewResource(m.namespace, id), func(res R) error {
 		m.Fill(obj, res)
 
-		for _, f := range m.finalizers {
-			res.Metadata().Finalizers().Add(f)
-		}
+		consumers.Hold(res, m.finalizers)
 
 		return nil
 	})

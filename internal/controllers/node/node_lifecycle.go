@@ -8,6 +8,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"go.uber.org/zap"
 
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -75,6 +76,7 @@ func transformLifecycle(ctx context.Context, r controller.Reader, logger *zap.Lo
 	}
 
 	out.TypedSpec().Value = spec
+	consumers.Hold(out, opts.Consumers)
 
 	if requeue > 0 {
 		return controller.NewRequeueInterval(requeue)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/resource"
+
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
 
@@ -19,6 +21,9 @@ type LifecycleOptions struct {
 	DeletePreemptedSpotNodes bool
 	// StaleNodeGrace is how long a Node must have been NotReady before it may be deleted.
 	StaleNodeGrace time.Duration
+	// Consumers are the controllers that take the NodeLifecycles as their primary input, whose finalizers
+	// the NodeLifecycles carry.
+	Consumers []resource.Finalizer
 }
 
 // LifecycleInput is everything a NodeLifecycle is computed from. Status and Platform are nil when Talos

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -28,9 +29,10 @@ import (
 // the Config, with BuildNodeTransform.
 type NodeTransformController = qtransform.QController[*kube.KubeNode, *node.NodeTransform]
 
-// NewNodeTransformController instantiates the NodeTransform controller.
-func NewNodeTransformController() *NodeTransformController {
-	t := &nodeTransformer{claims: newClaimRegistry()}
+// NewNodeTransformController instantiates the NodeTransform controller. consumers are the controllers
+// that take the NodeTransforms as their primary input, whose finalizers the NodeTransforms carry.
+func NewNodeTransformController(consumers ...resource.Finalizer) *NodeTransformController {
+	t := &nodeTransformer{claims: newClaimRegistry(), consumers: consumers}
 
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeNode, *node.NodeTransform]{
@@ -63,7 +65,8 @@ const contestedRecheck = 10 * time.Second
 // nodeTransformer computes NodeTransforms, and holds every Node's claim on its machine, providerID and
 // addresses.
 type nodeTransformer struct {
-	claims *claimRegistry
+	claims    *claimRegistry
+	consumers []resource.Finalizer
 }
 
 func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, out *node.NodeTransform) error {
@@ -142,6 +145,7 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, lo
 	}
 
 	out.TypedSpec().Value = spec
+	consumers.Hold(out, t.consumers)
 
 	if requeue > 0 {
 		logger.Debug("node transform waits", zap.String("node", id), zap.String("pending", spec.GetPending()), zap.Duration("recheck_in", requeue))
