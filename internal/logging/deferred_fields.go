@@ -28,8 +28,3 @@ func (c deferredFields) With(fields []zapcore.Field) zapcore.Core {
 
 	return deferredFields{zapcore.NewLazyWith(c.Core, fields)}
 }
-
-// Check implements zapcore.Core: the wrapped core decides, and the entry is written by it.
-func (c deferredFields) Check(entry zapcore.Entry, checked *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	return c.Core.Check(entry, checked)
-}

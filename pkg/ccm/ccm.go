@@ -197,11 +197,11 @@ type CCM struct {
 	opts             Options
 	enabled          map[string]bool
 	logger           *zap.Logger
-	// nodeMirror and csrMirror (nil without csr-approval) are the Node and request mirrors, which learn the
-	// finalizers of their consumers as these are registered.
+	// nodeMirror and csrMirror (nil without csr-approval) are the Node and request mirrors, which get the
+	// finalizers of their consumers once every controller is registered (holdMirrors).
 	nodeMirror *kubectrl.KubeNodeController
 	csrMirror  *kubectrl.KubeCSRController
-	// heldBy are, by type, the consumers whose finalizers the producers of that type write them with.
+	// heldBy are, by type, the consumers whose finalizers the resources of that type are written with.
 	heldBy map[resource.Type][]resource.Finalizer
 
 	// events is created on first use by eventRecorder.
@@ -302,6 +302,8 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 			return nil, fmt.Errorf("failed to register controller %s: %w", name, err)
 		}
 	}
+
+	c.holdMirrors()
 
 	return c, nil
 }

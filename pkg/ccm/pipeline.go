@@ -14,6 +14,7 @@ import (
 	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 )
 
@@ -50,15 +51,10 @@ func (c *CCM) registerSources() error {
 	return nil
 }
 
-// registerNodeConsumer registers a controller whose primary input is the Node mirror (KubeNode): the
-// mirrors carry its finalizer from their creation, instead of an update of each to add it.
-func (c *CCM) registerNodeConsumer(ctrl controller.QController) error {
-	return c.registerConsumer(&c.nodeMirror.Finalizers, ctrl)
-}
-
-// consumersOf names the consumers whose finalizers the outputs of type typ are written with, and records
-// them for the test that they are exactly the registered controllers with typ as their primary input.
-func (c *CCM) consumersOf(typ resource.Type, consumers ...controller.QController) []resource.Finalizer {
+// held names the consumers of the resources of type typ, the controllers that take them as their primary
+// input: the resources are written with their finalizers (the mirrors by holdMirrors, the decisions by
+// their controllers, which get the returned names), instead of one update of each resource per consumer.
+func (c *CCM) held(typ resource.Type, consumers ...controller.QController) []resource.Finalizer {
 	names := make([]resource.Finalizer, 0, len(consumers))
 	for _, ctrl := range consumers {
 		names = append(names, ctrl.Name())
@@ -73,16 +69,13 @@ func (c *CCM) consumersOf(typ resource.Type, consumers ...controller.QController
 	return names
 }
 
-// registerConsumer registers a controller whose primary input is a mirror, and adds its name to the
-// finalizers the mirrors carry from their creation.
-func (c *CCM) registerConsumer(finalizers *[]resource.Finalizer, ctrl controller.QController) error {
-	if err := c.runtime.RegisterQController(ctrl); err != nil {
-		return err
+// holdMirrors gives the mirrors the finalizers of their consumers, once every controller is registered.
+func (c *CCM) holdMirrors() {
+	c.nodeMirror.Finalizers = c.heldBy[kube.KubeNodeType]
+
+	if c.csrMirror != nil {
+		c.csrMirror.Finalizers = c.heldBy[kube.KubeCSRType]
 	}
-
-	*finalizers = append(*finalizers, ctrl.Name())
-
-	return nil
 }
 
 // registerCloudNode registers Node initialization: the transform and the node sink.
@@ -92,10 +85,10 @@ func (c *CCM) registerCloudNode() error {
 	sink := k8ssink.NewNodeSinkController(applier, c.informers.Core().V1().Nodes().Lister(), uint(c.opts.Concurrency),
 		k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(c.eventRecorder())))
 
-	return errors.Join(
-		c.registerNodeConsumer(nodectrl.NewNodeTransformController(c.consumersOf(node.NodeTransformType, sink)...)),
-		c.runtime.RegisterQController(sink),
-	)
+	transform := nodectrl.NewNodeTransformController(c.held(node.NodeTransformType, sink)...)
+	c.held(kube.KubeNodeType, transform)
+
+	return errors.Join(c.runtime.RegisterQController(transform), c.runtime.RegisterQController(sink))
 }
 
 // registerCSRApproval registers kubelet serving certificate approval: the source of pending requests, the
@@ -113,7 +106,10 @@ func (c *CCM) registerCSRApproval() error {
 	// With machine facts, decisions read the Nodes' addresses as talos-ccm verified them (NodeTransforms),
 	// which cloud-node computes; without cloud-node they are computed here, and written nowhere.
 	if talosFacts && !c.enabled[ControllerCloudNode] {
-		if err := c.registerNodeConsumer(nodectrl.NewNodeTransformController()); err != nil {
+		transform := nodectrl.NewNodeTransformController()
+		c.held(kube.KubeNodeType, transform)
+
+		if err := c.runtime.RegisterQController(transform); err != nil {
 			return err
 		}
 	}
@@ -131,12 +127,15 @@ func (c *CCM) registerCSRApproval() error {
 		requests.Lister(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
 	)
 
+	decisions := csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
+		TalosFacts: talosFacts, ServiceCIDRsFromTalos: serviceCIDRsFromTalos, APIServerSource: true,
+		Consumers: c.held(csrres.CSRDecisionType, sink),
+	})
+	c.held(kube.KubeCSRType, decisions)
+
 	return errors.Join(
 		c.runtime.RegisterController(c.csrMirror),
-		c.registerConsumer(&c.csrMirror.Finalizers, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
-			TalosFacts: talosFacts, ServiceCIDRsFromTalos: serviceCIDRsFromTalos, APIServerSource: true,
-			Consumers: c.consumersOf(csrres.CSRDecisionType, sink),
-		})),
+		c.runtime.RegisterQController(decisions),
 		c.runtime.RegisterQController(sink),
 	)
 }
@@ -147,15 +146,15 @@ func (c *CCM) registerNodeLifecycle() error {
 		c.writer(ControllerNodeLifecycle).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
 	)
 
-	return errors.Join(
-		c.registerNodeConsumer(nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
-			DeleteStaleNodes:         c.opts.NodeLifecycle.DeleteStaleNodes,
-			DeletePreemptedSpotNodes: c.opts.NodeLifecycle.DeletePreemptedSpotNodes,
-			StaleNodeGrace:           c.opts.NodeLifecycle.StaleNodeGrace,
-			Consumers:                c.consumersOf(node.NodeLifecycleType, sink),
-		})),
-		c.runtime.RegisterQController(sink),
-	)
+	lifecycle := nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
+		DeleteStaleNodes:         c.opts.NodeLifecycle.DeleteStaleNodes,
+		DeletePreemptedSpotNodes: c.opts.NodeLifecycle.DeletePreemptedSpotNodes,
+		StaleNodeGrace:           c.opts.NodeLifecycle.StaleNodeGrace,
+		Consumers:                c.held(node.NodeLifecycleType, sink),
+	})
+	c.held(kube.KubeNodeType, lifecycle)
+
+	return errors.Join(c.runtime.RegisterQController(lifecycle), c.runtime.RegisterQController(sink))
 }
 
 // registerNodeIPAM registers pod CIDR allocation: the source of the cluster ranges from Talos when no
@@ -180,11 +179,14 @@ func (c *CCM) registerNodeIPAM() error {
 		}
 	}
 
+	sink := k8ssink.NewPodCIDRSinkController(
+		c.writer(ControllerNodeIPAM).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(), uint(c.opts.Concurrency),
+	)
+	c.held(kube.KubeNodeType, sink)
+
 	return errors.Join(
 		c.runtime.RegisterController(&ipamctrl.NodeCIDRAllocatorController{Options: opts}),
-		c.registerNodeConsumer(k8ssink.NewPodCIDRSinkController(
-			c.writer(ControllerNodeIPAM).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(), uint(c.opts.Concurrency),
-		)),
+		c.runtime.RegisterQController(sink),
 	)
 }
 

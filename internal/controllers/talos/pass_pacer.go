@@ -7,12 +7,12 @@ import "time"
 // once per minInterval, not once per event, and on a large cluster, where a pass takes longer, passes are
 // spaced so that they take at most 1/share of a core. The first pass is due at once.
 type passPacer struct {
-	timer       *time.Timer
-	last        time.Time
-	minInterval time.Duration
-	interval    time.Duration
-	share       int
-	dirty       bool
+	pacing
+
+	timer    *time.Timer
+	last     time.Time
+	interval time.Duration
+	dirty    bool
 }
 
 // pacing is how a source's passes are spaced: at least minInterval apart, and share times as long apart
@@ -32,9 +32,7 @@ var (
 )
 
 func newPassPacer(p pacing) *passPacer {
-	return &passPacer{
-		timer: time.NewTimer(0), minInterval: p.minInterval, interval: p.minInterval, share: p.share, dirty: true,
-	}
+	return &passPacer{pacing: p, timer: time.NewTimer(0), interval: p.minInterval, dirty: true}
 }
 
 // due fires when a pass may run.
