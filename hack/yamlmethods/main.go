@@ -1,5 +1,6 @@
 // Command yamlmethods writes api/proto/specs/yaml_methods.generated.go: the YAML marshalling methods of the
-// spec message of every registered resource type (internal/resources.All), so that a new resource type
+// spec message of every registered resource type (internal/resources.All, and the embedding host's
+// internal/resources/host.All), so that a new resource type
 // renders with its protobuf JSON names in `ccmctl get -o yaml` without anyone remembering to add them.
 // `make generate` runs it; its test fails when the committed file is not what it writes.
 package main
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources"
+	"github.com/talos-ccm/talos-ccm/internal/resources/host"
 )
 
 const output = "api/proto/specs/yaml_methods.generated.go"
@@ -37,7 +39,7 @@ func (x *{{ . }}) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x)
 func specNames() ([]string, error) {
 	var names []string
 
-	for _, r := range resources.All() {
+	for _, r := range append(resources.All(), host.All()...) {
 		spec, ok := r.Spec().(interface{ GetValue() proto.Message })
 		if !ok {
 			return nil, fmt.Errorf("resource type %s has no protobuf spec", r.ResourceDefinition().Type)

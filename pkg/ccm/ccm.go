@@ -2,10 +2,8 @@ package ccm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -31,12 +29,18 @@ import (
 )
 
 // Options configure one talos-ccm pipeline, for one Kubernetes cluster. The zero value of a field means
-// its default; RestConfig is required.
+// its default; RestConfig or ClientConfig is required.
 type Options struct {
 	// RestConfig is the cluster's Kubernetes client configuration: Nodes, CSRs and Services are read
-	// (informers) and written with it. Every controller group writes with its own client built from a copy,
+	// (informers) and written with it. Every controller group writes with its own client and connection,
 	// with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst).
 	RestConfig *rest.Config
+	// ClientConfig, instead of RestConfig, returns the cluster's current client configuration: it is called
+	// when the pipeline is built, and again when the apiserver answers 401 Unauthorized (at most every
+	// CredentialsRetry) and when the host calls CCM.RefreshCredentials. New credentials for the same
+	// apiserver switch every client over at once (open watches reconnect, caches are kept); a configuration
+	// that names another apiserver fails the pipeline's run, so that it is built again.
+	ClientConfig ClientConfigFunc
 	// Logger is the parent of the loggers of the Kubernetes writers and events; nil means no logs. The
 	// controllers log through the runtime's logger: with a namespace prefix, that of the pipeline's own
 	// runtime, a child of Logger named "runtime".
@@ -187,11 +191,14 @@ func (o Options) withDefaults() Options {
 // of the host's runtime builds and runs: that controller starts and stops the informers itself, at each of
 // its runs, and the handle reads the current run.
 type CCM struct {
-	runtime    *runtime.Runtime
-	state      state.State
-	restConfig *rest.Config
-	informers  informers.SharedInformerFactory
-	// requestInformers watches certificate requests on a connection of its own (ownConnection): their
+	runtime *runtime.Runtime
+	state   state.State
+	// conns are the pipeline's Kubernetes connections, one per client, over the current credentials.
+	conns *connections
+	// credentials follows the credentials (ClientConfig); nil with a fixed RestConfig.
+	credentials *credentials
+	informers   informers.SharedInformerFactory
+	// requestInformers watches certificate requests on a connection of its own (connections): their
 	// events never wait behind the Node watch's.
 	requestInformers informers.SharedInformerFactory
 	opts             Options
@@ -243,13 +250,22 @@ func Register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 // register registers the pipeline's controllers into rt, over st, without looking at the namespace
 // prefix: st is already the prefixed view when there is one (New).
 func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
-	if opts.RestConfig == nil {
-		return nil, errors.New("failed to register talos-ccm: no Kubernetes client configuration (Options.RestConfig)")
-	}
-
 	opts = opts.withDefaults()
 
 	enabled, err := EnabledControllers(opts.Controllers)
+	if err != nil {
+		return nil, err
+	}
+
+	c := &CCM{
+		runtime: rt,
+		state:   st,
+		opts:    opts,
+		enabled: enabled,
+		logger:  opts.Logger,
+	}
+
+	base, err := c.clientConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -258,26 +274,24 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 		return nil, err
 	}
 
-	clientset, err := kubernetes.NewForConfig(ownConnection(opts.RestConfig))
+	c.conns = newConnections(base, c.credentials.unauthorized)
+
+	clientset, err := c.client("")
 	if err != nil {
-		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
+		c.conns.close()
+
+		return nil, err
 	}
 
-	requestClientset, err := kubernetes.NewForConfig(ownConnection(opts.RestConfig))
+	requestClientset, err := c.client("")
 	if err != nil {
-		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
+		c.conns.close()
+
+		return nil, err
 	}
 
-	c := &CCM{
-		runtime:          rt,
-		state:            st,
-		restConfig:       opts.RestConfig,
-		informers:        informers.NewSharedInformerFactory(clientset, 0),
-		requestInformers: informers.NewSharedInformerFactory(requestClientset, 0),
-		opts:             opts,
-		enabled:          enabled,
-		logger:           opts.Logger,
-	}
+	c.informers = informers.NewSharedInformerFactory(clientset, 0)
+	c.requestInformers = informers.NewSharedInformerFactory(requestClientset, 0)
 
 	// Nodes are cached without what talos-ccm never reads (images, other managers' managedFields): on a
 	// large cluster that is most of a Node's size.
@@ -331,13 +345,26 @@ func (c *CCM) NodeLister() corelisters.NodeLister { //nolint:ireturn
 	return c.informers.Core().V1().Nodes().Lister()
 }
 
-// Start starts the Kubernetes informers that the sources and sinks read, until ctx is done or Close. With
-// a namespace prefix, it does nothing: the pipeline controller starts them at each run.
+// Start starts the Kubernetes informers that the sources and sinks read, and the follower of the
+// credentials (Options.ClientConfig), until ctx is done or Close. With a namespace prefix, it does nothing:
+// the pipeline controller starts them at each run.
 func (c *CCM) Start(ctx context.Context) {
 	if c.runs != nil {
 		return
 	}
 
+	c.startInformers(ctx)
+
+	go func() {
+		// Without a namespace prefix nobody builds the pipeline again: a change of apiserver is only logged.
+		if err := c.followCredentials(ctx); err != nil {
+			c.logger.Error("stopped following the Kubernetes credentials", zap.Error(err))
+		}
+	}()
+}
+
+// startInformers starts the Kubernetes informers until ctx is done or Close.
+func (c *CCM) startInformers(ctx context.Context) {
 	c.informers.Start(ctx.Done())
 	c.requestInformers.Start(ctx.Done())
 }
@@ -374,6 +401,9 @@ func (c *CCM) Close() {
 	if c.stopEvents != nil {
 		c.stopEvents()
 	}
+
+	// The informers and the event broadcaster are stopped: nothing uses the connections any more.
+	c.conns.close()
 }
 
 // eventRecorder returns the recorder of Kubernetes Events shared by the sinks.
@@ -387,18 +417,30 @@ func (c *CCM) eventRecorder() record.EventRecorder {
 
 // writer returns the client one controller writes with. As in kube-controller-manager, every controller
 // has its own client, with its own rate limit, so that approving certificates or posting events never
-// waits behind a burst of Node writes, and the other way around; and its own connection (ownConnection).
+// waits behind a burst of Node writes, and the other way around; and its own connection (connections).
 func (c *CCM) writer(name string) kubernetes.Interface {
-	cfg := ownConnection(c.restConfig)
-	cfg.UserAgent = "talos-ccm/" + name
-
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := c.client(name)
 	if err != nil {
-		// The same configuration already built the informers' client: this cannot fail.
+		// The same configuration already built the informers' clients: this cannot fail.
 		panic(fmt.Sprintf("failed to create the Kubernetes client of %s: %v", name, err))
 	}
 
 	return client
+}
+
+// client returns a client with a connection of its own, named for its user agent ("talos-ccm/<name>").
+func (c *CCM) client(name string) (*kubernetes.Clientset, error) {
+	cfg, err := c.conns.config(name)
+	if err != nil {
+		return nil, err
+	}
+
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
+	}
+
+	return client, nil
 }
 
 // newConfigSource returns the config source: Options.Config, and the config file followed for changes.
@@ -417,19 +459,4 @@ func (c *CCM) newConfigSource() *configctrl.ConfigSourceController {
 	}
 
 	return ctrl
-}
-
-// ownConnection returns a copy of cfg whose clients do not share their connection with the clients of
-// other copies. client-go gives every client of the same TLS settings one HTTP/2 connection, and HTTP/2
-// flow control is per connection: while thousands of Nodes join, the responses to the Node writes and the
-// Node watch's events fill that connection, and the certificate request watch's events waited behind them
-// for seconds. A dialer of its own makes a connection of its own (client-go keys its connections by dialer).
-func ownConnection(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-
-	if cfg.Dial == nil {
-		cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	}
-
-	return cfg
 }

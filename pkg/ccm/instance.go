@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -120,13 +121,57 @@ func (i *Instance) CCM() *CCM {
 // Run starts the informers and runs the controllers until ctx is done; it returns nil then. An Instance
 // runs once.
 func (i *Instance) Run(ctx context.Context) error {
-	defer i.ccm.Close()
-
-	i.ccm.Start(ctx)
-
-	if err := i.runtime.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := i.run(ctx, nil); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("controller runtime failed: %w", err)
 	}
 
 	return nil
+}
+
+// run starts the informers and runs the controllers, and follows the credentials (Options.ClientConfig),
+// until ctx is done or either fails; synced, if set, is called once the informers have synced. It returns
+// what the runtime returned, or the failure of the credentials; it closes the pipeline before it returns.
+func (i *Instance) run(ctx context.Context, synced func()) error {
+	defer i.ccm.Close()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The informers start before anything waits for their caches: an informer factory reports the informers
+	// it has not started as synced.
+	i.ccm.startInformers(runCtx)
+
+	var (
+		wg          sync.WaitGroup
+		credentials error
+	)
+
+	wg.Add(2)
+
+	go func() {
+		defer wg.Done()
+
+		if credentials = i.ccm.followCredentials(runCtx); credentials != nil {
+			cancel()
+		}
+	}()
+
+	go func() {
+		defer wg.Done()
+
+		if i.ccm.WaitForCacheSync(runCtx) && synced != nil {
+			synced()
+		}
+	}()
+
+	err := i.runtime.Run(runCtx)
+
+	cancel()
+	wg.Wait()
+
+	if credentials != nil {
+		return credentials
+	}
+
+	return err //nolint:wrapcheck // The callers say what failed.
 }

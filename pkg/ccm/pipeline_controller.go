@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
@@ -59,13 +58,12 @@ func registerPipelineController(ctx context.Context, rt *runtime.Runtime, st sta
 	c := checked.CCM()
 
 	return &CCM{
-		runtime:    rt,
-		state:      checked.State(),
-		restConfig: c.restConfig,
-		opts:       c.opts,
-		enabled:    c.enabled,
-		logger:     c.logger,
-		runs:       runs,
+		runtime: rt,
+		state:   checked.State(),
+		opts:    c.opts,
+		enabled: c.enabled,
+		logger:  c.logger,
+		runs:    runs,
 	}, nil
 }
 
@@ -102,37 +100,14 @@ func (ctrl *pipelineController) Run(ctx context.Context, r controller.Runtime, l
 		return fmt.Errorf("failed to build the talos-ccm pipeline: %w", err)
 	}
 
-	pipeline := instance.CCM()
-	defer pipeline.Close()
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	// The informers start before anything waits for their caches: an informer factory reports the informers
-	// it has not started as synced.
-	pipeline.Start(runCtx)
-
-	ctrl.runs.start(pipeline)
+	ctrl.runs.start(instance.CCM())
 	defer ctrl.runs.stop()
 
-	var wg sync.WaitGroup
-
-	wg.Add(1)
-
-	go func() {
-		defer wg.Done()
-
-		if pipeline.WaitForCacheSync(runCtx) {
-			r.ResetRestartBackoff()
-			ctrl.runs.synced()
-			logger.Debug("talos-ccm pipeline synced")
-		}
-	}()
-
-	err = instance.Runtime().Run(runCtx)
-
-	cancel()
-	wg.Wait()
+	err = instance.run(ctx, func() {
+		r.ResetRestartBackoff()
+		ctrl.runs.synced()
+		logger.Debug("talos-ccm pipeline synced")
+	})
 
 	return pipelineRunError(ctx, err)
 }

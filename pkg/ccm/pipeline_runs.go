@@ -70,16 +70,21 @@ func (p *pipelineRuns) waitForCacheSync(ctx context.Context) bool {
 	}
 }
 
-// nodeLister returns the Node lister of the current run, or nil between runs.
-func (p *pipelineRuns) nodeLister() corelisters.NodeLister { //nolint:ireturn
+// pipeline returns the pipeline of the current run, or nil between runs.
+func (p *pipelineRuns) pipeline() *CCM {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
-	if p.current == nil {
-		return nil
+	return p.current
+}
+
+// nodeLister returns the Node lister of the current run, or nil between runs.
+func (p *pipelineRuns) nodeLister() corelisters.NodeLister { //nolint:ireturn
+	if current := p.pipeline(); current != nil {
+		return current.NodeLister()
 	}
 
-	return p.current.NodeLister()
+	return nil
 }
 
 // runsNodeLister reads the Nodes of the informer cache of the current run: none between runs.

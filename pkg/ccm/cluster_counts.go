@@ -1,0 +1,224 @@
+package ccm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// countsInterval is how often at most a cluster's counts are reported as changed: a burst of thousands of
+// Node events makes one status write a second, not thousands.
+const countsInterval = time.Second
+
+// clusterCounts are the counts of a cluster's status, kept from the events of its pipeline's state.
+type clusterCounts struct {
+	// waiting are the NodeTransforms that wait for something, initialized the Nodes the node sink
+	// initialized, by Node name.
+	waiting, initialized map[resource.ID]bool
+	// verdicts are the CSR decisions' verdicts, by request; approved and denied count the decisions that
+	// reached those verdicts.
+	verdicts         map[resource.ID]string
+	approved, denied int
+	// seen are the decisions a new watch listed: the others were destroyed while no watch ran.
+	seen map[resource.ID]bool
+}
+
+func newClusterCounts() *clusterCounts {
+	return &clusterCounts{
+		waiting:     map[resource.ID]bool{},
+		initialized: map[resource.ID]bool{},
+		verdicts:    map[resource.ID]string{},
+	}
+}
+
+// restart prepares for the events of a new watch, which lists everything again: the current states start
+// empty, and the verdicts are kept so that a decision listed again is not counted twice.
+func (c *clusterCounts) restart() {
+	clear(c.waiting)
+	clear(c.initialized)
+
+	c.seen = map[resource.ID]bool{}
+}
+
+// bootstrapped ends the listing of a new watch: decisions it did not list are gone.
+func (c *clusterCounts) bootstrapped() {
+	for id := range c.verdicts {
+		if !c.seen[id] {
+			delete(c.verdicts, id)
+		}
+	}
+
+	c.seen = nil
+}
+
+// apply counts one event of the pipeline's state.
+func (c *clusterCounts) apply(ev state.Event) {
+	md := ev.Resource.Metadata()
+	gone := ev.Type == state.Destroyed
+
+	switch r := ev.Resource.(type) {
+	case *node.NodeTransform:
+		c.set(c.waiting, md.ID(), !gone && r.TypedSpec().Value.GetPending() != "")
+	case *sink.ApplyStatus:
+		if kind, name, ok := sink.ParseApplyStatusID(md.ID()); ok && kind == sink.KindNode {
+			c.set(c.initialized, name, !gone && r.TypedSpec().Value.GetInitialized())
+		}
+	case *csr.CSRDecision:
+		c.decision(md.ID(), r.TypedSpec().Value.GetVerdict(), gone)
+	}
+}
+
+func (c *clusterCounts) set(m map[resource.ID]bool, id resource.ID, on bool) {
+	if on {
+		m[id] = true
+	} else {
+		delete(m, id)
+	}
+}
+
+func (c *clusterCounts) decision(id resource.ID, verdict string, gone bool) {
+	if gone {
+		delete(c.verdicts, id)
+
+		return
+	}
+
+	if c.seen != nil {
+		c.seen[id] = true
+	}
+
+	if c.verdicts[id] != verdict {
+		switch verdict {
+		case csr.VerdictApprove:
+			c.approved++
+		case csr.VerdictDeny:
+			c.denied++
+		}
+	}
+
+	c.verdicts[id] = verdict
+}
+
+// fill writes the counts into a status.
+func (c *clusterCounts) fill(status *specs.ClusterStatusSpec) {
+	status.NodesWaiting = int32(len(c.waiting))         //nolint:gosec // Counts of Nodes fit.
+	status.NodesInitialized = int32(len(c.initialized)) //nolint:gosec // Counts of Nodes fit.
+	status.CsrApproved = int32(c.approved)              //nolint:gosec // Counts of requests fit.
+	status.CsrDenied = int32(c.denied)                  //nolint:gosec // Counts of requests fit.
+	status.CsrWaiting = 0
+
+	for _, v := range c.verdicts {
+		if v == csr.VerdictWait {
+			status.CsrWaiting++
+		}
+	}
+}
+
+// countsWatch keeps a cluster's counts from its pipeline's state.
+type countsWatch struct {
+	mu     sync.Mutex
+	counts *clusterCounts
+}
+
+// snapshot writes the current counts into a status.
+func (w *countsWatch) snapshot(status *specs.ClusterStatusSpec) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	if w.counts != nil {
+		w.counts.fill(status)
+	}
+}
+
+// run watches st until ctx is done, and calls changed, at most every countsInterval, when the counts
+// changed. A watch that fails (it fell behind the state's history, say) is started again after a second.
+func (w *countsWatch) run(ctx context.Context, st state.State, changed func(), logger *zap.Logger) {
+	w.mu.Lock()
+	w.counts = newClusterCounts()
+	w.mu.Unlock()
+
+	for {
+		err := w.watch(ctx, st, changed)
+		if ctx.Err() != nil {
+			return
+		}
+
+		// The counts catch up when the next watch lists everything again.
+		logger.Warn("the watch of the cluster's counts failed; watching again", zap.Error(err))
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (w *countsWatch) watch(ctx context.Context, st state.State, changed func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	kinds := []*resource.Metadata{
+		node.NewNodeTransform(node.NamespaceName, "").Metadata(),
+		sink.NewApplyStatus(sink.NamespaceName, "").Metadata(),
+		csr.NewCSRDecision(csr.NamespaceName, "").Metadata(),
+	}
+
+	events := make(chan state.Event, 1024)
+
+	w.mu.Lock()
+	w.counts.restart()
+	w.mu.Unlock()
+
+	for _, kind := range kinds {
+		if err := st.WatchKind(ctx, kind, events, state.WithBootstrapContents(true)); err != nil {
+			return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
+		}
+	}
+
+	ticker := time.NewTicker(countsInterval)
+	defer ticker.Stop()
+
+	bootstrapping, dirty := len(kinds), true
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-events:
+			switch ev.Type {
+			case state.Errored:
+				return fmt.Errorf("watch failed: %w", ev.Error)
+			case state.Bootstrapped:
+				if bootstrapping--; bootstrapping == 0 {
+					w.mu.Lock()
+					w.counts.bootstrapped()
+					w.mu.Unlock()
+				}
+			case state.Created, state.Updated, state.Destroyed:
+				w.mu.Lock()
+				w.counts.apply(ev)
+				w.mu.Unlock()
+			case state.Noop:
+			}
+
+			dirty = true
+		case <-ticker.C:
+			if dirty {
+				dirty = false
+
+				changed()
+			}
+		}
+	}
+}

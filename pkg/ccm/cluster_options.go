@@ -1,0 +1,87 @@
+package ccm
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// clusterPrefix is the namespace prefix of a cluster: its spec's, or its ID followed by the separator.
+func clusterPrefix(id resource.ID, spec *specs.ClusterSpec) string {
+	if prefix := spec.GetNamespacePrefix(); prefix != "" {
+		return prefix
+	}
+
+	return id + NamespacePrefixSeparator
+}
+
+// clusterOptions are the pipeline options a Cluster declares, or an error that says what in it is wrong.
+// What a spec cannot carry (the logger, the client provider) is the host controller's to add.
+func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (Options, error) {
+	opts := Options{
+		NamespacePrefix: clusterPrefix(id, spec),
+		Controllers:     spec.GetControllers(),
+		HostFacts:       spec.GetHostFacts(),
+		Concurrency:     int(spec.GetConcurrency()),
+	}
+
+	if err := ValidateNamespacePrefix(opts.NamespacePrefix); err != nil {
+		if spec.GetNamespacePrefix() == "" {
+			return Options{}, fmt.Errorf("cluster ID %q is no namespace prefix, give one (namespacePrefix): %w", id, err)
+		}
+
+		return Options{}, err
+	}
+
+	if _, err := EnabledControllers(opts.Controllers); err != nil {
+		return Options{}, err
+	}
+
+	if opts.Concurrency < 0 {
+		return Options{}, fmt.Errorf("invalid concurrency %d: want a positive number, or zero for the default", opts.Concurrency)
+	}
+
+	// The spec's config is merged over the defaults: a host sets only what it changes.
+	opts.Config = DefaultConfig()
+	opts.Config.ClusterName = id
+
+	if cfg := spec.GetConfig(); cfg != nil {
+		proto.Merge(opts.Config, cfg)
+	}
+
+	lifecycle := spec.GetNodeLifecycle()
+	opts.NodeLifecycle = NodeLifecycleOptions{
+		DeleteStaleNodes:         lifecycle.GetDeleteStaleNodes(),
+		DeletePreemptedSpotNodes: lifecycle.GetDeletePreemptedSpotNodes(),
+	}
+
+	if grace := lifecycle.GetStaleNodeGrace(); grace != nil {
+		if err := grace.CheckValid(); err != nil || grace.AsDuration() < 0 {
+			return Options{}, fmt.Errorf("invalid nodeLifecycle.staleNodeGrace %s: want a positive duration", grace)
+		}
+
+		opts.NodeLifecycle.StaleNodeGrace = grace.AsDuration()
+	}
+
+	ipamSpec := spec.GetNodeIpam()
+	opts.NodeIPAM = NodeIPAMOptions{
+		Mode:     ipamSpec.GetMode(),
+		MaskIPv4: int(ipamSpec.GetMaskIpv4()),
+		MaskIPv6: int(ipamSpec.GetMaskIpv6()),
+	}
+
+	for _, cidr := range ipamSpec.GetClusterCidrs() {
+		prefix, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return Options{}, fmt.Errorf("invalid nodeIPAM.clusterCIDRs entry %q: %w", cidr, err)
+		}
+
+		opts.NodeIPAM.ClusterCIDRs = append(opts.NodeIPAM.ClusterCIDRs, prefix)
+	}
+
+	return opts, nil
+}

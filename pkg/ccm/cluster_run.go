@@ -1,0 +1,354 @@
+package ccm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+)
+
+// Phases of a cluster's pipeline, as its ClusterStatus says.
+const (
+	// PhaseStarting: the pipeline is being built, or waits for its informers to sync.
+	PhaseStarting = "starting"
+	// PhaseRunning: the pipeline runs.
+	PhaseRunning = "running"
+	// PhaseFailed: the pipeline failed, or its Cluster is invalid; a failed run is started again after a
+	// backoff, an invalid Cluster waits for a change.
+	PhaseFailed = "failed"
+	// PhaseStopping: the pipeline stops, to start again with a changed Cluster.
+	PhaseStopping = "stopping"
+	// PhaseRemoving: the Cluster is removed; the pipeline stops and its resources are destroyed.
+	PhaseRemoving = "removing"
+)
+
+// Backoff of a cluster's pipeline that failed: doubled at every failure in a row, up to the maximum, and
+// reset once a run's informers synced.
+const (
+	clusterRestartBackoff    = time.Second
+	clusterRestartBackoffMax = time.Minute
+	// clusterTeardownTimeout bounds the destruction of a removed cluster's resources.
+	clusterTeardownTimeout = time.Minute
+)
+
+// clusterRun runs the pipeline of one Cluster, from its start to its stop: it builds and runs the pipeline,
+// builds it again after a failure (with a backoff), and once stopped for good, destroys the cluster's
+// resources in the host's state if it was asked to.
+type clusterRun struct {
+	id resource.ID
+	// spec is the Cluster's spec the run was started with, version its resource version.
+	spec    *specs.ClusterSpec
+	version resource.Version
+	opts    Options
+	host    state.State
+	logger  *zap.Logger
+	// changed wakes the host controller: the status changed.
+	changed func()
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	counts countsWatch
+
+	mu           sync.Mutex
+	phase        string
+	lastErr      string
+	lastErrAt    time.Time
+	runningSince time.Time
+	restarts     int
+	// pipeline is the current run's, nil between runs.
+	pipeline *CCM
+	// rotations counts the credential rotations of the runs that ended.
+	rotations int
+	rotatedAt time.Time
+	// destroy says that the resources go once the pipeline stopped.
+	destroy bool
+}
+
+// startClusterRun starts running a Cluster's pipeline until ctx is done or stop.
+func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpec, version resource.Version, opts Options, host state.State, changed func()) *clusterRun {
+	ctx, cancel := context.WithCancel(ctx)
+
+	cr := &clusterRun{
+		id: id, spec: spec, version: version, opts: opts, host: host, logger: opts.Logger, changed: changed,
+		cancel: cancel, done: make(chan struct{}), phase: PhaseStarting,
+	}
+
+	go cr.loop(ctx)
+
+	return cr
+}
+
+// stop stops the pipeline, and then, if destroy, destroys the cluster's resources (unless its spec keeps
+// them). It does not wait: done is closed once it is all over.
+func (cr *clusterRun) stop(destroy bool) {
+	cr.mu.Lock()
+	cr.destroy = cr.destroy || (destroy && !cr.spec.GetKeepResources())
+
+	switch {
+	case destroy:
+		cr.phase = PhaseRemoving
+	case cr.phase != PhaseRemoving:
+		cr.phase = PhaseStopping
+	}
+	cr.mu.Unlock()
+
+	cr.cancel()
+}
+
+// stopping reports whether the run was asked to stop.
+func (cr *clusterRun) stopping() bool {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+
+	return cr.phase == PhaseStopping || cr.phase == PhaseRemoving
+}
+
+// stopped reports whether the run is over.
+func (cr *clusterRun) stopped() bool {
+	select {
+	case <-cr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startClusterRemoval destroys the resources of a cluster whose run stopped without destroying them.
+func startClusterRemoval(stopped *clusterRun) *clusterRun {
+	cr := &clusterRun{
+		id: stopped.id, spec: stopped.spec, version: stopped.version, opts: stopped.opts, host: stopped.host,
+		logger: stopped.logger, changed: stopped.changed, cancel: func() {}, done: make(chan struct{}),
+		phase: PhaseRemoving, destroy: true,
+	}
+
+	go func() {
+		// Closed before the host controller is woken, which then finds the run over.
+		defer cr.changed()
+		defer close(cr.done)
+
+		cr.destroyResources(context.Background())
+	}()
+
+	return cr
+}
+
+func (cr *clusterRun) loop(ctx context.Context) {
+	// Closed before the host controller is woken, which then finds the run over.
+	defer cr.changed()
+	defer close(cr.done)
+
+	cr.runUntilStopped(ctx)
+
+	cr.mu.Lock()
+	destroy := cr.destroy
+	cr.mu.Unlock()
+
+	if destroy {
+		cr.destroyResources(ctx)
+	}
+}
+
+// runUntilStopped runs the pipeline until ctx is done, and again after every failure.
+func (cr *clusterRun) runUntilStopped(ctx context.Context) {
+	backoff := clusterRestartBackoff
+
+	for {
+		err := cr.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+
+		cr.mu.Lock()
+		if !cr.runningSince.IsZero() {
+			backoff = clusterRestartBackoff
+		}
+
+		cr.phase, cr.runningSince = PhaseFailed, time.Time{}
+		cr.restarts++
+		cr.mu.Unlock()
+
+		cr.failed(err)
+		cr.logger.Error("talos-ccm pipeline failed; starting it again", zap.Duration("backoff", backoff), zap.Error(err))
+		cr.changed()
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+
+		backoff = min(2*backoff, clusterRestartBackoffMax)
+	}
+}
+
+// destroyResources destroys the cluster's resources in the host's state.
+func (cr *clusterRun) destroyResources(ctx context.Context) {
+	// The host's runtime may be stopping too: the destruction is bounded, not tied to it.
+	teardownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), clusterTeardownTimeout)
+	defer cancel()
+
+	if err := destroyClusterResources(teardownCtx, cr.host, cr.opts.NamespacePrefix); err != nil {
+		cr.failed(err)
+		cr.logger.Error("failed to destroy the resources of a removed cluster", zap.Error(err))
+
+		return
+	}
+
+	cr.logger.Info("destroyed the resources of a removed cluster", zap.String("prefix", cr.opts.NamespacePrefix))
+}
+
+// runOnce builds the pipeline and runs it until ctx is done (nil) or it fails.
+func (cr *clusterRun) runOnce(ctx context.Context) error {
+	instance, err := New(ctx, cr.host, cr.opts)
+	if err != nil {
+		return fmt.Errorf("failed to build the talos-ccm pipeline: %w", err)
+	}
+
+	if err = releaseStaleFinalizers(ctx, cr.host, cr.opts.NamespacePrefix, instance.Runtime()); err != nil {
+		instance.CCM().Close()
+
+		return err
+	}
+
+	if instance.CCM().credentials != nil {
+		instance.CCM().credentials.changed = cr.changed
+	}
+
+	cr.setPipeline(instance.CCM())
+	defer cr.setPipeline(nil)
+
+	countsCtx, stopCounts := context.WithCancel(ctx)
+
+	var wg sync.WaitGroup
+
+	wg.Go(func() { cr.counts.run(countsCtx, instance.State(), cr.changed, cr.logger) })
+
+	err = instance.run(ctx, func() {
+		cr.mu.Lock()
+		if cr.phase == PhaseStarting || cr.phase == PhaseFailed {
+			cr.phase = PhaseRunning
+		}
+
+		cr.runningSince = time.Now()
+		cr.lastErr, cr.lastErrAt = "", time.Time{}
+		cr.mu.Unlock()
+
+		cr.logger.Info("talos-ccm pipeline running", zap.Strings("controllers", instance.CCM().Controllers()))
+		cr.changed()
+	})
+
+	stopCounts()
+	wg.Wait()
+
+	return pipelineRunError(ctx, err)
+}
+
+// setPipeline records the current run's pipeline (nil: none), adding the credential rotations of the one
+// that ends to the run's.
+func (cr *clusterRun) setPipeline(c *CCM) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+
+	if c == nil && cr.pipeline != nil {
+		rotations, rotatedAt, _ := cr.pipeline.credentialState()
+		cr.rotations += rotations
+
+		if rotatedAt.After(cr.rotatedAt) {
+			cr.rotatedAt = rotatedAt
+		}
+	}
+
+	cr.pipeline = c
+}
+
+// current returns the current run's pipeline, nil between runs.
+func (cr *clusterRun) current() *CCM {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+
+	return cr.pipeline
+}
+
+// failed records a failure for the status.
+func (cr *clusterRun) failed(err error) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+
+	cr.lastErr, cr.lastErrAt = err.Error(), time.Now()
+}
+
+// status returns the run's status.
+func (cr *clusterRun) status() *specs.ClusterStatusSpec {
+	cr.mu.Lock()
+
+	out := &specs.ClusterStatusSpec{
+		Phase:           cr.phase,
+		NamespacePrefix: cr.opts.NamespacePrefix,
+		ClusterVersion:  cr.version.String(),
+		LastError:       cr.lastErr,
+		LastErrorAt:     timestampOrNil(cr.lastErrAt),
+		RunningSince:    timestampOrNil(cr.runningSince),
+		Restarts:        int32(cr.restarts), //nolint:gosec // Restarts are few.
+	}
+
+	rotations, rotatedAt := cr.rotations, cr.rotatedAt
+	pipeline := cr.pipeline
+	cr.mu.Unlock()
+
+	if enabled, err := EnabledControllers(cr.opts.Controllers); err == nil {
+		for name := range enabled {
+			out.Controllers = append(out.Controllers, name)
+		}
+
+		slices.Sort(out.Controllers)
+	}
+
+	if pipeline != nil {
+		current, at, err := pipeline.credentialState()
+		rotations += current
+
+		if at.After(rotatedAt) {
+			rotatedAt = at
+		}
+
+		if err != nil && out.LastError == "" {
+			out.LastError = err.Error()
+		}
+	}
+
+	out.CredentialRotations = int32(rotations) //nolint:gosec // Rotations are few.
+	out.CredentialsRotatedAt = timestampOrNil(rotatedAt)
+
+	cr.counts.snapshot(out)
+
+	return out
+}
+
+func timestampOrNil(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+
+	return timestamppb.New(t)
+}
+
+// clusterClientConfig binds a host's client provider to one cluster.
+func clusterClientConfig(provider func(ctx context.Context, clusterID string) (*rest.Config, error), id resource.ID) ClientConfigFunc {
+	return func(ctx context.Context) (*rest.Config, error) {
+		if provider == nil {
+			return nil, errors.New("the host gave no client provider")
+		}
+
+		return provider(ctx, id)
+	}
+}

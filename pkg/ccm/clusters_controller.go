@@ -1,0 +1,449 @@
+package ccm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/registry"
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/host"
+)
+
+// ClustersControllerName is the name of the ClustersController in the host's runtime, and the finalizer
+// it puts on every Cluster it runs.
+const ClustersControllerName = "talos-ccm.ClustersController"
+
+// clustersRetry is when a reconcile that failed (a status write, say) is tried again.
+const clustersRetry = time.Second
+
+// ClustersOptions configure a ClustersController.
+type ClustersOptions struct {
+	// Namespace of the host's state that holds the Cluster resources, and where the ClusterStatus resources
+	// are written; empty means ClustersNamespace.
+	Namespace resource.Namespace
+	// ClientConfig returns a cluster's current Kubernetes client configuration, by the cluster's ID. It is
+	// called when a cluster's pipeline is built, again when the cluster's apiserver answers 401 Unauthorized
+	// (at most every CredentialsRetry), and when the host calls RefreshCredentials. Required.
+	ClientConfig func(ctx context.Context, clusterID string) (*rest.Config, error)
+	// Logger is the parent of every cluster's logger (named after the cluster's ID); nil means no logs.
+	Logger *zap.Logger
+}
+
+// ClustersController runs the talos-ccm pipelines of the clusters a host declares as Cluster resources, in
+// the host's runtime, over the host's state: one controller for every cluster, as a host such as Omni runs
+// one controller per concern over all its clusters.
+//
+// When a Cluster appears, it puts its finalizer on it and starts the cluster's pipeline (as New does with
+// the cluster's namespace prefix: a talos-ccm runtime of its own over the prefixed view of the host's
+// state, with its informers and controllers). When the Cluster's spec changes, it stops the pipeline and
+// starts it again with the new spec (the resources stay; finalizers of controllers no longer selected are
+// removed). When the Cluster is torn down (state.TeardownAndDestroy, the COSI way), it stops the pipeline,
+// destroys the cluster's resources in the host's state unless the spec keeps them, and removes its
+// finalizer, so that the Cluster's destruction completes once nothing is left running. A Cluster created
+// again under the same ID starts afresh. A pipeline that fails is started again with a backoff.
+//
+// For every Cluster it writes a ClusterStatus with the same ID: phase, last error, counts of Nodes and
+// certificate decisions, credential rotations.
+type ClustersController struct {
+	host state.State
+	opts ClustersOptions
+
+	mu   sync.Mutex
+	runs map[resource.ID]*clusterRun
+	// invalid are the Clusters that cannot run as they are, with why.
+	invalid map[resource.ID]invalidCluster
+}
+
+// invalidCluster is a Cluster that cannot run as it is.
+type invalidCluster struct {
+	spec    *specs.ClusterSpec
+	version resource.Version
+	err     error
+	at      time.Time
+}
+
+// NewClustersController returns the controller that runs the clusters declared in hostState, the state
+// of the host's runtime it is registered into.
+func NewClustersController(hostState state.State, opts ClustersOptions) (*ClustersController, error) {
+	if hostState == nil {
+		return nil, errors.New("failed to create the clusters controller: no host state")
+	}
+
+	if opts.ClientConfig == nil {
+		return nil, errors.New("failed to create the clusters controller: no client provider (ClustersOptions.ClientConfig)")
+	}
+
+	if opts.Namespace == "" {
+		opts.Namespace = ClustersNamespace
+	}
+
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+
+	return &ClustersController{host: hostState, opts: opts, runs: map[resource.ID]*clusterRun{}, invalid: map[resource.ID]invalidCluster{}}, nil
+}
+
+// Name implements controller.Controller.
+func (ctrl *ClustersController) Name() string {
+	return ClustersControllerName
+}
+
+// Inputs implements controller.Controller.
+func (ctrl *ClustersController) Inputs() []controller.Input {
+	return []controller.Input{{Namespace: ctrl.opts.Namespace, Type: ClusterType, Kind: controller.InputStrong}}
+}
+
+// Outputs implements controller.Controller.
+func (ctrl *ClustersController) Outputs() []controller.Output {
+	return []controller.Output{{Type: ClusterStatusType, Kind: controller.OutputExclusive}}
+}
+
+// RefreshCredentials asks the client provider for the credentials of the cluster again: the host's
+// signal that it rotated them. It does nothing for a cluster that does not run.
+func (ctrl *ClustersController) RefreshCredentials(clusterID string) {
+	ctrl.mu.Lock()
+	run := ctrl.runs[clusterID]
+	ctrl.mu.Unlock()
+
+	if run == nil {
+		return
+	}
+
+	if pipeline := run.current(); pipeline != nil {
+		pipeline.RefreshCredentials()
+	}
+}
+
+// Run implements controller.Controller. When the host's runtime stops it, it stops every pipeline and
+// waits for them, leaving their resources in place.
+func (ctrl *ClustersController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
+	defer ctrl.stopAll()
+
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.EventCh():
+		case <-retry.C:
+		}
+
+		if err := ctrl.reconcile(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+
+			// A failed write is tried again: returning would restart the controller, and every pipeline.
+			logger.Warn("failed to reconcile the clusters; trying again", zap.Error(err))
+			retry.Reset(clustersRetry)
+		}
+	}
+}
+
+// stopAll stops every pipeline and waits for them.
+func (ctrl *ClustersController) stopAll() {
+	ctrl.mu.Lock()
+	runs := ctrl.runs
+	ctrl.runs = map[resource.ID]*clusterRun{}
+	ctrl.mu.Unlock()
+
+	for _, run := range runs {
+		run.cancel()
+	}
+
+	for _, run := range runs {
+		<-run.done
+	}
+}
+
+// reconcile makes the pipelines those the Clusters declare, and writes their statuses.
+func (ctrl *ClustersController) reconcile(ctx context.Context, r controller.Runtime) error {
+	clusters, err := safe.ReaderList[*Cluster](ctx, r, NewCluster(ctrl.opts.Namespace, "").Metadata())
+	if err != nil {
+		return fmt.Errorf("failed to list the clusters: %w", err)
+	}
+
+	var errs []error
+
+	declared := map[resource.ID]bool{}
+
+	for cluster := range clusters.All() {
+		md := cluster.Metadata()
+
+		if md.Phase() == resource.PhaseTearingDown {
+			if ctrl.remove(md.ID()) {
+				errs = append(errs, ctrl.forget(ctx, r, cluster))
+			}
+
+			continue
+		}
+
+		declared[md.ID()] = true
+
+		if !md.Finalizers().Has(ClustersControllerName) {
+			if err = r.AddFinalizer(ctx, md, ClustersControllerName); err != nil {
+				errs = append(errs, fmt.Errorf("failed to hold cluster %s: %w", md.ID(), err))
+
+				continue
+			}
+		}
+
+		ctrl.declare(ctx, r, cluster)
+	}
+
+	// Pipelines whose Cluster went without a teardown (it was destroyed before it was held).
+	ctrl.mu.Lock()
+	var gone []resource.ID
+
+	for id := range ctrl.runs {
+		if !declared[id] {
+			gone = append(gone, id)
+		}
+	}
+
+	for id := range ctrl.invalid {
+		if !declared[id] {
+			delete(ctrl.invalid, id)
+		}
+	}
+	ctrl.mu.Unlock()
+
+	for _, id := range gone {
+		ctrl.remove(id)
+	}
+
+	return errors.Join(append(errs, ctrl.writeStatuses(ctx, r, declared))...)
+}
+
+// declare runs a Cluster that is not torn down as its spec says: it starts its pipeline, or, when its spec
+// changed, stops the one running so that a later reconcile (woken when it stopped) starts the new one.
+func (ctrl *ClustersController) declare(ctx context.Context, r controller.Runtime, cluster *Cluster) {
+	md := cluster.Metadata()
+	id := md.ID()
+	spec := cluster.TypedSpec().Value
+
+	ctrl.mu.Lock()
+	defer ctrl.mu.Unlock()
+
+	if run := ctrl.runs[id]; run != nil {
+		switch {
+		case run.stopped():
+			delete(ctrl.runs, id)
+		case run.stopping():
+			// It starts again, as the Cluster is now, once it stopped.
+			return
+		case run.spec.EqualVT(spec):
+			run.mu.Lock()
+			run.version = md.Version()
+			run.mu.Unlock()
+
+			return
+		default:
+			// Another prefix leaves the old one's resources behind, unless they are kept.
+			run.stop(clusterPrefix(id, run.spec) != clusterPrefix(id, spec))
+
+			return
+		}
+	}
+
+	opts, err := clusterOptions(id, spec)
+	if err == nil {
+		err = ctrl.prefixFree(id, opts.NamespacePrefix)
+	}
+
+	if err != nil {
+		if old, ok := ctrl.invalid[id]; !ok || !old.spec.EqualVT(spec) {
+			ctrl.opts.Logger.Error("invalid cluster", zap.String("cluster", id), zap.Error(err))
+
+			ctrl.invalid[id] = invalidCluster{spec: spec, version: md.Version(), err: err, at: time.Now()}
+		}
+
+		return
+	}
+
+	delete(ctrl.invalid, id)
+
+	opts.Logger = ctrl.opts.Logger.Named(id)
+	opts.ClientConfig = clusterClientConfig(ctrl.opts.ClientConfig, id)
+
+	ctrl.runs[id] = startClusterRun(ctx, id, spec.CloneVT(), md.Version(), opts, ctrl.host, r.QueueReconcile)
+}
+
+// prefixFree says why a cluster cannot have a namespace prefix: another cluster's pipeline (running, or
+// stopping) has it. Called with mu held.
+func (ctrl *ClustersController) prefixFree(id resource.ID, prefix string) error {
+	for other, run := range ctrl.runs {
+		if other != id && run.opts.NamespacePrefix == prefix && !run.stopped() {
+			return fmt.Errorf("namespace prefix %q is the prefix of cluster %q", prefix, other)
+		}
+	}
+
+	return nil
+}
+
+// remove stops the pipeline of a removed cluster and destroys its resources, and reports whether that is
+// all over (or there was no pipeline).
+func (ctrl *ClustersController) remove(id resource.ID) bool {
+	ctrl.mu.Lock()
+	defer ctrl.mu.Unlock()
+
+	delete(ctrl.invalid, id)
+
+	run := ctrl.runs[id]
+	if run == nil {
+		return true
+	}
+
+	if !run.stopped() {
+		run.stop(true)
+
+		return false
+	}
+
+	delete(ctrl.runs, id)
+
+	// A pipeline that stopped for a change of spec, not for good, still has its resources: they go now.
+	run.mu.Lock()
+	destroyed := run.destroy || run.spec.GetKeepResources()
+	run.mu.Unlock()
+
+	if !destroyed {
+		ctrl.runs[id] = startClusterRemoval(run)
+
+		return false
+	}
+
+	return true
+}
+
+// forget releases a removed Cluster once its pipeline is over: its status goes, and its finalizer.
+func (ctrl *ClustersController) forget(ctx context.Context, r controller.Runtime, cluster *Cluster) error {
+	md := cluster.Metadata()
+
+	if err := r.Destroy(ctx, NewClusterStatus(ctrl.opts.Namespace, md.ID()).Metadata()); err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("failed to destroy the status of cluster %s: %w", md.ID(), err)
+	}
+
+	if md.Finalizers().Has(ClustersControllerName) {
+		if err := r.RemoveFinalizer(ctx, md, ClustersControllerName); err != nil && !state.IsNotFoundError(err) {
+			return fmt.Errorf("failed to release cluster %s: %w", md.ID(), err)
+		}
+	}
+
+	return nil
+}
+
+// writeStatuses writes the status of every cluster with a pipeline or an invalid spec, and destroys the
+// others.
+func (ctrl *ClustersController) writeStatuses(ctx context.Context, r controller.Runtime, declared map[resource.ID]bool) error {
+	ctrl.mu.Lock()
+
+	statuses := map[resource.ID]*specs.ClusterStatusSpec{}
+
+	for id, run := range ctrl.runs {
+		statuses[id] = run.status()
+	}
+
+	for id, invalid := range ctrl.invalid {
+		statuses[id] = &specs.ClusterStatusSpec{
+			Phase:          PhaseFailed,
+			ClusterVersion: invalid.version.String(),
+			LastError:      invalid.err.Error(),
+			LastErrorAt:    timestampOrNil(invalid.at),
+		}
+	}
+	ctrl.mu.Unlock()
+
+	var errs []error
+
+	for id, status := range statuses {
+		if err := safe.WriterModify(ctx, r, NewClusterStatus(ctrl.opts.Namespace, id), func(s *ClusterStatus) error {
+			s.TypedSpec().Value = status
+
+			return nil
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("failed to write the status of cluster %s: %w", id, err))
+		}
+	}
+
+	existing, err := safe.ReaderList[*ClusterStatus](ctx, r, NewClusterStatus(ctrl.opts.Namespace, "").Metadata())
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("failed to list the cluster statuses: %w", err))...)
+	}
+
+	for status := range existing.All() {
+		id := status.Metadata().ID()
+		if _, ok := statuses[id]; ok || declared[id] {
+			continue
+		}
+
+		if err = r.Destroy(ctx, status.Metadata()); err != nil && !state.IsNotFoundError(err) {
+			errs = append(errs, fmt.Errorf("failed to destroy the status of cluster %s: %w", id, err))
+		}
+	}
+
+	return errors.Join(errs...)
+}
+
+// Cluster and ClusterStatus are the host's resources of a ClustersController.
+type (
+	// Cluster declares a cluster to serve; its ID is the cluster's ID. Its spec is a specs.ClusterSpec.
+	Cluster = host.Cluster
+	// ClusterStatus is the health of a cluster's pipeline; its ID is the cluster's ID. Its spec is a
+	// specs.ClusterStatusSpec.
+	ClusterStatus = host.ClusterStatus
+)
+
+// Types and default namespace of the host's resources of a ClustersController.
+const (
+	ClusterType       = host.ClusterType
+	ClusterStatusType = host.ClusterStatusType
+	// ClustersNamespace is the default namespace of Cluster and ClusterStatus resources.
+	ClustersNamespace = host.NamespaceName
+)
+
+// NewCluster returns an empty Cluster of the given ID in the namespace ns.
+func NewCluster(ns resource.Namespace, id resource.ID) *Cluster {
+	return host.NewCluster(ns, id)
+}
+
+// NewClusterStatus returns an empty ClusterStatus of the given ID in the namespace ns: a pointer to read one.
+func NewClusterStatus(ns resource.Namespace, id resource.ID) *ClusterStatus {
+	return host.NewClusterStatus(ns, id)
+}
+
+// RegisterClusterResources registers the namespace ns (empty means ClustersNamespace) and the definitions
+// of Cluster and ClusterStatus into the host's state, so that the host's tools can discover them.
+// Definitions already there are kept.
+func RegisterClusterResources(ctx context.Context, hostState state.State, ns resource.Namespace) error {
+	if ns == "" {
+		ns = ClustersNamespace
+	}
+
+	if err := registry.NewNamespaceRegistry(hostState).Register(ctx, ns, "Clusters served by talos-ccm, and their status."); err != nil && !state.IsConflictError(err) {
+		return fmt.Errorf("failed to register namespace %q: %w", ns, err)
+	}
+
+	definitions := registry.NewResourceRegistry(hostState)
+
+	for _, r := range host.All() {
+		if err := definitions.Register(ctx, r); err != nil && !state.IsConflictError(err) {
+			return fmt.Errorf("failed to register resource definition %q: %w", r.ResourceDefinition().Type, err)
+		}
+	}
+
+	return nil
+}

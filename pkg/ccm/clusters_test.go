@@ -1,0 +1,526 @@
+package ccm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+)
+
+// clusterFactsController is a host's controller that feeds facts to the clusters it declares: for every
+// Cluster that is not being removed, it writes the machines of the host's inventory for that cluster into the
+// cluster's prefixed talos namespace (the cluster's ID and ":"); a removed cluster's facts are the
+// ClustersController's to destroy with the rest of its resources.
+type clusterFactsController struct{}
+
+func (ctrl *clusterFactsController) Name() string { return "host.ClusterFactsController" }
+
+func (ctrl *clusterFactsController) Inputs() []controller.Input {
+	return []controller.Input{
+		{Namespace: hostNamespace, Type: hostMachineType, Kind: controller.InputWeak},
+		{Namespace: ccm.ClustersNamespace, Type: ccm.ClusterType, Kind: controller.InputWeak},
+	}
+}
+
+func (ctrl *clusterFactsController) Outputs() []controller.Output {
+	return []controller.Output{
+		{Type: ccm.PlatformMetadataType, Kind: controller.OutputExclusive},
+		{Type: ccm.MachineAddressesType, Kind: controller.OutputExclusive},
+	}
+}
+
+func (ctrl *clusterFactsController) Run(ctx context.Context, r controller.Runtime, _ *zap.Logger) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.EventCh():
+		}
+
+		machines, err := safe.ReaderListAll[*hostMachine](ctx, r)
+		if err != nil {
+			return fmt.Errorf("failed to list machines: %w", err)
+		}
+
+		clusters, err := safe.ReaderList[*ccm.Cluster](ctx, r, ccm.NewCluster(ccm.ClustersNamespace, "").Metadata())
+		if err != nil {
+			return fmt.Errorf("failed to list clusters: %w", err)
+		}
+
+		for cluster := range clusters.All() {
+			if cluster.Metadata().Phase() != resource.PhaseRunning {
+				continue
+			}
+
+			wanted := map[string]talossim.Machine{}
+
+			for m := range machines.All() {
+				if m.TypedSpec().Cluster == cluster.Metadata().ID() {
+					wanted[m.TypedSpec().Machine.Name] = m.TypedSpec().Machine
+				}
+			}
+
+			if err = writeFacts(ctx, r, ccm.HostNamespace(cluster.Metadata().ID()+":", ccm.TalosNamespace), wanted); err != nil {
+				return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster.Metadata().ID(), err)
+			}
+		}
+	}
+}
+
+// countingState counts the watches open on a state.
+type countingState struct {
+	state.CoreState
+
+	open atomic.Int64
+}
+
+func (s *countingState) track(ctx context.Context, watch func() error) error {
+	if err := watch(); err != nil {
+		return err
+	}
+
+	s.open.Add(1)
+	context.AfterFunc(ctx, func() { s.open.Add(-1) })
+
+	return nil
+}
+
+func (s *countingState) Watch(ctx context.Context, ptr resource.Pointer, ch chan<- state.Event, opts ...state.WatchOption) error {
+	return s.track(ctx, func() error { return s.CoreState.Watch(ctx, ptr, ch, opts...) })
+}
+
+func (s *countingState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- state.Event, opts ...state.WatchKindOption) error {
+	return s.track(ctx, func() error { return s.CoreState.WatchKind(ctx, kind, ch, opts...) })
+}
+
+func (s *countingState) WatchKindAggregated(ctx context.Context, kind resource.Kind, ch chan<- []state.Event, opts ...state.WatchKindOption) error {
+	return s.track(ctx, func() error { return s.CoreState.WatchKindAggregated(ctx, kind, ch, opts...) })
+}
+
+// clustersHost is a host runtime with a ClustersController and the facts controller, over a state whose
+// watches are counted.
+type clustersHost struct {
+	state   state.State
+	watches *countingState
+	ctrl    *ccm.ClustersController
+	stop    func()
+}
+
+func startClustersHost(ctx context.Context, t *testing.T, provider func(context.Context, string) (*rest.Config, error)) *clustersHost {
+	t.Helper()
+
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+
+	watches := &countingState{CoreState: namespaced.NewState(ccm.MemoryStateBuilder())}
+	hostState := state.WrapCore(watches)
+
+	require.NoError(t, ccm.RegisterClusterResources(ctx, hostState, ""))
+
+	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
+	require.NoError(t, err)
+
+	ctrl, err := ccm.NewClustersController(hostState, ccm.ClustersOptions{ClientConfig: provider, Logger: logger})
+	require.NoError(t, err)
+
+	require.NoError(t, host.RegisterController(ctrl))
+	require.NoError(t, host.RegisterController(&clusterFactsController{}))
+
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+
+	go func() { done <- host.Run(runCtx) }()
+
+	h := &clustersHost{state: hostState, watches: watches, ctrl: ctrl}
+	h.stop = sync.OnceFunc(func() {
+		cancel()
+
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("host runtime: %v", err)
+		}
+	})
+	t.Cleanup(h.stop)
+
+	return h
+}
+
+// declare creates or changes a Cluster.
+func (h *clustersHost) declare(ctx context.Context, t *testing.T, id string, spec *specs.ClusterSpec) {
+	t.Helper()
+
+	cluster := ccm.NewCluster(ccm.ClustersNamespace, id)
+	cluster.TypedSpec().Value = spec
+
+	current, err := h.state.Get(ctx, cluster.Metadata())
+
+	switch {
+	case state.IsNotFoundError(err):
+		require.NoError(t, h.state.Create(ctx, cluster))
+	case err == nil:
+		_, err = safe.StateUpdateWithConflicts(ctx, h.state, current.Metadata(), func(c *ccm.Cluster) error {
+			c.TypedSpec().Value = spec
+
+			return nil
+		})
+		require.NoError(t, err)
+	default:
+		require.NoError(t, err)
+	}
+}
+
+// remove removes a Cluster the COSI way: it returns once the ClustersController released it.
+func (h *clustersHost) remove(ctx context.Context, id string) error {
+	return h.state.TeardownAndDestroy(ctx, ccm.NewCluster(ccm.ClustersNamespace, id).Metadata()) //nolint:wrapcheck
+}
+
+// status returns a cluster's status, nil when there is none.
+func (h *clustersHost) status(ctx context.Context, id string) (*specs.ClusterStatusSpec, error) {
+	st, err := safe.StateGet[*ccm.ClusterStatus](ctx, h.state, ccm.NewClusterStatus(ccm.ClustersNamespace, id).Metadata())
+	if state.IsNotFoundError(err) {
+		return nil, nil //nolint:nilnil // No status yet.
+	}
+
+	if err != nil {
+		return nil, err //nolint:wrapcheck
+	}
+
+	return st.TypedSpec().Value, nil
+}
+
+// waitStatus waits until check passes on a cluster's status.
+func (h *clustersHost) waitStatus(ctx context.Context, t *testing.T, id string, check func(*specs.ClusterStatusSpec) error) {
+	t.Helper()
+
+	testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, "status of cluster "+id, func(ctx context.Context) error {
+		status, err := h.status(ctx, id)
+		if err != nil {
+			return err
+		}
+
+		if status == nil {
+			return errors.New("no status")
+		}
+
+		return check(status)
+	})
+}
+
+// leftovers lists what is left in the host's state of a cluster's prefix: the resources of every type the
+// prefix's definitions named (read before the removal), and the definitions.
+func (h *clustersHost) leftovers(ctx context.Context, prefix string, definitions []*meta.ResourceDefinition) ([]string, error) {
+	definitionsKind := resource.NewMetadata(ccm.HostNamespace(prefix, meta.NamespaceName), meta.ResourceDefinitionType, "", resource.VersionUndefined)
+	kinds := []resource.Kind{&definitionsKind}
+
+	for _, rd := range definitions {
+		md := resource.NewMetadata(ccm.HostNamespace(prefix, rd.TypedSpec().DefaultNamespace), rd.TypedSpec().Type, "", resource.VersionUndefined)
+		kinds = append(kinds, &md)
+	}
+
+	var left []string
+
+	for _, kind := range kinds {
+		list, err := h.state.List(ctx, kind)
+		if err != nil {
+			return nil, err //nolint:wrapcheck
+		}
+
+		for _, r := range list.Items {
+			left = append(left, fmt.Sprintf("%s %s/%s", r.Metadata().Type(), r.Metadata().Namespace(), r.Metadata().ID()))
+		}
+	}
+
+	return left, nil
+}
+
+// definitions lists the resource definitions a cluster's pipeline registered under its prefix.
+func (h *clustersHost) definitions(ctx context.Context, t *testing.T, prefix string) []*meta.ResourceDefinition {
+	t.Helper()
+
+	list, err := safe.StateList[*meta.ResourceDefinition](ctx, h.state,
+		resource.NewMetadata(ccm.HostNamespace(prefix, meta.NamespaceName), meta.ResourceDefinitionType, "", resource.VersionUndefined))
+	require.NoError(t, err)
+
+	return slices.Collect(list.All())
+}
+
+// serviceAccountToken creates a service account bound to cluster-admin and returns a token of it.
+func serviceAccountToken(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) string {
+	t.Helper()
+
+	_, err := client.CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: "kube-system"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	expiration := int64(3600)
+
+	token, err := client.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiration}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	return token.Status.Token
+}
+
+// tokenConfig is the admin config of env with a bearer token instead of the admin's certificate.
+func tokenConfig(env *testenv.Env, token string) *rest.Config {
+	return &rest.Config{
+		Host:            env.Config.Host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData},
+	}
+}
+
+// TestClustersFromResources: a host with one runtime and one state serves three clusters it declares as
+// Cluster resources, each with its own control plane; their Nodes are initialized from the facts the host
+// feeds. One cluster's credentials rotate twice: once on the host's signal, once when the old credentials are
+// refused (401) and talos-ccm asks the host's client provider again; its Nodes keep being initialized. One
+// cluster is removed: its resources leave the host's state, its pipeline stops (a Node created then stays
+// uninitialized), its status goes; re-added under the same ID, it initializes that Node.
+func TestClustersFromResources(t *testing.T) {
+	t.Parallel()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+
+	names := []string{"alpha", "beta", "gamma"}
+	clusters := map[string]*cluster{}
+
+	for _, name := range names {
+		c := &cluster{name: name, prefix: name + ":", env: testenv.Start(t)}
+		c.machines = talossim.Generate(4, int64(len(clusters)+7))
+
+		for j := range c.machines {
+			m := &c.machines[j]
+			m.ProviderID = fmt.Sprintf("host://%s/%s", name, m.Name)
+			m.Region, m.Zone, m.InstanceType = name+"-region", name+"-region-a", name+".large"
+			m.NoPlatformMetadata = false
+		}
+
+		clusters[name] = c
+	}
+
+	// beta's credentials are service account tokens, which the test rotates and revokes.
+	beta := clusters["beta"]
+
+	var (
+		tokenMu sync.Mutex
+		token   = serviceAccountToken(ctx, t, beta.env.Clientset(), "ccm-1")
+		asked   atomic.Int64
+	)
+
+	provider := func(_ context.Context, id string) (*rest.Config, error) {
+		c, ok := clusters[id]
+		if !ok {
+			return nil, fmt.Errorf("no cluster %q", id)
+		}
+
+		if id != "beta" {
+			return rest.CopyConfig(c.env.Config), nil
+		}
+
+		asked.Add(1)
+
+		tokenMu.Lock()
+		defer tokenMu.Unlock()
+
+		return tokenConfig(c.env, token), nil
+	}
+
+	h := startClustersHost(ctx, t, provider)
+
+	var wg sync.WaitGroup
+
+	runKubelets := func(c *cluster, machines []talossim.Machine) {
+		kubelets, err := talossim.NewKubelets(c.env.Config, machines, talossim.KubeletOptions{Logger: logger.Named(c.name + "-kubelets")})
+		require.NoError(t, err)
+
+		wg.Go(func() {
+			if err := kubelets.Run(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("kubelets of %s: %v", c.name, err)
+			}
+		})
+	}
+
+	t.Cleanup(wg.Wait)
+	t.Cleanup(cancel)
+
+	spec := &specs.ClusterSpec{Controllers: []string{ccm.ControllerCloudNode, ccm.ControllerCSRApproval}, HostFacts: true}
+
+	for _, name := range names {
+		c := clusters[name]
+
+		// The last machine of each cluster joins later.
+		for _, m := range c.machines[:3] {
+			require.NoError(t, h.state.Create(ctx, newHostMachine(name, m)))
+		}
+
+		h.declare(ctx, t, name, spec)
+		runKubelets(c, c.machines[:3])
+	}
+
+	for _, name := range names {
+		c := clusters[name]
+
+		for _, m := range c.machines[:3] {
+			waitNode(ctx, t, c, m.Name, func(n *corev1.Node) error { return checkNode(n, name, m) })
+		}
+
+		h.waitStatus(ctx, t, name, func(s *specs.ClusterStatusSpec) error {
+			if s.GetPhase() != ccm.PhaseRunning || s.GetNodesInitialized() != 3 || s.GetNodesWaiting() != 0 || s.GetNamespacePrefix() != name+":" {
+				return fmt.Errorf("status %v", s)
+			}
+
+			return nil
+		})
+	}
+
+	// Rotation on the host's signal: a new token, and the host says so.
+	tokenMu.Lock()
+	token = serviceAccountToken(ctx, t, beta.env.Clientset(), "ccm-2")
+	tokenMu.Unlock()
+
+	h.ctrl.RefreshCredentials("beta")
+
+	h.waitStatus(ctx, t, "beta", func(s *specs.ClusterStatusSpec) error {
+		if s.GetCredentialRotations() != 1 {
+			return fmt.Errorf("%d credential rotations", s.GetCredentialRotations())
+		}
+
+		return nil
+	})
+
+	// Rotation on refusal: the host rotates without a word and revokes the token in use; the next write is
+	// refused, talos-ccm asks the provider again, and the late machine's Node is initialized all the same.
+	askedBefore := asked.Load()
+
+	tokenMu.Lock()
+	revoked := token
+	token = serviceAccountToken(ctx, t, beta.env.Clientset(), "ccm-3")
+	tokenMu.Unlock()
+
+	require.NoError(t, beta.env.Clientset().CoreV1().ServiceAccounts("kube-system").Delete(ctx, "ccm-2", metav1.DeleteOptions{}))
+
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the revoked token is refused", func(ctx context.Context) error {
+		client, err := kubernetes.NewForConfig(tokenConfig(beta.env, revoked))
+		if err != nil {
+			return err
+		}
+
+		if _, err = client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("listing Nodes with the revoked token: %v", err)
+		}
+
+		return nil
+	})
+
+	late := beta.machines[3]
+	require.NoError(t, h.state.Create(ctx, newHostMachine("beta", late)))
+	runKubelets(beta, []talossim.Machine{late})
+	waitNode(ctx, t, beta, late.Name, func(n *corev1.Node) error { return checkNode(n, "beta", late) })
+
+	h.waitStatus(ctx, t, "beta", func(s *specs.ClusterStatusSpec) error {
+		if s.GetCredentialRotations() != 2 || s.GetNodesInitialized() != 4 {
+			return fmt.Errorf("%d credential rotations, %d Nodes initialized", s.GetCredentialRotations(), s.GetNodesInitialized())
+		}
+
+		return nil
+	})
+	require.Greater(t, asked.Load(), askedBefore, "the provider was asked again after the refusal")
+
+	// gamma goes: its resources leave the host's state, and nothing of it runs any more.
+	gamma := clusters["gamma"]
+	definitions := h.definitions(ctx, t, gamma.prefix)
+	require.NotEmpty(t, definitions)
+
+	left, err := h.leftovers(ctx, gamma.prefix, definitions)
+	require.NoError(t, err)
+	require.NotEmpty(t, left, "a running cluster has resources")
+
+	require.NoError(t, h.remove(ctx, "gamma"))
+
+	left, err = h.leftovers(ctx, gamma.prefix, definitions)
+	require.NoError(t, err)
+	require.Empty(t, left, "a removed cluster's resources are destroyed")
+
+	status, err := h.status(ctx, "gamma")
+	require.NoError(t, err)
+	require.Nil(t, status, "a removed cluster has no status")
+
+	// A machine that joins the removed cluster: nothing initializes its Node.
+	lateGamma := gamma.machines[3]
+	require.NoError(t, h.state.Create(ctx, newHostMachine("gamma", lateGamma)))
+	runKubelets(gamma, []talossim.Machine{lateGamma})
+
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the late Node registers", func(ctx context.Context) error {
+		_, err := gamma.env.Clientset().CoreV1().Nodes().Get(ctx, lateGamma.Name, metav1.GetOptions{})
+
+		return err //nolint:wrapcheck
+	})
+
+	testenv.Consistently(t, 3*time.Second, 200*time.Millisecond, "nothing initializes the removed cluster's Node", func(ctx context.Context) error {
+		n, err := gamma.env.Clientset().CoreV1().Nodes().Get(ctx, lateGamma.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+
+		if checkNode(n, "gamma", lateGamma) == nil {
+			return errors.New("initialized")
+		}
+
+		return nil
+	})
+
+	// gamma again, under the same ID: it starts afresh and initializes the late Node.
+	h.declare(ctx, t, "gamma", spec)
+	waitNode(ctx, t, gamma, lateGamma.Name, func(n *corev1.Node) error { return checkNode(n, "gamma", lateGamma) })
+
+	h.waitStatus(ctx, t, "gamma", func(s *specs.ClusterStatusSpec) error {
+		if s.GetPhase() != ccm.PhaseRunning || s.GetNodesInitialized() != 4 {
+			return fmt.Errorf("status %v", s)
+		}
+
+		return nil
+	})
+
+	// alpha ran through all of it untouched.
+	h.waitStatus(ctx, t, "alpha", func(s *specs.ClusterStatusSpec) error {
+		if s.GetPhase() != ccm.PhaseRunning || s.GetRestarts() != 0 || s.GetCredentialRotations() != 0 {
+			return fmt.Errorf("status %v", s)
+		}
+
+		return nil
+	})
+}

@@ -1,0 +1,238 @@
+package ccm
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
+)
+
+// ClientConfigFunc returns a cluster's current Kubernetes client configuration. A host whose credentials
+// expire or rotate passes one (Options.ClientConfig) instead of a fixed RestConfig: talos-ccm calls it when
+// the pipeline starts, again when the apiserver answers 401 Unauthorized, and when the host signals a
+// rotation (ClustersController.RefreshCredentials).
+type ClientConfigFunc func(ctx context.Context) (*rest.Config, error)
+
+// errServerChanged says that new credentials name another apiserver: the clients already built address the
+// old one, so the pipeline has to be built again.
+var errServerChanged = errors.New("the client configuration names another apiserver")
+
+// errConnectionsClosed is the error of a client of a pipeline that was closed.
+var errConnectionsClosed = errors.New("the pipeline's Kubernetes connections are closed")
+
+// connections are the Kubernetes connections of one pipeline. Every client gets a connection of its own
+// (config): client-go gives every client of the same TLS settings one HTTP/2 connection, and HTTP/2 flow
+// control is per connection, so while thousands of Nodes join, the responses to Node writes and the Node
+// watch's events would hold back the certificate request watch's for seconds.
+//
+// The clients' configurations carry no credentials: their transport (rotatingTransport) sends each request
+// through a transport built from the current credentials, so that rotate switches every client to new
+// credentials at once without rebuilding the clients, the informers or their caches. Every connection is
+// dialled through a tracker of its generation of credentials: rotate closes the old generation's
+// connections (watches reconnect with the new credentials), and close closes them all, so that a stopped
+// pipeline leaves no connection, nor its goroutines, behind.
+type connections struct {
+	// unauthorized is called (without blocking) when the apiserver answers 401 Unauthorized.
+	unauthorized func()
+
+	mu sync.Mutex
+	// base is the current client configuration, as given.
+	base *rest.Config
+	// fingerprint identifies base's credentials and server.
+	fingerprint [sha256.Size]byte
+	// tracker tracks the connections of the current generation.
+	tracker    *connrotation.ConnectionTracker
+	transports []*rotatingTransport
+	closed     atomic.Bool
+}
+
+// newConnections returns the connections of a pipeline over base.
+func newConnections(base *rest.Config, unauthorized func()) *connections {
+	if unauthorized == nil {
+		unauthorized = func() {}
+	}
+
+	return &connections{
+		unauthorized: unauthorized,
+		base:         rest.CopyConfig(base),
+		fingerprint:  clientFingerprint(base),
+		tracker:      connrotation.NewConnectionTracker(),
+	}
+}
+
+// config returns the configuration of a client with a connection of its own, named for its user agent
+// ("talos-ccm/<name>"; empty keeps base's).
+func (c *connections) config(name string) (*rest.Config, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	t := &rotatingTransport{unauthorized: c.unauthorized}
+
+	inner, err := c.innerTransport(c.base)
+	if err != nil {
+		return nil, err
+	}
+
+	t.current.Store(&transportOf{inner})
+	c.transports = append(c.transports, t)
+
+	cfg := withoutCredentials(c.base)
+	cfg.Transport = t
+
+	if name != "" {
+		cfg.UserAgent = "talos-ccm/" + name
+	}
+
+	return cfg, nil
+}
+
+// innerTransport builds a transport of base's credentials whose connections are its own (client-go keys its
+// transports by dialer) and tracked by the current generation's tracker.
+func (c *connections) innerTransport(base *rest.Config) (http.RoundTripper, error) {
+	cfg := rest.CopyConfig(base)
+
+	dial := cfg.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+
+	// Nothing dials once the pipeline is closed: a client still in use then would leave a connection open.
+	open := func(ctx context.Context, network, address string) (net.Conn, error) {
+		if c.closed.Load() {
+			return nil, errConnectionsClosed
+		}
+
+		return dial(ctx, network, address)
+	}
+
+	cfg.Dial = connrotation.NewDialerWithTracker(open, c.tracker).DialContext
+
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to build the Kubernetes transport: %w", err)
+	}
+
+	return rt, nil
+}
+
+// rotate switches every client to base's credentials and closes the connections of the old ones. It
+// reports whether anything changed: nothing does when base has the credentials in use. It returns
+// errServerChanged when base names another apiserver, and changes nothing then.
+func (c *connections) rotate(base *rest.Config) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.closed.Load() {
+		return false, errConnectionsClosed
+	}
+
+	fingerprint := clientFingerprint(base)
+	if fingerprint == c.fingerprint {
+		return false, nil
+	}
+
+	if base.Host != c.base.Host || base.APIPath != c.base.APIPath {
+		return false, errServerChanged
+	}
+
+	old := c.tracker
+	c.tracker = connrotation.NewConnectionTracker()
+
+	inners := make([]*transportOf, len(c.transports))
+
+	for i := range c.transports {
+		inner, err := c.innerTransport(base)
+		if err != nil {
+			c.tracker = old
+
+			return false, err
+		}
+
+		inners[i] = &transportOf{inner}
+	}
+
+	for i, t := range c.transports {
+		t.current.Store(inners[i])
+	}
+
+	c.base = rest.CopyConfig(base)
+	c.fingerprint = fingerprint
+
+	old.CloseAll()
+
+	return true, nil
+}
+
+// close closes every connection; the clients fail from then on.
+func (c *connections) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	c.closed.Store(true)
+	c.tracker.CloseAll()
+}
+
+// withoutCredentials returns a copy of cfg with what a client needs (server, content types, rate limits,
+// timeouts), without what the transport underneath holds (TLS, credentials, impersonation, dialer, proxy):
+// client-go refuses a custom transport beside TLS settings, and would apply credentials twice.
+func withoutCredentials(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.TLSClientConfig = rest.TLSClientConfig{}
+	out.BearerToken, out.BearerTokenFile, out.Username, out.Password = "", "", "", ""
+	out.Impersonate = rest.ImpersonationConfig{}
+	out.AuthProvider, out.AuthConfigPersister, out.ExecProvider = nil, nil, nil
+	out.WrapTransport, out.Dial, out.Proxy = nil, nil, nil
+
+	return out
+}
+
+// clientFingerprint identifies a configuration's server and credentials, to tell new credentials from the
+// ones in use.
+func clientFingerprint(cfg *rest.Config) [sha256.Size]byte {
+	h := sha256.New()
+
+	for _, v := range []string{
+		cfg.Host, cfg.APIPath, cfg.BearerToken, cfg.BearerTokenFile, cfg.Username, cfg.Password,
+		cfg.CertFile, cfg.KeyFile, cfg.CAFile, cfg.ServerName, string(cfg.CertData), string(cfg.KeyData),
+		string(cfg.CAData), fmt.Sprint(cfg.Insecure), cfg.Impersonate.UserName, fmt.Sprint(cfg.Impersonate.Groups),
+		fmt.Sprintf("%#v", cfg.ExecProvider), fmt.Sprintf("%#v", cfg.AuthProvider),
+	} {
+		fmt.Fprintf(h, "%d:%s", len(v), v)
+	}
+
+	var out [sha256.Size]byte
+
+	copy(out[:], h.Sum(nil))
+
+	return out
+}
+
+// rotatingTransport sends a client's requests through the transport of the current credentials, and
+// reports 401 Unauthorized answers.
+type rotatingTransport struct {
+	current      atomic.Pointer[transportOf]
+	unauthorized func()
+}
+
+// transportOf is the transport of one generation of credentials.
+type transportOf struct {
+	http.RoundTripper
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *rotatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.current.Load().RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		t.unauthorized()
+	}
+
+	return resp, err //nolint:wrapcheck // A transport passes its errors on as they are.
+}
