@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -523,4 +525,141 @@ func TestClustersFromResources(t *testing.T) {
 
 		return nil
 	})
+}
+
+// TestClustersLeakNothing adds, changes and removes 50 clusters in a shuffled order, removing some while they
+// start or restart, and re-adding some under the same ID: once they are all removed, the host's state holds
+// none of their resources and no more watches than before, and the process runs no more goroutines than
+// before. Not parallel: it counts the goroutines of the whole test process.
+func TestClustersLeakNothing(t *testing.T) { //nolint:paralleltest // It counts the process's goroutines.
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+
+	env := testenv.Start(t)
+	provider := func(context.Context, string) (*rest.Config, error) { return rest.CopyConfig(env.Config), nil }
+
+	h := startClustersHost(ctx, t, provider)
+	spec := &specs.ClusterSpec{Controllers: []string{ccm.ControllerCloudNode}}
+
+	running := func(id string) {
+		h.waitStatus(ctx, t, id, func(s *specs.ClusterStatusSpec) error {
+			cluster, err := safe.StateGet[*ccm.Cluster](ctx, h.state, ccm.NewCluster(ccm.ClustersNamespace, id).Metadata())
+			if err != nil {
+				return err
+			}
+
+			if s.GetPhase() != ccm.PhaseRunning || s.GetClusterVersion() != cluster.Metadata().Version().String() {
+				return fmt.Errorf("phase %s at version %s, want running at %s", s.GetPhase(), s.GetClusterVersion(), cluster.Metadata().Version())
+			}
+
+			return nil
+		})
+	}
+
+	removeAll := func(ids []string) {
+		var wg sync.WaitGroup
+
+		for _, id := range ids {
+			wg.Go(func() { require.NoError(t, h.remove(ctx, id)) })
+		}
+
+		wg.Wait()
+	}
+
+	// A first cluster, added and removed, so that what client-go starts once per process is running before
+	// the count.
+	h.declare(ctx, t, "warmup", spec)
+	running("warmup")
+
+	definitions := h.definitions(ctx, t, "warmup:")
+	removeAll([]string{"warmup"})
+
+	goroutines, watches := settledGoroutines(), h.watches.open.Load()
+
+	ids := make([]string, 50)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("c%02d", i)
+	}
+
+	rng := rand.New(rand.NewPCG(50, 50)) //nolint:gosec // A shuffle, not a secret.
+	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+
+	for _, id := range ids {
+		h.declare(ctx, t, id, spec)
+	}
+
+	// Ten go while they start.
+	removeAll(ids[:10])
+
+	for _, id := range ids[10:] {
+		running(id)
+	}
+
+	// Twenty change: ten select another controller, ten another cluster name; five of each go while they
+	// restart.
+	changed := ids[10:30]
+	for i, id := range changed {
+		if i%2 == 0 {
+			h.declare(ctx, t, id, &specs.ClusterSpec{Controllers: []string{ccm.ControllerCloudNode, ccm.ControllerNodeLifecycle}})
+		} else {
+			h.declare(ctx, t, id, &specs.ClusterSpec{Controllers: spec.GetControllers(), Config: &specs.ConfigSpec{ClusterName: "renamed-" + id}})
+		}
+	}
+
+	removeAll(changed[:10])
+
+	for _, id := range ids[20:] {
+		running(id)
+	}
+
+	// Five come back under the same ID.
+	for _, id := range ids[:5] {
+		h.declare(ctx, t, id, spec)
+	}
+
+	for _, id := range ids[:5] {
+		running(id)
+	}
+
+	removeAll(append(slices.Clone(ids[:5]), ids[20:]...))
+
+	for _, id := range append([]string{"warmup"}, ids...) {
+		left, err := h.leftovers(ctx, id+":", definitions)
+		require.NoError(t, err)
+		require.Empty(t, left, "cluster %s", id)
+
+		status, err := h.status(ctx, id)
+		require.NoError(t, err)
+		require.Nil(t, status, "cluster %s", id)
+	}
+
+	require.Equal(t, watches, h.watches.open.Load(), "watches of the host's state")
+
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "goroutines back to their count before the clusters", func(context.Context) error {
+		if now := settledGoroutines(); now > goroutines {
+			return fmt.Errorf("%d goroutines, %d before:\n%s", now, goroutines, goroutineDump())
+		}
+
+		return nil
+	})
+}
+
+// settledGoroutines counts the goroutines once those that were ending have ended: the smallest of a few
+// counts.
+func settledGoroutines() int {
+	least := goruntime.NumGoroutine()
+
+	for range 5 {
+		time.Sleep(50 * time.Millisecond)
+
+		least = min(least, goruntime.NumGoroutine())
+	}
+
+	return least
+}
+
+func goroutineDump() string {
+	buf := make([]byte, 1<<20)
+
+	return string(buf[:goruntime.Stack(buf, true)])
 }

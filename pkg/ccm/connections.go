@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/connrotation"
 )
 
 // ClientConfigFunc returns a cluster's current Kubernetes client configuration. A host whose credentials
@@ -49,7 +48,7 @@ type connections struct {
 	// fingerprint identifies base's credentials and server.
 	fingerprint [sha256.Size]byte
 	// tracker tracks the connections of the current generation.
-	tracker    *connrotation.ConnectionTracker
+	tracker    *connTracker
 	transports []*rotatingTransport
 	closed     atomic.Bool
 }
@@ -64,7 +63,7 @@ func newConnections(base *rest.Config, unauthorized func()) *connections {
 		unauthorized: unauthorized,
 		base:         rest.CopyConfig(base),
 		fingerprint:  clientFingerprint(base),
-		tracker:      connrotation.NewConnectionTracker(),
+		tracker:      newConnTracker(),
 	}
 }
 
@@ -104,16 +103,7 @@ func (c *connections) innerTransport(base *rest.Config) (http.RoundTripper, erro
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 
-	// Nothing dials once the pipeline is closed: a client still in use then would leave a connection open.
-	open := func(ctx context.Context, network, address string) (net.Conn, error) {
-		if c.closed.Load() {
-			return nil, errConnectionsClosed
-		}
-
-		return dial(ctx, network, address)
-	}
-
-	cfg.Dial = connrotation.NewDialerWithTracker(open, c.tracker).DialContext
+	cfg.Dial = c.tracker.dialer(dial)
 
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
@@ -144,7 +134,7 @@ func (c *connections) rotate(base *rest.Config) (bool, error) {
 	}
 
 	old := c.tracker
-	c.tracker = connrotation.NewConnectionTracker()
+	c.tracker = newConnTracker()
 
 	inners := make([]*transportOf, len(c.transports))
 
@@ -166,7 +156,7 @@ func (c *connections) rotate(base *rest.Config) (bool, error) {
 	c.base = rest.CopyConfig(base)
 	c.fingerprint = fingerprint
 
-	old.CloseAll()
+	old.closeAll()
 
 	return true, nil
 }
@@ -177,7 +167,7 @@ func (c *connections) close() {
 	defer c.mu.Unlock()
 
 	c.closed.Store(true)
-	c.tracker.CloseAll()
+	c.tracker.closeAll()
 }
 
 // withoutCredentials returns a copy of cfg with what a client needs (server, content types, rate limits,
@@ -235,4 +225,76 @@ func (t *rotatingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 
 	return resp, err //nolint:wrapcheck // A transport passes its errors on as they are.
+}
+
+// connTracker tracks the connections of one generation of credentials, so that they can all be closed, and
+// refuses new ones once they were: a dial in progress while they are closed closes what it dialled.
+type connTracker struct {
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+func newConnTracker() *connTracker {
+	return &connTracker{conns: map[*trackedConn]struct{}{}}
+}
+
+// dialer returns dial with its connections tracked.
+func (t *connTracker) dialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		t.mu.Lock()
+		closed := t.closed
+		t.mu.Unlock()
+
+		if closed {
+			return nil, errConnectionsClosed
+		}
+
+		conn, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+
+		t.mu.Lock()
+		defer t.mu.Unlock()
+
+		if t.closed {
+			_ = conn.Close() //nolint:errcheck // Refused anyway.
+
+			return nil, errConnectionsClosed
+		}
+
+		tracked := &trackedConn{Conn: conn, tracker: t}
+		t.conns[tracked] = struct{}{}
+
+		return tracked, nil
+	}
+}
+
+// closeAll closes every connection, and every one dialled from now on.
+func (t *connTracker) closeAll() {
+	t.mu.Lock()
+	conns := t.conns
+	t.conns, t.closed = map[*trackedConn]struct{}{}, true
+	t.mu.Unlock()
+
+	for conn := range conns {
+		_ = conn.Conn.Close() //nolint:errcheck // Closing for good; nothing to do about a failure.
+	}
+}
+
+// trackedConn leaves its tracker when closed.
+type trackedConn struct {
+	net.Conn
+
+	tracker *connTracker
+}
+
+// Close implements net.Conn.
+func (c *trackedConn) Close() error {
+	c.tracker.mu.Lock()
+	delete(c.tracker.conns, c)
+	c.tracker.mu.Unlock()
+
+	return c.Conn.Close() //nolint:wrapcheck // A connection's own error.
 }
