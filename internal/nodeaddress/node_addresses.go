@@ -1,7 +1,8 @@
 // Package nodeaddress chooses a Node's addresses from its machine's Talos facts: the InternalIPs (NodeIPs,
 // and the verified choice that only accepts the machine's own addresses), the ExternalIPs by link and
-// platform, the Hostname and DNS names, each with the fact it came from. It is pure and imports no
-// controller, so that the Talos sources, the allocators and the NodeTransform share one choice.
+// platform or by a host's marking, the Hostname and DNS names, each with the fact it came from. It is pure
+// and imports no controller, so that the Talos sources, the allocators and the NodeTransform share one
+// choice.
 package nodeaddress
 
 import (
@@ -29,6 +30,19 @@ const (
 	originTalosTarget   = "Talos API target address"
 	originExternalLink  = "Talos address on link external"
 	originGlobalAddress = "Talos global address on link "
+	originMarkedPublic  = "address marked public by the host"
+	originGlobalNoLink  = "global address without a link name"
+)
+
+// Exposures of a MachineAddress: what the host that fed it knows of it (specs.MachineAddress.exposure).
+// Talos's own facts never set one; a host that feeds addresses without link names says with it which are
+// the machine's public ones, since the link name that tells them apart on Talos is missing.
+const (
+	// ExposurePublic marks the machine's public address: an ExternalIP candidate, as an address on the
+	// "external" link is.
+	ExposurePublic = "public"
+	// ExposurePrivate marks an address that is never an ExternalIP, whatever its link and platform.
+	ExposurePrivate = "private"
 )
 
 // platformsWithPublicLinkAddresses are the platforms whose public addresses sit on ordinary links (there is
@@ -209,10 +223,12 @@ type externalCandidate struct {
 	permanent bool
 }
 
-// externalIPs picks the machine's ExternalIPs: the addresses on the "external" link, or, on platforms
-// without one (and wherever a rule turns publicIPDiscovery on), the global non-private addresses of real
-// links; at most one per family, permanent addresses first, never an InternalIP nor a temporary,
-// deprecated or tentative address. discovery names the rule that turned publicIPDiscovery on, or is "".
+// externalIPs picks the machine's ExternalIPs: the addresses on the "external" link or marked public by
+// the host, or, on platforms without such a link (and wherever a rule turns publicIPDiscovery on), the
+// global non-private addresses of real links; at most one per family, permanent addresses first, never an
+// InternalIP, an address marked private, nor a temporary, deprecated or tentative address. An exposure
+// other than public or private is unknown: the link and the platform decide, as for Talos's own facts.
+// discovery names the rule that turned publicIPDiscovery on, or is "".
 func externalIPs(platform string, addrs []*specs.MachineAddress, internal []netip.Addr, preferIPv6 bool, discovery string, warn func(string)) []externalCandidate {
 	var onExternal, public []externalCandidate
 
@@ -223,27 +239,29 @@ func externalIPs(platform string, addrs []*specs.MachineAddress, internal []neti
 		}
 
 		ip := prefix.Addr().Unmap()
-		if slices.Contains(internal, ip) || unstableFlag(a) != "" {
+		if slices.Contains(internal, ip) || unstableFlag(a) != "" || a.GetExposure() == ExposurePrivate {
 			continue
 		}
 
 		c := externalCandidate{ip: ip, permanent: slices.Contains(a.GetFlags(), flagPermanent)}
 
-		if a.GetLinkName() == externalLinkName {
+		// The host's marking is what it knows of the address, so it names the origin even on the
+		// external link.
+		if origin, where := explicitlyExternal(a); origin != "" {
 			if why := unusableIP(ip); why != "" {
-				warn(fmt.Sprintf("address %s on link %s left out: %s", a.GetAddress(), externalLinkName, why))
+				warn(fmt.Sprintf("address %s %s left out: %s", a.GetAddress(), where, why))
 
 				continue
 			}
 
-			c.origin = originExternalLink
+			c.origin = origin
 			onExternal = append(onExternal, c)
 
 			continue
 		}
 
 		if isPublic(ip, a.GetScope()) && !isVirtualLink(a.GetLinkName()) {
-			c.origin = originGlobalAddress + a.GetLinkName()
+			c.origin = globalAddressOrigin(a.GetLinkName())
 			public = append(public, c)
 		}
 	}
@@ -288,6 +306,29 @@ func externalIPs(platform string, addrs []*specs.MachineAddress, internal []neti
 	}
 
 	return append(v4, v6...)
+}
+
+// explicitlyExternal returns the origin of an address that is an ExternalIP candidate by itself (marked
+// public by the host, or on Talos's "external" link) and how a warning names it, or "" for the others.
+func explicitlyExternal(a *specs.MachineAddress) (origin, where string) {
+	switch {
+	case a.GetExposure() == ExposurePublic:
+		return originMarkedPublic, "marked public by the host"
+	case a.GetLinkName() == externalLinkName:
+		return originExternalLink, "on link " + externalLinkName
+	default:
+		return "", ""
+	}
+}
+
+// globalAddressOrigin names the origin of a global address on link, which a host's facts may leave
+// unnamed.
+func globalAddressOrigin(link string) string {
+	if link == "" {
+		return originGlobalNoLink
+	}
+
+	return originGlobalAddress + link
 }
 
 // unusableIP says why an IP cannot be a Node address (nobody can reach the machine at it), or "".

@@ -270,7 +270,13 @@ type MachineAddress struct {
 	// The kernel's address flags (Talos's nethelpers.AddressFlags by name: permanent, temporary, deprecated,
 	// tentative...). Node addresses prefer permanent addresses and never take temporary, deprecated or
 	// tentative ones.
-	Flags         []string `protobuf:"bytes,5,rep,name=flags,proto3" json:"flags,omitempty"`
+	Flags []string `protobuf:"bytes,5,rep,name=flags,proto3" json:"flags,omitempty"`
+	// What the host that fed the address knows of it. "" is unknown: whether it is an ExternalIP is chosen
+	// by its link and the machine's platform, as for Talos's own facts, which never set it. "public" is the
+	// machine's public address: an ExternalIP candidate, as an address on Talos's "external" link is.
+	// "private" is never an ExternalIP, whatever its link, its platform or a rule's publicIPDiscovery. Hosts
+	// that feed addresses without link names (pkg/ccm/factsv1) say so here.
+	Exposure      string `protobuf:"bytes,6,opt,name=exposure,proto3" json:"exposure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +344,13 @@ func (x *MachineAddress) GetFlags() []string {
 		return x.Flags
 	}
 	return nil
+}
+
+func (x *MachineAddress) GetExposure() string {
+	if x != nil {
+		return x.Exposure
+	}
+	return ""
 }
 
 // MachineAddressesSpec lists every address of one machine.
@@ -624,13 +637,14 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\bnodename\x18# \x01(\tR\bnodename\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x01\n" +
 	"\x0eMachineAddress\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1b\n" +
 	"\tlink_name\x18\x02 \x01(\tR\blinkName\x12\x14\n" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\x12\x16\n" +
 	"\x06family\x18\x04 \x01(\tR\x06family\x12\x14\n" +
-	"\x05flags\x18\x05 \x03(\tR\x05flags\"\xa1\x01\n" +
+	"\x05flags\x18\x05 \x03(\tR\x05flags\x12\x1a\n" +
+	"\bexposure\x18\x06 \x01(\tR\bexposure\"\xa1\x01\n" +
 	"\x14MachineAddressesSpec\x128\n" +
 	"\taddresses\x18\x01 \x03(\v2\x1a.tccm.specs.MachineAddressR\taddresses\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIP\x12\x1a\n" +

@@ -77,6 +77,7 @@ func (m *MachineAddress) CloneVT() *MachineAddress {
 	r.LinkName = m.LinkName
 	r.Scope = m.Scope
 	r.Family = m.Family
+	r.Exposure = m.Exposure
 	if rhs := m.Flags; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -304,6 +305,9 @@ func (this *MachineAddress) EqualVT(that *MachineAddress) bool {
 		if vx != vy {
 			return false
 		}
+	}
+	if this.Exposure != that.Exposure {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }

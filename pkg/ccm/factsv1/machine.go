@@ -1,0 +1,78 @@
+package factsv1
+
+// Machine is what a host knows of one machine of a cluster: the facts talos-ccm otherwise reads from the
+// machine's Talos API. Only NodeName is required. The struct tags let a host keep machines in YAML or JSON
+// files; the names are those of talos-ccm's own facts (PlatformMetadata, MachineAddresses).
+type Machine struct {
+	// NodeName is the name of the machine's Kubernetes Node, and the ID of its facts. The host says with it
+	// which machine is which Node: talos-ccm gives a Node only facts that name it.
+	NodeName string `json:"nodeName" yaml:"nodeName"`
+
+	// Hostname is the machine's hostname; the Node name stands in for it when empty.
+	Hostname string `json:"hostname,omitempty" yaml:"hostname,omitempty"`
+	// Platform is Talos's platform name (aws, gcp, azure, metal, nocloud, openstack, oracle...). It decides
+	// which addresses without a link name can be ExternalIPs (see the package documentation); empty is
+	// taken as metal.
+	Platform string `json:"platform,omitempty" yaml:"platform,omitempty"`
+	// Region and Zone are the Node's topology labels.
+	Region string `json:"region,omitempty" yaml:"region,omitempty"`
+	Zone   string `json:"zone,omitempty" yaml:"zone,omitempty"`
+	// InstanceType is the Node's instance-type label.
+	InstanceType string `json:"instanceType,omitempty" yaml:"instanceType,omitempty"`
+	// InstanceID is the platform's ID of the machine, which transformation rules may use.
+	InstanceID string `json:"instanceID,omitempty" yaml:"instanceID,omitempty"`
+	// ProviderID is the Node's providerID. Kubernetes never lets a Node's providerID change: on platforms
+	// that have one (all but metal and nocloud), give it from the first write on, as talos-ccm waits for it
+	// only a while (providerIDWaitSeconds) before it writes its talos://<platform>/<IP> fallback.
+	ProviderID string `json:"providerID,omitempty" yaml:"providerID,omitempty"`
+	// Spot marks a spot (preemptible) instance: the Node's lifecycle label.
+	Spot bool `json:"spot,omitempty" yaml:"spot,omitempty"`
+	// InternalDNS and ExternalDNS are the Node's InternalDNS and ExternalDNS addresses.
+	InternalDNS string `json:"internalDNS,omitempty" yaml:"internalDNS,omitempty"`
+	ExternalDNS string `json:"externalDNS,omitempty" yaml:"externalDNS,omitempty"`
+	// Tags are the platform's tags of the machine, which transformation rules may select on.
+	Tags map[string]string `json:"tags,omitempty" yaml:"tags,omitempty"`
+
+	// MachineUUID is the machine's SMBIOS UUID, if known: it tells machines apart better than an IP.
+	MachineUUID string `json:"machineUUID,omitempty" yaml:"machineUUID,omitempty"`
+
+	// NodeIPs are the machine's node IPs ("10.0.0.5", no prefix length), always addresses of the machine
+	// itself that other machines reach it at (private ranges included; not loopback or link-local). They
+	// are added to Addresses when missing there; the first is the Node's InternalIP when its kubelet claims
+	// none of the machine's addresses.
+	NodeIPs []string `json:"nodeIPs,omitempty" yaml:"nodeIPs,omitempty"`
+	// Addresses are every address of the machine, in any order.
+	Addresses []Address `json:"addresses,omitempty" yaml:"addresses,omitempty"`
+}
+
+// Address is one address of a machine.
+type Address struct {
+	// Address is an IP ("10.0.0.5") or an IP with its prefix length ("10.0.0.5/24").
+	Address string `json:"address" yaml:"address"`
+	// Link is the name of the link the address is on, as Talos names it ("eth0", "external"), if known.
+	Link string `json:"link,omitempty" yaml:"link,omitempty"`
+	// Exposure is what the host knows of the address.
+	Exposure Exposure `json:"exposure,omitempty" yaml:"exposure,omitempty"`
+}
+
+// Exposure is what a host knows of an address: whether it is the machine's public address. Talos says it
+// with a link name (its "external" link holds the public address on clouds); a host that has no link
+// names says it here.
+type Exposure string
+
+// Exposures.
+const (
+	// ExposureUnknown leaves the choice to the link and the platform, as for Talos's own facts.
+	ExposureUnknown Exposure = ""
+	// ExposurePublic is the machine's public address: an ExternalIP candidate, as an address on Talos's
+	// "external" link is.
+	ExposurePublic Exposure = "public"
+	// ExposurePrivate is never an ExternalIP, whatever the link, the platform or a rule's
+	// publicIPDiscovery.
+	ExposurePrivate Exposure = "private"
+)
+
+// known reports whether talos-ccm knows the exposure.
+func (e Exposure) known() bool {
+	return e == ExposureUnknown || e == ExposurePublic || e == ExposurePrivate
+}

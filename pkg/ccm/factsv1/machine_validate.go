@@ -1,0 +1,137 @@
+package factsv1
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Bounds on one machine's facts. They match those talos-ccm applies to the facts it reads from a Talos
+// API (internal/controllers/talos), so that a host cannot make talos-ccm hold more than a machine could.
+// What a Talos machine reports beyond them is left out with a warning; a host is told instead, by
+// Validate, since it can fix its facts.
+const (
+	maxFieldLength = 1024
+	maxTags        = 256
+	maxAddresses   = 512
+)
+
+// problems is everything wrong with one Machine, on one line.
+type problems []error
+
+func (p problems) Error() string {
+	parts := make([]string, 0, len(p))
+	for _, err := range p {
+		parts = append(parts, err.Error())
+	}
+
+	return strings.Join(parts, "; ")
+}
+
+func (p problems) Unwrap() []error { return p }
+
+// orNil returns p as an error, or nil when there is no problem: a nil problems in an error is not nil.
+func (p problems) orNil() error {
+	if len(p) == 0 {
+		return nil
+	}
+
+	return p
+}
+
+// Validate says what in m talos-ccm cannot take, or returns nil: a Node name that is not a Kubernetes Node
+// name, an address or node IP that does not parse, an unknown exposure, an address listed with two
+// exposures, and values beyond talos-ccm's bounds (1024 bytes a field, 256 tags, 512 addresses). Every
+// problem is in the error, which errors.As and errors.Is see through.
+func (m Machine) Validate() error {
+	var errs problems
+
+	if m.NodeName == "" {
+		errs = append(errs, errors.New("nodeName: required"))
+	} else if why := validation.IsDNS1123Subdomain(m.NodeName); len(why) > 0 {
+		errs = append(errs, fmt.Errorf("nodeName %s: not a Kubernetes Node name: %s", quote(m.NodeName), strings.Join(why, ", ")))
+	}
+
+	for _, f := range []struct{ name, value string }{
+		{"hostname", m.Hostname},
+		{"platform", m.Platform},
+		{"region", m.Region},
+		{"zone", m.Zone},
+		{"instanceType", m.InstanceType},
+		{"instanceID", m.InstanceID},
+		{"providerID", m.ProviderID},
+		{"internalDNS", m.InternalDNS},
+		{"externalDNS", m.ExternalDNS},
+		{"machineUUID", m.MachineUUID},
+	} {
+		if err := checkText(f.name, f.value); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	if len(m.Tags) > maxTags {
+		errs = append(errs, fmt.Errorf("tags: %d tags, more than %d", len(m.Tags), maxTags))
+	}
+
+	// By key: the error reads the same every time.
+	for _, k := range slices.Sorted(maps.Keys(m.Tags)) {
+		v := m.Tags[k]
+
+		if err := checkText("tag key "+quote(k), k); err != nil {
+			errs = append(errs, err)
+		}
+
+		if err := checkText("tags["+quote(k)+"]", v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	addresses, addressErrs := m.addresses()
+	errs = append(errs, addressErrs...)
+
+	if len(addresses) > maxAddresses {
+		errs = append(errs, fmt.Errorf("addresses: %d with the node IPs, more than %d", len(addresses), maxAddresses))
+	}
+
+	return errs.orNil()
+}
+
+// checkText says why a text field cannot be taken, or returns nil.
+func checkText(name, value string) error {
+	switch {
+	case len(value) > maxFieldLength:
+		return fmt.Errorf("%s: %d bytes, more than %d", name, len(value), maxFieldLength)
+	case !utf8.ValidString(value):
+		return fmt.Errorf("%s: not valid UTF-8", name)
+	case strings.ContainsFunc(value, isControl):
+		return fmt.Errorf("%s: contains a control character", name)
+	default:
+		return nil
+	}
+}
+
+// isControl reports the characters that talos-ccm strips from a Talos machine's facts.
+func isControl(r rune) bool {
+	return r < 0x20 || r == 0x7f
+}
+
+// quote quotes a value of the host in an error, shortened to stay readable.
+func quote(s string) string {
+	return fmt.Sprintf("%q", shorten(s))
+}
+
+// shorten keeps a value readable in an error.
+func shorten(s string) string {
+	const most = 64
+
+	if len(s) <= most {
+		return s
+	}
+
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:most], ""), len(s))
+}
