@@ -1,11 +1,14 @@
-// Command embed is an example host program that embeds talos-ccm: it has its own COSI state and runtime,
-// runs talos-ccm for one or more clusters in that runtime (ccm.Register with the cluster's namespace
-// prefix, "NAME:": one controller each, which runs the cluster's pipeline over its prefixed view of the
-// host's state), and feeds the machines' facts from a file with a controller of its own into each
-// cluster's prefixed talos namespace, as a host such as Omni would from its own inventory. No Talos API is
-// contacted.
+// Command embed is an example host program that embeds talos-ccm, as a host such as Omni would: it has its
+// own COSI state and runtime, declares the clusters to serve as Cluster resources that talos-ccm's
+// ClustersController runs (one pipeline each, over the cluster's prefixed view of the host's state), and
+// feeds the machines' facts with the facts adapter (factsv1). No Talos API is contacted.
 //
-//	go run ./examples/embed --cluster demo=$HOME/.kube/config --facts examples/embed/facts.yaml
+// The clusters are the files of a directory, one per cluster, read again every few seconds: a new file adds a
+// cluster, a changed one changes it, a removed one removes it (its pipeline stops and its resources go).
+// Credentials are read from each cluster's kubeconfig whenever talos-ccm asks for them: when its apiserver
+// answers 401, and on SIGHUP, the host's signal that it rotated them.
+//
+//	KUBECONFIG=$HOME/.kube/config go run ./examples/embed --clusters examples/embed/clusters
 package main
 
 import (
@@ -15,44 +18,20 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
-// clusterFlags collects --cluster NAME=KUBECONFIG.
-type clusterFlags map[string]string
-
-func (c clusterFlags) String() string { return fmt.Sprint(map[string]string(c)) }
-
-func (c clusterFlags) Set(v string) error {
-	name, path, ok := strings.Cut(v, "=")
-	if !ok || name == "" || path == "" {
-		return fmt.Errorf("want NAME=KUBECONFIG, got %q", v)
-	}
-
-	// The name becomes the cluster's namespace prefix in the host's state.
-	if err := ccm.ValidateNamespacePrefix(name + ccm.NamespacePrefixSeparator); err != nil {
-		return fmt.Errorf("cluster name %q: %w", name, err)
-	}
-
-	c[name] = path
-
-	return nil
-}
-
 func main() {
-	clusters := clusterFlags{}
-	flag.Var(clusters, "cluster", "a cluster to run talos-ccm for, as NAME=KUBECONFIG (repeat for several); NAME is a DNS label")
-	factsPath := flag.String("facts", "examples/embed/facts.yaml", "the machines' facts, per cluster")
-	controllers := flag.String("controllers", "cloud-node", "talos-ccm controllers, as --controllers of talos-ccm")
+	dir := flag.String("clusters", "examples/embed/clusters", "the clusters directory: one NAME.yaml per cluster")
 	flag.Parse()
 
 	logger, err := zap.NewDevelopment()
@@ -62,7 +41,11 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, clusters, *factsPath, strings.Split(*controllers, ","), logger)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+
+	err = run(ctx, *dir, hup, logger)
 
 	stop()
 
@@ -72,62 +55,84 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, clusters clusterFlags, factsPath string, controllers []string, logger *zap.Logger) error {
-	if len(clusters) == 0 {
-		return errors.New("no cluster: give --cluster NAME=KUBECONFIG")
+// run runs the host until ctx is done; every value from rotated makes every cluster ask for its credentials
+// again.
+func run(ctx context.Context, dir string, rotated <-chan os.Signal, logger *zap.Logger) error {
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no clusters directory: %w", err)
 	}
 
-	// The host's own state, shared with every cluster's talos-ccm (in memory here; a host that keeps
-	// talos-ccm's decisions across restarts routes the persisted namespaces of ccm.PrefixedNamespaces to a
-	// database), and the host's runtime, where its own controllers run.
+	// The host's own state, which every cluster's pipeline shares through its prefixed view (in memory here;
+	// a host that keeps talos-ccm's decisions across restarts routes the persisted namespaces of
+	// ccm.PrefixedNamespaces to a database), and the host's runtime, where its own controllers run.
 	hostState := state.WrapCore(namespaced.NewState(ccm.MemoryStateBuilder()))
+
+	if err := ccm.RegisterClusterResources(ctx, hostState, ""); err != nil {
+		return err
+	}
 
 	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
 	if err != nil {
 		return fmt.Errorf("failed to create the host runtime: %w", err)
 	}
 
-	// One talos-ccm pipeline per cluster, as one controller of the host's runtime: it runs the cluster's
-	// controllers in a talos-ccm runtime over the host's state, in the cluster's own namespaces
-	// ("NAME:talos", "NAME:node", ...).
-	prefixes := map[string]string{}
+	paths := &kubeconfigs{paths: map[string]string{}}
 
-	for name, kubeconfig := range clusters {
-		restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return fmt.Errorf("failed to load the kubeconfig of cluster %s: %w", name, err)
-		}
+	clusters, err := ccm.NewClustersController(hostState, ccm.ClustersOptions{
+		ClientConfig: func(_ context.Context, id string) (*rest.Config, error) {
+			path, ok := paths.get(id)
+			if !ok {
+				return nil, fmt.Errorf("no cluster file for cluster %s", id)
+			}
 
-		cfg := ccm.DefaultConfig()
-		cfg.ClusterName = name
-
-		prefix := name + ccm.NamespacePrefixSeparator
-
-		if _, err = ccm.Register(ctx, host, hostState, ccm.Options{
-			RestConfig:      restConfig,
-			Logger:          logger.Named(name),
-			Controllers:     controllers,
-			Config:          cfg,
-			HostFacts:       true,
-			NamespacePrefix: prefix,
-		}); err != nil {
-			return fmt.Errorf("failed to embed talos-ccm for cluster %s: %w", name, err)
-		}
-
-		prefixes[name] = prefix
+			return loadKubeconfig(path)
+		},
+		Logger: logger.Named("talos-ccm"),
+	})
+	if err != nil {
+		return err
 	}
 
-	if err = host.RegisterController(&FactsController{Path: factsPath, Prefixes: prefixes}); err != nil {
-		return fmt.Errorf("failed to register the facts controller: %w", err)
+	if err = errors.Join(
+		host.RegisterController(clusters),
+		host.RegisterController(&FilesController{Dir: dir, Kubeconfigs: paths}),
+		host.RegisterController(&StatusLogController{}),
+	); err != nil {
+		return fmt.Errorf("failed to register the host's controllers: %w", err)
 	}
 
-	logger.Info("embedded talos-ccm starting", zap.Int("clusters", len(prefixes)), zap.String("facts", factsPath))
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-rotated:
+				for _, id := range paths.names() {
+					clusters.RefreshCredentials(id)
+				}
+			}
+		}
+	}()
 
-	// The host's runtime runs its own controller and every cluster's pipeline until ctx is done, and
-	// restarts a pipeline that fails.
+	logger.Info("embedded talos-ccm starting", zap.String("clusters", dir))
+
+	// The host's runtime runs its own controllers and talos-ccm's until ctx is done.
 	if err = host.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("host runtime failed: %w", err)
 	}
 
 	return nil
+}
+
+// loadKubeconfig reads a kubeconfig: path, or $KUBECONFIG (and the usual places) when empty.
+func loadKubeconfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to load the kubeconfig: %w", err)
+	}
+
+	return cfg, nil
 }

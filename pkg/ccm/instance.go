@@ -128,9 +128,14 @@ func (i *Instance) Run(ctx context.Context) error {
 	return nil
 }
 
-// run starts the informers and runs the controllers, and follows the credentials (Options.ClientConfig),
-// until ctx is done or either fails; synced, if set, is called once the informers have synced. It returns
-// what the runtime returned, or the failure of the credentials; it closes the pipeline before it returns.
+// run starts the informers and, once they have synced, runs the controllers, and follows the credentials
+// (Options.ClientConfig), until ctx is done or either fails; synced, if set, is called once the informers
+// have synced. It returns what the runtime returned, or the failure of the credentials; it closes the
+// pipeline before it returns.
+//
+// The controllers start once the informers have synced, as client-go's own controllers do: a pipeline built
+// again over a state that kept its resources (a restart, a changed Cluster) reconciles them at once, and a
+// sink that read an empty cache then would take every Node for gone until something changed.
 func (i *Instance) run(ctx context.Context, synced func()) error {
 	defer i.ccm.Close()
 
@@ -146,25 +151,21 @@ func (i *Instance) run(ctx context.Context, synced func()) error {
 		credentials error
 	)
 
-	wg.Add(2)
-
-	go func() {
-		defer wg.Done()
-
+	wg.Go(func() {
 		if credentials = i.ccm.followCredentials(runCtx); credentials != nil {
 			cancel()
 		}
-	}()
+	})
 
-	go func() {
-		defer wg.Done()
+	var err error
 
-		if i.ccm.WaitForCacheSync(runCtx) && synced != nil {
+	if i.ccm.WaitForCacheSync(runCtx) {
+		if synced != nil {
 			synced()
 		}
-	}()
 
-	err := i.runtime.Run(runCtx)
+		err = i.runtime.Run(runCtx)
+	}
 
 	cancel()
 	wg.Wait()

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+)
+
+// StatusLogController logs every change of a cluster's health, as a host's UI would show it.
+type StatusLogController struct{}
+
+// Name implements controller.Controller.
+func (ctrl *StatusLogController) Name() string { return "embed.StatusLogController" }
+
+// Inputs implements controller.Controller.
+func (ctrl *StatusLogController) Inputs() []controller.Input {
+	return []controller.Input{{Namespace: ccm.ClustersNamespace, Type: ccm.ClusterStatusType, Kind: controller.InputWeak}}
+}
+
+// Outputs implements controller.Controller.
+func (ctrl *StatusLogController) Outputs() []controller.Output { return nil }
+
+// Run implements controller.Controller.
+func (ctrl *StatusLogController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
+	last := map[string]string{}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.EventCh():
+		}
+
+		statuses, err := safe.ReaderList[*ccm.ClusterStatus](ctx, r, ccm.NewClusterStatus(ccm.ClustersNamespace, "").Metadata())
+		if err != nil {
+			return fmt.Errorf("failed to list cluster statuses: %w", err)
+		}
+
+		seen := map[string]bool{}
+
+		for status := range statuses.All() {
+			id, s := status.Metadata().ID(), status.TypedSpec().Value
+			seen[id] = true
+
+			line := fmt.Sprintf("%s: %d Nodes initialized, %d waiting; CSRs %d approved, %d denied, %d waiting; %d credential rotations; %s",
+				s.GetPhase(), s.GetNodesInitialized(), s.GetNodesWaiting(), s.GetCsrApproved(), s.GetCsrDenied(), s.GetCsrWaiting(),
+				s.GetCredentialRotations(), s.GetLastError())
+			if last[id] != line {
+				last[id] = line
+				logger.Info("cluster "+id, zap.String("status", line))
+			}
+		}
+
+		for id := range last {
+			if !seen[id] {
+				delete(last, id)
+				logger.Info("cluster "+id, zap.String("status", "removed"))
+			}
+		}
+	}
+}
