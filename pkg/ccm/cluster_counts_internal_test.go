@@ -114,4 +114,3 @@ func TestClusterCounts(t *testing.T) {
 		})
 	}
 }
-
