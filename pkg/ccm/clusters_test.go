@@ -216,7 +216,7 @@ func (h *clustersHost) status(ctx context.Context, id string) (*specs.ClusterSta
 }
 
 // waitStatus waits until check passes on a cluster's status.
-func (h *clustersHost) waitStatus(ctx context.Context, t *testing.T, id string, check func(*specs.ClusterStatusSpec) error) {
+func (h *clustersHost) waitStatus(t *testing.T, id string, check func(*specs.ClusterStatusSpec) error) {
 	t.Helper()
 
 	testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, "status of cluster "+id, func(ctx context.Context) error {
@@ -400,7 +400,7 @@ func TestClustersFromResources(t *testing.T) {
 			waitNode(ctx, t, c, m.Name, func(n *corev1.Node) error { return checkNode(n, name, m) })
 		}
 
-		h.waitStatus(ctx, t, name, func(s *specs.ClusterStatusSpec) error {
+		h.waitStatus(t, name, func(s *specs.ClusterStatusSpec) error {
 			if s.GetPhase() != ccm.PhaseRunning || s.GetNodesInitialized() != 3 || s.GetNodesWaiting() != 0 || s.GetNamespacePrefix() != name+":" {
 				return fmt.Errorf("status %v", s)
 			}
@@ -416,7 +416,7 @@ func TestClustersFromResources(t *testing.T) {
 
 	h.ctrl.RefreshCredentials("beta")
 
-	h.waitStatus(ctx, t, "beta", func(s *specs.ClusterStatusSpec) error {
+	h.waitStatus(t, "beta", func(s *specs.ClusterStatusSpec) error {
 		if s.GetCredentialRotations() != 1 {
 			return fmt.Errorf("%d credential rotations", s.GetCredentialRotations())
 		}
@@ -442,7 +442,7 @@ func TestClustersFromResources(t *testing.T) {
 		}
 
 		if _, err = client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("listing Nodes with the revoked token: %v", err)
+			return fmt.Errorf("listing Nodes with the revoked token: %w", err)
 		}
 
 		return nil
@@ -453,7 +453,7 @@ func TestClustersFromResources(t *testing.T) {
 	runKubelets(beta, []talossim.Machine{late})
 	waitNode(ctx, t, beta, late.Name, func(n *corev1.Node) error { return checkNode(n, "beta", late) })
 
-	h.waitStatus(ctx, t, "beta", func(s *specs.ClusterStatusSpec) error {
+	h.waitStatus(t, "beta", func(s *specs.ClusterStatusSpec) error {
 		if s.GetCredentialRotations() != 2 || s.GetNodesInitialized() != 4 {
 			return fmt.Errorf("%d credential rotations, %d Nodes initialized", s.GetCredentialRotations(), s.GetNodesInitialized())
 		}
@@ -509,7 +509,7 @@ func TestClustersFromResources(t *testing.T) {
 	h.declare(ctx, t, "gamma", spec)
 	waitNode(ctx, t, gamma, lateGamma.Name, func(n *corev1.Node) error { return checkNode(n, "gamma", lateGamma) })
 
-	h.waitStatus(ctx, t, "gamma", func(s *specs.ClusterStatusSpec) error {
+	h.waitStatus(t, "gamma", func(s *specs.ClusterStatusSpec) error {
 		if s.GetPhase() != ccm.PhaseRunning || s.GetNodesInitialized() != 4 {
 			return fmt.Errorf("status %v", s)
 		}
@@ -518,7 +518,7 @@ func TestClustersFromResources(t *testing.T) {
 	})
 
 	// alpha ran through all of it untouched.
-	h.waitStatus(ctx, t, "alpha", func(s *specs.ClusterStatusSpec) error {
+	h.waitStatus(t, "alpha", func(s *specs.ClusterStatusSpec) error {
 		if s.GetPhase() != ccm.PhaseRunning || s.GetRestarts() != 0 || s.GetCredentialRotations() != 0 {
 			return fmt.Errorf("status %v", s)
 		}
@@ -542,7 +542,7 @@ func TestClustersLeakNothing(t *testing.T) { //nolint:paralleltest // It counts 
 	spec := &specs.ClusterSpec{Controllers: []string{ccm.ControllerCloudNode}}
 
 	running := func(id string) {
-		h.waitStatus(ctx, t, id, func(s *specs.ClusterStatusSpec) error {
+		h.waitStatus(t, id, func(s *specs.ClusterStatusSpec) error {
 			cluster, err := safe.StateGet[*ccm.Cluster](ctx, h.state, ccm.NewCluster(ccm.ClustersNamespace, id).Metadata())
 			if err != nil {
 				return err
@@ -581,7 +581,7 @@ func TestClustersLeakNothing(t *testing.T) { //nolint:paralleltest // It counts 
 		ids[i] = fmt.Sprintf("c%02d", i)
 	}
 
-	rng := rand.New(rand.NewPCG(50, 50)) //nolint:gosec // A shuffle, not a secret.
+	rng := rand.New(rand.NewPCG(50, 50))
 	rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 
 	for _, id := range ids {

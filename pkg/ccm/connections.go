@@ -259,7 +259,7 @@ func (t *connTracker) dialer(dial func(ctx context.Context, network, address str
 		defer t.mu.Unlock()
 
 		if t.closed {
-			_ = conn.Close() //nolint:errcheck // Refused anyway.
+			_ = conn.Close() // Refused anyway.
 
 			return nil, errConnectionsClosed
 		}
@@ -279,7 +279,7 @@ func (t *connTracker) closeAll() {
 	t.mu.Unlock()
 
 	for conn := range conns {
-		_ = conn.Conn.Close() //nolint:errcheck // Closing for good; nothing to do about a failure.
+		_ = conn.Conn.Close() // Closing for good; nothing to do about a failure.
 	}
 }
 

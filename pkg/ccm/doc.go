@@ -8,10 +8,23 @@
 // them, with talos-ccm's namespaces and resource definitions, into a host's runtime and its state; the
 // talos-ccm service itself is assembled the same way.
 //
+// # Clusters that come and go
+//
+// A host that creates and destroys clusters all day declares them as Cluster resources in its own state
+// and registers one ClustersController into its runtime (RegisterClusterResources, NewClustersController):
+// the controller starts a cluster's pipeline when its Cluster appears, starts it again with the new spec
+// when the spec changes, and when the Cluster is torn down stops it, destroys the cluster's resources in
+// the host's state (unless the spec keeps them) and lets the Cluster go; it writes each cluster's health as
+// a ClusterStatus. Credentials come from the host's client provider (ClustersOptions.ClientConfig, or
+// Options.ClientConfig for New and Register), asked again on 401 answers and on the host's signal
+// (RefreshCredentials): new credentials for the same apiserver switch every connection of the pipeline at
+// once. The host feeds facts in its own shape with the facts adapter, package factsv1. The README's
+// embedding section states the whole contract.
+//
 // # Feeding facts
 //
-// With Options.Talos nil, the Talos source is off and nothing contacts a Talos API: the host writes a
-// PlatformMetadata and a MachineAddresses for each Node (its ID is the Node name) into TalosNamespace of
+// With Options.Talos nil, the Talos source is off and nothing contacts a Talos API: the host writes (with
+// factsv1.Sync, or itself) a PlatformMetadata and a MachineAddresses for each Node (its ID is the Node name) into TalosNamespace of
 // the cluster's state, with the constructors and types of this package and the specs of
 // github.com/talos-ccm/talos-ccm/api/proto/specs. Both must name the Node in their nodename field (the
 // host says which machine is which Node, as a Talos machine does in its Nodename resource): facts that
