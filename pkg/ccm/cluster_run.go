@@ -88,17 +88,14 @@ func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpe
 	return cr
 }
 
-// stop stops the pipeline, and then, if destroy, destroys the cluster's resources (unless its spec keeps
-// them). It does not wait: done is closed once it is all over.
-func (cr *clusterRun) stop(destroy bool) {
+// stop stops the pipeline, and then, if destroy, destroys the cluster's resources; phase is what the status
+// says meanwhile (PhaseStopping or PhaseRemoving). It does not wait: done is closed once it is all over.
+func (cr *clusterRun) stop(phase string, destroy bool) {
 	cr.mu.Lock()
-	cr.destroy = cr.destroy || (destroy && !cr.spec.GetKeepResources())
+	cr.destroy = cr.destroy || destroy
 
-	switch {
-	case destroy:
-		cr.phase = PhaseRemoving
-	case cr.phase != PhaseRemoving:
-		cr.phase = PhaseStopping
+	if cr.phase != PhaseRemoving {
+		cr.phase = phase
 	}
 	cr.mu.Unlock()
 

@@ -252,8 +252,8 @@ func (ctrl *ClustersController) declare(ctx context.Context, r controller.Runtim
 
 			return
 		default:
-			// Another prefix leaves the old one's resources behind, unless they are kept.
-			run.stop(clusterPrefix(id, run.spec) != clusterPrefix(id, spec))
+			// Another prefix leaves the old one's resources behind, unless the spec now in force keeps them.
+			run.stop(PhaseStopping, clusterPrefix(id, run.spec) != clusterPrefix(id, spec) && !spec.GetKeepResources())
 
 			return
 		}
@@ -308,7 +308,7 @@ func (ctrl *ClustersController) remove(id resource.ID) bool {
 	}
 
 	if !run.stopped() {
-		run.stop(true)
+		run.stop(PhaseRemoving, !run.spec.GetKeepResources())
 
 		return false
 	}

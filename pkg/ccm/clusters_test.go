@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,7 +39,7 @@ import (
 
 // clusterFactsController is a host's controller that feeds facts to the clusters it declares: for every
 // Cluster that is not being removed, it writes the machines of the host's inventory for that cluster into the
-// cluster's prefixed talos namespace (the cluster's ID and ":"); a removed cluster's facts are the
+// cluster's prefixed talos namespace; a removed cluster's facts are the
 // ClustersController's to destroy with the rest of its resources.
 type clusterFactsController struct{}
 
@@ -89,7 +90,12 @@ func (ctrl *clusterFactsController) Run(ctx context.Context, r controller.Runtim
 				}
 			}
 
-			if err = writeFacts(ctx, r, ccm.HostNamespace(cluster.Metadata().ID()+":", ccm.TalosNamespace), wanted); err != nil {
+			prefix := cluster.TypedSpec().Value.GetNamespacePrefix()
+			if prefix == "" {
+				prefix = cluster.Metadata().ID() + ccm.NamespacePrefixSeparator
+			}
+
+			if err = writeFacts(ctx, r, ccm.HostNamespace(prefix, ccm.TalosNamespace), wanted); err != nil {
 				return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster.Metadata().ID(), err)
 			}
 		}
@@ -662,4 +668,111 @@ func goroutineDump() string {
 	buf := make([]byte, 1<<20)
 
 	return string(buf[:goruntime.Stack(buf, true)])
+}
+
+// TestClustersSpecChanges: a Cluster the controller cannot run says why in its status, and runs once fixed;
+// a second Cluster with a prefix already in use waits, failed, until the prefix is free; a changed prefix
+// moves the cluster's resources (the old prefix is emptied); a Cluster that keeps its resources leaves them
+// in the host's state when removed, and runs over them when added again.
+func TestClustersSpecChanges(t *testing.T) {
+	t.Parallel()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	env := testenv.Start(t)
+	provider := func(context.Context, string) (*rest.Config, error) { return rest.CopyConfig(env.Config), nil }
+	h := startClustersHost(ctx, t, provider)
+
+	failedWith := func(want string) func(*specs.ClusterStatusSpec) error {
+		return func(s *specs.ClusterStatusSpec) error {
+			if s.GetPhase() != ccm.PhaseFailed || !strings.Contains(s.GetLastError(), want) {
+				return fmt.Errorf("phase %s, error %q; want failed with %q", s.GetPhase(), s.GetLastError(), want)
+			}
+
+			return nil
+		}
+	}
+
+	runningAt := func(prefix string) func(*specs.ClusterStatusSpec) error {
+		return func(s *specs.ClusterStatusSpec) error {
+			if s.GetPhase() != ccm.PhaseRunning || s.GetNamespacePrefix() != prefix {
+				return fmt.Errorf("phase %s at %q, want running at %q", s.GetPhase(), s.GetNamespacePrefix(), prefix)
+			}
+
+			return nil
+		}
+	}
+
+	// A machine's facts and its Node, so that the cluster has resources of its own.
+	machine := talossim.Generate(1, 3)[0]
+	machine.ProviderID, machine.Region, machine.Zone, machine.InstanceType = "host://kept/0", "kept-region", "kept-region-a", "kept.large"
+	machine.NoPlatformMetadata = false
+	require.NoError(t, h.state.Create(ctx, newHostMachine("kept", machine)))
+
+	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+
+	kubelets, err := talossim.NewKubelets(env.Config, []talossim.Machine{machine}, talossim.KubeletOptions{Logger: logger})
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+
+	wg.Go(func() {
+		if err := kubelets.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("kubelets: %v", err)
+		}
+	})
+
+	t.Cleanup(wg.Wait)
+	t.Cleanup(cancel)
+
+	// Invalid, then fixed.
+	h.declare(ctx, t, "kept", &specs.ClusterSpec{Controllers: []string{"cloud-nodes"}, KeepResources: true})
+	h.waitStatus(t, "kept", failedWith(`unknown controller "cloud-nodes"`))
+
+	spec := &specs.ClusterSpec{Controllers: []string{ccm.ControllerCloudNode}, HostFacts: true, KeepResources: true}
+	h.declare(ctx, t, "kept", spec)
+	h.waitStatus(t, "kept", runningAt("kept:"))
+
+	c := &cluster{name: "kept", env: env}
+	waitNode(ctx, t, c, machine.Name, func(n *corev1.Node) error { return checkNode(n, "kept", machine) })
+
+	// Another cluster wants the same prefix: it waits until the prefix is free. (The test's host feeds it
+	// no machine: its facts replace kept's, which its Node no longer needs.)
+	h.declare(ctx, t, "other", &specs.ClusterSpec{NamespacePrefix: "kept:", Controllers: []string{ccm.ControllerCloudNode}})
+	h.waitStatus(t, "other", failedWith(`namespace prefix "kept:" is the prefix of cluster "kept"`))
+
+	definitions := h.definitions(ctx, t, "kept:")
+
+	// kept goes, keeping its resources; other gets the prefix and runs over them.
+	require.NoError(t, h.remove(ctx, "kept"))
+
+	left, err := h.leftovers(ctx, "kept:", definitions)
+	require.NoError(t, err)
+	require.Contains(t, left, fmt.Sprintf("%s kept:node/%s", ccm.NodeTransformType, machine.Name), "the removed cluster kept its resources")
+
+	h.waitStatus(t, "other", runningAt("kept:"))
+	require.NoError(t, h.remove(ctx, "other"))
+
+	left, err = h.leftovers(ctx, "kept:", definitions)
+	require.NoError(t, err)
+	require.Empty(t, left, "a cluster that does not keep its resources leaves none, even those another kept")
+
+	// kept again, then moved to another prefix: the old one is emptied, as kept does not keep resources
+	// any more.
+	h.declare(ctx, t, "kept", spec)
+	h.waitStatus(t, "kept", runningAt("kept:"))
+
+	h.declare(ctx, t, "kept", &specs.ClusterSpec{NamespacePrefix: "moved:", Controllers: spec.GetControllers(), HostFacts: true})
+	h.waitStatus(t, "kept", runningAt("moved:"))
+
+	left, err = h.leftovers(ctx, "kept:", definitions)
+	require.NoError(t, err)
+	require.Empty(t, left, "the old prefix is emptied")
+
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the moved cluster's decisions", func(ctx context.Context) error {
+		_, err := h.state.Get(ctx, resource.NewMetadata(ccm.HostNamespace("moved:", ccm.NodeNamespace), ccm.NodeTransformType, machine.Name, resource.VersionUndefined))
+
+		return err //nolint:wrapcheck
+	})
 }
