@@ -26,9 +26,17 @@ type kubeconfigs struct {
 	paths map[string]string
 }
 
-func (k *kubeconfigs) set(files map[string]*ClusterFile) {
+// set records the paths of files; a cluster whose file is broken keeps its path, one whose file is gone
+// loses it.
+func (k *kubeconfigs) set(files map[string]*ClusterFile, broken map[string]error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+
+	for name := range k.paths {
+		if files[name] == nil && broken[name] == nil {
+			delete(k.paths, name)
+		}
+	}
 
 	for name, file := range files {
 		k.paths[name] = file.Kubeconfig
@@ -104,7 +112,7 @@ func (ctrl *FilesController) sync(ctx context.Context, r controller.Runtime, log
 		logger.Error("cluster file left out; its cluster stays as it was", zap.String("cluster", name), zap.Error(err))
 	}
 
-	ctrl.Kubeconfigs.set(files)
+	ctrl.Kubeconfigs.set(files, broken)
 
 	for name, file := range files {
 		if err = ctrl.declare(ctx, r, name, file); err != nil {

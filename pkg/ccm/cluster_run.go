@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -50,8 +51,10 @@ type clusterRun struct {
 	spec    *specs.ClusterSpec
 	version resource.Version
 	opts    Options
-	host    state.State
-	logger  *zap.Logger
+	// controllers are the enabled controllers, sorted, for the status.
+	controllers []string
+	host        state.State
+	logger      *zap.Logger
 	// changed wakes the host controller: the status changed.
 	changed func()
 
@@ -81,6 +84,11 @@ func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpe
 	cr := &clusterRun{
 		id: id, spec: spec, version: version, opts: opts, host: host, logger: opts.Logger, changed: changed,
 		cancel: cancel, done: make(chan struct{}), phase: PhaseStarting,
+	}
+
+	// The options were checked (clusterOptions): the controllers resolve.
+	if enabled, err := EnabledControllers(opts.Controllers); err == nil {
+		cr.controllers = slices.Sorted(maps.Keys(enabled))
 	}
 
 	go cr.loop(ctx)
@@ -123,7 +131,7 @@ func (cr *clusterRun) stopped() bool {
 // startClusterRemoval destroys the resources of a cluster whose run stopped without destroying them.
 func startClusterRemoval(stopped *clusterRun) *clusterRun {
 	cr := &clusterRun{
-		id: stopped.id, spec: stopped.spec, version: stopped.version, opts: stopped.opts, host: stopped.host,
+		id: stopped.id, spec: stopped.spec, version: stopped.version, opts: stopped.opts, controllers: stopped.controllers, host: stopped.host,
 		logger: stopped.logger, changed: stopped.changed, cancel: func() {}, done: make(chan struct{}),
 		phase: PhaseRemoving, destroy: true,
 	}
@@ -302,13 +310,7 @@ func (cr *clusterRun) status() *specs.ClusterStatusSpec {
 	pipeline := cr.pipeline
 	cr.mu.Unlock()
 
-	if enabled, err := EnabledControllers(cr.opts.Controllers); err == nil {
-		for name := range enabled {
-			out.Controllers = append(out.Controllers, name)
-		}
-
-		slices.Sort(out.Controllers)
-	}
+	out.Controllers = slices.Clone(cr.controllers)
 
 	if pipeline != nil {
 		current, at, err := pipeline.credentialState()

@@ -398,33 +398,6 @@ func (ctrl *ClustersController) writeStatuses(ctx context.Context, r controller.
 	return errors.Join(errs...)
 }
 
-// Cluster and ClusterStatus are the host's resources of a ClustersController.
-type (
-	// Cluster declares a cluster to serve; its ID is the cluster's ID. Its spec is a specs.ClusterSpec.
-	Cluster = host.Cluster
-	// ClusterStatus is the health of a cluster's pipeline; its ID is the cluster's ID. Its spec is a
-	// specs.ClusterStatusSpec.
-	ClusterStatus = host.ClusterStatus
-)
-
-// Types and default namespace of the host's resources of a ClustersController.
-const (
-	ClusterType       = host.ClusterType
-	ClusterStatusType = host.ClusterStatusType
-	// ClustersNamespace is the default namespace of Cluster and ClusterStatus resources.
-	ClustersNamespace = host.NamespaceName
-)
-
-// NewCluster returns an empty Cluster of the given ID in the namespace ns.
-func NewCluster(ns resource.Namespace, id resource.ID) *Cluster {
-	return host.NewCluster(ns, id)
-}
-
-// NewClusterStatus returns an empty ClusterStatus of the given ID in the namespace ns: a pointer to read one.
-func NewClusterStatus(ns resource.Namespace, id resource.ID) *ClusterStatus {
-	return host.NewClusterStatus(ns, id)
-}
-
 // RegisterClusterResources registers the namespace ns (empty means ClustersNamespace) and the definitions
 // of Cluster and ClusterStatus into the host's state, so that the host's tools can discover them.
 // Definitions already there are kept.

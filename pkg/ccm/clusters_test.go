@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
@@ -36,71 +35,6 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
-
-// clusterFactsController is a host's controller that feeds facts to the clusters it declares: for every
-// Cluster that is not being removed, it writes the machines of the host's inventory for that cluster into the
-// cluster's prefixed talos namespace; a removed cluster's facts are the
-// ClustersController's to destroy with the rest of its resources.
-type clusterFactsController struct{}
-
-func (ctrl *clusterFactsController) Name() string { return "host.ClusterFactsController" }
-
-func (ctrl *clusterFactsController) Inputs() []controller.Input {
-	return []controller.Input{
-		{Namespace: hostNamespace, Type: hostMachineType, Kind: controller.InputWeak},
-		{Namespace: ccm.ClustersNamespace, Type: ccm.ClusterType, Kind: controller.InputWeak},
-	}
-}
-
-func (ctrl *clusterFactsController) Outputs() []controller.Output {
-	return []controller.Output{
-		{Type: ccm.PlatformMetadataType, Kind: controller.OutputExclusive},
-		{Type: ccm.MachineAddressesType, Kind: controller.OutputExclusive},
-	}
-}
-
-func (ctrl *clusterFactsController) Run(ctx context.Context, r controller.Runtime, _ *zap.Logger) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.EventCh():
-		}
-
-		machines, err := safe.ReaderListAll[*hostMachine](ctx, r)
-		if err != nil {
-			return fmt.Errorf("failed to list machines: %w", err)
-		}
-
-		clusters, err := safe.ReaderList[*ccm.Cluster](ctx, r, ccm.NewCluster(ccm.ClustersNamespace, "").Metadata())
-		if err != nil {
-			return fmt.Errorf("failed to list clusters: %w", err)
-		}
-
-		for cluster := range clusters.All() {
-			if cluster.Metadata().Phase() != resource.PhaseRunning {
-				continue
-			}
-
-			wanted := map[string]talossim.Machine{}
-
-			for m := range machines.All() {
-				if m.TypedSpec().Cluster == cluster.Metadata().ID() {
-					wanted[m.TypedSpec().Machine.Name] = m.TypedSpec().Machine
-				}
-			}
-
-			prefix := cluster.TypedSpec().Value.GetNamespacePrefix()
-			if prefix == "" {
-				prefix = cluster.Metadata().ID() + ccm.NamespacePrefixSeparator
-			}
-
-			if err = writeFacts(ctx, r, ccm.HostNamespace(prefix, ccm.TalosNamespace), wanted); err != nil {
-				return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster.Metadata().ID(), err)
-			}
-		}
-	}
-}
 
 // countingState counts the watches open on a state.
 type countingState struct {
@@ -158,7 +92,7 @@ func startClustersHost(ctx context.Context, t *testing.T, provider func(context.
 	require.NoError(t, err)
 
 	require.NoError(t, host.RegisterController(ctrl))
-	require.NoError(t, host.RegisterController(&clusterFactsController{}))
+	require.NoError(t, host.RegisterController(&factsController{clusters: true}))
 
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

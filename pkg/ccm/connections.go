@@ -50,7 +50,6 @@ type connections struct {
 	// tracker tracks the connections of the current generation.
 	tracker    *connTracker
 	transports []*rotatingTransport
-	closed     atomic.Bool
 }
 
 // newConnections returns the connections of a pipeline over base.
@@ -120,7 +119,7 @@ func (c *connections) rotate(base *rest.Config) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	if c.closed.Load() {
+	if c.tracker.isClosed() {
 		return false, errConnectionsClosed
 	}
 
@@ -166,7 +165,6 @@ func (c *connections) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	c.closed.Store(true)
 	c.tracker.closeAll()
 }
 
@@ -242,11 +240,7 @@ func newConnTracker() *connTracker {
 // dialer returns dial with its connections tracked.
 func (t *connTracker) dialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		t.mu.Lock()
-		closed := t.closed
-		t.mu.Unlock()
-
-		if closed {
+		if t.isClosed() {
 			return nil, errConnectionsClosed
 		}
 
@@ -269,6 +263,14 @@ func (t *connTracker) dialer(dial func(ctx context.Context, network, address str
 
 		return tracked, nil
 	}
+}
+
+// isClosed reports whether closeAll was called.
+func (t *connTracker) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	return t.closed
 }
 
 // closeAll closes every connection, and every one dialled from now on.

@@ -72,12 +72,21 @@ func newHostMachine(cluster string, m talossim.Machine) *hostMachine {
 type factsController struct {
 	// prefixes are the clusters' namespace prefixes, by cluster name.
 	prefixes map[string]string
+	// clusters adds the clusters declared as Cluster resources that are not being removed (a removed
+	// cluster's facts are the ClustersController's to destroy with the rest of its resources).
+	clusters bool
 }
 
 func (ctrl *factsController) Name() string { return "host.FactsController" }
 
 func (ctrl *factsController) Inputs() []controller.Input {
-	return []controller.Input{{Namespace: hostNamespace, Type: hostMachineType, Kind: controller.InputWeak}}
+	inputs := []controller.Input{{Namespace: hostNamespace, Type: hostMachineType, Kind: controller.InputWeak}}
+
+	if ctrl.clusters {
+		inputs = append(inputs, controller.Input{Namespace: ccm.ClustersNamespace, Type: ccm.ClusterType, Kind: controller.InputWeak})
+	}
+
+	return inputs
 }
 
 func (ctrl *factsController) Outputs() []controller.Output {
@@ -110,12 +119,49 @@ func (ctrl *factsController) Run(ctx context.Context, r controller.Runtime, _ *z
 			wanted[spec.Cluster][spec.Machine.Name] = spec.Machine
 		}
 
-		for cluster, prefix := range ctrl.prefixes {
+		prefixes, err := ctrl.currentPrefixes(ctx, r)
+		if err != nil {
+			return err
+		}
+
+		for cluster, prefix := range prefixes {
 			if err = writeFacts(ctx, r, ccm.HostNamespace(prefix, ccm.TalosNamespace), wanted[cluster]); err != nil {
 				return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster, err)
 			}
 		}
 	}
+}
+
+// currentPrefixes are the prefixes of the clusters to feed, by cluster name.
+func (ctrl *factsController) currentPrefixes(ctx context.Context, r controller.Runtime) (map[string]string, error) {
+	prefixes := maps.Clone(ctrl.prefixes)
+	if !ctrl.clusters {
+		return prefixes, nil
+	}
+
+	if prefixes == nil {
+		prefixes = map[string]string{}
+	}
+
+	clusters, err := safe.ReaderList[*ccm.Cluster](ctx, r, ccm.NewCluster(ccm.ClustersNamespace, "").Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("failed to list clusters: %w", err)
+	}
+
+	for cluster := range clusters.All() {
+		if cluster.Metadata().Phase() != resource.PhaseRunning {
+			continue
+		}
+
+		prefix := cluster.TypedSpec().Value.GetNamespacePrefix()
+		if prefix == "" {
+			prefix = cluster.Metadata().ID() + ccm.NamespacePrefixSeparator
+		}
+
+		prefixes[cluster.Metadata().ID()] = prefix
+	}
+
+	return prefixes, nil
 }
 
 // writeFacts writes the facts of machines into the namespace ns of the host's state, and destroys the

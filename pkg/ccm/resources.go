@@ -3,6 +3,7 @@ package ccm
 import (
 	"github.com/cosi-project/runtime/pkg/resource"
 
+	"github.com/talos-ccm/talos-ccm/internal/resources/host"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -109,4 +110,31 @@ func NewMachineAddressesIn(ns resource.Namespace, id resource.ID) *MachineAddres
 // that writes the facts of a cluster into its own state, in HostNamespace(prefix, TalosNamespace).
 func NewMachineStatusIn(ns resource.Namespace, id resource.ID) *MachineStatus {
 	return talos.NewMachineStatus(ns, id)
+}
+
+// Cluster and ClusterStatus are the host's resources of a ClustersController.
+type (
+	// Cluster declares a cluster to serve; its ID is the cluster's ID. Its spec is a specs.ClusterSpec.
+	Cluster = host.Cluster
+	// ClusterStatus is the health of a cluster's pipeline; its ID is the cluster's ID. Its spec is a
+	// specs.ClusterStatusSpec.
+	ClusterStatus = host.ClusterStatus
+)
+
+// Types and default namespace of the host's resources of a ClustersController.
+const (
+	ClusterType       = host.ClusterType
+	ClusterStatusType = host.ClusterStatusType
+	// ClustersNamespace is the default namespace of Cluster and ClusterStatus resources.
+	ClustersNamespace = host.NamespaceName
+)
+
+// NewCluster returns an empty Cluster of the given ID in the namespace ns.
+func NewCluster(ns resource.Namespace, id resource.ID) *Cluster {
+	return host.NewCluster(ns, id)
+}
+
+// NewClusterStatus returns an empty ClusterStatus of the given ID in the namespace ns: a pointer to read one.
+func NewClusterStatus(ns resource.Namespace, id resource.ID) *ClusterStatus {
+	return host.NewClusterStatus(ns, id)
 }

@@ -16,13 +16,13 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
-// Bounds on what one machine may report, so that a misbehaving or hostile machine cannot make talos-ccm
-// hold or write unbounded data. What is beyond them is left out, never cut (a cut value, a providerID
-// above all, would be a wrong value), and the facts say what was left out.
+// Bounds on what one machine may report (talos.MaxTags, MaxFieldLength, MaxAddresses): what is beyond them is
+// left out, never cut (a cut value, a providerID above all, would be a wrong value), and the facts say what
+// was left out, in at most maxWarnings warnings.
 const (
-	maxTags        = 256
-	maxFieldLength = 1024
-	maxAddresses   = 512
+	maxTags        = talos.MaxTags
+	maxFieldLength = talos.MaxFieldLength
+	maxAddresses   = talos.MaxAddresses
 	maxWarnings    = 8
 )
 

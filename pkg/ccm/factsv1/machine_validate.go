@@ -9,16 +9,17 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
-// Bounds on one machine's facts. They match those talos-ccm applies to the facts it reads from a Talos
-// API (internal/controllers/talos), so that a host cannot make talos-ccm hold more than a machine could.
-// What a Talos machine reports beyond them is left out with a warning; a host is told instead, by
-// Validate, since it can fix its facts.
+// Bounds on one machine's facts: those talos-ccm applies to the facts it reads from a Talos API, so that a
+// host cannot make talos-ccm hold more than a machine could. What a Talos machine reports beyond them is
+// left out with a warning; a host is told instead, by Validate, since it can fix its facts.
 const (
-	maxFieldLength = 1024
-	maxTags        = 256
-	maxAddresses   = 512
+	maxFieldLength = talos.MaxFieldLength
+	maxTags        = talos.MaxTags
+	maxAddresses   = talos.MaxAddresses
 )
 
 // problems is everything wrong with one Machine, on one line.
