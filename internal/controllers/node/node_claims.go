@@ -92,14 +92,15 @@ func describeKey(key string) string {
 // address that another Node holds is refused. It is safe for concurrent use.
 type claimRegistry struct {
 	mu sync.Mutex
-	// byKey holds the claimants of each key.
-	byKey map[string]map[string]claimant
+	// byKey holds the claimants of each key, one Node each: almost always one (a map per key would cost a
+	// few hundred bytes per key, for thousands of keys).
+	byKey map[string][]claimant
 	// keysOf holds the keys each Node claims.
 	keysOf map[string][]string
 }
 
 func newClaimRegistry() *claimRegistry {
-	return &claimRegistry{byKey: map[string]map[string]claimant{}, keysOf: map[string][]string{}}
+	return &claimRegistry{byKey: map[string][]claimant{}, keysOf: map[string][]string{}}
 }
 
 // bind records claim (replacing the Node's previous one) and returns what refuses it, or "", and whether
@@ -113,15 +114,11 @@ func (r *claimRegistry) bind(claim Claim) (string, bool) {
 	others := make(map[string][]claimant, len(claim.Keys))
 
 	for key, held := range claim.Keys {
-		for _, c := range r.byKey[key] {
-			others[key] = append(others[key], c)
+		if holders := r.byKey[key]; len(holders) > 0 {
+			others[key] = slices.Clone(holders)
 		}
 
-		if r.byKey[key] == nil {
-			r.byKey[key] = map[string]claimant{}
-		}
-
-		r.byKey[key][claim.Node] = claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current}
+		r.byKey[key] = append(r.byKey[key], claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current})
 		r.keysOf[claim.Node] = append(r.keysOf[claim.Node], key)
 	}
 
@@ -138,10 +135,12 @@ func (r *claimRegistry) remove(node string) {
 
 func (r *claimRegistry) removeLocked(node string) {
 	for _, key := range r.keysOf[node] {
-		delete(r.byKey[key], node)
+		held := slices.DeleteFunc(r.byKey[key], func(c claimant) bool { return c.node == node })
 
-		if len(r.byKey[key]) == 0 {
+		if len(held) == 0 {
 			delete(r.byKey, key)
+		} else {
+			r.byKey[key] = held
 		}
 	}
 

@@ -35,6 +35,7 @@ func NewNodeLifecycleController(opts LifecycleOptions) *NodeLifecycleController 
 		},
 		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithConcurrency(decisionConcurrency),
 	)
 }
 

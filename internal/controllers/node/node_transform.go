@@ -54,8 +54,16 @@ func NewNodeTransformController(consumers ...resource.Finalizer) *NodeTransformC
 		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
+		qtransform.WithConcurrency(decisionConcurrency),
 	)
 }
+
+// decisionConcurrency is how many Nodes a decision controller (NodeTransform, NodeLifecycle) computes at
+// once. Each Node's decision is independent (the claims are bound under the registry's lock): while
+// thousands of Nodes join, one worker would be one goroutine among the thousands of the machines' sessions
+// and get as small a share of the CPU, and every request for a serving certificate waits for its Node's
+// transform.
+const decisionConcurrency = 4
 
 // contestedRecheck is how often a NodeTransform whose machine, providerID or address another Node also
 // claims is computed again: the claims are seen one Node at a time (after a restart, in any order), and

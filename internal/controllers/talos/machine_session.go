@@ -40,6 +40,37 @@ type sessionOptions struct {
 	// NotReady Node's machine answers, in which stage, and as which machine, is what lifecycle verdicts are
 	// made of.
 	ProbeInterval time.Duration
+	// Connecting, when set, bounds how many sessions connect at once (see connectSlots); nil: no bound.
+	Connecting connectSlots
+}
+
+// connectSlots bounds how many sessions read their machine's facts for the first time at once: while
+// thousands of Nodes join, thousands of sessions asking at once take the CPU (theirs, and on a control-plane
+// node the Talos API's) in thousands of slices, and the Nodes' facts come all together at the end, while
+// everything downstream (each Node's transform, its write, the kubelet's request for a serving certificate)
+// waits. Bounded, the machines are read about in the order their Nodes came, at the same total speed.
+type connectSlots chan struct{}
+
+func newConnectSlots(n int) connectSlots { return make(connectSlots, n) }
+
+// acquire waits for a slot, and reports false if ctx ended first.
+func (c connectSlots) acquire(ctx context.Context) bool {
+	if c == nil {
+		return true
+	}
+
+	select {
+	case c <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c connectSlots) release() {
+	if c != nil {
+		<-c
+	}
 }
 
 // addressSettle is how long after a change of its address set a machine's PlatformMetadata is read again:
@@ -112,8 +143,16 @@ func (s *machineSession) session(ctx context.Context) error {
 	c := newConnection(s)
 	defer c.close()
 
-	if err := c.connect(ctx); err != nil {
-		return err
+	if !s.opts.Connecting.acquire(ctx) {
+		return ctx.Err()
+	}
+
+	connectErr := c.connect(ctx)
+
+	s.opts.Connecting.release()
+
+	if connectErr != nil {
+		return connectErr
 	}
 
 	for {

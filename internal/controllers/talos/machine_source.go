@@ -70,6 +70,11 @@ func (ctrl *MachineSourceController) Outputs() []controller.Output {
 	}
 }
 
+// connectsAtOnce is how many sessions read their machine for the first time at once (see connectSlots):
+// enough to keep a Talos API busy through its calls' round trips, few enough that thousands of joining
+// machines are read in turn.
+const connectsAtOnce = 32
+
 // reconcileInterval is the shortest time between two passes over every Node of a source (longer on large
 // clusters, see passPacer).
 const reconcileInterval = 250 * time.Millisecond
@@ -91,6 +96,7 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 		RetryMin:        500 * time.Millisecond,
 		RetryMax:        ctrl.Options.RetryMax,
 		PlatformRefresh: ctrl.Options.PlatformRefresh,
+		Connecting:      newConnectSlots(connectsAtOnce),
 	}
 
 	if opts.CallTimeout <= 0 {
