@@ -40,37 +40,8 @@ type sessionOptions struct {
 	// NotReady Node's machine answers, in which stage, and as which machine, is what lifecycle verdicts are
 	// made of.
 	ProbeInterval time.Duration
-	// Connecting, when set, bounds how many sessions connect at once (see connectSlots); nil: no bound.
-	Connecting connectSlots
-}
-
-// connectSlots bounds how many sessions read their machine's facts for the first time at once: while
-// thousands of Nodes join, thousands of sessions asking at once take the CPU (theirs, and on a control-plane
-// node the Talos API's) in thousands of slices, and the Nodes' facts come all together at the end, while
-// everything downstream (each Node's transform, its write, the kubelet's request for a serving certificate)
-// waits. Bounded, the machines are read about in the order their Nodes came, at the same total speed.
-type connectSlots chan struct{}
-
-func newConnectSlots(n int) connectSlots { return make(connectSlots, n) }
-
-// acquire waits for a slot, and reports false if ctx ended first.
-func (c connectSlots) acquire(ctx context.Context) bool {
-	if c == nil {
-		return true
-	}
-
-	select {
-	case c <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (c connectSlots) release() {
-	if c != nil {
-		<-c
-	}
+	// Intake, when set, bounds the sessions that read their machine (see sessionIntake); nil: no bound.
+	Intake *sessionIntake
 }
 
 // addressSettle is how long after a change of its address set a machine's PlatformMetadata is read again:
@@ -143,28 +114,31 @@ func (s *machineSession) session(ctx context.Context) error {
 	c := newConnection(s)
 	defer c.close()
 
-	if !s.opts.Connecting.acquire(ctx) {
-		return ctx.Err()
+	admitted, err := s.opts.Intake.admit(ctx, func() error { return c.connect(ctx) })
+	defer admitted.release()
+
+	if err != nil {
+		return err
 	}
 
-	connectErr := c.connect(ctx)
-
-	s.opts.Connecting.release()
-
-	if connectErr != nil {
-		return connectErr
+	if !s.condition.uninitialized.Load() {
+		admitted.release()
 	}
 
 	for {
-		var err error
-
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case ev := <-c.addressEvents:
 			err = c.addressEvent(ctx, ev)
 		case <-s.condition.changed:
+			if !s.condition.uninitialized.Load() {
+				admitted.release()
+			}
+
 			err = c.conditionChanged(ctx)
+		case <-admitted.expired():
+			admitted.release()
 		case <-c.probes.due():
 			err = c.probeMachine(ctx)
 		case <-c.reread.due():

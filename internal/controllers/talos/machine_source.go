@@ -39,7 +39,8 @@ type MachineSourceOptions struct {
 // MachineSourceController reads every Node's machine through the Talos API (one request per node,
 // addressed with client.WithNode to the node's IP) and mirrors its facts into PlatformMetadata,
 // MachineAddresses and MachineStatus. Each machine has its own session, so one slow or unreachable
-// machine never delays another. It decides nothing.
+// machine never delays another; the sessions' first reads pass an intake (sessionIntake) that paces them
+// while thousands of Nodes join. It decides nothing.
 //
 // A session costs four Talos calls (the machine's Nodename, PlatformMetadata and SystemInformation, and a
 // watch of its addresses) and one watch stream: PlatformMetadata, which changes on a running machine
@@ -70,10 +71,17 @@ func (ctrl *MachineSourceController) Outputs() []controller.Output {
 	}
 }
 
-// connectsAtOnce is how many sessions read their machine for the first time at once (see connectSlots):
-// enough to keep a Talos API busy through its calls' round trips, few enough that thousands of joining
-// machines are read in turn.
-const connectsAtOnce = 32
+// The intake of the sessions (see sessionIntake): 32 reading at once keep a Talos API busy through its
+// calls' round trips, and a machine that takes more than a second to answer lets the next one read; 512
+// Nodes decided and waiting for their writes are seconds of the Node sink's work at any apiserver's pace,
+// so that it never waits for the intake; and a Node that cannot be initialized yet holds its place for 5
+// seconds at most.
+const (
+	intakeReading  = 32
+	intakeSlowRead = time.Second
+	intakeWaiting  = 512
+	intakeHold     = 5 * time.Second
+)
 
 // reconcileInterval is the shortest time between two passes over every Node of a source (longer on large
 // clusters, see passPacer).
@@ -96,7 +104,7 @@ func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
 		RetryMin:        500 * time.Millisecond,
 		RetryMax:        ctrl.Options.RetryMax,
 		PlatformRefresh: ctrl.Options.PlatformRefresh,
-		Connecting:      newConnectSlots(connectsAtOnce),
+		Intake:          newSessionIntake(intakeReading, intakeWaiting, intakeSlowRead, intakeHold),
 	}
 
 	if opts.CallTimeout <= 0 {

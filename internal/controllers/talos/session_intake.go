@@ -1,0 +1,106 @@
+package talos
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// sessionIntake paces the sessions' first reads of their machines while thousands of Nodes join at once.
+//
+// Read all at once, the machines' facts arrive together, and every Node is then decided and waits in the
+// Node sink's queue for its writes, which go at the apiserver's pace: thousands of Nodes waiting there cost
+// CPU in proportion to their number at every step of that queue, and meanwhile thousands of sessions reading
+// at once took the CPU in thousands of slices. So the intake lets at most reading sessions read their machine
+// at once (each for at most slowRead), and at most waiting sessions hold facts while their Node waits to be initialized, each for at most
+// hold (a Node that cannot be initialized yet, waiting for a providerID, say, lets the next one in after
+// hold). The Nodes waiting for a slot wait in the order they came, at no cost; at the same total speed.
+type sessionIntake struct {
+	reading, waiting slots
+	// slowRead is how long a session reads its machine before it gives its reading slot to the next: a
+	// machine that answers slowly (or not at all, until the call timeout) never holds the others up.
+	slowRead time.Duration
+	hold     time.Duration
+}
+
+func newSessionIntake(reading, waiting int, slowRead, hold time.Duration) *sessionIntake {
+	return &sessionIntake{reading: make(slots, reading), waiting: make(slots, waiting), slowRead: slowRead, hold: hold}
+}
+
+// admit runs connect once the session may read its machine, and returns its admission, to be released once
+// its Node is initialized. A nil intake admits at once.
+func (in *sessionIntake) admit(ctx context.Context, connect func() error) (*admission, error) {
+	if in == nil {
+		return nil, connect()
+	}
+
+	if !in.waiting.acquire(ctx) {
+		return nil, ctx.Err()
+	}
+
+	a := &admission{intake: in, held: true}
+
+	if !in.reading.acquire(ctx) {
+		return a, ctx.Err()
+	}
+
+	var once sync.Once
+
+	slow := time.AfterFunc(in.slowRead, func() { once.Do(in.reading.release) })
+
+	err := connect()
+
+	slow.Stop()
+	once.Do(in.reading.release)
+
+	if err == nil {
+		a.timer = time.NewTimer(in.hold)
+	}
+
+	return a, err
+}
+
+// admission is a session's place among the waiting ones.
+type admission struct {
+	intake *sessionIntake
+	timer  *time.Timer
+	held   bool
+}
+
+// release gives the place to the next session; only the first call counts.
+func (a *admission) release() {
+	if a == nil || !a.held {
+		return
+	}
+
+	a.held = false
+	a.intake.waiting.release()
+
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+}
+
+// expired fires when the session held its place for the intake's hold; never once released.
+func (a *admission) expired() <-chan time.Time {
+	if a == nil || !a.held || a.timer == nil {
+		return nil
+	}
+
+	return a.timer.C
+}
+
+// slots is a counting semaphore whose waiters are served in order.
+type slots chan struct{}
+
+// acquire waits for a slot, and reports false if ctx ended first.
+func (s slots) acquire(ctx context.Context) bool {
+	select {
+	case s <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s slots) release() { <-s }
