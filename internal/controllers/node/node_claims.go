@@ -111,18 +111,15 @@ func (r *claimRegistry) bind(claim Claim) (string, bool) {
 
 	r.removeLocked(claim.Node)
 
-	others := make(map[string][]claimant, len(claim.Keys))
+	// Judged against the other Nodes' claims, before this one joins them.
+	conflict, contested := claimConflict(claim, r.byKey)
 
 	for key, held := range claim.Keys {
-		if holders := r.byKey[key]; len(holders) > 0 {
-			others[key] = slices.Clone(holders)
-		}
-
 		r.byKey[key] = append(r.byKey[key], claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current})
 		r.keysOf[claim.Node] = append(r.keysOf[claim.Node], key)
 	}
 
-	return claimConflict(claim, others)
+	return conflict, contested
 }
 
 // remove forgets the claim of a Node.

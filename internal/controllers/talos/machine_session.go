@@ -121,21 +121,18 @@ func (s *machineSession) session(ctx context.Context) error {
 		return err
 	}
 
-	if !s.condition.uninitialized.Load() {
-		admitted.release()
-	}
-
 	for {
+		// A Node initialized gives its place in the intake to the next.
+		if !s.condition.uninitialized.Load() {
+			admitted.release()
+		}
+
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case ev := <-c.addressEvents:
 			err = c.addressEvent(ctx, ev)
 		case <-s.condition.changed:
-			if !s.condition.uninitialized.Load() {
-				admitted.release()
-			}
-
 			err = c.conditionChanged(ctx)
 		case <-admitted.expired():
 			admitted.release()

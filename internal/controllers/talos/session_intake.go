@@ -12,9 +12,10 @@ import (
 // Node sink's queue for its writes, which go at the apiserver's pace: thousands of Nodes waiting there cost
 // CPU in proportion to their number at every step of that queue, and meanwhile thousands of sessions reading
 // at once took the CPU in thousands of slices. So the intake lets at most reading sessions read their machine
-// at once (each for at most slowRead), and at most waiting sessions hold facts while their Node waits to be initialized, each for at most
-// hold (a Node that cannot be initialized yet, waiting for a providerID, say, lets the next one in after
-// hold). The Nodes waiting for a slot wait in the order they came, at no cost; at the same total speed.
+// at once (each for at most slowRead), and at most waiting sessions hold facts while their Node waits to be
+// initialized, each for at most hold (a Node that cannot be initialized yet, waiting for a providerID, say,
+// lets the next one in after hold). The Nodes waiting for a slot wait in the order they came, at no cost;
+// at the same total speed.
 type sessionIntake struct {
 	reading, waiting slots
 	// slowRead is how long a session reads its machine before it gives its reading slot to the next: a
