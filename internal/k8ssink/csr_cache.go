@@ -5,15 +5,26 @@ import (
 )
 
 // TrimCSR drops from a certificate request what talos-ccm never reads before the informer caches it: its
-// managedFields (a few hundred bytes per request, thousands of requests on a large cluster). The approval
-// update leaves them out, so the server keeps its own.
+// managedFields (a few hundred bytes per request, thousands of requests on a large cluster), and, once the
+// request is approved, denied or failed, its PKCS#10 request and issued certificate (a kilobyte or two
+// each; the signer's cleaner deletes approved requests only an hour later). The approval update leaves
+// managedFields out, so the server keeps its own; a request that is no longer pending is neither mirrored
+// nor written again (see applicable), so nothing reads what it lost.
 //
 // It is an informer transform (cache.TransformFunc): it changes the object it is given, which the
 // informer has just decoded and nobody else holds.
 func TrimCSR(obj any) (any, error) {
-	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
-		csr.ManagedFields = nil
+	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+	if !ok {
+		return obj, nil
 	}
 
-	return obj, nil
+	csr.ManagedFields = nil
+
+	if !CSRPending(csr) {
+		csr.Spec.Request = nil
+		csr.Status.Certificate = nil
+	}
+
+	return csr, nil
 }

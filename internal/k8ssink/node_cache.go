@@ -35,7 +35,8 @@ func TrimNode(obj any) (any, error) {
 		Conditions: ready,
 	}
 
-	kept := node.ManagedFields[:0]
+	// A new slice: the decoded one's array would keep every entry's fields alive behind the kept ones.
+	var kept []metav1.ManagedFieldsEntry
 
 	for _, entry := range node.ManagedFields {
 		if entry.Manager == DefaultFieldManager && entry.Operation == metav1.ManagedFieldsOperationApply && entry.Subresource == "" {

@@ -48,6 +48,8 @@ func TestTrimNode(t *testing.T) {
 		"the Ready condition stays")
 	require.Equal(t, []metav1.ManagedFieldsEntry{{Manager: k8ssink.DefaultFieldManager, Operation: metav1.ManagedFieldsOperationApply}}, trimmed.ManagedFields,
 		"the only entry the applier reads stays")
+	require.Equal(t, len(trimmed.ManagedFields), cap(trimmed.ManagedFields),
+		"no dropped entry stays behind the kept one, in the array the informer would cache")
 
 	require.Equal(t, map[string]string{"a": "b"}, trimmed.Labels, "what talos-ccm reads stays")
 	require.Len(t, trimmed.Status.Addresses, 1)
