@@ -78,6 +78,8 @@ type result struct {
 	// stateWrites are the rows written to the state database per node, up to the end of the initialization
 	// and the CSR approvals.
 	stateWrites float64
+	// runtimeWork is the controllers' work on the in-memory state, per node, over the same time.
+	runtimeWork runtimeWork
 
 	// After initialization: goroutines, and the bytes of their stacks and of the heap.
 	goroutines, stackBytes, heapBytes float64
@@ -278,6 +280,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.requests = countRequests(before).per(float64(sc.nodes))
 	res.talosCalls = perKey(talosCalls(before, "call"), float64(sc.nodes))
 	res.stateWrites = sum(before, "talos_ccm_state_writes_total") / float64(sc.nodes)
+	res.runtimeWork = readRuntimeWork(metricsAddr, sc.nodes)
 
 	step(fmt.Sprintf("idle for %s", opts.idle))
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// runtimeWork is what the COSI runtime's controllers did, per node: reconciles of the queued controllers
+// (decisions and sinks), and the reads and writes of every controller on the in-memory state. Every read
+// copies the resource it returns, and every reconcile reads its input, its output and what it decides from:
+// these are what a node costs in the design, beside the Kubernetes and Talos calls.
+type runtimeWork struct {
+	reconciles, reads, writes float64
+}
+
+// String implements fmt.Stringer.
+func (w runtimeWork) String() string {
+	return fmt.Sprintf("%.1f / %.1f / %.1f", w.reconciles, w.reads, w.writes)
+}
+
+// readRuntimeWork reads the runtime's counters from talos-ccm's /debug/vars, per node; zero when they
+// cannot be read.
+func readRuntimeWork(addr string, nodes int) runtimeWork {
+	client := http.Client{Timeout: 10 * time.Second}
+
+	resp, err := client.Get("http://" + addr + "/debug/vars") //nolint:noctx
+	if err != nil {
+		return runtimeWork{}
+	}
+
+	defer resp.Body.Close() //nolint:errcheck
+
+	w, err := parseRuntimeWork(resp.Body)
+	if err != nil || nodes == 0 {
+		return runtimeWork{}
+	}
+
+	n := float64(nodes)
+
+	return runtimeWork{reconciles: w.reconciles / n, reads: w.reads / n, writes: w.writes / n}
+}
+
+// parseRuntimeWork sums the runtime's per-controller counters of an expvar document.
+func parseRuntimeWork(r io.Reader) (runtimeWork, error) {
+	var vars struct {
+		Processed map[string]float64 `json:"qcontroller_processed"`
+		Reads     map[string]float64 `json:"controller_reads"`
+		Writes    map[string]float64 `json:"controller_writes"`
+	}
+
+	if err := json.NewDecoder(r).Decode(&vars); err != nil {
+		return runtimeWork{}, fmt.Errorf("failed to read the runtime's counters: %w", err)
+	}
+
+	total := func(m map[string]float64) float64 {
+		s := 0.0
+		for _, v := range m {
+			s += v
+		}
+
+		return s
+	}
+
+	return runtimeWork{reconciles: total(vars.Processed), reads: total(vars.Reads), writes: total(vars.Writes)}, nil
+}
