@@ -32,8 +32,7 @@ const StateFileName = "state.db"
 // moved aside (never deleted) and talos-ccm starts with an empty one; the decisions are rebuilt from
 // Kubernetes and Talos (every allocator rebuilds its allocations from the Nodes and Services).
 func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger) (state.State, func(), error) {
-	// Mirrors and facts: in memory, with a watch history long enough for the bursts of Node events of a
-	// large cluster (a watcher that falls behind the history has to restart).
+	// Mirrors and facts: in memory; a watch that falls behind the history is resumed.
 	memory := ccm.MemoryStateBuilder()
 
 	if dir == "" {
@@ -91,7 +90,7 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 
 // memoryWithStore is the in-memory state of a persisted namespace, with the database as its backing store.
 func memoryWithStore(decisions *sqliteStore, ns resource.Namespace) state.CoreState {
-	return inmem.NewStateWithOptions(append(ccm.MemoryStateOptions(), inmem.WithBackingStore(decisions.namespace(ns)))...)(ns)
+	return ccm.MemoryStateBuilder(inmem.WithBackingStore(decisions.namespace(ns)))(ns)
 }
 
 // persistedNamespaces are the namespaces whose resources are kept in the database.

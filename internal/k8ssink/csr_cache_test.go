@@ -41,7 +41,7 @@ func TestTrimCSR(t *testing.T) {
 		out, err = k8ssink.TrimCSR(decided)
 		require.NoError(t, err)
 
-		trimmed = out.(*certificatesv1.CertificateSigningRequest) //nolint:forcetypeassert,errcheck
+		trimmed = out.(*certificatesv1.CertificateSigningRequest) //nolint:forcetypeassert
 		assert.Nil(t, trimmed.Spec.Request, "%s: a request no longer pending keeps no PKCS#10 request", cond)
 		assert.Nil(t, trimmed.Status.Certificate, "%s: nor its certificate", cond)
 		assert.Equal(t, "system:node:w1", trimmed.Spec.Username, cond)

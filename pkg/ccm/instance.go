@@ -7,43 +7,12 @@ import (
 	"sync"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
-	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 )
-
-// inMemoryHistory is how many events each in-memory collection keeps for watchers: bursts of thousands
-// of Node events are normal at start-up, and a watcher that falls behind the history has to restart (the
-// controller runtime's own watch reads events as they come, and only hands them on). Every event holds
-// the resource's version it made, so the history keeps up to that many old versions of each type alive:
-// at 16,384, a quarter of talos-ccm's heap after 5,000 nodes joined. It cannot be much shorter: after a
-// restart the Node mirror re-creates every mirror in one loop, and the runtime's watch falls thousands of
-// events behind (TestMemoryStateTakesARestartBurst overruns 2,048 at 5,000 Nodes, and 4,096 at 10,000 on a
-// busy machine). At 2,048, talos-ccm's heap after 5,000 Nodes joined was a fifth smaller.
-const inMemoryHistory = 8192
-
-// MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) with a watch
-// history long enough for the bursts of Node events of a large cluster: what a host's state builder should
-// give the namespaces of PrefixedNamespaces that are not persisted.
-func MemoryStateBuilder() namespaced.StateBuilder {
-	memory := inmem.NewStateWithOptions(MemoryStateOptions()...)
-
-	return func(ns resource.Namespace) state.CoreState { return memory(ns) }
-}
-
-// MemoryStateOptions are the options of MemoryStateBuilder's in-memory states, for a host that adds its
-// own (a backing store that persists some namespaces, say).
-func MemoryStateOptions() []inmem.StateOption {
-	return []inmem.StateOption{
-		inmem.WithHistoryInitialCapacity(1024),
-		inmem.WithHistoryMaxCapacity(inMemoryHistory),
-		inmem.WithHistoryGap(64),
-	}
-}
 
 // NewState returns an empty in-memory state for one cluster's pipeline, or for the pipelines of several
 // clusters with namespace prefixes, with a watch history long enough for the bursts of Node events of a

@@ -14,6 +14,9 @@ import (
 // these are what a node costs in the design, beside the Kubernetes and Talos calls.
 type runtimeWork struct {
 	reconciles, reads, writes float64
+	// resumes counts the watches of the in-memory state resumed after they fell behind its history (each
+	// costs a read of the type, and a reconcile of each of its resources).
+	resumes float64
 }
 
 // String implements fmt.Stringer.

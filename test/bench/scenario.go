@@ -281,6 +281,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.talosCalls = perKey(talosCalls(before, "call"), float64(sc.nodes))
 	res.stateWrites = sum(before, "talos_ccm_state_writes_total") / float64(sc.nodes)
 	res.runtimeWork = readRuntimeWork(metricsAddr, sc.nodes)
+	res.runtimeWork.resumes = sum(before, "talos_ccm_state_watch_resumes_total")
 
 	step(fmt.Sprintf("idle for %s", opts.idle))
 

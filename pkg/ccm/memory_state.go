@@ -1,0 +1,37 @@
+package ccm
+
+import (
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+)
+
+// inMemoryHistory is how many events each in-memory collection keeps for its watchers. Every event holds
+// the version of the resource it made, and the one it replaced: the history keeps up to twice that many
+// versions of each type alive (at 8,192, a fifth of talos-ccm's heap after 5,000 Nodes joined). A watcher
+// that falls further behind is resumed (see resumingState): a burst longer than the history costs a fresh
+// read of the type and a reconcile of each of its resources, not a failure.
+const inMemoryHistory = 1024
+
+// MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) whose watches are
+// resumed when they fall behind the history (see resumingState): what a host's state builder should give
+// the namespaces of PrefixedNamespaces, with its own options (inmem.WithBackingStore for the persisted
+// ones) as extra.
+func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
+	memory := inmem.NewStateWithOptions(append(MemoryStateOptions(), extra...)...)
+
+	return func(ns resource.Namespace) state.CoreState { return &resumingState{CoreState: memory(ns)} }
+}
+
+// MemoryStateOptions are the history options of MemoryStateBuilder's in-memory namespaces.
+//
+// Deprecated: a state built with them alone does not resume its watches, and its history is too short for
+// the bursts of a large cluster without that; use MemoryStateBuilder, with the host's options as arguments.
+func MemoryStateOptions() []inmem.StateOption {
+	return []inmem.StateOption{
+		inmem.WithHistoryInitialCapacity(inMemoryHistory),
+		inmem.WithHistoryMaxCapacity(inMemoryHistory),
+		inmem.WithHistoryGap(64),
+	}
+}

@@ -1,0 +1,180 @@
+package ccm
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+)
+
+// watchedView applies a watcher's events, as a controller runtime would learn of the resources: their IDs
+// and the versions last seen.
+type watchedView struct {
+	versions     map[resource.ID]string
+	bootstrapped int
+	errors       []error
+}
+
+func (v *watchedView) apply(events []state.Event) {
+	for _, ev := range events {
+		switch ev.Type {
+		case state.Created, state.Updated:
+			v.versions[ev.Resource.Metadata().ID()] = ev.Resource.Metadata().Version().String()
+		case state.Destroyed:
+			delete(v.versions, ev.Resource.Metadata().ID())
+		case state.Bootstrapped:
+			v.bootstrapped++
+		case state.Errored:
+			v.errors = append(v.errors, ev.Error)
+		case state.Noop:
+		}
+	}
+}
+
+// contents lists the resources of a state as the view holds them.
+func contents(ctx context.Context, t *testing.T, st state.CoreState) map[resource.ID]string {
+	t.Helper()
+
+	list, err := st.List(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata())
+	require.NoError(t, err)
+
+	out := map[resource.ID]string{}
+	for _, res := range list.Items {
+		out[res.Metadata().ID()] = res.Metadata().Version().String()
+	}
+
+	return out
+}
+
+func createNodes(ctx context.Context, t *testing.T, st state.CoreState, from, to int) {
+	t.Helper()
+
+	for i := from; i < to; i++ {
+		n := kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i))
+		n.TypedSpec().Value = &specs.KubeNodeSpec{Uid: fmt.Sprint(i)}
+
+		require.NoError(t, st.Create(ctx, n))
+	}
+}
+
+// TestResumedWatch: a watcher that falls far behind a short history is not failed: it is told of every
+// resource as it is now, and of those it knew that are gone, and then follows the changes again.
+func TestResumedWatch(t *testing.T) {
+	t.Parallel()
+
+	for _, withContents := range []bool{true, false} {
+		// One after the other: each counts the resumes.
+		t.Run(fmt.Sprintf("contents=%v", withContents), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+
+			st := &resumingState{CoreState: inmem.NewStateWithOptions(
+				inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(8), inmem.WithHistoryGap(1),
+			)(kube.NamespaceName)}
+
+			createNodes(ctx, t, st, 0, 5)
+
+			ch := make(chan []state.Event)
+			require.NoError(t, st.WatchKindAggregated(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), ch,
+				state.WithBootstrapContents(withContents)))
+
+			view := &watchedView{versions: map[resource.ID]string{}}
+
+			if withContents {
+				view.apply(<-ch)
+				require.Equal(t, 1, view.bootstrapped, "the contents were asked for: they come, then Bootstrapped")
+				require.Len(t, view.versions, 5)
+			}
+
+			// The watcher learns of five more, then reads nothing while the state changes far more than its
+			// history holds: some it knew are destroyed, others updated, many created.
+			createNodes(ctx, t, st, 5, 10)
+
+			for len(view.versions) < 10-5*boolToInt(!withContents) {
+				view.apply(<-ch)
+			}
+
+			resumes := testutil.ToFloat64(metrics.WatchResumes.WithLabelValues(kube.KubeNodeType))
+
+			for i := range 3 {
+				require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", 5+i)).Metadata()))
+			}
+
+			createNodes(ctx, t, st, 10, 60)
+
+			want := contents(ctx, t, st)
+
+			require.Eventually(t, func() bool {
+				select {
+				case events := <-ch:
+					view.apply(events)
+				case <-time.After(10 * time.Millisecond):
+				}
+
+				return assert.ObjectsAreEqual(want, view.versions)
+			}, 30*time.Second, time.Millisecond, "the watcher ends with the state's contents")
+
+			assert.Empty(t, view.errors, "the watcher was not failed")
+			assert.Equal(t, 1-boolToInt(!withContents), view.bootstrapped, "Bootstrapped comes once, and only if the contents were asked for")
+			assert.Greater(t, testutil.ToFloat64(metrics.WatchResumes.WithLabelValues(kube.KubeNodeType)), resumes, "the watch was resumed")
+
+			// It follows the changes again.
+			createNodes(ctx, t, st, 60, 61)
+			view.apply(<-ch)
+			assert.Contains(t, view.versions, "n060")
+		})
+	}
+}
+
+// TestResumedWatchFromTail: a watch that starts from the history's tail is the state's own, and fails
+// when it falls behind (it asked for what the history holds).
+func TestResumedWatchFromTail(t *testing.T) {
+	t.Parallel()
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	st := &resumingState{CoreState: inmem.NewStateWithOptions(
+		inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(8), inmem.WithHistoryGap(1),
+	)(kube.NamespaceName)}
+
+	createNodes(ctx, t, st, 0, 3)
+
+	ch := make(chan []state.Event)
+	require.NoError(t, st.WatchKindAggregated(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), ch, state.WithKindTailEvents(2)))
+
+	createNodes(ctx, t, st, 3, 40)
+
+	view := &watchedView{versions: map[resource.ID]string{}}
+
+	require.Eventually(t, func() bool {
+		select {
+		case events := <-ch:
+			view.apply(events)
+		case <-time.After(10 * time.Millisecond):
+		}
+
+		return len(view.errors) > 0
+	}, 30*time.Second, time.Millisecond)
+
+	assert.ErrorContains(t, view.errors[0], "buffer overrun")
+}
+
+func boolToInt(b bool) int {
+	if b {
+		return 1
+	}
+
+	return 0
+}
