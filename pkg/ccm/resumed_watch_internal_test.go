@@ -42,6 +42,38 @@ func (v *watchedView) apply(events []state.Event) {
 	}
 }
 
+// readUntil applies the watcher's events until done holds.
+func (v *watchedView) readUntil(t *testing.T, ch <-chan []state.Event, done func() bool, msg string) {
+	t.Helper()
+
+	require.Eventually(t, func() bool {
+		select {
+		case events := <-ch:
+			v.apply(events)
+		case <-time.After(10 * time.Millisecond):
+		}
+
+		return done()
+	}, 30*time.Second, time.Millisecond, msg)
+}
+
+// shortHistoryState is a resumed in-memory namespace whose history holds 8 events.
+func shortHistoryState() *resumingState {
+	return &resumingState{CoreState: inmem.NewStateWithOptions(
+		inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(8), inmem.WithHistoryGap(1),
+	)(kube.NamespaceName)}
+}
+
+// watchNodes starts an aggregated watch of the KubeNodes, whose events nobody reads until the test does.
+func watchNodes(ctx context.Context, t *testing.T, st state.CoreState, opts ...state.WatchKindOption) <-chan []state.Event {
+	t.Helper()
+
+	ch := make(chan []state.Event)
+	require.NoError(t, st.WatchKindAggregated(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), ch, opts...))
+
+	return ch
+}
+
 // contents lists the resources of a state as the view holds them.
 func contents(ctx context.Context, t *testing.T, st state.CoreState) map[resource.ID]string {
 	t.Helper()
@@ -79,16 +111,10 @@ func TestResumedWatch(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 
-			st := &resumingState{CoreState: inmem.NewStateWithOptions(
-				inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(8), inmem.WithHistoryGap(1),
-			)(kube.NamespaceName)}
-
+			st := shortHistoryState()
 			createNodes(ctx, t, st, 0, 5)
 
-			ch := make(chan []state.Event)
-			require.NoError(t, st.WatchKindAggregated(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), ch,
-				state.WithBootstrapContents(withContents)))
-
+			ch := watchNodes(ctx, t, st, state.WithBootstrapContents(withContents))
 			view := &watchedView{versions: map[resource.ID]string{}}
 
 			if withContents {
@@ -115,15 +141,7 @@ func TestResumedWatch(t *testing.T) {
 
 			want := contents(ctx, t, st)
 
-			require.Eventually(t, func() bool {
-				select {
-				case events := <-ch:
-					view.apply(events)
-				case <-time.After(10 * time.Millisecond):
-				}
-
-				return assert.ObjectsAreEqual(want, view.versions)
-			}, 30*time.Second, time.Millisecond, "the watcher ends with the state's contents")
+			view.readUntil(t, ch, func() bool { return assert.ObjectsAreEqual(want, view.versions) }, "the watcher ends with the state's contents")
 
 			assert.Empty(t, view.errors, "the watcher was not failed")
 			assert.Equal(t, 1-boolToInt(!withContents), view.bootstrapped, "Bootstrapped comes once, and only if the contents were asked for")
@@ -145,28 +163,15 @@ func TestResumedWatchFromTail(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	st := &resumingState{CoreState: inmem.NewStateWithOptions(
-		inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(8), inmem.WithHistoryGap(1),
-	)(kube.NamespaceName)}
-
+	st := shortHistoryState()
 	createNodes(ctx, t, st, 0, 3)
 
-	ch := make(chan []state.Event)
-	require.NoError(t, st.WatchKindAggregated(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), ch, state.WithKindTailEvents(2)))
+	ch := watchNodes(ctx, t, st, state.WithKindTailEvents(2))
 
 	createNodes(ctx, t, st, 3, 40)
 
 	view := &watchedView{versions: map[resource.ID]string{}}
-
-	require.Eventually(t, func() bool {
-		select {
-		case events := <-ch:
-			view.apply(events)
-		case <-time.After(10 * time.Millisecond):
-		}
-
-		return len(view.errors) > 0
-	}, 30*time.Second, time.Millisecond)
+	view.readUntil(t, ch, func() bool { return len(view.errors) > 0 }, "the watch fails")
 
 	assert.ErrorContains(t, view.errors[0], "buffer overrun")
 }
