@@ -5,6 +5,7 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/gen/channel"
 
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
@@ -46,12 +47,11 @@ func (s *resumingState) WatchKindAggregated(ctx context.Context, kind resource.K
 
 	// The watch always starts with the contents, to know which resources its watcher knows of; they are
 	// handed on only if they were asked for.
-	in, cancel, err := w.start(ctx, append(opts, state.WithBootstrapContents(true))...)
-	if err != nil {
+	if err := w.start(ctx, append(opts, state.WithBootstrapContents(true))...); err != nil {
 		return err
 	}
 
-	go w.run(ctx, in, cancel)
+	go w.run(ctx)
 
 	return nil
 }
@@ -66,101 +66,92 @@ type resumedWatch struct {
 	contents bool
 	// known are the resources the watcher was told of and not told are gone.
 	known map[resource.ID]struct{}
+	// in is the inner watch's channel, and cancel ends it.
+	in     <-chan []state.Event
+	cancel context.CancelFunc
 }
 
-// start starts an inner watch, which ends with cancel.
-func (w *resumedWatch) start(ctx context.Context, opts ...state.WatchKindOption) (<-chan []state.Event, context.CancelFunc, error) {
+// start starts an inner watch, and ends the previous one once it has started.
+func (w *resumedWatch) start(ctx context.Context, opts ...state.WatchKindOption) error {
 	ctx, cancel := context.WithCancel(ctx)
 	in := make(chan []state.Event, 1)
 
 	if err := w.state.WatchKindAggregated(ctx, w.kind, in, opts...); err != nil {
 		cancel()
 
-		return nil, nil, err
+		return err
 	}
 
-	return in, cancel, nil
+	if w.cancel != nil {
+		w.cancel()
+	}
+
+	w.in, w.cancel = in, cancel
+
+	return nil
 }
 
 // run hands the inner watch's events on until ctx ends, and resumes it whenever it fell behind.
-func (w *resumedWatch) run(ctx context.Context, in <-chan []state.Event, cancel context.CancelFunc) {
-	defer func() { cancel() }()
+func (w *resumedWatch) run(ctx context.Context) {
+	defer func() { w.cancel() }()
 
-	first, ok := receive(ctx, in)
+	first, ok := receive(ctx, w.in)
 	if !ok {
 		return
 	}
 
-	w.known = map[resource.ID]struct{}{}
-
 	contents, rest := splitContents(first)
+
+	w.known = make(map[resource.ID]struct{}, len(contents))
 	for _, ev := range contents {
-		w.known[ev.Resource.Metadata().ID()] = struct{}{}
+		w.track(ev)
 	}
 
-	if !w.contents {
-		// Only the Bootstrapped event was not asked for; the bookmark (a Noop) and what follows were.
-		first = rest
+	// Only the contents and their Bootstrapped event were not asked for; the bookmark (a Noop) and what
+	// follows were.
+	if w.contents && !w.send(ctx, first[:len(first)-len(rest)]) {
+		return
 	}
 
-	for {
-		failed := -1
-
-		for i, ev := range first {
-			if ev.Type == state.Errored {
-				failed = i
-
-				break
-			}
-
-			w.track(ev)
-		}
-
-		if failed < 0 {
-			if len(first) > 0 && !send(ctx, w.out, first) {
-				return
-			}
-		} else {
-			if failed > 0 && !send(ctx, w.out, first[:failed]) {
-				return
-			}
-
-			resumed, next, nextCancel := w.resume(ctx, first[failed])
-			if resumed == nil {
-				return
-			}
-
-			cancel()
-
-			in, cancel = next, nextCancel
-
-			if len(resumed) > 0 && !send(ctx, w.out, resumed) {
-				return
-			}
-		}
-
-		if first, ok = receive(ctx, in); !ok {
+	for events := rest; w.forward(ctx, events); {
+		if events, ok = receive(ctx, w.in); !ok {
 			return
 		}
 	}
 }
 
-// resume starts the watch afresh after it failed with failure, and returns the events that tell the watcher
-// what changed meanwhile, with the new inner watch. If the watch cannot start again, the watcher gets the
-// failure, and resume returns nil.
-func (w *resumedWatch) resume(ctx context.Context, failure state.Event) ([]state.Event, <-chan []state.Event, context.CancelFunc) {
-	in, cancel, err := w.start(ctx, w.filters, state.WithBootstrapContents(true))
-	if err != nil {
-		send(ctx, w.out, []state.Event{failure})
+// forward hands events on as it tracks them, and resumes the watch at a failure. It reports whether the
+// watch goes on.
+func (w *resumedWatch) forward(ctx context.Context, events []state.Event) bool {
+	for i, ev := range events {
+		if ev.Type == state.Errored {
+			return w.send(ctx, events[:i]) && w.resume(ctx, ev)
+		}
 
-		return nil, nil, nil
+		w.track(ev)
 	}
 
-	first, ok := receive(ctx, in)
-	if !ok {
-		cancel()
+	return w.send(ctx, events)
+}
 
-		return nil, nil, nil
+// send hands events on, unless there are none; false when ctx ended first.
+func (w *resumedWatch) send(ctx context.Context, events []state.Event) bool {
+	return len(events) == 0 || channel.SendWithContext(ctx, w.out, events)
+}
+
+// resume starts the inner watch afresh after it failed with failure, and tells the watcher what changed
+// meanwhile. If the watch cannot start again, the watcher gets the failure. It reports whether the watch
+// goes on.
+func (w *resumedWatch) resume(ctx context.Context, failure state.Event) bool {
+	if err := w.start(ctx, w.filters, state.WithBootstrapContents(true)); err != nil {
+		w.send(ctx, []state.Event{failure})
+
+		return false
+	}
+
+	first, ok := receive(ctx, w.in)
+	if !ok {
+		return false
 	}
 
 	contents, rest := splitContents(first)
@@ -192,7 +183,7 @@ func (w *resumedWatch) resume(ctx context.Context, failure state.Event) ([]state
 
 	metrics.WatchResumes.WithLabelValues(w.kind.Type()).Inc()
 
-	return append(events, rest...), in, cancel
+	return w.send(ctx, events) && w.forward(ctx, rest)
 }
 
 // track follows what the watcher knows of.
@@ -224,15 +215,6 @@ func receive(ctx context.Context, in <-chan []state.Event) ([]state.Event, bool)
 		return nil, false
 	case events := <-in:
 		return events, true
-	}
-}
-
-func send(ctx context.Context, out chan<- []state.Event, events []state.Event) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case out <- events:
-		return true
 	}
 }
 

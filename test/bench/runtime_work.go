@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"time"
 )
 
 // runtimeWork is what the COSI runtime's controllers did, per node: reconciles of the queued controllers
@@ -27,16 +25,7 @@ func (w runtimeWork) String() string {
 // readRuntimeWork reads the runtime's counters from talos-ccm's /debug/vars, per node; zero when they
 // cannot be read.
 func readRuntimeWork(addr string, nodes int) runtimeWork {
-	client := http.Client{Timeout: 10 * time.Second}
-
-	resp, err := client.Get("http://" + addr + "/debug/vars") //nolint:noctx
-	if err != nil {
-		return runtimeWork{}
-	}
-
-	defer resp.Body.Close() //nolint:errcheck
-
-	w, err := parseRuntimeWork(resp.Body)
+	w, err := readEndpoint(addr, "/debug/vars", parseRuntimeWork)
 	if err != nil || nodes == 0 {
 		return runtimeWork{}
 	}
@@ -56,15 +45,6 @@ func parseRuntimeWork(r io.Reader) (runtimeWork, error) {
 
 	if err := json.NewDecoder(r).Decode(&vars); err != nil {
 		return runtimeWork{}, fmt.Errorf("failed to read the runtime's counters: %w", err)
-	}
-
-	total := func(m map[string]float64) float64 {
-		s := 0.0
-		for _, v := range m {
-			s += v
-		}
-
-		return s
 	}
 
 	return runtimeWork{reconciles: total(vars.Processed), reads: total(vars.Reads), writes: total(vars.Writes)}, nil

@@ -57,16 +57,23 @@ func freeAddress() (string, error) {
 
 // scrape reads talos-ccm's /metrics into series (name with labels) and values.
 func scrape(addr string) (map[string]float64, error) {
+	return readEndpoint(addr, "/metrics", parseExposition)
+}
+
+// readEndpoint reads one of talos-ccm's endpoints on the metrics address with parse.
+func readEndpoint[T any](addr, path string, parse func(io.Reader) (T, error)) (T, error) {
 	client := http.Client{Timeout: 10 * time.Second}
 
-	resp, err := client.Get("http://" + addr + "/metrics") //nolint:noctx
+	resp, err := client.Get("http://" + addr + path) //nolint:noctx
 	if err != nil {
-		return nil, fmt.Errorf("failed to scrape talos-ccm metrics: %w", err)
+		var zero T
+
+		return zero, fmt.Errorf("failed to read talos-ccm's %s: %w", path, err)
 	}
 
 	defer resp.Body.Close() //nolint:errcheck
 
-	return parseExposition(resp.Body)
+	return parse(resp.Body)
 }
 
 func parseExposition(r io.Reader) (map[string]float64, error) {
