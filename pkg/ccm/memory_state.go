@@ -15,13 +15,23 @@ import (
 const inMemoryHistory = 1024
 
 // MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) whose watches are
-// resumed when they fall behind the history (see resumingState): what a host's state builder should give
-// the namespaces of PrefixedNamespaces, with its own options (inmem.WithBackingStore for the persisted
-// ones) as extra.
+// resumed when they fall behind the history (see resumingState), and whose reads share the stored resources
+// instead of copying them (see sharedReads: what is read must not be changed): what a host's state builder
+// should give the namespaces of PrefixedNamespaces, with its own options (inmem.WithBackingStore for the
+// persisted ones) as extra.
 func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
-	memory := inmem.NewStateWithOptions(append(MemoryStateOptions(), extra...)...)
+	var host inmem.StateOptions
 
-	return func(ns resource.Namespace) state.CoreState { return &resumingState{CoreState: memory(ns)} }
+	for _, opt := range extra {
+		opt(&host)
+	}
+
+	stored := newStoredIndex(host.BackingStore)
+	memory := inmem.NewStateWithOptions(append(append(MemoryStateOptions(), extra...), inmem.WithBackingStore(stored))...)
+
+	return func(ns resource.Namespace) state.CoreState {
+		return &resumingState{CoreState: &sharedReads{CoreState: memory(ns), stored: stored}}
+	}
 }
 
 // MemoryStateOptions are the history options of MemoryStateBuilder's in-memory namespaces.

@@ -7,9 +7,10 @@ import (
 )
 
 // runtimeWork is what the COSI runtime's controllers did, per node: reconciles of the queued controllers
-// (decisions and sinks), and the reads and writes of every controller on the in-memory state. Every read
-// copies the resource it returns, and every reconcile reads its input, its output and what it decides from:
-// these are what a node costs in the design, beside the Kubernetes and Talos calls.
+// (decisions and sinks), and the reads and writes of every controller on the in-memory state. Every
+// reconcile reads its input, its output and what it decides from (reads share the stored resources; each
+// write copies the resource it stores, and its change is a copy of what was read): these are what a node
+// costs in the design, beside the Kubernetes and Talos calls.
 type runtimeWork struct {
 	reconciles, reads, writes float64
 	// resumes counts the watches of the in-memory state resumed after they fell behind its history (each
