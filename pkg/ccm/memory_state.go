@@ -11,7 +11,7 @@ import (
 // the version of the resource it made, and the one it replaced: the history keeps up to twice that many
 // versions of each type alive (at 8,192, a fifth of talos-ccm's heap after 5,000 Nodes joined). A watcher
 // that falls further behind is resumed (see resumingState): a burst longer than the history costs a fresh
-// read of the type and a reconcile of each of its resources, not a failure.
+// read of the type and a reconcile of each resource it changed, not a failure.
 const inMemoryHistory = 1024
 
 // MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) whose watches are

@@ -17,9 +17,10 @@ import (
 // the whole runtime (talos-ccm exits, restarts, and meets the same burst). A watcher falls behind when a
 // writer outpaces it for a moment: the Node mirror re-creating thousands of mirrors after a restart does,
 // on a busy machine, however the writes are paced (the watcher's thread may simply not run). Here such a
-// watch is resumed instead: the type is read afresh, and the watcher is told of every resource as updated
-// (or created), and of every one it knew and that is gone as destroyed. A controller reconciles more than it
-// needed to, and misses nothing. The history can then be sized for memory, not for the largest burst.
+// watch is resumed instead: the type is read afresh, and the watcher is told of every resource created or
+// changed since it last heard of it, as updated (or created), and of every one it knew and that is gone as
+// destroyed. A controller reconciles what changed, perhaps once more than needed, and misses nothing. The
+// history can then be sized for memory, not for the largest burst.
 type resumingState struct {
 	state.CoreState
 }
@@ -64,8 +65,8 @@ type resumedWatch struct {
 	out     chan<- []state.Event
 	// contents says whether the watcher asked for the initial contents.
 	contents bool
-	// known are the resources the watcher was told of and not told are gone.
-	known map[resource.ID]struct{}
+	// known are the resources the watcher was told of and not told are gone, as it was last told of each.
+	known map[resource.ID]seenAs
 	// in is the inner watch's channel, and cancel ends it.
 	in     <-chan []state.Event
 	cancel context.CancelFunc
@@ -102,7 +103,7 @@ func (w *resumedWatch) run(ctx context.Context) {
 
 	contents, rest := splitContents(first)
 
-	w.known = make(map[resource.ID]struct{}, len(contents))
+	w.known = make(map[resource.ID]seenAs, len(contents))
 	for _, ev := range contents {
 		w.track(ev)
 	}
@@ -140,8 +141,10 @@ func (w *resumedWatch) send(ctx context.Context, events []state.Event) bool {
 }
 
 // resume starts the inner watch afresh after it failed with failure, and tells the watcher what changed
-// meanwhile. If the watch cannot start again, the watcher gets the failure. It reports whether the watch
-// goes on.
+// meanwhile: the resources created or changed since it was last told of them, and those gone (a resource
+// it knows as it is now costs nothing: a burst that outran the history while it touched a few resources
+// costs a reconcile of those few). If the watch cannot start again, the watcher gets the failure. It reports
+// whether the watch goes on.
 func (w *resumedWatch) resume(ctx context.Context, failure state.Event) bool {
 	if err := w.start(ctx, w.filters, state.WithBootstrapContents(true)); err != nil {
 		w.send(ctx, []state.Event{failure})
@@ -156,18 +159,23 @@ func (w *resumedWatch) resume(ctx context.Context, failure state.Event) bool {
 
 	contents, rest := splitContents(first)
 
-	events := make([]state.Event, 0, len(contents)+len(w.known))
-	present := make(map[resource.ID]struct{}, len(contents))
+	var events []state.Event
+
+	present := make(map[resource.ID]seenAs, len(contents))
 
 	for _, ev := range contents {
-		id := ev.Resource.Metadata().ID()
-		present[id] = struct{}{}
+		id, now := ev.Resource.Metadata().ID(), seen(ev.Resource)
+		present[id] = now
 
-		if _, ok := w.known[id]; ok {
+		known, ok := w.known[id]
+
+		switch {
+		case !ok:
+			events = append(events, ev) // Created
+		case known != now:
 			ev.Type = state.Updated
+			events = append(events, ev)
 		}
-
-		events = append(events, ev)
 	}
 
 	for id := range w.known {
@@ -186,11 +194,22 @@ func (w *resumedWatch) resume(ctx context.Context, failure state.Event) bool {
 	return w.send(ctx, events) && w.forward(ctx, rest)
 }
 
+// seenAs is a resource as a watcher was told of it: its version, and when it was created (a resource
+// destroyed and created again starts over at the first version).
+type seenAs struct {
+	created int64
+	version uint64
+}
+
+func seen(r resource.Resource) seenAs {
+	return seenAs{version: r.Metadata().Version().Value(), created: r.Metadata().Created().UnixNano()}
+}
+
 // track follows what the watcher knows of.
 func (w *resumedWatch) track(ev state.Event) {
 	switch ev.Type {
 	case state.Created, state.Updated:
-		w.known[ev.Resource.Metadata().ID()] = struct{}{}
+		w.known[ev.Resource.Metadata().ID()] = seen(ev.Resource)
 	case state.Destroyed:
 		delete(w.known, ev.Resource.Metadata().ID())
 	case state.Bootstrapped, state.Errored, state.Noop:

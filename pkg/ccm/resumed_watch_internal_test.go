@@ -21,7 +21,9 @@ import (
 // watchedView applies a watcher's events, as a controller runtime would learn of the resources: their IDs
 // and the versions last seen.
 type watchedView struct {
-	versions     map[resource.ID]string
+	versions map[resource.ID]string
+	// told are the resources the watcher was told of as created or updated.
+	told         map[resource.ID]bool
 	bootstrapped int
 	errors       []error
 }
@@ -31,6 +33,10 @@ func (v *watchedView) apply(events []state.Event) {
 		switch ev.Type {
 		case state.Created, state.Updated:
 			v.versions[ev.Resource.Metadata().ID()] = ev.Resource.Metadata().Version().String()
+
+			if v.told != nil {
+				v.told[ev.Resource.Metadata().ID()] = true
+			}
 		case state.Destroyed:
 			delete(v.versions, ev.Resource.Metadata().ID())
 		case state.Bootstrapped:
@@ -101,7 +107,8 @@ func createNodes(ctx context.Context, t *testing.T, st state.CoreState, from, to
 }
 
 // TestResumedWatch: a watcher that falls far behind a short history is not failed: it is told of every
-// resource as it is now, and of those it knew that are gone, and then follows the changes again.
+// resource created or changed since, and of those it knew that are gone, not of those it knows as they are,
+// and then follows the changes again.
 func TestResumedWatch(t *testing.T) {
 	t.Parallel()
 
@@ -132,20 +139,43 @@ func TestResumedWatch(t *testing.T) {
 			}
 
 			resumes := testutil.ToFloat64(metrics.WatchResumes.WithLabelValues(kube.KubeNodeType))
+			view.told = map[resource.ID]bool{}
 
 			for i := range 3 {
 				require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", 5+i)).Metadata()))
 			}
 
+			// n008 is destroyed and created again: its version starts over, and the watcher is told of it.
+			require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, "n008").Metadata()))
+			createNodes(ctx, t, st, 8, 9)
+
 			createNodes(ctx, t, st, 10, 60)
 
+			updated := kube.NewKubeNode(kube.NamespaceName, "n009")
+			updated.TypedSpec().Value = &specs.KubeNodeSpec{Uid: "changed"}
+			updated.Metadata().SetVersion(resource.VersionUndefined.Next())
+			require.NoError(t, st.Update(ctx, updated))
+
 			want := contents(ctx, t, st)
+
+			if !withContents {
+				// Without the contents, the watcher never hears of the five that did not change since it
+				// started.
+				for i := range 5 {
+					delete(want, fmt.Sprintf("n%03d", i))
+				}
+			}
 
 			view.readUntil(t, ch, func() bool { return assert.ObjectsAreEqual(want, view.versions) }, "the watcher ends with the state's contents")
 
 			assert.Empty(t, view.errors, "the watcher was not failed")
 			assert.Equal(t, 1-boolToInt(!withContents), view.bootstrapped, "Bootstrapped comes once, and only if the contents were asked for")
 			assert.Greater(t, testutil.ToFloat64(metrics.WatchResumes.WithLabelValues(kube.KubeNodeType)), resumes, "the watch was resumed")
+			assert.True(t, view.told["n008"] && view.told["n009"] && view.told["n059"], "told of what was created and changed")
+
+			for _, id := range []string{"n000", "n004"} {
+				assert.False(t, view.told[id], "not told of %s, which did not change", id)
+			}
 
 			// It follows the changes again.
 			createNodes(ctx, t, st, 60, 61)
