@@ -25,15 +25,7 @@ import (
 // changed by it.
 func TestSharedReadsHandOutTheStoredResource(t *testing.T) {
 	ctx := t.Context()
-	st := state.WrapCore(namespaced.NewState(MemoryStateBuilder()))
-
-	createNodes(ctx, t, st, 0, 3)
-
-	ptr := kube.NewKubeNode(kube.NamespaceName, "n001").Metadata()
-
-	// The namespace's first read goes to the in-memory state, which loads its backing store first.
-	_, err := st.Get(ctx, ptr)
-	require.NoError(t, err)
+	st, ptr := sharedNodes(t, 3, "n001")
 
 	first, err := st.Get(ctx, ptr)
 	require.NoError(t, err)
@@ -71,6 +63,22 @@ func TestSharedReadsHandOutTheStoredResource(t *testing.T) {
 	assert.True(t, state.IsNotFoundError(err), "a destroyed resource is not found: %v", err)
 
 	assert.Equal(t, map[resource.ID]string{"n000": "1", "n002": "1"}, contents(ctx, t, st))
+}
+
+// sharedNodes is a state of MemoryStateBuilder's namespaces with nodes KubeNodes, read once (the first read
+// of a namespace goes to the in-memory state, which loads its backing store first), and the node id.
+func sharedNodes(t *testing.T, nodes int, id resource.ID) (state.State, resource.Pointer) {
+	t.Helper()
+
+	st := state.WrapCore(namespaced.NewState(MemoryStateBuilder()))
+	createNodes(t.Context(), t, st, 0, nodes)
+
+	ptr := kube.NewKubeNode(kube.NamespaceName, id).Metadata()
+
+	_, err := st.Get(t.Context(), ptr)
+	require.NoError(t, err)
+
+	return st, ptr
 }
 
 // TestSharedReadsListAsTheMemoryStateDoes: a list is filtered by ID and label queries and sorted by ID, as
@@ -232,14 +240,7 @@ func TestSharedReadsCheckCatchesAChangedRead(t *testing.T) {
 	t.Cleanup(func() { checkSharedReads, sharedReadChanged = check, report })
 
 	ctx := t.Context()
-	st := state.WrapCore(namespaced.NewState(MemoryStateBuilder()))
-
-	createNodes(ctx, t, st, 0, 1)
-
-	ptr := kube.NewKubeNode(kube.NamespaceName, "n000").Metadata()
-
-	_, err := st.Get(ctx, ptr)
-	require.NoError(t, err)
+	st, ptr := sharedNodes(t, 1, "n000")
 
 	write := func() {
 		_, err := safe.StateUpdateWithConflicts(ctx, st, ptr, func(n *kube.KubeNode) error {
