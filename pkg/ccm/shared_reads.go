@@ -37,12 +37,16 @@ type sharedReads struct {
 	loaded atomic.Bool
 }
 
-// Get implements state.CoreState: the stored resource itself, not to be changed.
+// Get implements state.CoreState: the stored resource itself, not to be changed. Once the namespace is
+// loaded, the index holds everything it stores: a resource it lacks is not found, as the in-memory state
+// would say.
 func (s *sharedReads) Get(ctx context.Context, ptr resource.Pointer, opts ...state.GetOption) (resource.Resource, error) { //nolint:ireturn
 	if s.loaded.Load() {
 		if res, ok := s.stored.get(ptr.Namespace(), ptr.Type(), ptr.ID()); ok {
 			return res, nil
 		}
+
+		return nil, inmem.ErrNotFound(ptr)
 	}
 
 	res, err := s.CoreState.Get(ctx, ptr, opts...)
@@ -102,8 +106,8 @@ type storedKindIndex struct {
 // (TALOS_CCM_CHECK_SHARED_READS=1), talos-ccm does not.
 var checkSharedReads = os.Getenv("TALOS_CCM_CHECK_SHARED_READS") != ""
 
-// checkUnchanged reports (sharedReadChanged) if the stored resource of id changed since it was stored (see checkSharedReads).
-// k.mu is held.
+// checkUnchanged reports (sharedReadChanged) the stored resource of id if it changed since it was stored
+// (see checkSharedReads). k.mu is held.
 func (k *storedKindIndex) checkUnchanged(id resource.ID) {
 	stored, ok := k.res[id]
 	if !ok || k.copies == nil {
@@ -147,6 +151,7 @@ func (x *storedIndex) kind(ns resource.Namespace, typ resource.Type, create bool
 		if checkSharedReads {
 			k.copies = map[resource.ID]resource.Resource{}
 		}
+
 		x.kinds[key] = k
 	}
 

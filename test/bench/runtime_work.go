@@ -14,7 +14,7 @@ import (
 type runtimeWork struct {
 	reconciles, reads, writes float64
 	// resumes counts the watches of the in-memory state resumed after they fell behind its history (each
-	// costs a read of the type, and a reconcile of each of its resources).
+	// costs a read of the type, and a reconcile of each resource changed since its watcher last heard).
 	resumes float64
 }
 
