@@ -5,9 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"crypto/x509"
 	"encoding/asn1"
-	"encoding/pem"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -103,6 +101,10 @@ type DecisionInput struct {
 	// Reserved holds the facts rule 9 reads beyond the configuration: the Service ranges from Talos and the
 	// apiserver's own IPs.
 	Reserved ReservedFacts
+	// Parsed is the request as ParseRequest read it, for a caller that keeps it between decisions of the
+	// same request. It is used only if it was read from exactly CSR's request bytes: nil, or another
+	// request's, and DecideCSR reads the request itself.
+	Parsed *ParsedRequest
 }
 
 // DecideCSR applies the approval rules to a request. It also returns, for a request that waits only
@@ -134,8 +136,12 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 		return out, 0
 	}
 
-	d := decider{in: in, csr: csr, nodeName: nodeName, isNode: isNode}
-	d.parse()
+	parsed := in.Parsed
+	if !parsed.parsedFrom(csr.GetRequest()) {
+		parsed = ParseRequest(csr.GetRequest())
+	}
+
+	d := decider{ParsedRequest: parsed, in: in, csr: csr, nodeName: nodeName, isNode: isNode}
 
 	if d.req != nil {
 		out.DnsNames = d.dnsNames
@@ -202,16 +208,11 @@ func verdict(rules []*specs.CSRRuleResult) (string, string) {
 
 // decider evaluates the rules of one request.
 type decider struct {
+	*ParsedRequest
+
 	in       DecisionInput
 	csr      *specs.KubeCSRSpec
-	req      *x509.CertificateRequest
 	nodeName string
-	// parseErr says why the request cannot be used, when req is nil.
-	parseErr string
-	// otherSANs lists the subject alternative names that are neither DNS names nor IP addresses.
-	otherSANs []string
-	dnsNames  []string
-	ips       []netip.Addr
 	// settleUntil is when a waiting decision is to be made again: set when the names do not match the Node
 	// yet and the request is young (rule 7), or while the Service ranges are awaited (rule 9).
 	settleUntil time.Time
@@ -251,135 +252,6 @@ func clean(s string) string {
 	return s
 }
 
-// parse decodes and parses the request, and reads its subject alternative names.
-func (d *decider) parse() {
-	raw := d.csr.GetRequest()
-
-	if len(raw) > MaxRequestBytes {
-		d.parseErr = fmt.Sprintf("the request is %d bytes, more than %d", len(raw), MaxRequestBytes)
-
-		return
-	}
-
-	begin := strings.Index(string(raw), "-----BEGIN")
-	if begin < 0 {
-		d.parseErr = "the request is not PEM-encoded"
-
-		return
-	}
-
-	if strings.TrimSpace(string(raw[:begin])) != "" {
-		d.parseErr = "the request has data before its PEM block"
-
-		return
-	}
-
-	block, rest := pem.Decode(raw[begin:])
-
-	switch {
-	case block == nil:
-		d.parseErr = "the request is not PEM-encoded"
-
-		return
-	case block.Type != "CERTIFICATE REQUEST":
-		d.parseErr = fmt.Sprintf("the PEM block is a %q, not a CERTIFICATE REQUEST", block.Type)
-
-		return
-	case strings.TrimSpace(string(rest)) != "":
-		d.parseErr = "the request has data after its PEM block"
-
-		return
-	}
-
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		d.parseErr = "the request does not parse: " + err.Error()
-
-		return
-	}
-
-	others, err := otherSANTypes(req)
-	if err != nil {
-		d.parseErr = err.Error()
-
-		return
-	}
-
-	d.req = req
-	d.otherSANs = others
-
-	for _, name := range req.DNSNames {
-		d.dnsNames = append(d.dnsNames, clean(name))
-	}
-
-	for _, ip := range req.IPAddresses {
-		if addr, ok := netip.AddrFromSlice(ip); ok {
-			d.ips = append(d.ips, addr.Unmap())
-		}
-	}
-}
-
-// generalNameTypes names the GeneralName choices of RFC 5280 by their context-specific tag.
-var generalNameTypes = map[int]string{
-	0: "otherName", 1: "email", 2: "DNS", 3: "x400Address", 4: "directoryName", 5: "ediPartyName", 6: "URI", 7: "IP", 8: "registeredID",
-}
-
-var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
-
-// otherSANTypes lists the subject alternative names that are not DNS names or IP addresses, including
-// those Go's parser ignores (otherName, directoryName, registeredID and the like).
-func otherSANTypes(req *x509.CertificateRequest) ([]string, error) {
-	var (
-		others []string
-		seen   int
-	)
-
-	for _, ext := range req.Extensions {
-		if !ext.Id.Equal(oidSubjectAltName) {
-			continue
-		}
-
-		seen++
-		if seen > 1 {
-			return nil, fmt.Errorf("the request has more than one subject alternative name extension")
-		}
-
-		var seq asn1.RawValue
-
-		rest, err := asn1.Unmarshal(ext.Value, &seq)
-		if err != nil || len(rest) > 0 || seq.Class != asn1.ClassUniversal || seq.Tag != asn1.TagSequence || !seq.IsCompound {
-			return nil, fmt.Errorf("the subject alternative name extension is malformed")
-		}
-
-		for inner := seq.Bytes; len(inner) > 0; {
-			var name asn1.RawValue
-
-			if inner, err = asn1.Unmarshal(inner, &name); err != nil {
-				return nil, fmt.Errorf("the subject alternative name extension is malformed")
-			}
-
-			if name.Class != asn1.ClassContextSpecific {
-				return nil, fmt.Errorf("the subject alternative name extension is malformed")
-			}
-
-			if name.Tag == 2 || name.Tag == 7 {
-				continue
-			}
-
-			kind, ok := generalNameTypes[name.Tag]
-			if !ok {
-				kind = fmt.Sprintf("type %d", name.Tag)
-			}
-
-			if !slices.Contains(others, kind) {
-				others = append(others, kind)
-			}
-		}
-	}
-
-	return others, nil
-}
-
 // requester is rule 1: the requester is a node.
 func (d *decider) requester() *specs.CSRRuleResult {
 	username := d.csr.GetUsername()
@@ -406,8 +278,8 @@ func (d *decider) request() *specs.CSRRuleResult {
 		return fail(CheckRequest, "%s", d.parseErr)
 	}
 
-	if err := d.req.CheckSignature(); err != nil {
-		return fail(CheckRequest, "the signature does not verify: %v", err)
+	if d.signatureErr != nil {
+		return fail(CheckRequest, "the signature does not verify: %v", d.signatureErr)
 	}
 
 	sans := len(d.req.DNSNames) + len(d.req.IPAddresses) + len(d.req.EmailAddresses) + len(d.req.URIs) + len(d.otherSANs)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -66,6 +67,16 @@ func FuzzDecideCSR(f *testing.F) {
 
 		decision, recheck := csrctrl.DecideCSR(in)
 		checkInvariants(t, in, decision)
+
+		// The controller hands its parse of the request in: the same decision, and the valid request's parse
+		// changes nothing about these bytes.
+		for _, parsed := range []*csrctrl.ParsedRequest{csrctrl.ParseRequest(request), csrctrl.ParseRequest(valid.CSR.Request)} {
+			in.Parsed = parsed
+
+			if again, _ := csrctrl.DecideCSR(in); !proto.Equal(decision, again) {
+				t.Fatalf("a decision with a parse of the request differs from the one without:\n%v\n%v", decision, again)
+			}
+		}
 
 		// A waiting decision is made again when its wait ends: the names settling (rule 7, AddressSettle) or
 		// the Service ranges awaited from Talos (rule 9, ServiceRangesPatience), counted from the request's

@@ -55,7 +55,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 		opts.Now = time.Now
 	}
 
-	d := &csrDecider{opts: opts, index: newRequesterIndex(opts.Now)}
+	d := &csrDecider{opts: opts, index: newRequesterIndex(opts.Now), parsed: newParsedRequests(maxParsedRequests)}
 
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
@@ -69,6 +69,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 			TransformFunc: d.transform,
 			FinalizerRemovalFunc: func(_ context.Context, _ controller.Reader, _ *zap.Logger, in *kube.KubeCSR) error {
 				d.index.remove(in.Metadata().ID(), in.TypedSpec().Value.GetUsername())
+				d.parsed.forget(in.Metadata().ID())
 
 				return nil
 			},
@@ -116,8 +117,9 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 const decisionConcurrency = 16
 
 type csrDecider struct {
-	index *requesterIndex
-	opts  CSRDecisionOptions
+	index  *requesterIndex
+	parsed *parsedRequests
+	opts   CSRDecisionOptions
 }
 
 func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeCSR, out *csrres.CSRDecision) error {
@@ -160,6 +162,8 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 		if err = d.readFacts(ctx, r, &input); err != nil {
 			return err
 		}
+
+		input.Parsed = d.parsed.get(name, request.GetRequest())
 	}
 
 	decision, recheck := DecideCSR(input)
