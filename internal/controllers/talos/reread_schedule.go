@@ -3,25 +3,29 @@ package talos
 import "time"
 
 // rereadSchedule says when a session reads its machine's PlatformMetadata again: addressSettle after the
-// machine's address set changed, and within PlatformRefresh while its Node waits for a providerID. It is
-// stopped otherwise, so an idle machine has no timer running.
+// machine's address set changed, and within PlatformRefresh while its Node waits for a providerID. It holds
+// a timer only while a read is due, so an idle machine has none.
 type rereadSchedule struct {
+	// timer fires when the read is due; nil while none is.
 	timer *time.Timer
-	// at is when timer fires, zero while it is stopped.
+	// at is when timer fires, zero while none is due.
 	at time.Time
 	// forAddresses is set while a read is due for a changed address set.
 	forAddresses bool
 }
 
 func newRereadSchedule() *rereadSchedule {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-
-	return &rereadSchedule{timer: timer}
+	return &rereadSchedule{}
 }
 
-// due fires when a read is due.
-func (r *rereadSchedule) due() <-chan time.Time { return r.timer.C }
+// due fires when a read is due; nil (never) while none is.
+func (r *rereadSchedule) due() <-chan time.Time {
+	if r.timer == nil {
+		return nil
+	}
+
+	return r.timer.C
+}
 
 // within makes a read due within d; one due earlier stays.
 func (r *rereadSchedule) within(d time.Duration) {
@@ -30,6 +34,13 @@ func (r *rereadSchedule) within(d time.Duration) {
 	}
 
 	r.at = time.Now().Add(d)
+
+	if r.timer == nil {
+		r.timer = time.NewTimer(d)
+
+		return
+	}
+
 	r.timer.Reset(d)
 }
 
@@ -47,13 +58,19 @@ func (r *rereadSchedule) cancelWaiting() {
 	}
 }
 
-// fired records that the due read is being made.
+// fired records that the due read is being made: its timer fired, and is let go.
 func (r *rereadSchedule) fired() {
+	r.timer = nil
 	r.at = time.Time{}
 	r.forAddresses = false
 }
 
+// stop cancels the due read.
 func (r *rereadSchedule) stop() {
-	r.timer.Stop()
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+
 	r.at = time.Time{}
 }

@@ -78,7 +78,9 @@ func (a *admission) release() {
 	a.intake.waiting.release()
 
 	if a.timer != nil {
+		// Let go: a session keeps its admission for as long as it lasts.
 		a.timer.Stop()
+		a.timer = nil
 	}
 }
 
