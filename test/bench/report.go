@@ -103,6 +103,8 @@ func report(w io.Writer, results []*result, opts options) {
 			round(r.floor.wall).String(), fmt.Sprintf("%.2fx / %.2fx", ratio(allCPU, r.floor.wall), ratio(othersCPU, r.floor.wall)), "-", "-")
 		row("CPU / per node initialized", fmt.Sprintf("%.1f s / %.1f ms", r.cpuSeconds, 1000*r.cpuSeconds/float64(r.nodes)), "-")
 		row("peak RSS / per node", fmt.Sprintf("%s / %s", mib(float64(r.peakRSS)), kib(float64(r.peakRSS)/float64(r.nodes))), "-")
+		row("peak RSS: anonymous / binary's pages", fmt.Sprintf("%s / %s", mib(float64(r.peakResident.anon)), mib(float64(r.peakResident.file))),
+			"(sampled every "+residentSampling.String()+"; the binary's pages are the same at any size)")
 		row("after init: heap / per node", fmt.Sprintf("%s / %s", mib(r.heapBytes), kib(r.heapBytes/float64(r.nodes))), "-")
 		row("after init: stacks / goroutines", fmt.Sprintf("%s / %.0f", mib(r.stackBytes), r.goroutines), "-")
 
@@ -176,7 +178,7 @@ func writeCSV(path string, results []*result, what measured, opts options) error
 		"csr_p50_s", "csr_p99_s", "csr_approved", "csr_submitted",
 		"node_writes_per_node", "node_writes_by_verb", "node_writes_refused_per_node", "csr_approvals_per_node", "events_per_node", "other_writes_per_node", "reads_per_node",
 		"talos_calls_per_node", "talos_calls_by_call",
-		"peak_rss_mib", "peak_rss_kib_per_node", "cpu_s", "cpu_ms_per_node", "heap_mib", "heap_kib_per_node", "stack_mib", "goroutines",
+		"peak_rss_mib", "peak_rss_kib_per_node", "peak_anon_mib", "peak_file_mib", "cpu_s", "cpu_ms_per_node", "heap_mib", "heap_kib_per_node", "stack_mib", "goroutines",
 		"idle_min", "idle_node_writes_per_min", "idle_other_writes_per_min", "idle_talos_calls_per_min", "idle_talos_calls_by_resource",
 		"registration_s", "csr_watch_p50_s", "csr_watch_p99_s",
 	}}
@@ -198,6 +200,7 @@ func writeCSV(path string, results []*result, what measured, opts options) error
 			countsText(r.requests.reads, "%.2f"),
 			fmt.Sprintf("%.2f", total(r.talosCalls)), countsText(r.talosCalls, "%.2f"),
 			fmt.Sprintf("%.1f", float64(r.peakRSS)/(1<<20)), fmt.Sprintf("%.1f", float64(r.peakRSS)/(1<<10)/n),
+			fmt.Sprintf("%.1f", float64(r.peakResident.anon)/(1<<20)), fmt.Sprintf("%.1f", float64(r.peakResident.file)/(1<<20)),
 			fmt.Sprintf("%.2f", r.cpuSeconds), fmt.Sprintf("%.3f", 1000*r.cpuSeconds/n),
 			fmt.Sprintf("%.1f", r.heapBytes/(1<<20)), fmt.Sprintf("%.1f", r.heapBytes/(1<<10)/n),
 			fmt.Sprintf("%.1f", r.stackBytes/(1<<20)), fmt.Sprintf("%.0f", r.goroutines),

@@ -21,6 +21,8 @@ const (
 	slowLatency = 3 * time.Second
 	// warmupNodes is the most Nodes of the untimed floor that warms up a fresh apiserver.
 	warmupNodes = 200
+	// residentSampling is how often talos-ccm's resident memory is read by kind.
+	residentSampling = 100 * time.Millisecond
 )
 
 // scenario is one measured run.
@@ -71,6 +73,9 @@ type result struct {
 
 	registration time.Duration
 	peakRSS      uint64
+	// peakResident is the largest anonymous and file-backed resident memory sampled, up to the end of the
+	// idle window.
+	peakResident residentSplit
 	cpuSeconds   float64
 	// floorCPU and initCPU are the CPU used beside talos-ccm during the floor and during the initialization.
 	floorCPU, initCPU cpuShares
@@ -233,6 +238,11 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		<-exited
 	}()
 
+	sampling, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+
+	resident := peakResident(sampling, ccm.Process.Pid, residentSampling)
+
 	// A CPU profile of the initialization, and a heap profile after it, to see where time and memory go.
 	profiled := make(chan struct{})
 
@@ -304,6 +314,10 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	if usageRSS, _ := processUsage(ccm.Process.Pid); usageRSS > res.peakRSS {
 		res.peakRSS = usageRSS
 	}
+
+	stopSampling()
+
+	res.peakResident = <-resident
 
 	return res, nil
 }

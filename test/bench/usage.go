@@ -44,6 +44,72 @@ func processUsage(pid int) (peakRSS uint64, cpuSeconds float64) {
 	return peakRSS, cpuSeconds
 }
 
+// residentSplit is a process's resident memory by kind: anonymous (its heap, stacks and runtime) and
+// file-backed (the pages of its binary it touched, which the kernel maps as they are used).
+type residentSplit struct {
+	anon, file uint64
+}
+
+// readResidentSplit reads a process's RssAnon and RssFile from /proc; zero when they cannot be read.
+func readResidentSplit(pid int) residentSplit {
+	var split residentSplit
+
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return split
+	}
+
+	for line := range strings.SplitSeq(string(status), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+
+		kb, err := strconv.ParseUint(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+
+		switch fields[0] {
+		case "RssAnon:":
+			split.anon = kb * 1024
+		case "RssFile:":
+			split.file = kb * 1024
+		}
+	}
+
+	return split
+}
+
+// peakResident samples a process's resident memory by kind every interval until ctx ends, and returns the
+// largest of each seen (the kernel keeps the peak of the total only, VmHWM).
+func peakResident(ctx context.Context, pid int, interval time.Duration) <-chan residentSplit {
+	out := make(chan residentSplit, 1)
+
+	go func() {
+		var peak residentSplit
+
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+
+		for {
+			now := readResidentSplit(pid)
+			peak.anon = max(peak.anon, now.anon)
+			peak.file = max(peak.file, now.file)
+
+			select {
+			case <-ctx.Done():
+				out <- peak
+
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+
+	return out
+}
+
 func freeAddress() (string, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -114,4 +117,23 @@ func TestSubtract(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, subtract(tc.a, tc.b), tc.name)
 	}
+}
+
+func TestPeakResident(t *testing.T) {
+	t.Parallel()
+
+	now := readResidentSplit(os.Getpid())
+	assert.NotZero(t, now.anon, "this process has a heap")
+	assert.NotZero(t, now.file, "this process runs from its binary")
+	assert.Zero(t, readResidentSplit(-1), "a process that is not there has no memory")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	peaks := peakResident(ctx, os.Getpid(), time.Millisecond)
+
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+
+	peak := <-peaks
+	assert.GreaterOrEqual(t, peak.anon, now.anon/2)
+	assert.NotZero(t, peak.file)
 }
