@@ -45,7 +45,11 @@ func NewCSRSinkController(applier *CSRApplier, requests certlisters.CertificateS
 		Apply:       s.apply,
 		Concurrency: 32,
 		ExtraInputs: []qtransform.ControllerOption{
-			qtransform.WithExtraMappedInput[*kube.KubeCSR](qtransform.MapperSameID[*csr.CSRDecision]()),
+			// Read to check that the decision is of the request as it is now. A change of the request is not
+			// a reason to run: the decision controller decides the request again (its input version changes
+			// with it), and the new decision runs the sink. Three mirror changes per request (its creation,
+			// its approval, its teardown) would each cost a pass and a slot in the sink's queue.
+			qtransform.WithExtraMappedDestroyReadyInput[*kube.KubeCSR](qtransform.MapperSameID[*csr.CSRDecision]()),
 		},
 	})
 }

@@ -3,6 +3,7 @@ package k8ssink_test
 import (
 	"testing"
 
+	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,4 +107,23 @@ func slicesContainsApproved(request *certificatesv1.CertificateSigningRequest) b
 	}
 
 	return false
+}
+
+// The sink runs when a decision changes, not when the request's mirror does: the mirror is read, and a
+// change of it comes back as a new decision.
+func TestCSRSinkRunsOnDecisions(t *testing.T) {
+	t.Parallel()
+
+	ctrl := k8ssink.NewCSRSinkController(nil, nil, nil, nil)
+
+	kinds := map[string]controller.InputKind{}
+	for _, in := range ctrl.Settings().Inputs {
+		kinds[in.Type] = in.Kind
+	}
+
+	assert.Equal(t, map[string]controller.InputKind{
+		csr.CSRDecisionType:  controller.InputQPrimary,
+		kube.KubeCSRType:     controller.InputQMappedDestroyReady,
+		sink.ApplyStatusType: controller.InputQMappedDestroyReady,
+	}, kinds)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
@@ -121,4 +122,57 @@ func TestSinkRecordsAMissingObject(t *testing.T) {
 	})
 
 	assert.Empty(t, client.Actions())
+}
+
+// A Node that stops agreeing with its verdict (someone taints a running machine's Node as shut down) runs
+// the lifecycle sink through its mirror, and the sink puts it right.
+func TestLifecycleSinkRepairsDrift(t *testing.T) {
+	t.Parallel()
+
+	current := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1", ResourceVersion: "1"}}
+	client := fake.NewClientset(current.DeepCopy())
+
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(current.DeepCopy()))
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), corelisters.NewNodeLister(indexer), record.NewFakeRecorder(10)))
+	s.Start()
+
+	mirror := kube.NewKubeNode(kube.NamespaceName, "w1")
+	mirror.TypedSpec().Value = &specs.KubeNodeSpec{Uid: "u1", Ready: true}
+	s.Create(mirror)
+
+	lifecycle := node.NewNodeLifecycle(node.NamespaceName, "w1")
+	lifecycle.TypedSpec().Value = &specs.NodeLifecycleSpec{Reason: "the Node is Ready", NodeReady: true}
+	s.Create(lifecycle)
+
+	statusID := sink.ApplyStatusID(sink.KindLifecycle, "w1")
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.NotEmpty(as.TypedSpec().Value.GetAppliedVersion())
+		a.Empty(as.TypedSpec().Value.GetWrites())
+	})
+
+	// Someone adds the shutdown taint: the Node, its cache and its mirror show it.
+	tainted := current.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: k8ssink.ShutdownTaintKey, Effect: corev1.TaintEffectNoSchedule}}
+
+	_, err := client.CoreV1().Nodes().Update(s.Ctx(), tainted, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, indexer.Update(tainted))
+
+	ctest.Modify(s, mirror, func(m *kube.KubeNode) error {
+		m.TypedSpec().Value.Taints = []*specs.Taint{{Key: k8ssink.ShutdownTaintKey, Effect: "NoSchedule"}}
+
+		return nil
+	})
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal([]string{"shutdown taint removed"}, as.TypedSpec().Value.GetWrites())
+	})
+
+	got, err := client.CoreV1().Nodes().Get(s.Ctx(), "w1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, got.Spec.Taints)
 }

@@ -47,7 +47,7 @@ func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelister
 		Apply:       s.apply,
 		Concurrency: 8,
 		ExtraInputs: []qtransform.ControllerOption{
-			qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeLifecycle]()),
+			qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperFuncFromTyped[*kube.KubeNode](lifecycleDrift)),
 		},
 	})
 }
