@@ -144,7 +144,8 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 	d := decider{ParsedRequest: parsed, in: in, csr: csr, nodeName: nodeName, isNode: isNode}
 
 	if d.req != nil {
-		out.DnsNames = d.dnsNames
+		// A copy: the parse is kept for the request's next decisions.
+		out.DnsNames = slices.Clone(d.dnsNames)
 		for _, ip := range d.ips {
 			out.IpAddresses = append(out.IpAddresses, ip.String())
 		}

@@ -104,3 +104,21 @@ func TestParseRequestErrorIsStable(t *testing.T) {
 	assert.NotRegexp(t, `0x[0-9a-f]{8,}`, ruleResult(first, 2).GetReason())
 	assert.True(t, proto.Equal(first, second), "the same request decided twice differs:\n%v\n%v", first, second)
 }
+
+// A decision owns what it holds: changing one leaves the parse it was made from, and so the next decision
+// of the same request, as they were.
+func TestDecisionsDoNotShareTheParse(t *testing.T) {
+	t.Parallel()
+
+	in := validInput(t)
+	in.VerifiedAddresses = in.Node.GetAddresses()
+	in.Parsed = csrctrl.ParseRequest(in.CSR.Request)
+
+	first, _ := csrctrl.DecideCSR(in)
+	require.Equal(t, nodeDNS, first.GetDnsNames())
+
+	first.DnsNames[0] = "changed.example"
+
+	second, _ := csrctrl.DecideCSR(in)
+	assert.Equal(t, nodeDNS, second.GetDnsNames())
+}
