@@ -3,6 +3,7 @@ package k8ssink
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -63,13 +64,7 @@ func lifecycleWantsPass(verdict *specs.NodeLifecycleSpec, mirror *specs.KubeNode
 		return true
 	}
 
-	tainted := false
-
-	for _, t := range mirror.GetTaints() {
-		if t.GetKey() == ShutdownTaintKey {
-			tainted = true
-		}
-	}
+	tainted := slices.ContainsFunc(mirror.GetTaints(), func(t *specs.Taint) bool { return t.GetKey() == ShutdownTaintKey })
 
 	return tainted != verdict.GetShutdown()
 }

@@ -18,16 +18,7 @@ const clockTicks = 100
 
 // processUsage reads a process's peak resident memory (VmHWM) and CPU time (user + system) from /proc.
 func processUsage(pid int) (peakRSS uint64, cpuSeconds float64) {
-	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, line := range strings.Split(string(status), "\n") {
-			if strings.HasPrefix(line, "VmHWM:") {
-				fields := strings.Fields(line)
-				if kb, err := strconv.ParseUint(fields[1], 10, 64); err == nil {
-					peakRSS = kb * 1024
-				}
-			}
-		}
-	}
+	peakRSS = statusBytes(pid)["VmHWM"]
 
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		// The command name may contain spaces: the fields start after its closing parenthesis.
@@ -50,35 +41,35 @@ type residentSplit struct {
 	anon, file uint64
 }
 
-// readResidentSplit reads a process's RssAnon and RssFile from /proc; zero when they cannot be read.
-func readResidentSplit(pid int) residentSplit {
-	var split residentSplit
+// statusBytes reads the sizes /proc/PID/status gives in kB (VmHWM, RssAnon, ...), in bytes, by name; empty
+// when it cannot be read.
+func statusBytes(pid int) map[string]uint64 {
+	out := map[string]uint64{}
 
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return split
+		return out
 	}
 
 	for line := range strings.SplitSeq(string(status), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) < 2 {
+		if len(fields) != 3 || fields[2] != "kB" {
 			continue
 		}
 
-		kb, err := strconv.ParseUint(fields[1], 10, 64)
-		if err != nil {
-			continue
-		}
-
-		switch fields[0] {
-		case "RssAnon:":
-			split.anon = kb * 1024
-		case "RssFile:":
-			split.file = kb * 1024
+		if kb, err := strconv.ParseUint(fields[1], 10, 64); err == nil {
+			out[strings.TrimSuffix(fields[0], ":")] = kb * 1024
 		}
 	}
 
-	return split
+	return out
+}
+
+// readResidentSplit reads a process's RssAnon and RssFile from /proc; zero when they cannot be read.
+func readResidentSplit(pid int) residentSplit {
+	status := statusBytes(pid)
+
+	return residentSplit{anon: status["RssAnon"], file: status["RssFile"]}
 }
 
 // peakResident samples a process's resident memory by kind every interval until ctx ends, and returns the

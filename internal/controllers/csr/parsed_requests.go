@@ -55,11 +55,3 @@ func (c *parsedRequests) forget(id resource.ID) {
 
 	delete(c.byID, id)
 }
-
-// len returns how many parses are kept.
-func (c *parsedRequests) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-
-	return len(c.byID)
-}
