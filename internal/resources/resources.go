@@ -56,6 +56,7 @@ func All() []meta.ResourceWithRD {
 		&config.Config{},
 		&node.NodeTransform{},
 		&node.NodeLifecycle{},
+		&node.NodeOwnership{},
 		&ipam.IPAllocation{},
 		&ipam.IPPool{},
 		&csr.CSRDecision{},

@@ -77,6 +77,12 @@ func (x *NodeLifecycleSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 func (x *NodeLifecycleSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
 
 // MarshalYAML implements yaml.Marshaler.
+func (x *NodeOwnershipSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *NodeOwnershipSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
 func (x *IPAllocationSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
