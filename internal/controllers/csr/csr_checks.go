@@ -272,28 +272,19 @@ func (d *decider) requester() *specs.CSRRuleResult {
 	return pass(CheckRequester, "%s in the group %s", username, NodesGroup)
 }
 
-// request is rule 2: the request parses, its signature verifies, its size and SAN count are bounded and its
-// key is strong.
+// request is rule 2: the request parses, its size and SAN count are bounded, its key is strong and not too
+// large, and its signature verifies. ParseRequest checks them in this order and verifies the signature last.
 func (d *decider) request() *specs.CSRRuleResult {
-	if d.req == nil {
+	switch {
+	case d.req == nil:
 		return fail(CheckRequest, "%s", d.parseErr)
-	}
-
-	if d.signatureErr != nil {
+	case d.refused != "":
+		return fail(CheckRequest, "%s (the signature is not verified)", d.refused)
+	case d.signatureErr != nil:
 		return fail(CheckRequest, "the signature does not verify: %v", d.signatureErr)
 	}
 
-	sans := len(d.req.DNSNames) + len(d.req.IPAddresses) + len(d.req.EmailAddresses) + len(d.req.URIs) + len(d.otherSANs)
-	if sans > MaxSANs {
-		return fail(CheckRequest, "%d subject alternative names, more than %d", sans, MaxSANs)
-	}
-
-	key, ok := keyDescription(d.req.PublicKey)
-	if !ok {
-		return fail(CheckRequest, "the key is %s: RSA of at least 2048 bits, ECDSA P-256 or P-384, or Ed25519 only", key)
-	}
-
-	return pass(CheckRequest, "%d bytes, %s key, signature verified", len(d.csr.GetRequest()), key)
+	return pass(CheckRequest, "%d bytes, %s key, signature verified", len(d.csr.GetRequest()), d.key)
 }
 
 // keyDescription describes a public key and says whether it is accepted.

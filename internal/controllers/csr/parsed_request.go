@@ -9,20 +9,25 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
-	"strings"
 )
 
 // ParsedRequest is what the checks read from a request's bytes: its PEM block parsed, its subject
-// alternative names, and whether its signature verifies. Reading it costs more than the rest of a decision
-// together (the signature above all), and a request is decided again whenever its node's facts change
-// while the node joins, so the CSRDecision controller reads each request once (see parsedRequests).
+// alternative names, its key, and whether its signature verifies. Reading it costs more than the rest of a
+// decision together (the signature above all), and a request is decided again whenever its node's facts
+// change while the node joins, so the CSRDecision controller reads each request once (see parsedRequests).
 type ParsedRequest struct {
 	// raw are the bytes it was read from.
 	raw []byte
 	req *x509.CertificateRequest
 	// parseErr says why the request cannot be used, when req is nil.
 	parseErr string
-	// signatureErr is why the request's signature does not verify, nil when it does (or req is nil).
+	// refused says why rule 2 denies the request without verifying its signature (its key or the number
+	// of its names), empty when the signature was verified.
+	refused string
+	// key describes the request's public key.
+	key string
+	// signatureErr is why the request's signature does not verify, nil when it does (or it was not
+	// verified: req is nil or refused is set).
 	signatureErr error
 	// otherSANs lists the subject alternative names that are neither DNS names nor IP addresses.
 	otherSANs []string
@@ -30,8 +35,16 @@ type ParsedRequest struct {
 	ips       []netip.Addr
 }
 
+// checkSignature verifies a request's signature. A variable so that a test can count the verifications.
+var checkSignature = (*x509.CertificateRequest).CheckSignature
+
 // ParseRequest decodes and parses a request (spec.request: PEM), reads its subject alternative names and
 // verifies its signature. It never panics, whatever the bytes.
+//
+// Its cost is bounded whatever the request: the size is checked before anything is decoded, and the key
+// (type, size, curve) and the number of names before the signature is verified. Verifying with an RSA key
+// costs about the square of its size, and a request is free to carry a key of half a megabyte with a
+// signature that is garbage: a request that rule 2 denies for its key is never verified.
 func ParseRequest(raw []byte) *ParsedRequest {
 	p := &ParsedRequest{raw: raw}
 
@@ -41,14 +54,14 @@ func ParseRequest(raw []byte) *ParsedRequest {
 		return p
 	}
 
-	begin := strings.Index(string(raw), "-----BEGIN")
+	begin := bytes.Index(raw, []byte("-----BEGIN"))
 	if begin < 0 {
 		p.parseErr = "the request is not PEM-encoded"
 
 		return p
 	}
 
-	if strings.TrimSpace(string(raw[:begin])) != "" {
+	if len(bytes.TrimSpace(raw[:begin])) != 0 {
 		p.parseErr = "the request has data before its PEM block"
 
 		return p
@@ -65,7 +78,7 @@ func ParseRequest(raw []byte) *ParsedRequest {
 		p.parseErr = fmt.Sprintf("the PEM block is a %q, not a CERTIFICATE REQUEST", block.Type)
 
 		return p
-	case strings.TrimSpace(string(rest)) != "":
+	case len(bytes.TrimSpace(rest)) != 0:
 		p.parseErr = "the request has data after its PEM block"
 
 		return p
@@ -87,7 +100,11 @@ func ParseRequest(raw []byte) *ParsedRequest {
 
 	p.req = req
 	p.otherSANs = others
-	p.signatureErr = req.CheckSignature()
+	p.refused, p.key = refusedKeyOrNames(req, others)
+
+	if p.refused == "" {
+		p.signatureErr = checkSignature(req)
+	}
 
 	for _, name := range req.DNSNames {
 		p.dnsNames = append(p.dnsNames, clean(name))
@@ -100,6 +117,22 @@ func ParseRequest(raw []byte) *ParsedRequest {
 	}
 
 	return p
+}
+
+// refusedKeyOrNames says why rule 2 denies a parsed request before its signature is verified ("" when it
+// does not), and describes its key.
+func refusedKeyOrNames(req *x509.CertificateRequest, otherSANs []string) (refused, key string) {
+	key, ok := keyDescription(req.PublicKey)
+	if !ok {
+		return fmt.Sprintf("the key is %s: RSA of 2048 to %d bits, ECDSA P-256 or P-384, or Ed25519 only", key, MaxRSABits), key
+	}
+
+	sans := len(req.DNSNames) + len(req.IPAddresses) + len(req.EmailAddresses) + len(req.URIs) + len(otherSANs)
+	if sans > MaxSANs {
+		return fmt.Sprintf("%d subject alternative names, more than %d", sans, MaxSANs), key
+	}
+
+	return "", key
 }
 
 // generalNameTypes names the GeneralName choices of RFC 5280 by their context-specific tag.
