@@ -3,9 +3,10 @@
 //
 // Each allocator is one controller that owns every allocation of its kind, so that two owners can never
 // be handed the same block: it decides from its persisted IPAllocations and from what the Kubernetes
-// objects already carry (a Node's spec.podCIDRs, a Service's status.loadBalancer.ingress), which win over
-// a decision that was not applied yet. The decisions are pure functions (PlanNodeCIDRs, PlanServiceIPs)
-// of those inputs; the controllers only gather the inputs and write what changed.
+// objects already carry (a Node's spec.podCIDRs, a Service's status.loadBalancer.ingress). A Node's
+// spec.podCIDRs may be the kubelet's own claim, set at registration: it is adopted only as one free block
+// per family, never over a decision not applied yet. The decisions are pure functions (PlanNodeCIDRs,
+// PlanServiceIPs) of those inputs; the controllers only gather the inputs and write what changed.
 package ipam
 
 import (

@@ -13,9 +13,10 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
-// maxClaimBlocks bounds the blocks one pod CIDR found on a Node may cover (a /16 on a Node of a /24-mask
-// cluster is a mistake to report, not 256 blocks to hold).
-const maxClaimBlocks = 256
+// maxClaimBlocks bounds the blocks a pod CIDR talos-ccm gave a Node under an earlier mask size may cover
+// now: at most 128 (a /17 where the mask is now /24); a /16 there, 256 blocks, is a mistake to report, not
+// 256 blocks to hold. A pod CIDR talos-ccm did not give is never more than one block.
+const maxClaimBlocks = 128
 
 // virtualLinkPrefixes are links whose addresses are not the machine's own network (overlays, loopback).
 var virtualLinkPrefixes = []string{"kubespan", "siderolink", "lo", "cilium", "dummy", "flannel", "cni", "vxlan"}
@@ -82,11 +83,13 @@ type nodePlanner struct {
 
 // PlanNodeCIDRs decides the pod CIDR of every family of every Node:
 //
-//  1. A Node's spec.podCIDRs is a fact: each CIDR is held for it, or reported as a conflict when it lies
-//     outside the pools, in a Service range or over a CIDR held by another Node (the Node that held it
-//     first, else the older Node, keeps it).
+//  1. The pod CIDRs this allocator gave a Node, found in its spec.podCIDRs, stay held for it.
 //  2. An allocation decided before but not applied yet is kept while it is still valid.
-//  3. Every other Node gets a free block: round robin in a cluster range, the lowest free segment of its
+//  3. Any other spec.podCIDRs was set by the kubelet at registration or by another allocator: a claim, not
+//     a fact. It is adopted only when it is one block of its pool per family, inside the pool, outside
+//     the Service ranges, free, and (in talos-ipv6 mode) holds no other machine's address; anything else is
+//     a conflict that holds nothing (the older Node adopts first).
+//  4. Every other Node gets a free block: round robin in a cluster range, the lowest free segment of its
 //     machine's IPv6 prefix that holds none of the machines' addresses in talos-ipv6 mode.
 //
 // A Node gets its complete spec.podCIDRs (nodePodCIDRs) only when every family is allocated: the field
@@ -113,9 +116,14 @@ func PlanNodeCIDRs(in NodeCIDRInput) NodeCIDRPlan {
 		p.buildFallbackPool(nodes)
 	}
 
-	p.claim(nodes)
+	p.markMachineAddresses(nodes)
+
+	ours, claims := p.splitClaimers(nodes)
+
+	p.claim(ours)
 	p.keepPrevious(nodes)
-	p.reserveMachineAddresses(nodes)
+	p.claim(claims)
+	p.reserveMachineAddresses()
 	p.allocate(nodes)
 
 	plan := NodeCIDRPlan{Allocations: make(map[string]*specs.IPAllocationSpec, len(p.decided)), Pools: map[string]*specs.IPPoolSpec{}}
@@ -377,138 +385,6 @@ func (p *nodePlanner) poolFor(node string, c netip.Prefix) *pool {
 	return nil
 }
 
-func (p *nodePlanner) wanted(family string) bool {
-	return slices.Contains(p.families, family)
-}
-
-// established reports whether every CIDR of a node's spec.podCIDRs is what the previous plan held for it:
-// such a node wins an overlap.
-func (p *nodePlanner) established(n NodeFacts) bool {
-	for _, s := range n.PodCIDRs {
-		c, err := netip.ParsePrefix(s)
-		if err != nil {
-			return false
-		}
-
-		prev := p.in.Previous[ipam.NodeAllocationID(n.Name, ipam.FamilyOf(c.Addr()))]
-		if prev.GetState() != ipam.StateAllocated || prev.GetAddress() != c.Masked().String() || prev.GetOwnerUid() != n.UID {
-			return false
-		}
-	}
-
-	return true
-}
-
-// claim holds the CIDRs the Nodes already have, and reports those that cannot be honoured.
-func (p *nodePlanner) claim(nodes []NodeFacts) {
-	// Nodes this allocator already held the CIDRs of come first, then the older ones.
-	var established, others []NodeFacts
-
-	for _, n := range nodes {
-		switch {
-		case len(n.PodCIDRs) == 0:
-		case p.established(n):
-			established = append(established, n)
-		default:
-			others = append(others, n)
-		}
-	}
-
-	claimers := slices.Concat(established, others)
-
-	for _, n := range claimers {
-		owner := "Node/" + n.Name
-		seen := map[string]bool{}
-
-		for _, s := range n.PodCIDRs {
-			c, err := netip.ParsePrefix(strings.TrimSpace(s))
-			if err != nil {
-				continue // The apiserver validates spec.podCIDRs: this cannot happen.
-			}
-
-			c = c.Masked()
-			family := ipam.FamilyOf(c.Addr())
-
-			if !p.wanted(family) || seen[family] {
-				continue
-			}
-
-			seen[family] = true
-			id := ipam.NodeAllocationID(n.Name, family)
-			prev := p.in.Previous[id]
-
-			alloc := &specs.IPAllocationSpec{
-				Purpose: ipam.PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, Address: c.String(), Origin: ipam.OriginNode,
-			}
-
-			if prev.GetState() == ipam.StateAllocated && prev.GetAddress() == c.String() && prev.GetOwnerUid() == n.UID && prev.GetOrigin() != "" {
-				alloc.Origin = prev.GetOrigin()
-			}
-
-			pl := p.poolFor(n.Name, c)
-
-			var blocks []netip.Addr
-
-			switch {
-			case pl == nil:
-				alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside every pool of %s", c, family)
-				alloc.Origin = ipam.OriginNode
-			case !pl.inRanges(c):
-				alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s is outside %s", c, strings.Join(rangeStrings(pl.ranges), ", "))
-			default:
-				if e, ok := pl.excludedBy(c); ok {
-					alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the Service range %s", c, e)
-
-					break
-				}
-
-				var ok bool
-
-				if blocks, ok = pl.blocksOf(c, maxClaimBlocks); !ok {
-					alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s covers more than %d /%d blocks", c, maxClaimBlocks, pl.blockBits)
-
-					break
-				}
-
-				if holders := pl.holders(blocks, owner); len(holders) > 0 {
-					alloc.State, alloc.Reason = ipam.StateConflict, fmt.Sprintf("the Node's pod CIDR %s overlaps the pod CIDR of %s", c, strings.Join(holders, ", "))
-
-					break
-				}
-
-				alloc.State = ipam.StateAllocated
-			}
-
-			if pl != nil {
-				alloc.Pool = pl.id
-
-				if alloc.GetState() == ipam.StateAllocated {
-					pl.take(blocks, owner)
-				} else {
-					pl.conflicts = append(pl.conflicts, owner+": "+alloc.GetReason())
-				}
-			} else if rp := p.rangePools[family]; rp != nil {
-				rp.conflicts = append(rp.conflicts, owner+": "+alloc.GetReason())
-			}
-
-			p.decided[id] = alloc
-		}
-
-		for _, family := range p.families {
-			id := ipam.NodeAllocationID(n.Name, family)
-			if _, ok := p.decided[id]; ok {
-				continue
-			}
-
-			p.decided[id] = &specs.IPAllocationSpec{
-				Purpose: ipam.PurposePodCIDR, Owner: owner, OwnerUid: n.UID, Family: family, State: ipam.StateFailed,
-				Reason: fmt.Sprintf("the Node's spec.podCIDRs is already set (%s) without an %s CIDR, and it cannot be changed",
-					strings.Join(n.PodCIDRs, ", "), family),
-			}
-		}
-	}
-}
-
 // keepPrevious holds again what the previous plan allocated to Nodes that do not carry it yet, while it is
 // still valid: same Node, same pool, free.
 func (p *nodePlanner) keepPrevious(nodes []NodeFacts) {
@@ -569,9 +445,9 @@ func (p *nodePlanner) keepPrevious(nodes []NodeFacts) {
 	}
 }
 
-// reserveMachineAddresses holds the free segments of machine prefixes that contain an address of any
-// machine, so that no pod CIDR covers a machine's own address.
-func (p *nodePlanner) reserveMachineAddresses(nodes []NodeFacts) {
+// markMachineAddresses records, in each machine prefix pool, the segments that hold an address of a
+// machine: no kubelet may claim another machine's, and reserveMachineAddresses holds the free ones.
+func (p *nodePlanner) markMachineAddresses(nodes []NodeFacts) {
 	if len(p.prefixPools) == 0 {
 		return
 	}
@@ -584,10 +460,21 @@ func (p *nodePlanner) reserveMachineAddresses(nodes []NodeFacts) {
 					continue
 				}
 
-				b := pl.block(a)
-				if _, held := pl.taken[b]; !held {
-					pl.taken[b] = "address " + a.String() + " of Node/" + n.Name
+				if b := pl.block(a); pl.addressed[b].node == "" {
+					pl.addressed[b] = machineAddress{node: n.Name, addr: a}
 				}
+			}
+		}
+	}
+}
+
+// reserveMachineAddresses holds the free segments of machine prefixes that contain an address of any
+// machine, so that no pod CIDR covers a machine's own address.
+func (p *nodePlanner) reserveMachineAddresses() {
+	for _, pl := range p.prefixPools {
+		for b, a := range pl.addressed {
+			if _, held := pl.taken[b]; !held {
+				pl.taken[b] = "address " + a.addr.String() + " of Node/" + a.node
 			}
 		}
 	}

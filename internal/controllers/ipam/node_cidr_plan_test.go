@@ -147,7 +147,7 @@ func TestPlanNodeCIDRs(t *testing.T) {
 			want:     map[string]string{v4("a"): "failed: the node CIDR mask size /8 does not fit the cluster range 10.0.0.0/16"},
 		},
 		{
-			name:     "Nodes' own CIDRs are held, outside and overlapping ones are conflicts",
+			name:     "Nodes' own CIDRs are held, outside, overlapping and wide ones are conflicts",
 			settings: rangeSettings("10.244.0.0/16"),
 			nodes: []ipam.NodeFacts{
 				node("new", 1),
@@ -158,17 +158,17 @@ func TestPlanNodeCIDRs(t *testing.T) {
 			},
 			want: map[string]string{
 				v4("own"):     "allocated 10.244.0.0/24",
-				v4("outside"): "conflict: the Node's pod CIDR 10.99.0.0/24 is outside 10.244.0.0/16",
-				v4("dup"):     "conflict: the Node's pod CIDR 10.244.0.0/24 overlaps the pod CIDR of Node/own",
-				v4("wide"):    "allocated 10.244.4.0/23",
+				v4("outside"): "conflict: the Node's pod CIDR 10.99.0.0/24 is outside 10.244.0.0/16" + unchangeable,
+				v4("dup"):     "conflict: the Node's pod CIDR 10.244.0.0/24 overlaps the pod CIDR of Node/own" + unchangeable,
+				v4("wide"):    "conflict: the Node's pod CIDR 10.244.4.0/23 is not one /24 block of the pool pod/ipv4" + unchangeable,
 				v4("new"):     "allocated 10.244.1.0/24",
 			},
 			wantPodCIDRs: map[string][]string{"dup": {"10.244.0.0/24"}, "new": {"10.244.1.0/24"}},
 			check: func(t *testing.T, plan ipam.NodeCIDRPlan) {
 				p := plan.Pools["pod/ipv4"]
-				assert.Len(t, p.GetConflicts(), 2)
+				assert.Len(t, p.GetConflicts(), 3)
 				assert.Equal(t, "True", p.GetConditions()[1].GetStatus())
-				assert.Equal(t, uint64(4), p.GetUsed(), "own, wide (two blocks), new")
+				assert.Equal(t, uint64(2), p.GetUsed(), "own, new: a conflict holds nothing")
 			},
 		},
 		{
@@ -180,7 +180,7 @@ func TestPlanNodeCIDRs(t *testing.T) {
 			},
 			want: map[string]string{
 				v4("young"): "allocated 10.244.7.0/24",
-				v4("old"):   "conflict: the Node's pod CIDR 10.244.7.0/24 overlaps the pod CIDR of Node/young",
+				v4("old"):   "conflict: the Node's pod CIDR 10.244.7.0/24 overlaps the pod CIDR of Node/young" + unchangeable,
 			},
 			check: func(t *testing.T, plan ipam.NodeCIDRPlan) {
 				assert.Equal(t, ipamres.OriginAllocated, plan.Allocations[v4("young")].GetOrigin())
@@ -290,6 +290,210 @@ func TestPlanNodeCIDRs(t *testing.T) {
 
 			if tt.check != nil {
 				tt.check(t, plan)
+			}
+		})
+	}
+}
+
+// unchangeable ends the reason of a refused spec.podCIDRs.
+const unchangeable = "; it holds nothing, and as spec.podCIDRs cannot be changed the Node gets no pod CIDR from talos-ccm (delete the Node to let it register again)"
+
+// TestPlanNodeCIDRsKubeletClaims: a spec.podCIDRs that talos-ccm did not give (set by the kubelet at
+// registration) is adopted only when it is one free block of its pool's mask size per family; anything
+// else is a conflict that holds nothing, so the blocks it covers go to other Nodes.
+func TestPlanNodeCIDRsKubeletClaims(t *testing.T) {
+	t.Parallel()
+
+	v4 := func(node string) string { return ipamres.NodeAllocationID(node, ipamres.FamilyIPv4) }
+	v6 := func(node string) string { return ipamres.NodeAllocationID(node, ipamres.FamilyIPv6) }
+	// allocated is what the previous plan held for a node.
+	allocated := func(node, address, origin string) *specs.IPAllocationSpec {
+		return &specs.IPAllocationSpec{State: ipamres.StateAllocated, Address: address, OwnerUid: "uid-" + node, Pool: "pod/ipv4", Origin: origin}
+	}
+	withMask := func(s ipam.NodeCIDRSettings, mask int) ipam.NodeCIDRSettings { s.MaskIPv4 = mask; return s }
+	withServices := func(s ipam.NodeCIDRSettings, cidrs ...string) ipam.NodeCIDRSettings {
+		s.ServiceCIDRs = prefixes(cidrs...)
+
+		return s
+	}
+
+	tests := []struct {
+		name     string
+		settings ipam.NodeCIDRSettings
+		nodes    []ipam.NodeFacts
+		previous map[string]*specs.IPAllocationSpec
+		// want maps allocation IDs to summaries; every other ID must be absent.
+		want map[string]string
+		// used is the number of blocks held in the pool pod/ipv4.
+		used uint64
+	}{
+		{
+			name:     "one block of the mask, inside and free: adopted",
+			settings: rangeSettings("10.244.0.0/16"),
+			nodes:    []ipam.NodeFacts{node("kubelet", 1, "10.244.9.0/24"), node("new", 2)},
+			want:     map[string]string{v4("kubelet"): "allocated 10.244.9.0/24", v4("new"): "allocated 10.244.0.0/24"},
+			used:     2,
+		},
+		{
+			name:     "a /16 on a /24 mask: refused, and other Nodes get blocks of it",
+			settings: rangeSettings("10.244.0.0/16"),
+			nodes:    []ipam.NodeFacts{node("kubelet", 1, "10.244.0.0/16"), node("new", 2)},
+			want: map[string]string{
+				v4("kubelet"): "conflict: the Node's pod CIDR 10.244.0.0/16 is not one /24 block of the pool pod/ipv4" + unchangeable,
+				v4("new"):     "allocated 10.244.0.0/24",
+			},
+			used: 1,
+		},
+		{
+			name:     "a /23 (two blocks) and a /25 (half a block): refused",
+			settings: rangeSettings("10.244.0.0/16"),
+			nodes:    []ipam.NodeFacts{node("two", 1, "10.244.0.0/23"), node("half", 2, "10.244.2.128/25"), node("new", 3)},
+			want: map[string]string{
+				v4("two"):  "conflict: the Node's pod CIDR 10.244.0.0/23 is not one /24 block of the pool pod/ipv4" + unchangeable,
+				v4("half"): "conflict: the Node's pod CIDR 10.244.2.128/25 is not one /24 block of the pool pod/ipv4" + unchangeable,
+				v4("new"):  "allocated 10.244.0.0/24",
+			},
+			used: 1,
+		},
+		{
+			name:     "two CIDRs of one family: refused, the other family adopted",
+			settings: rangeSettings("10.244.0.0/16", "fd00::/48"),
+			nodes:    []ipam.NodeFacts{node("kubelet", 1, "10.244.1.0/24", "10.244.2.0/24", "fd00:0:0:5::/64"), node("new", 2)},
+			want: map[string]string{
+				v4("kubelet"): "conflict: the Node's spec.podCIDRs has 2 ipv4 CIDRs (10.244.1.0/24, 10.244.2.0/24), and a Node gets one per family" + unchangeable,
+				v6("kubelet"): "allocated fd00:0:0:5::/64",
+				v4("new"):     "allocated 10.244.0.0/24", v6("new"): "allocated fd00::/64",
+			},
+			used: 1,
+		},
+		{
+			name:     "outside the cluster range, or not a CIDR: refused",
+			settings: rangeSettings("10.244.0.0/16"),
+			nodes:    []ipam.NodeFacts{node("outside", 1, "10.245.0.0/24"), node("garbage", 2, "10.244.01.0/24")},
+			want: map[string]string{
+				v4("outside"): "conflict: the Node's pod CIDR 10.245.0.0/24 is outside 10.244.0.0/16" + unchangeable,
+				v4("garbage"): `conflict: the Node's pod CIDR "10.244.01.0/24" is not a CIDR` + unchangeable,
+			},
+		},
+		{
+			name:     "over another Node's block: refused, the older Node keeps it",
+			settings: rangeSettings("10.244.0.0/16"),
+			nodes:    []ipam.NodeFacts{node("first", 1, "10.244.3.0/24"), node("second", 2, "10.244.3.0/24")},
+			want: map[string]string{
+				v4("first"):  "allocated 10.244.3.0/24",
+				v4("second"): "conflict: the Node's pod CIDR 10.244.3.0/24 overlaps the pod CIDR of Node/first" + unchangeable,
+			},
+			used: 1,
+		},
+		{
+			name:     "over a block decided for another Node and not written yet: refused",
+			settings: rangeSettings("10.244.0.0/16"),
+			nodes:    []ipam.NodeFacts{node("victim", 1), node("kubelet", 2, "10.244.4.0/24")},
+			previous: map[string]*specs.IPAllocationSpec{
+				v4("victim"): {State: ipamres.StateAllocated, Address: "10.244.4.0/24", OwnerUid: "uid-victim", Pool: "pod/ipv4", Origin: ipamres.OriginAllocated},
+			},
+			want: map[string]string{
+				v4("victim"):  "allocated 10.244.4.0/24",
+				v4("kubelet"): "conflict: the Node's pod CIDR 10.244.4.0/24 overlaps the pod CIDR of Node/victim" + unchangeable,
+			},
+			used: 1,
+		},
+		{
+			name:     "over the Service range: refused",
+			settings: withServices(rangeSettings("10.244.0.0/16"), "10.244.255.0/24"),
+			nodes:    []ipam.NodeFacts{node("kubelet", 1, "10.244.255.0/24")},
+			want: map[string]string{
+				v4("kubelet"): "conflict: the Node's pod CIDR 10.244.255.0/24 overlaps the Service range 10.244.255.0/24" + unchangeable,
+			},
+		},
+		{
+			name:     "talos-ccm's own CIDR stays held after the mask size changed",
+			settings: withMask(rangeSettings("10.244.0.0/16"), 25),
+			nodes:    []ipam.NodeFacts{node("ours", 1, "10.244.0.0/24"), node("new", 2)},
+			previous: map[string]*specs.IPAllocationSpec{
+				v4("ours"): allocated("ours", "10.244.0.0/24", ipamres.OriginAllocated),
+			},
+			want: map[string]string{v4("ours"): "allocated 10.244.0.0/24", v4("new"): "allocated 10.244.1.0/25"},
+			used: 3,
+		},
+		{
+			name:     "talos-ccm's own /17 of an earlier mask size is 128 blocks held, its /16 (256 blocks) too many",
+			settings: rangeSettings("10.0.0.0/8"),
+			nodes:    []ipam.NodeFacts{node("half", 1, "10.244.0.0/17"), node("whole", 2, "10.245.0.0/16"), node("new", 3)},
+			previous: map[string]*specs.IPAllocationSpec{
+				v4("half"):  allocated("half", "10.244.0.0/17", ipamres.OriginAllocated),
+				v4("whole"): allocated("whole", "10.245.0.0/16", ipamres.OriginAllocated),
+			},
+			want: map[string]string{
+				v4("half"):  "allocated 10.244.0.0/17",
+				v4("whole"): "conflict: the Node's pod CIDR 10.245.0.0/16 covers more than 128 /24 blocks" + unchangeable,
+				v4("new"):   "allocated 10.0.0.0/24",
+			},
+			used: 129,
+		},
+		{
+			name:     "a /16 adopted before the upgrade is refused now",
+			settings: rangeSettings("10.244.0.0/16"),
+			nodes:    []ipam.NodeFacts{node("kubelet", 1, "10.244.0.0/16"), node("new", 2)},
+			previous: map[string]*specs.IPAllocationSpec{
+				v4("kubelet"): allocated("kubelet", "10.244.0.0/16", ipamres.OriginNode),
+			},
+			want: map[string]string{
+				v4("kubelet"): "conflict: the Node's pod CIDR 10.244.0.0/16 is not one /24 block of the pool pod/ipv4" + unchangeable,
+				v4("new"):     "allocated 10.244.0.0/24",
+			},
+			used: 1,
+		},
+		{
+			name: "talos-ipv6: a segment over another machine's address is refused, over its own adopted",
+			settings: ipam.NodeCIDRSettings{
+				Mode: ipamres.ModeTalosIPv6, ClusterCIDRs: prefixes("10.244.0.0/16"), MaskIPv4: 24, MaskIPv6: 80,
+			},
+			nodes: []ipam.NodeFacts{
+				talosNode("victim", 1, "2001:db8:1:2::5/64"),
+				func() ipam.NodeFacts {
+					n := talosNode("kubelet", 2, "2001:db8:1:2:7::9/64")
+					n.PodCIDRs = []string{"10.244.7.0/24", "2001:db8:1:2::/80"}
+
+					return n
+				}(),
+				func() ipam.NodeFacts {
+					n := talosNode("self", 3, "2001:db8:1:2:8::9/64")
+					n.PodCIDRs = []string{"10.244.8.0/24", "2001:db8:1:2:8::/80"}
+
+					return n
+				}(),
+			},
+			want: map[string]string{
+				v4("victim"):  "allocated 10.244.0.0/24",
+				v6("victim"):  "allocated 2001:db8:1:2:1::/80",
+				v4("kubelet"): "allocated 10.244.7.0/24",
+				v6("kubelet"): "conflict: the Node's pod CIDR 2001:db8:1:2::/80 holds the address 2001:db8:1:2::5 of Node/victim" + unchangeable,
+				v4("self"):    "allocated 10.244.8.0/24",
+				v6("self"):    "allocated 2001:db8:1:2:8::/80",
+			},
+			used: 3,
+		},
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			plan := ipam.PlanNodeCIDRs(ipam.NodeCIDRInput{Now: t0, Settings: tt.settings, Nodes: tt.nodes, Previous: tt.previous})
+
+			got := map[string]string{}
+			for id, a := range plan.Allocations {
+				got[id] = summary(a)
+			}
+
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.used, plan.Pools["pod/ipv4"].GetUsed(), "blocks held in pod/ipv4")
+
+			for id, a := range plan.Allocations {
+				if a.GetState() == ipamres.StateConflict {
+					assert.Contains(t, plan.Pools[a.GetPool()].GetConflicts(), a.GetOwner()+": "+a.GetReason(), "%s is listed in its pool", id)
+				}
 			}
 		})
 	}

@@ -20,6 +20,9 @@ type pool struct {
 	excluded []netip.Prefix
 	// taken maps the first address of every held block to its holder, for messages.
 	taken map[netip.Addr]string
+	// addressed maps the first address of every block that holds a machine's address to the first such
+	// address (machine prefix pools only).
+	addressed map[netip.Addr]machineAddress
 	// conflicts are the owners whose addresses could not be honoured, with the reason.
 	conflicts []string
 	// blockBits is the prefix length of every block (the node CIDR mask size; 32 or 128 for IPs).
@@ -32,8 +35,17 @@ type pool struct {
 	invalid string
 }
 
+// machineAddress is an address of a machine, with the name of its Node.
+type machineAddress struct {
+	node string
+	addr netip.Addr
+}
+
 func newPool(id, purpose, family string, blockBits int) *pool {
-	return &pool{id: id, purpose: purpose, family: family, blockBits: blockBits, taken: map[netip.Addr]string{}}
+	return &pool{
+		id: id, purpose: purpose, family: family, blockBits: blockBits,
+		taken: map[netip.Addr]string{}, addressed: map[netip.Addr]machineAddress{},
+	}
 }
 
 // hostBits is the number of addresses bits inside one block.
