@@ -25,6 +25,12 @@ type applyFunc[Input generic.ResourceWithRD] func(
 	ctx context.Context, r controller.Reader, logger *zap.Logger, in Input, last *specs.ApplyStatusSpec,
 ) (outcome, error)
 
+// applyWritingFunc is the applyFunc of a sink with outputs of its own besides the ApplyStatuses
+// (sinkSettings.ExtraOutputs), which it writes through rw.
+type applyWritingFunc[Input generic.ResourceWithRD] func(
+	ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input, last *specs.ApplyStatusSpec,
+) (outcome, error)
+
 // sinkSettings is what one sink supplies to newSinkController: everything else is common to the sinks.
 type sinkSettings[Input generic.ResourceWithRD] struct {
 	// Name is the controller name. It is stored as the finalizer on the inputs: never rename it.
@@ -38,6 +44,13 @@ type sinkSettings[Input generic.ResourceWithRD] struct {
 	NewInput func(resource.Namespace, resource.ID) Input
 	// Apply applies one input.
 	Apply applyFunc[Input]
+	// ApplyWriting takes the place of Apply in a sink with ExtraOutputs: it may write them.
+	ApplyWriting applyWritingFunc[Input]
+	// ExtraOutputs are the sink's outputs besides the ApplyStatuses: records of its own, written by
+	// ApplyWriting, and removed by Teardown when their input goes away.
+	ExtraOutputs []controller.Output
+	// Teardown, when set, runs when an input is torn down, before the sink lets it go.
+	Teardown func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
 	// Concurrency bounds the inputs applied at once (at least one).
 	Concurrency uint
 	// ExtraInputs are the qtransform.WithExtraMappedInput options of the sink's other inputs.
@@ -49,6 +62,13 @@ func newSinkController[Input generic.ResourceWithRD](s sinkSettings[Input]) *Sin
 	var zero Input
 
 	inputNamespace := zero.ResourceDefinition().DefaultNamespace
+
+	apply := s.ApplyWriting
+	if apply == nil {
+		apply = func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input, last *specs.ApplyStatusSpec) (outcome, error) {
+			return s.Apply(ctx, rw, logger, in, last)
+		}
+	}
 
 	return qtransform.NewQController(
 		qtransform.Settings[Input, *sink.ApplyStatus]{
@@ -66,21 +86,23 @@ func newSinkController[Input generic.ResourceWithRD](s sinkSettings[Input]) *Sin
 
 				return s.NewInput(inputNamespace, id)
 			},
-			TransformFunc: func(ctx context.Context, r controller.Reader, logger *zap.Logger, in Input, out *sink.ApplyStatus) error {
+			TransformExtraOutputFunc: func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input, out *sink.ApplyStatus) error {
 				status := out.TypedSpec().Value
 				status.Object = s.Object + "/" + in.Metadata().ID()
 
-				o, err := s.Apply(ctx, r, logger, in, status)
+				o, err := apply(ctx, rw, logger, in, status)
 				if err != nil {
 					return err
 				}
 
 				return recordOutcome(status, in.Metadata().Version(), o)
 			},
+			FinalizerRemovalExtraOutputFunc: s.Teardown,
 		},
 		append([]qtransform.ControllerOption{
 			qtransform.WithOutputKind(controller.OutputShared),
 			qtransform.WithConcurrency(max(s.Concurrency, 1)),
+			qtransform.WithExtraOutputs(s.ExtraOutputs...),
 		}, s.ExtraInputs...)...,
 	)
 }
