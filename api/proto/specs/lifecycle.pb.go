@@ -37,13 +37,19 @@ type NodeLifecycleSpec struct {
 	// different machine answering at the node's address later is evidence that the Node is stale.
 	RecordedMachineUuid string `protobuf:"bytes,4,opt,name=recorded_machine_uuid,json=recordedMachineUUID,proto3" json:"recorded_machine_uuid,omitempty"`
 	// The identity of the machine answering now.
-	MachineUuid   string                 `protobuf:"bytes,5,opt,name=machine_uuid,json=machineUUID,proto3" json:"machine_uuid,omitempty"`
-	Stage         string                 `protobuf:"bytes,6,opt,name=stage,proto3" json:"stage,omitempty"`
-	Reachable     bool                   `protobuf:"varint,7,opt,name=reachable,proto3" json:"reachable,omitempty"`
-	NodeReady     bool                   `protobuf:"varint,8,opt,name=node_ready,json=nodeReady,proto3" json:"node_ready,omitempty"`
+	MachineUuid string `protobuf:"bytes,5,opt,name=machine_uuid,json=machineUUID,proto3" json:"machine_uuid,omitempty"`
+	Stage       string `protobuf:"bytes,6,opt,name=stage,proto3" json:"stage,omitempty"`
+	Reachable   bool   `protobuf:"varint,7,opt,name=reachable,proto3" json:"reachable,omitempty"`
+	NodeReady   bool   `protobuf:"varint,8,opt,name=node_ready,json=nodeReady,proto3" json:"node_ready,omitempty"`
+	// When the grace before a deletion started: the latest of not_ready_observed, the Ready condition's
+	// lastTransitionTime and the Node's creation. The kubelet writes the condition's time, so it may make the
+	// wait longer, never shorter.
 	NotReadySince *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=not_ready_since,json=notReadySince,proto3" json:"not_ready_since,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When talos-ccm first saw the Node NotReady, carried from verdict to verdict while the Node stays NotReady
+	// (and across restarts, with the verdict in the persisted state).
+	NotReadyObserved *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=not_ready_observed,json=notReadyObserved,proto3" json:"not_ready_observed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeLifecycleSpec) Reset() {
@@ -139,12 +145,19 @@ func (x *NodeLifecycleSpec) GetNotReadySince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *NodeLifecycleSpec) GetNotReadyObserved() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotReadyObserved
+	}
+	return nil
+}
+
 var File_specs_lifecycle_proto protoreflect.FileDescriptor
 
 const file_specs_lifecycle_proto_rawDesc = "" +
 	"\n" +
 	"\x15specs/lifecycle.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x02\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x03\n" +
 	"\x11NodeLifecycleSpec\x12\x1a\n" +
 	"\bshutdown\x18\x01 \x01(\bR\bshutdown\x12\x16\n" +
 	"\x06delete\x18\x02 \x01(\bR\x06delete\x12\x16\n" +
@@ -155,7 +168,9 @@ const file_specs_lifecycle_proto_rawDesc = "" +
 	"\treachable\x18\a \x01(\bR\treachable\x12\x1d\n" +
 	"\n" +
 	"node_ready\x18\b \x01(\bR\tnodeReady\x12B\n" +
-	"\x0fnot_ready_since\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rnotReadySinceB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\x0fnot_ready_since\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rnotReadySince\x12H\n" +
+	"\x12not_ready_observed\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x10notReadyObservedB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_lifecycle_proto_rawDescOnce sync.Once
@@ -176,11 +191,12 @@ var file_specs_lifecycle_proto_goTypes = []any{
 }
 var file_specs_lifecycle_proto_depIdxs = []int32{
 	1, // 0: tccm.specs.NodeLifecycleSpec.not_ready_since:type_name -> google.protobuf.Timestamp
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1, // 1: tccm.specs.NodeLifecycleSpec.not_ready_observed:type_name -> google.protobuf.Timestamp
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_specs_lifecycle_proto_init() }

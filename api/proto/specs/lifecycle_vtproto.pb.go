@@ -32,6 +32,7 @@ func (m *NodeLifecycleSpec) CloneVT() *NodeLifecycleSpec {
 	r.Reachable = m.Reachable
 	r.NodeReady = m.NodeReady
 	r.NotReadySince = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.NotReadySince).CloneVT())
+	r.NotReadyObserved = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.NotReadyObserved).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -74,6 +75,9 @@ func (this *NodeLifecycleSpec) EqualVT(that *NodeLifecycleSpec) bool {
 		return false
 	}
 	if !(*timestamppb1.Timestamp)(this.NotReadySince).EqualVT((*timestamppb1.Timestamp)(that.NotReadySince)) {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.NotReadyObserved).EqualVT((*timestamppb1.Timestamp)(that.NotReadyObserved)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
@@ -65,10 +66,7 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 		return out, 0
 	}
 
-	out.NotReadySince = in.Node.GetReadyChanged()
-	if out.NotReadySince == nil {
-		out.NotReadySince = in.Node.GetCreated()
-	}
+	out.NotReadyObserved, out.NotReadySince = notReadyTimes(in)
 
 	switch {
 	case in.Status == nil:
@@ -99,11 +97,8 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 	}
 
 	notReadyFor := in.Now.Sub(out.NotReadySince.AsTime())
-	if out.NotReadySince == nil || notReadyFor < in.Options.StaleNodeGrace {
+	if notReadyFor < in.Options.StaleNodeGrace {
 		wait := in.Options.StaleNodeGrace - notReadyFor
-		if out.NotReadySince == nil {
-			wait = in.Options.StaleNodeGrace
-		}
 
 		out.Reason += fmt.Sprintf("; %s: deleted once NotReady for %s (in %s)", evidence, in.Options.StaleNodeGrace, wait.Round(time.Second))
 
@@ -114,6 +109,35 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 	out.Reason += fmt.Sprintf("; %s, and NotReady for %s: the Node is deleted", evidence, notReadyFor.Round(time.Second))
 
 	return out, 0
+}
+
+// notReadyTimes returns when talos-ccm first saw the Node NotReady, and when the grace before a deletion
+// starts.
+//
+// The first is talos-ccm's own observation: the previous verdict's while that verdict saw the Node NotReady
+// too, in.Now otherwise (a Node seen Ready in between starts over). The verdict is persisted, so a restart
+// does not reset it; a verdict lost with the state starts the grace later, never earlier. A verdict from an
+// older talos-ccm has no observation, only the kubelet's time, and starts over as well.
+//
+// The Ready condition's lastTransitionTime is written by the kubelet, which a stolen credential controls:
+// it may start the grace later (a kubelet that turned NotReady again while talos-ccm was not watching says
+// so there), never earlier. The Node's creation time is the apiserver's: a Node deleted and re-created under
+// the same name starts over.
+func notReadyTimes(in LifecycleInput) (observed, since *timestamppb.Timestamp) {
+	observed = timestamppb.New(in.Now)
+	if prev := in.Previous; prev != nil && !prev.GetNodeReady() && prev.GetNotReadyObserved() != nil {
+		observed = prev.GetNotReadyObserved()
+	}
+
+	since = observed
+
+	for _, t := range []*timestamppb.Timestamp{in.Node.GetReadyChanged(), in.Node.GetCreated()} {
+		if t != nil && t.AsTime().After(since.AsTime()) {
+			since = t
+		}
+	}
+
+	return observed, since
 }
 
 // staleEvidence returns positive evidence that the Node's machine is gone, and whether the operator
