@@ -17,8 +17,8 @@ type Claim struct {
 	// Node is the Node's name.
 	Node string
 	// Keys are what the Node claims ("machine/<key>", "providerID/<id>", "ip/<address>"), each with
-	// whether the Node already carries it (the providerID in its spec; a machine and an address once the
-	// Node is initialized).
+	// whether the Node already carries it (the providerID in its spec when it is the one its verified
+	// machine gives; a machine and an address once the Node is initialized).
 	Keys map[string]bool
 	// Current is false while the Node keeps facts read before: its kubelet now points at a machine that
 	// is another node, so its claim is not renewed by its machine.

@@ -1,10 +1,14 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
 
 func TestClaimConflict(t *testing.T) {
@@ -97,4 +101,108 @@ func TestClaimRegistry(t *testing.T) {
 	r.remove("second")
 	assert.Empty(t, r.byKey)
 	assert.Empty(t, r.keysOf)
+}
+
+func TestClaimOfProviderID(t *testing.T) {
+	t.Parallel()
+
+	const (
+		own   = "talos://metal/10.0.0.2"
+		other = "talos://metal/10.0.0.1"
+	)
+
+	for _, tc := range []struct {
+		name string
+		// carried is the providerID in the Node's spec; gives is the one its verified machine gives.
+		carried, gives string
+		want           map[string]bool
+	}{
+		{
+			name:  "not carried yet: claimed, not held",
+			gives: own,
+			want:  map[string]bool{"providerID/" + own: false},
+		},
+		{
+			name:    "carried and its machine gives it: held",
+			carried: own,
+			gives:   own,
+			want:    map[string]bool{"providerID/" + own: true},
+		},
+		{
+			name:    "carried but its machine gives another: the carried one is no claim",
+			carried: other,
+			gives:   own,
+			want:    map[string]bool{"providerID/" + own: false},
+		},
+		{
+			name:    "carried while its machine gives none yet: no providerID claim",
+			carried: other,
+			want:    map[string]bool{},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			kn := &specs.KubeNodeSpec{ProviderId: tc.carried, Created: timestamppb.New(time.Unix(1000, 0))}
+			claim := claimOf("n", kn, &specs.NodeTransformSpec{Verified: true, Machine: "uuid/u1", ProviderId: tc.gives}, true)
+
+			providerIDs := map[string]bool{}
+
+			for key, held := range claim.Keys {
+				if strings.HasPrefix(key, "providerID/") {
+					providerIDs[key] = held
+				}
+			}
+
+			assert.Equal(t, tc.want, providerIDs)
+		})
+	}
+}
+
+// A Node registered by its kubelet with the victim's providerID, untainted and older than the victim, never
+// keeps the victim from it, whichever claim is seen first; the victim's recheck (a contested claim is
+// bound again) must not turn either.
+func TestClaimsSquattedProviderID(t *testing.T) {
+	t.Parallel()
+
+	const victimID = "talos://metal/10.0.0.1"
+
+	old, young := time.Unix(1000, 0), time.Unix(2000, 0)
+
+	squatter := claimOf("squatter",
+		&specs.KubeNodeSpec{ProviderId: victimID, Created: timestamppb.New(old)},
+		&specs.NodeTransformSpec{Verified: true, Machine: "uuid/squatter", ProviderId: "talos://metal/10.0.0.2"}, true)
+
+	for _, tc := range []struct {
+		name string
+		// carried is the victim's providerID in its spec: none while it waits, its own once initialized.
+		carried string
+		first   string
+	}{
+		{name: "squatter first, victim waiting", first: "squatter"},
+		{name: "victim first, victim waiting", first: "victim"},
+		{name: "squatter first, victim initialized", carried: victimID, first: "squatter"},
+		{name: "victim first, victim initialized", carried: victimID, first: "victim"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			victim := claimOf("victim",
+				&specs.KubeNodeSpec{ProviderId: tc.carried, Uninitialized: tc.carried == "", Created: timestamppb.New(young)},
+				&specs.NodeTransformSpec{Verified: true, Machine: "uuid/victim", ProviderId: victimID}, true)
+
+			r := newClaimRegistry()
+			order := []Claim{squatter, victim}
+
+			if tc.first == "victim" {
+				order = []Claim{victim, squatter}
+			}
+
+			for _, claim := range append(order, victim) {
+				conflict, contested := r.bind(claim)
+				assert.Empty(t, conflict, "%s", claim.Node)
+				assert.False(t, contested, "the squatter claims nothing of the victim's: %s", claim.Node)
+			}
+		})
+	}
 }

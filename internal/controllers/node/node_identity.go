@@ -61,7 +61,7 @@ func pointerConflict(nodeName string, status *specs.MachineStatusSpec) string {
 
 // providerIDConflict says that the Node carries a providerID other than its machine's, or "". A kubelet
 // may register its Node with any providerID, and providerIDs never change: a Node registered with another
-// machine's is never initialized by talos-ccm.
+// machine's is never initialized by talos-ccm, and one that is initialized already holds no claim on it.
 func providerIDConflict(node *specs.KubeNodeSpec, desired string) string {
 	current := node.GetProviderId()
 	if current == "" || desired == "" || current == desired {
@@ -69,6 +69,18 @@ func providerIDConflict(node *specs.KubeNodeSpec, desired string) string {
 	}
 
 	return fmt.Sprintf("the Node was registered with providerID %s, its machine's is %s", current, desired)
+}
+
+// addConflict reports a conflict of a Node that keeps what its own machine gives: in its conflict (after
+// any other) and its warnings.
+func addConflict(out *specs.NodeTransformSpec, conflict string) {
+	if out.Conflict == "" {
+		out.Conflict = conflict
+	} else {
+		out.Conflict += "; " + conflict
+	}
+
+	out.Warnings = append(out.Warnings, conflict)
 }
 
 // refuse takes from a NodeTransform everything it would grant: it is not initialized, its providerID is

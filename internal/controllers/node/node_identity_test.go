@@ -35,6 +35,8 @@ func TestNodeBoundToItsMachine(t *testing.T) {
 		ma         *specs.MachineAddressesSpec
 		status     *specs.MachineStatusSpec
 		providerID string
+		// untainted is a Node its kubelet registered without the uninitialized taint.
+		untainted  bool
 		initialize bool
 		verified   bool
 		conflict   string
@@ -85,6 +87,16 @@ func TestNodeBoundToItsMachine(t *testing.T) {
 			providerID: "aws:///us-east-1a/i-victim",
 			conflict:   "the Node was registered with providerID aws:///us-east-1a/i-victim, its machine's is aws:///us-east-1a/i-1",
 		},
+		{
+			name:       "registered untainted with another providerID: it keeps its own machine's facts, in conflict",
+			pm:         ownPM,
+			ma:         ownMA,
+			providerID: "aws:///us-east-1a/i-victim",
+			untainted:  true,
+			initialize: true,
+			verified:   true,
+			conflict:   "the Node was registered with providerID aws:///us-east-1a/i-victim, its machine's is aws:///us-east-1a/i-1: the Node holds no claim on it",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -92,7 +104,7 @@ func TestNodeBoundToItsMachine(t *testing.T) {
 			spec, _ := node.BuildNodeTransform(node.TransformInput{
 				Now:       time.Now(),
 				NodeName:  "web-7",
-				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now(), Uninitialized: true, ProviderId: tc.providerID},
+				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now(), Uninitialized: !tc.untainted, ProviderId: tc.providerID},
 				Platform:  tc.pm,
 				Addresses: tc.ma,
 				Status:    tc.status,

@@ -164,9 +164,14 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, lo
 	return nil
 }
 
-// claimOf is what a Node with a verified NodeTransform claims: its machine, its providerID (and the one in
-// its spec, when that is another), and its InternalIPs.
+// claimOf is what a Node with a verified NodeTransform claims: its machine, the providerID its machine
+// gives, and its InternalIPs.
 // current is false while the Node keeps facts read before, its kubelet pointing at another machine.
+//
+// The providerID in the Node's spec is its kubelet's claim (a kubelet may register its Node with any
+// providerID): it counts as carried only when it is the one the verified machine gives, and another one
+// is no claim at all. Counting it would let a Node registered with a victim's predictable providerID
+// (talos://metal/<IP>) before the victim joins hold it, and keep the victim uninitialized.
 func claimOf(name string, kn *specs.KubeNodeSpec, spec *specs.NodeTransformSpec, current bool) Claim {
 	initialized := !kn.GetUninitialized()
 	claim := Claim{
@@ -178,10 +183,6 @@ func claimOf(name string, kn *specs.KubeNodeSpec, spec *specs.NodeTransformSpec,
 
 	if id := spec.GetProviderId(); id != "" {
 		claim.Keys["providerID/"+id] = kn.GetProviderId() == id
-	}
-
-	if id := kn.GetProviderId(); id != "" {
-		claim.Keys["providerID/"+id] = true
 	}
 
 	for _, a := range spec.GetAddresses() {

@@ -89,8 +89,7 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 	if pointer != "" {
 		// The kubelet now points at another machine: the Node keeps what its own machine said, and gets
 		// nothing of the other one.
-		out.Conflict = pointer + ": the Node keeps the facts its own machine gave before"
-		out.Warnings = append(out.Warnings, out.Conflict)
+		addConflict(out, pointer+": the Node keeps the facts its own machine gave before")
 	}
 
 	out.Platform = in.Platform.GetPlatform()
@@ -144,7 +143,9 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 			return out, 0
 		}
 
-		out.Warnings = append(out.Warnings, conflict)
+		// An initialized Node keeps what its own machine gives, but the providerID it carries is no claim
+		// (claimOf): it may be another machine's, whose Node must still get it.
+		addConflict(out, conflict+": the Node holds no claim on it")
 	}
 
 	switch {

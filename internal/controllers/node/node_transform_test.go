@@ -156,19 +156,7 @@ func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
 	created := time.Now().Add(-time.Hour)
 
 	for i, name := range []string{"first", "second"} {
-		ip := fmt.Sprintf("10.0.0.%d", i+1)
-
-		kn := kube.NewKubeNode(kube.NamespaceName, name)
-		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.New(created.Add(time.Duration(i) * time.Minute)), Uninitialized: true}
-		s.Create(kn)
-
-		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
-		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: name, HasPlatformMetadata: true, Platform: "metal", Uuid: "same-uuid", NodeIp: ip}
-		s.Create(pm)
-
-		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
-		ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: name, NodeIp: ip}
-		s.Create(ma)
+		createMachineNode(s, name, fmt.Sprintf("10.0.0.%d", i+1), "same-uuid", created.Add(time.Duration(i)*time.Minute))
 	}
 
 	ctest.AssertResource(s, "first", func(nt *node.NodeTransform, a *assert.Assertions) {
@@ -192,4 +180,81 @@ func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
 		a.True(nt.TypedSpec().Value.GetInitialize(), nt.TypedSpec().Value.GetPending())
 		a.Empty(nt.TypedSpec().Value.GetConflict())
 	})
+}
+
+// A kubelet may register its Node untainted and with any providerID, such as a victim's predictable
+// talos://metal/<IP>. That Node's own machine does not give it, so it is in conflict and holds no claim on
+// it, before and after its machine is verified: the victim's Node, younger, is initialized with its
+// providerID.
+func TestNodeTransformControllerSquattedProviderID(t *testing.T) {
+	s := startTransformer(t)
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test"}
+	s.Create(cfg)
+
+	created := time.Now().Add(-time.Hour)
+
+	squat := func(name, ip, providerID string) {
+		kn := kube.NewKubeNode(kube.NamespaceName, name)
+		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.New(created), ProviderId: providerID}
+		s.Create(kn)
+	}
+
+	initializedWith := func(providerID string) func(*node.NodeTransform, *assert.Assertions) {
+		return func(nt *node.NodeTransform, a *assert.Assertions) {
+			spec := nt.TypedSpec().Value
+			a.True(spec.GetInitialize(), spec.GetPending()+spec.GetConflict())
+			a.Equal(providerID, spec.GetProviderId())
+			a.Empty(spec.GetConflict())
+		}
+	}
+
+	// A squatter whose machine is verified before the victim joins.
+	squat("squatter", "10.0.0.2", "talos://metal/10.0.0.1")
+	createMachineFacts(s, "squatter", "10.0.0.2", "u-squatter")
+
+	ctest.AssertResource(s, "squatter", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.True(nt.TypedSpec().Value.GetVerified())
+		a.Equal("talos://metal/10.0.0.2", nt.TypedSpec().Value.GetProviderId())
+	})
+
+	createMachineNode(s, "victim", "10.0.0.1", "u-victim", created.Add(time.Minute))
+	ctest.AssertResource(s, "victim", initializedWith("talos://metal/10.0.0.1"))
+
+	ctest.AssertResource(s, "squatter", func(nt *node.NodeTransform, a *assert.Assertions) {
+		spec := nt.TypedSpec().Value
+		a.True(spec.GetInitialize(), "it keeps what its own machine gives")
+		a.Equal("the Node was registered with providerID talos://metal/10.0.0.1, its machine's is talos://metal/10.0.0.2: the Node holds no claim on it", spec.GetConflict())
+	})
+
+	// A squatter whose machine is never verified holds nothing either.
+	squat("unverified", "10.0.0.4", "talos://metal/10.0.0.3")
+	ctest.AssertResource(s, "unverified", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.Contains(nt.TypedSpec().Value.GetPending(), "Talos facts")
+	})
+
+	createMachineNode(s, "victim-2", "10.0.0.3", "u-victim-2", created.Add(time.Minute))
+	ctest.AssertResource(s, "victim-2", initializedWith("talos://metal/10.0.0.3"))
+}
+
+// createMachineNode creates an uninitialized KubeNode whose kubelet points at ip, and the facts of its
+// metal machine, which names itself the Node.
+func createMachineNode(s *ctest.Suite, name, ip, uuid string, created time.Time) {
+	kn := kube.NewKubeNode(kube.NamespaceName, name)
+	kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: timestamppb.New(created), Uninitialized: true}
+	s.Create(kn)
+
+	createMachineFacts(s, name, ip, uuid)
+}
+
+// createMachineFacts creates the facts of a metal machine at ip that names itself the Node.
+func createMachineFacts(s *ctest.Suite, name, ip, uuid string) {
+	pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
+	pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Nodename: name, HasPlatformMetadata: true, Platform: "metal", Uuid: uuid, NodeIp: ip}
+	s.Create(pm)
+
+	ma := talos.NewMachineAddresses(talos.NamespaceName, name)
+	ma.TypedSpec().Value = &specs.MachineAddressesSpec{Nodename: name, NodeIp: ip}
+	s.Create(ma)
 }
