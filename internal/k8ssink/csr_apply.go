@@ -22,6 +22,9 @@ import (
 const (
 	CSRApprovedReason = "TalosCCMApproved"
 	CSRDeniedReason   = "TalosCCMDenied"
+	// CSRSupersededReason is the reason of the Event on a request denied because a newer request of the
+	// same requester superseded it; its Denied condition has the reason CSRDeniedReason.
+	CSRSupersededReason = "TalosCCMSuperseded"
 )
 
 // maxConditionMessage bounds the message of a condition: a denied request may list many names.

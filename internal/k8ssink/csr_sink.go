@@ -107,14 +107,17 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 		return applied(), nil
 	}
 
-	s.post(result.CSR, decision.GetNode(), result.Condition, decision.GetReason())
+	s.post(result.CSR, decision, result.Condition)
 
-	if result.Condition == certificatesv1.CertificateApproved {
+	switch {
+	case decision.GetSupersededBy() != "":
+		logger.Info("csr superseded", zap.String("csr", name), zap.String("node", decision.GetNode()), zap.String("by", decision.GetSupersededBy()))
+	case result.Condition == certificatesv1.CertificateApproved:
 		metrics.CSRApprovalSeconds.Observe(now.Sub(current.CreationTimestamp.Time).Seconds())
 		logger.Info("csr approved", zap.String("csr", name), zap.String("node", decision.GetNode()),
 			zap.Duration("since_submitted", now.Sub(current.CreationTimestamp.Time)),
 			zap.Duration("since_decided", now.Sub(decision.GetDecidedAt().AsTime())))
-	} else {
+	default:
 		logger.Warn("csr denied", zap.String("csr", name), zap.String("node", decision.GetNode()), zap.String("reason", decision.GetReason()))
 	}
 
@@ -122,19 +125,28 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 }
 
 // post records the outcome as Events: on the request always, and on the Node for a denial, so that
-// `kubectl describe node` shows the attempt.
-func (s *csrSink) post(request *certificatesv1.CertificateSigningRequest, nodeName string, cond certificatesv1.RequestConditionType, reason string) {
+// `kubectl describe node` shows the attempt. A request denied because a newer one of the same requester
+// superseded it is routine (a kubelet retries while its node joins) and gets a Normal Event on the request
+// only, within the event budget: a kubelet that files requests in a loop costs no Event request per request.
+func (s *csrSink) post(request *certificatesv1.CertificateSigningRequest, decision *specs.CSRDecisionSpec, cond certificatesv1.RequestConditionType) {
 	if s.events == nil {
 		return
 	}
 
-	if cond == certificatesv1.CertificateApproved {
+	nodeName := decision.GetNode()
+
+	switch {
+	case cond == certificatesv1.CertificateApproved:
 		s.events.Eventf(request, corev1.EventTypeNormal, CSRApprovedReason, "approved by talos-ccm for node %s", nodeName)
+
+		return
+	case decision.GetSupersededBy() != "":
+		s.events.Eventf(request, corev1.EventTypeNormal, CSRSupersededReason, "denied by talos-ccm: superseded by %s", decision.GetSupersededBy())
 
 		return
 	}
 
-	message := truncate("denied by talos-ccm: "+reason, maxConditionMessage)
+	message := truncate("denied by talos-ccm: "+decision.GetReason(), maxConditionMessage)
 	s.events.Event(request, corev1.EventTypeWarning, CSRDeniedReason, message)
 
 	if nodeName == "" {

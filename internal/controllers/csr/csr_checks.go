@@ -83,7 +83,8 @@ type DecisionInput struct {
 	Machine *specs.MachineAddressesSpec
 	// Config is the configuration in force; nil means the defaults.
 	Config *specs.ConfigSpec
-	// SupersededBy names a newer pending request of the same requester, when there is one.
+	// SupersededBy names a newer pending request of the same requester, when there is one: the request is
+	// then denied without being read.
 	SupersededBy string
 	// TalosFacts says whether a Talos source runs (or a host writes the machines' facts): then rules 6 to 8
 	// decide from what talos-ccm verified of the requesting node's machine; without one, from the Node's
@@ -128,8 +129,10 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 		out.Node = clean(nodeName)
 	}
 
+	// A superseded request is denied unread: the kubelet waits for its newest request only, and a denied
+	// request leaves the caches with its bytes, which a pending one would hold for a day.
 	if in.SupersededBy != "" {
-		out.Verdict = csrres.VerdictWait
+		out.Verdict = csrres.VerdictDeny
 		out.SupersededBy = clean(in.SupersededBy)
 		out.Reason = fmt.Sprintf("superseded by the newer pending request %q of the same requester: only the newest one is decided", out.SupersededBy)
 

@@ -1,6 +1,9 @@
 package csr_test
 
 import (
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +16,12 @@ import (
 )
 
 // FuzzDecideCSR feeds arbitrary requests, identities, Node and machine facts and configurations to the
-// decision function: it must never panic, always produce a storable decision, and approve only when every
-// rule passes. The seed corpus is in testdata/fuzz/FuzzDecideCSR; more seeds come from the table test's
-// requests.
+// decision function: it must never panic, always produce a storable decision, approve only when every
+// rule passes, and verify a request's signature only when rule 2 accepts its key and names (at most once).
+// The seed corpus is in testdata/fuzz/FuzzDecideCSR; more seeds come from the table test's requests.
 func FuzzDecideCSR(f *testing.F) {
 	valid := validInput(f)
+	verified := csrctrl.CountSignatureChecks(f)
 
 	f.Add(valid.CSR.Request, "system:node:w1", "system:nodes,system:authenticated", "digital signature,key encipherment,server auth",
 		int64(0), "InternalIP=10.0.0.1,ExternalIP=203.0.113.1,Hostname=w1,InternalDNS=w1.internal.example,ExternalDNS=w1.example.com",
@@ -25,6 +29,10 @@ func FuzzDecideCSR(f *testing.F) {
 	f.Add(buildRequest(f, request{ips: []string{"10.0.0.1"}}), "system:node:w1", "system:nodes", "digital signature,server auth",
 		int64(3600), "InternalIP=10.0.0.1", true, "", false, `w1`, "10.0.0.0/8", "", "", int64(-1))
 	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\n\n-----END CERTIFICATE REQUEST-----\n"), "system:node:", "", "", int64(-1), "=", false, "x", true, "(", "::/0", "bad", "csr-x", int64(0))
+	f.Add(hugeKeyRequest(f, 65536, 1), "system:node:w1", "system:nodes", "digital signature,server auth",
+		int64(0), "Hostname=w1", true, "", false, "", "", "", "", int64(0))
+	f.Add(hugeKeyRequest(f, 4096, csrctrl.MaxSANs+1), "system:node:w1", "system:nodes", "digital signature,server auth",
+		int64(0), "Hostname=w1", true, "", false, "", "", "", "", int64(0))
 
 	f.Fuzz(func(t *testing.T, request []byte, username, groups, usages string, expiration int64, nodeAddresses string,
 		hasNode bool, machineAddresses string, talosFacts bool, dnsRegex, allowedPrefixes, serviceCIDRs, supersededBy string, age int64,
@@ -68,9 +76,13 @@ func FuzzDecideCSR(f *testing.F) {
 		decision, recheck := csrctrl.DecideCSR(in)
 		checkInvariants(t, in, decision)
 
+		*verified = 0
+		parsed := csrctrl.ParseRequest(request)
+		checkVerifiedOnlyAccepted(t, request, *verified)
+
 		// The controller hands its parse of the request in: the same decision, and the valid request's parse
 		// changes nothing about these bytes.
-		for _, parsed := range []*csrctrl.ParsedRequest{csrctrl.ParseRequest(request), csrctrl.ParseRequest(valid.CSR.Request)} {
+		for _, parsed := range []*csrctrl.ParsedRequest{parsed, csrctrl.ParseRequest(valid.CSR.Request)} {
 			in.Parsed = parsed
 
 			if again, _ := csrctrl.DecideCSR(in); !proto.Equal(decision, again) {
@@ -93,4 +105,32 @@ func split(s string) []string {
 	}
 
 	return strings.Split(s, ",")
+}
+
+// checkVerifiedOnlyAccepted checks, against Go's own parse of the request, that ParseRequest verified its
+// signature (verified times) only if rule 2 accepts its key and names, and then once.
+func checkVerifiedOnlyAccepted(t *testing.T, request []byte, verified int) {
+	t.Helper()
+
+	if verified > 1 {
+		t.Fatalf("the signature was verified %d times", verified)
+	}
+
+	block, _ := pem.Decode(request)
+	if block == nil || verified == 0 {
+		return
+	}
+
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		t.Fatalf("a request Go does not parse was verified: %v", err)
+	}
+
+	if key, ok := req.PublicKey.(*rsa.PublicKey); ok && key.N.BitLen() > csrctrl.MaxRSABits {
+		t.Fatalf("a request with a %d-bit RSA key was verified", key.N.BitLen())
+	}
+
+	if sans := len(req.DNSNames) + len(req.IPAddresses) + len(req.EmailAddresses) + len(req.URIs); sans > csrctrl.MaxSANs {
+		t.Fatalf("a request with %d subject alternative names was verified", sans)
+	}
 }

@@ -277,7 +277,7 @@ func TestDecideCSR(t *testing.T) {
 		{
 			name:   "superseded",
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.SupersededBy = "csr-newer" },
-			want:   []want{{verdict: csr.VerdictWait}},
+			want:   []want{{verdict: csr.VerdictDeny}},
 		},
 
 		// Rule 1: the requester.
@@ -716,7 +716,7 @@ func TestDecideCSRSuperseded(t *testing.T) {
 	in.SupersededBy = "csr-newer"
 
 	decision, recheck := csrctrl.DecideCSR(in)
-	assert.Equal(t, csr.VerdictWait, decision.GetVerdict())
+	assert.Equal(t, csr.VerdictDeny, decision.GetVerdict())
 	assert.Equal(t, "csr-newer", decision.GetSupersededBy())
 	assert.Contains(t, decision.GetReason(), "superseded")
 	assert.Empty(t, decision.GetRules())
@@ -763,7 +763,7 @@ func checkInvariants(t testing.TB, in csrctrl.DecisionInput, decision *specs.CSR
 	require.NoError(t, err, "a decision must always be storable")
 
 	if in.SupersededBy != "" {
-		require.Equal(t, csr.VerdictWait, decision.GetVerdict())
+		require.Equal(t, csr.VerdictDeny, decision.GetVerdict())
 
 		return
 	}

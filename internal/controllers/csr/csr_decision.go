@@ -142,10 +142,10 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 		return err
 	}
 
-	// Superseded is final: once a newer request of the same requester was seen, this one is never decided,
-	// even after the newer one is approved and leaves (the kubelet waits for its newest request only, and
-	// Kubernetes deletes pending requests after a day). A node that retries while it waits to be
-	// initialized thus gets one certificate, not one per retry.
+	// Superseded is final: once a newer request of the same requester was seen, this one is denied, even
+	// when the newer one is approved and leaves before the denial is written (the kubelet waits for its
+	// newest request only). A node that retries while it waits to be initialized thus gets one certificate,
+	// not one per retry, and keeps at most one pending request, with its bytes, in talos-ccm's caches.
 	if previous := out.TypedSpec().Value.GetSupersededBy(); previous != "" && supersededBy == "" {
 		supersededBy = previous
 	}

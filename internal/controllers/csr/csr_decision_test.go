@@ -122,7 +122,7 @@ func TestCSRDecisionController(t *testing.T) {
 	s.Update(machine)
 
 	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict())
 		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
 	})
 
@@ -159,7 +159,7 @@ func TestCSRDecisionController(t *testing.T) {
 	s.Update(cfg)
 
 	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict())
 		a.Equal("csr-2", d.TypedSpec().Value.GetSupersededBy())
 	})
 
@@ -214,7 +214,7 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 	s.Update(node)
 
 	ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 		a.Equal("csr-newer", d.TypedSpec().Value.GetSupersededBy())
 	})
 
