@@ -528,8 +528,11 @@ type CSRApprovalConfig struct {
 	DnsNameRegex string `protobuf:"bytes,2,opt,name=dns_name_regex,json=dnsNameRegex,proto3" json:"dns_name_regex,omitempty"`
 	// The longest certificate lifetime a CSR may ask for (expirationSeconds).
 	MaxExpirationSeconds int64 `protobuf:"varint,3,opt,name=max_expiration_seconds,json=maxExpirationSeconds,proto3" json:"max_expiration_seconds,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// How many requests a minute one requester may file before its requests are throttled (decided later);
+	// 0 means the default (--csr-requests-per-minute).
+	RequestsPerMinute int32 `protobuf:"varint,4,opt,name=requests_per_minute,json=requestsPerMinute,proto3" json:"requests_per_minute,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CSRApprovalConfig) Reset() {
@@ -579,6 +582,13 @@ func (x *CSRApprovalConfig) GetDnsNameRegex() string {
 func (x *CSRApprovalConfig) GetMaxExpirationSeconds() int64 {
 	if x != nil {
 		return x.MaxExpirationSeconds
+	}
+	return 0
+}
+
+func (x *CSRApprovalConfig) GetRequestsPerMinute() int32 {
+	if x != nil {
+		return x.RequestsPerMinute
 	}
 	return 0
 }
@@ -641,11 +651,12 @@ const file_specs_config_proto_rawDesc = "" +
 	"\x17NodeSelectorRequirement\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
-	"\x06values\x18\x03 \x03(\tR\x06values\"\x9f\x01\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\xcf\x01\n" +
 	"\x11CSRApprovalConfig\x12.\n" +
 	"\x13allowed_ip_prefixes\x18\x01 \x03(\tR\x11allowedIPPrefixes\x12$\n" +
 	"\x0edns_name_regex\x18\x02 \x01(\tR\fdnsNameRegex\x124\n" +
-	"\x16max_expiration_seconds\x18\x03 \x01(\x03R\x14maxExpirationSecondsB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\x16max_expiration_seconds\x18\x03 \x01(\x03R\x14maxExpirationSeconds\x12.\n" +
+	"\x13requests_per_minute\x18\x04 \x01(\x05R\x11requestsPerMinuteB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_config_proto_rawDescOnce sync.Once

@@ -210,6 +210,7 @@ func (m *CSRApprovalConfig) CloneVT() *CSRApprovalConfig {
 	r := new(CSRApprovalConfig)
 	r.DnsNameRegex = m.DnsNameRegex
 	r.MaxExpirationSeconds = m.MaxExpirationSeconds
+	r.RequestsPerMinute = m.RequestsPerMinute
 	if rhs := m.AllowedIpPrefixes; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -544,6 +545,9 @@ func (this *CSRApprovalConfig) EqualVT(that *CSRApprovalConfig) bool {
 		return false
 	}
 	if this.MaxExpirationSeconds != that.MaxExpirationSeconds {
+		return false
+	}
+	if this.RequestsPerMinute != that.RequestsPerMinute {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
