@@ -85,6 +85,8 @@ func TestConfigWarnings(t *testing.T) {
 	const gpu = "node-role.kubernetes.io/gpu"
 
 	byTag := []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "tags.gpu", Operator: "Exists"}}}}
+	gpuNote := `label "node-role.kubernetes.io/gpu" is protected by NodeRestriction: no kubelet can set or remove it on its own Node, ` +
+		"so workloads that select on it run only on the Nodes this rule (or an administrator) labels"
 
 	for _, tc := range []struct {
 		name string
@@ -99,22 +101,14 @@ func TestConfigWarnings(t *testing.T) {
 			}},
 		},
 		{
-			name: "a fixed protected label on every node",
+			name: "a protected label, whatever picks the nodes and the value, is a note",
 			cfg: &specs.ConfigSpec{Transformations: []*specs.TransformationRule{
-				{Name: "a", Labels: map[string]string{gpu: ""}, AllowProtectedLabels: []string{gpu}},
-			}},
-		},
-		{
-			name: "machine-selected and machine-valued protected labels",
-			cfg: &specs.ConfigSpec{Transformations: []*specs.TransformationRule{
-				{Line: 3, Name: "selected", NodeSelector: byTag, Labels: map[string]string{gpu: ""}, AllowProtectedLabels: []string{gpu}},
-				{Line: 9, Labels: map[string]string{gpu: "{{ .Tags.gpu }}"}, AllowProtectedLabels: []string{gpu}},
-				{Line: 12, Name: "other", Labels: map[string]string{gpu: ""}, Annotations: map[string]string{"example.com/a": "{{ .Hostname }}"}, AllowProtectedLabels: []string{gpu}},
+				{Line: 3, Name: "selected", NodeSelector: byTag, Labels: map[string]string{gpu: ""}},
+				{Line: 9, Labels: map[string]string{gpu: "{{ .Tags.gpu }}"}},
 			}},
 			want: []ccmctl.ConfigWarning{
-				{Line: 3, Rule: `rule "selected"`, Message: `protected label "node-role.kubernetes.io/gpu" is written on the nodes its nodeSelector picks from facts the machine reports (tags.gpu): a compromised machine can report them to get the label`},
-				{Line: 9, Rule: "rule transformations[1]", Message: `protected label "node-role.kubernetes.io/gpu" takes its value from facts the machine reports (.Tags.gpu): a compromised machine chooses it`},
-				{Line: 12, Rule: `rule "other"`, Message: `the rule writes protected label "node-role.kubernetes.io/gpu" and renders annotations["example.com/a"] from facts the machine reports: keep rules that grant protected labels free of machine-chosen values`},
+				{Line: 3, Rule: `rule "selected"`, Message: gpuNote, Note: true},
+				{Line: 9, Rule: "rule transformations[1]", Message: gpuNote, Note: true},
 			},
 		},
 	} {
@@ -139,20 +133,24 @@ func TestValidateConfigFile(t *testing.T) {
 	}{
 		{
 			name:    "valid without warnings",
-			content: "transformations:\n  - name: workers\n    labels: {node-role.kubernetes.io/worker: \"\"}\n    allowProtectedLabels: [node-role.kubernetes.io/worker]\n",
+			content: "transformations:\n  - name: workers\n    labels: {example.com/worker: \"\"}\n",
 			want:    "FILE: valid: 1 transformation rule",
 		},
 		{
-			name: "valid with a warning",
-			content: "transformations:\n  - name: gpu\n    nodeSelector:\n      - matchExpressions:\n          - {key: tags.gpu, operator: Exists}\n" +
-				"    labels: {node-role.kubernetes.io/gpu: \"\"}\n    allowProtectedLabels: [node-role.kubernetes.io/gpu]\n",
-			want: `FILE:2: rule "gpu": warning: protected label "node-role.kubernetes.io/gpu" is written on the nodes its nodeSelector picks from facts the machine reports (tags.gpu): a compromised machine can report them to get the label` + "\n" +
-				"FILE: valid: 1 transformation rule, 1 warning",
+			// The validator informs about a protected key, and never rejects it.
+			name: "valid with a note",
+			content: "transformations:\n  - name: web\n    nodeSelector:\n      - matchExpressions:\n          - {key: hostname, operator: Regexp, values: [\"^web-.+$\"]}\n" +
+				"    labels: {node-role.kubernetes.io/web: \"\"}\n",
+			want: `FILE:2: rule "web": note: label "node-role.kubernetes.io/web" is protected by NodeRestriction: no kubelet can set or remove it ` +
+				"on its own Node, so workloads that select on it run only on the Nodes this rule (or an administrator) labels\n" +
+				"FILE: valid: 1 transformation rule, 1 note",
 		},
 		{
-			name:    "a protected label without opt-in",
-			content: "transformations:\n  - name: gpu\n    labels: {node-role.kubernetes.io/gpu: \"\"}\n",
-			wantErr: `FILE:3: rule "gpu": labels["node-role.kubernetes.io/gpu"]: label key "node-role.kubernetes.io/gpu" is protected`,
+			name:    "the deprecated opt-in is a warning",
+			content: "transformations:\n  - name: gpu\n    labels: {example.com/gpu: \"\"}\n    allowProtectedLabels: [node-role.kubernetes.io/gpu]\n",
+			want: `FILE:4: rule "gpu": warning: allowProtectedLabels is deprecated and ignored: rules may write any label key ` +
+				"(ccmctl config validate says which keys NodeRestriction protects and what that means)\n" +
+				"FILE: valid: 1 transformation rule, 1 warning",
 		},
 		{
 			name:    "a loop in a template",

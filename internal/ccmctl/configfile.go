@@ -24,6 +24,9 @@ type ConfigWarning struct {
 	// Rule names the transformation rule, `rule "NAME"` or `rule transformations[INDEX]`.
 	Rule    string
 	Message string
+	// Note marks information that asks for no change (what a protected label key means), printed as
+	// "note:" instead of "warning:".
+	Note bool
 }
 
 // String formats the warning as the config file's errors are formatted, after the file name.
@@ -40,15 +43,19 @@ func (w ConfigWarning) String() string {
 		b.WriteString(w.Rule + ": ")
 	}
 
-	b.WriteString("warning: " + w.Message)
+	if w.Note {
+		b.WriteString("note: " + w.Message)
+	} else {
+		b.WriteString("warning: " + w.Message)
+	}
 
 	return b.String()
 }
 
 // ConfigWarnings lists what a valid config allows and should not rely on: what the parser accepted with a
-// warning (the Talos CCM's spellings), rules that write protected labels they opted in to
-// (allowProtectedLabels) on nodes selected by, or with values taken from, facts that the machines report
-// themselves, and template calls that look written for the argument order of the Talos CCM's documentation.
+// warning (the Talos CCM's spellings, the deprecated allowProtectedLabels) and template calls that look
+// written for the argument order of the Talos CCM's documentation; and, as notes, the label keys
+// NodeRestriction protects that rules write, with what that means for the workloads that select on them.
 func ConfigWarnings(cfg *specs.ConfigSpec) []ConfigWarning {
 	var out []ConfigWarning
 
@@ -62,8 +69,8 @@ func ConfigWarnings(cfg *specs.ConfigSpec) []ConfigWarning {
 			id = fmt.Sprintf("rule %q", rule.GetName())
 		}
 
-		for _, msg := range rules.ProtectedLabelWarnings(rule) {
-			out = append(out, ConfigWarning{Line: int(rule.GetLine()), Rule: id, Message: msg})
+		for _, msg := range rules.ProtectedLabelNotes(rule) {
+			out = append(out, ConfigWarning{Line: int(rule.GetLine()), Rule: id, Message: msg, Note: true})
 		}
 
 		for _, section := range []struct {
@@ -86,8 +93,8 @@ func ConfigWarnings(cfg *specs.ConfigSpec) []ConfigWarning {
 	return out
 }
 
-// ValidateConfigFile validates a config file offline and describes a valid one: a line per warning
-// ("FILE:LINE: rule "NAME": warning: ..."), then a line of summary. Warnings do not make a config invalid.
+// ValidateConfigFile validates a config file offline and describes a valid one: a line per warning or note
+// ("FILE:LINE: rule "NAME": warning: ..."), then a line of summary. Neither makes a config invalid.
 func ValidateConfigFile(path string) (string, error) {
 	cfg, err := LoadConfigFile(path)
 	if err != nil {
@@ -101,9 +108,21 @@ func ValidateConfigFile(path string) (string, error) {
 		lines = append(lines, path+w.String())
 	}
 
+	notes := 0
+
+	for _, w := range warnings {
+		if w.Note {
+			notes++
+		}
+	}
+
 	line := fmt.Sprintf("%s: valid: %s", path, summary(cfg))
-	if n := len(warnings); n > 0 {
+	if n := len(warnings) - notes; n > 0 {
 		line += fmt.Sprintf(", %d warning%s", n, plural(n))
+	}
+
+	if notes > 0 {
+		line += fmt.Sprintf(", %d note%s", notes, plural(notes))
 	}
 
 	return strings.Join(append(lines, line), "\n"), nil

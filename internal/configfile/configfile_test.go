@@ -33,7 +33,6 @@ transformations:
           - key: Tags.Role
             operator: Exists
     labels:      {node-role.kubernetes.io/web: "", tier: 1}
-    allowProtectedLabels: [node-role.kubernetes.io/web]
     annotations: {example.com/instance: "{{ .InstanceID }}"}
     taints:      {example.com/dedicated: "web:NoSchedule", example.com/spot: "{{ .Spot }}:PreferNoSchedule"}
     platformMetadata: {InstanceType: "{{ coalesce .InstanceType .SKUNumber }}", spot: "true"}
@@ -66,14 +65,13 @@ func TestParseValid(t *testing.T) {
 					{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: "Regexp", Values: []string{"^web-.+$"}}}},
 					{Name: "edge", MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "Tags.Role", Operator: "Exists"}}},
 				},
-				Labels:               map[string]string{"node-role.kubernetes.io/web": "", "tier": "1"},
-				AllowProtectedLabels: []string{"node-role.kubernetes.io/web"},
-				Annotations:          map[string]string{"example.com/instance": "{{ .InstanceID }}"},
-				Taints:               map[string]string{"example.com/dedicated": "web:NoSchedule", "example.com/spot": "{{ .Spot }}:PreferNoSchedule"},
-				PlatformMetadata:     map[string]string{"InstanceType": "{{ coalesce .InstanceType .SKUNumber }}", "spot": "true"},
+				Labels:           map[string]string{"node-role.kubernetes.io/web": "", "tier": "1"},
+				Annotations:      map[string]string{"example.com/instance": "{{ .InstanceID }}"},
+				Taints:           map[string]string{"example.com/dedicated": "web:NoSchedule", "example.com/spot": "{{ .Spot }}:PreferNoSchedule"},
+				PlatformMetadata: map[string]string{"InstanceType": "{{ coalesce .InstanceType .SKUNumber }}", "spot": "true"},
 			},
 			{
-				Line:             22,
+				Line:             21,
 				PlatformMetadata: map[string]string{"providerId": `proxmox://{{ getValue .SerialNumber "i" }}`},
 			},
 		},
@@ -165,20 +163,7 @@ func TestParseErrors(t *testing.T) {
 		{"invalid cluster domain", "global:\n  clusterDomain: \"-bad\"\n", "is not a DNS name"},
 		{"merge keys", "global: &g\n  clusterName: a\ncsrApproval:\n  <<: *g\n", "merge keys (<<) are not supported"},
 		{"Talos endpoints are flags", "global:\n  endpoints: [1.2.3.4]\n", "--talos-endpoints"},
-		// Protected label keys need an opt-in per rule and per key.
-		{"protected label", rule("    labels:\n      node-role.kubernetes.io/control-plane: \"\"\n"), `cfg.yaml:4: rule "web": labels["node-role.kubernetes.io/control-plane"]: label key "node-role.kubernetes.io/control-plane" is protected: the NodeRestriction admission plugin keeps it from kubelets`},
-		{"templated protected label", rule("    labels:\n      node-role.kubernetes.io/x: '{{ .Tags.Role }}'\n"), `labels["node-role.kubernetes.io/x"]: label key "node-role.kubernetes.io/x" is protected`},
-		{"node-restriction label", rule("    labels: {node-restriction.kubernetes.io/pool: a}\n"), "is protected"},
-		{"node-restriction subdomain label", rule("    labels: {team.node-restriction.kubernetes.io/pool: a}\n"), "is protected"},
-		{"hostname label", rule("    labels: {kubernetes.io/hostname: x}\n"), `cfg.yaml:3: rule "web": labels["kubernetes.io/hostname"]: label key "kubernetes.io/hostname" is protected`},
-		{"talos-ccm's own label", rule("    labels: {node.cloudprovider.kubernetes.io/platform: x}\n"), "is protected"},
-		{"another protected key than the allowed one", rule("    labels: {node-role.kubernetes.io/a: \"\", node-role.kubernetes.io/b: \"\"}\n    allowProtectedLabels: [node-role.kubernetes.io/a]\n"), `cfg.yaml:3: rule "web": labels["node-role.kubernetes.io/b"]: label key "node-role.kubernetes.io/b" is protected`},
-		{"allowing no wildcard", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels: [\"node-role.kubernetes.io/*\"]\n"), `cfg.yaml:4: rule "web": allowProtectedLabels[0]: invalid label key "node-role.kubernetes.io/*"`},
-		{"allowing an unprotected key", rule("    labels: {example.com/a: x}\n    allowProtectedLabels: [example.com/a]\n"), `cfg.yaml:4: rule "web": allowProtectedLabels[0]: label key "example.com/a" is not protected`},
-		{"allowing a key the rule does not write", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels:\n      - node-role.kubernetes.io/a\n      - node-role.kubernetes.io/b\n"), `cfg.yaml:6: rule "web": allowProtectedLabels[1]: the rule writes no label "node-role.kubernetes.io/b"`},
-		{"allowing a key twice", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels: [node-role.kubernetes.io/a, node-role.kubernetes.io/a]\n"), `allowProtectedLabels[1]: "node-role.kubernetes.io/a" is already listed on line 4`},
 		{"allowProtectedLabels must be a list", rule("    labels: {node-role.kubernetes.io/a: \"\"}\n    allowProtectedLabels: node-role.kubernetes.io/a\n"), "allowProtectedLabels must be a list"},
-		{"empty allowProtectedLabels", rule("    labels: {example.com/a: x}\n    allowProtectedLabels: []\n"), `cfg.yaml:4: rule "web": allowProtectedLabels is empty`},
 		{"allowProtectedLabels in global", "global:\n  allowProtectedLabels: [node-role.kubernetes.io/a]\n", `cfg.yaml:2: global: unknown key "allowProtectedLabels"`},
 		// Template constructs that could loop, recurse or build huge values.
 		{"range in a template", rule("    annotations:\n      example.com/tags: '{{ range $k, $v := .Tags }}{{ $k }}{{ end }}'\n"), `cfg.yaml:4: rule "web": annotations["example.com/tags"]: invalid template: {{ range }} is not allowed`},
@@ -317,20 +302,21 @@ func FuzzParse(f *testing.F) {
 		for _, skipped := range out.Skipped {
 			require.NotContains(t, skipped.GetReason(), "invalid template")
 			require.NotContains(t, skipped.GetReason(), "nodeSelector")
-			require.NotContains(t, skipped.GetReason(), "is protected")
 		}
 	})
 }
 
-func TestParseAllowProtectedLabels(t *testing.T) {
+// TestParseProtectedLabels checks that rules write the keys NodeRestriction protects as they write any
+// other key, and that allowProtectedLabels, which they once needed for it, is still read, ignored, with a
+// deprecation warning on its line.
+func TestParseProtectedLabels(t *testing.T) {
 	t.Parallel()
 
-	// The opt-in may come before the labels it allows, and allows only its own rule's.
 	in := `transformations:
   - name: workers
     allowProtectedLabels:
       - node-role.kubernetes.io/worker
-      - node-restriction.kubernetes.io/pool
+      - example.com/not-protected
     labels:
       node-role.kubernetes.io/worker: ""
       node-restriction.kubernetes.io/pool: general
@@ -338,15 +324,31 @@ func TestParseAllowProtectedLabels(t *testing.T) {
   - name: gpu
     labels:
       node-role.kubernetes.io/gpu: ""
+      kubernetes.io/hostname: "{{ .Hostname }}"
+      node.cloudprovider.kubernetes.io/platform: x
+    allowProtectedLabels: []
 `
-	_, err := configfile.Parse("cfg.yaml", []byte(in))
-	require.Error(t, err)
-	assert.Equal(t, `cfg.yaml:12: rule "gpu": labels["node-role.kubernetes.io/gpu"]: label key "node-role.kubernetes.io/gpu" is protected: `+
-		"the NodeRestriction admission plugin keeps it from kubelets, and a rule that writes it from a machine's own facts would let a "+
-		"compromised machine give it to itself (list it in the rule's allowProtectedLabels to write it anyway)", err.Error())
-
-	spec, err := configfile.Parse("cfg.yaml", []byte(strings.SplitAfter(in, "infra\n")[0]))
+	spec, err := configfile.Parse("cfg.yaml", []byte(in))
 	require.NoError(t, err)
-	require.Len(t, spec.GetTransformations(), 1)
-	assert.Equal(t, []string{"node-role.kubernetes.io/worker", "node-restriction.kubernetes.io/pool"}, spec.GetTransformations()[0].GetAllowProtectedLabels())
+	require.Len(t, spec.GetTransformations(), 2)
+
+	assert.Equal(t, map[string]string{"node-role.kubernetes.io/worker": "", "node-restriction.kubernetes.io/pool": "general", "example.com/team": "infra"},
+		spec.GetTransformations()[0].GetLabels())
+	assert.Len(t, spec.GetTransformations()[1].GetLabels(), 3)
+
+	for _, rule := range spec.GetTransformations() {
+		assert.Empty(t, rule.GetAllowProtectedLabels(), "a no-op: nothing of it reaches the rule")
+	}
+
+	require.Len(t, spec.GetWarnings(), 2)
+	assert.Equal(t, &specs.ConfigWarning{
+		Line: 3, Rule: `rule "workers"`,
+		Message: "allowProtectedLabels is deprecated and ignored: rules may write any label key (ccmctl config validate says which keys NodeRestriction protects and what that means)",
+	}, spec.GetWarnings()[0])
+	assert.Equal(t, int32(15), spec.GetWarnings()[1].GetLine())
+	assert.Equal(t, `rule "gpu"`, spec.GetWarnings()[1].GetRule())
+
+	// Its shape is still checked: a list of strings.
+	_, err = configfile.Parse("cfg.yaml", []byte("transformations:\n  - name: a\n    labels: {a: b}\n    allowProtectedLabels: {a: b}\n"))
+	require.ErrorContains(t, err, "allowProtectedLabels must be a list")
 }

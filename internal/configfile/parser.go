@@ -3,7 +3,6 @@ package configfile
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -530,34 +529,22 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 		return
 	}
 
-	// Protected label keys are checked once the whole rule is read: allowProtectedLabels may come after
-	// the labels it allows.
-	var (
-		labelKeys   = map[string]*yaml.Node{}
-		allowed     []string
-		allowedAt   []*yaml.Node
-		allowedNode *yaml.Node
-	)
-
 	p.mapping(n, "", ruleKeys, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "allowProtectedLabels":
-			allowedNode = k
-
+			// Rules once needed it to write the label keys NodeRestriction protects; they may write any key
+			// now, and files written for that time load as they are.
 			p.sequence(v, "allowProtectedLabels", func(i int, item *yaml.Node) {
-				if s, sn, ok := p.scalar(item, fmt.Sprintf("allowProtectedLabels[%d]", i)); ok {
-					allowed = append(allowed, s)
-					allowedAt = append(allowedAt, sn)
-				}
+				p.scalar(item, fmt.Sprintf("allowProtectedLabels[%d]", i))
 			})
+			p.warn(k, "allowProtectedLabels is deprecated and ignored: rules may write any label key "+
+				"(ccmctl config validate says which keys NodeRestriction protects and what that means)")
 		case "nodeSelector":
 			p.sequence(v, "nodeSelector", func(i int, item *yaml.Node) {
 				rule.NodeSelector = append(rule.NodeSelector, p.term(item, fmt.Sprintf("nodeSelector[%d]", i)))
 			})
 		case "labels":
 			rule.Labels = p.stringMap(v, "labels", func(key, value string, k, vn *yaml.Node) {
-				labelKeys[key] = k
-
 				p.check(k, "labels", key, rules.ValidateLabelKey(key))
 				p.check(vn, "labels", key, rules.ValidateLabelValue(value))
 			})
@@ -595,12 +582,6 @@ func (p *parser) ruleBody(n *yaml.Node, rule *specs.TransformationRule) {
 		}
 	})
 
-	p.protectedLabels(rule, labelKeys, allowed, allowedAt)
-
-	if allowedNode != nil && len(allowed) == 0 && p.budget > 0 {
-		p.problem(allowedNode, "allowProtectedLabels is empty: leave it out, or list the protected label keys the rule may write")
-	}
-
 	if p.budget > 0 && len(rule.Labels)+len(rule.Annotations)+len(rule.Taints)+len(rule.PlatformMetadata) == 0 &&
 		!rule.GetFeatures().GetPublicIpDiscovery() && !p.hasProblemsOnRule() {
 		p.problem(n, "the rule sets nothing: give it labels, annotations, taints, platformMetadata or features")
@@ -618,40 +599,6 @@ func (p *parser) features(n *yaml.Node) *specs.TransformationFeatures {
 	})
 
 	return out
-}
-
-// protectedLabels refuses the protected label keys that the rule writes without listing them in
-// allowProtectedLabels, and the entries of allowProtectedLabels that allow nothing.
-func (p *parser) protectedLabels(rule *specs.TransformationRule, labelKeys map[string]*yaml.Node, allowed []string, allowedAt []*yaml.Node) {
-	seen := map[string]int{}
-
-	for i, key := range allowed {
-		what := fmt.Sprintf("allowProtectedLabels[%d]", i)
-
-		if line, dup := seen[key]; dup {
-			p.problem(allowedAt[i], "%s: %q is already listed on line %d", what, key, line)
-
-			continue
-		}
-
-		seen[key] = allowedAt[i].Line
-
-		if err := rules.ValidateAllowedProtectedLabel(key, rule.GetLabels()); err != nil {
-			p.problem(allowedAt[i], "%s: %v", what, err)
-
-			continue
-		}
-
-		rule.AllowProtectedLabels = append(rule.AllowProtectedLabels, key)
-	}
-
-	for _, key := range slices.Sorted(maps.Keys(labelKeys)) {
-		if rules.ValidateLabelKey(key) != nil {
-			continue // Already reported.
-		}
-
-		p.check(labelKeys[key], "labels", key, rules.ValidateProtectedLabel(key, allowed))
-	}
 }
 
 func (p *parser) hasProblemsOnRule() bool {

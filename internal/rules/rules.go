@@ -69,9 +69,11 @@ const (
 	whyNotHostname    = "the hostname names the machine and its Node"
 	whyNotPlatform    = "the platform decides how the machine's other facts are read"
 	whyNotSystemFacts = "it is a SystemInformation fact, read from the hardware"
+	whyNotMachineType = "the machine type is Talos's, from the machine's config"
 )
 
-// facts are the selector facts, by lowercase name: every PlatformMetadata and SystemInformation field.
+// facts are the selector facts, by lowercase name: every PlatformMetadata and SystemInformation field, and
+// the machine's type (MachineType: controlplane or worker).
 // Empty values are absent (Talos leaves unknown facts empty); spot is always "true" or "false".
 var facts = func() map[string]fact {
 	list := []fact{
@@ -121,6 +123,7 @@ var facts = func() map[string]fact {
 		{name: "uuid", get: (*specs.PlatformMetadataSpec).GetUuid, why: whyNotSystemFacts},
 		{name: "wakeUpType", get: (*specs.PlatformMetadataSpec).GetWakeUpType, why: whyNotSystemFacts},
 		{name: "skuNumber", get: (*specs.PlatformMetadataSpec).GetSkuNumber, why: whyNotSystemFacts},
+		{name: "machineType", get: (*specs.PlatformMetadataSpec).GetMachineType, why: whyNotMachineType},
 	}
 
 	out := make(map[string]fact, len(list))
@@ -586,11 +589,11 @@ func renderRule(rule *specs.TransformationRule, pm *specs.PlatformMetadataSpec) 
 	var errs []error
 
 	for _, k := range slices.Sorted(maps.Keys(rule.GetLabels())) {
-		// Protected keys are refused here too, not only when the config file is loaded: a Config may be
-		// written into the state by an embedder, without the file's parser.
+		// Any valid key may be written, protected ones too (see IsProtectedLabel): the rule is the
+		// operator's and its facts are the machine's Talos API's.
 		v, err := renderTemplate(rule.GetLabels()[k], data)
 		if err == nil {
-			err = errors.Join(ValidateLabelKey(k), ValidateProtectedLabel(k, rule.GetAllowProtectedLabels()), checkLabelValue(v))
+			err = errors.Join(ValidateLabelKey(k), checkLabelValue(v))
 		}
 
 		if err != nil {

@@ -11,13 +11,15 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
 
-// Protected label keys. The selectors and the template values of transformation rules read facts that
-// the machine itself reports (its hostname, its PlatformMetadata tags, its SMBIOS strings...). A rule
-// that turns such facts into a label the NodeRestriction admission plugin keeps from kubelets would hand
-// a compromised machine what NodeRestriction refuses its kubelet: a machine reporting the right tag
-// could give itself node-role.kubernetes.io/control-plane and attract the workloads meant for the
-// control plane. So rules may write those keys only where the config lists them, one by one, in the
-// rule's allowProtectedLabels.
+// Protected label keys are the keys the NodeRestriction admission plugin keeps kubelets from writing on
+// their own Node. Rules may write them, as the Talos CCM's rules do (node-role.kubernetes.io/web by
+// hostname is the most common rule of all): a rule is the operator's, and the facts it reads (selectors
+// and template values) come from the machine's Talos API, which a kubelet credential cannot write;
+// selectors and templates never read the Node's labels. What protection means is for the workloads: a
+// Node carries such a label only because talos-ccm or an administrator put it there, never because its
+// kubelet asked, and its kubelet cannot remove it either. `ccmctl config validate` says so for each
+// protected key a rule writes, and the Node writer removes such keys only where its configuration can set
+// them (k8ssink.RemovableKeys).
 //
 // The protected set mirrors NodeRestriction as of Kubernetes 1.36
 // (plugin/pkg/admission/noderestriction, getForbiddenLabels, with k8s.io/kubelet/pkg/apis.IsKubeletLabel):
@@ -31,8 +33,7 @@ import (
 //     beta.kubernetes.io/os and arch, and the namespaces [*.]kubelet.kubernetes.io and
 //     [*.]node.kubernetes.io;
 //   - and kubernetes.io/hostname, although a kubelet may set it: it names the Node, and workloads pinned
-//     to one Node select it, so a rule computing it from facts would let one machine take another's
-//     name.
+//     to one Node select it.
 
 // labelHostname is the one kubelet label that is protected all the same.
 const labelHostname = corev1.LabelHostname
@@ -62,9 +63,9 @@ func inNamespace(ns, domain string) bool {
 	return ns == domain || strings.HasSuffix(ns, "."+domain)
 }
 
-// IsProtectedLabel reports whether a rule may write the label key only where its allowProtectedLabels
-// lists it. Keys compare as NodeRestriction compares them, case-sensitively (a valid label key has a
-// lowercase namespace).
+// IsProtectedLabel reports whether the label key is one that NodeRestriction keeps from kubelets (or
+// kubernetes.io/hostname). Keys compare as NodeRestriction compares them, case-sensitively (a valid label
+// key has a lowercase namespace).
 func IsProtectedLabel(key string) bool {
 	ns, _, ok := strings.Cut(key, "/")
 	if !ok {
@@ -85,116 +86,21 @@ func IsProtectedLabel(key string) bool {
 	return !slices.ContainsFunc(kubeletLabelNamespaces, func(allowed string) bool { return inNamespace(ns, allowed) })
 }
 
-// ValidateProtectedLabel refuses a protected label key that allowed does not list.
-func ValidateProtectedLabel(key string, allowed []string) error {
-	if !IsProtectedLabel(key) || slices.Contains(allowed, key) {
-		return nil
-	}
-
-	return fmt.Errorf("label key %q is protected: the NodeRestriction admission plugin keeps it from kubelets, "+
-		"and a rule that writes it from a machine's own facts would let a compromised machine give it to itself "+
-		"(list it in the rule's allowProtectedLabels to write it anyway)", key)
-}
-
-// ValidateAllowedProtectedLabel checks an entry of a rule's allowProtectedLabels: a protected label key that
-// the rule writes (labels holds the rule's label keys).
-func ValidateAllowedProtectedLabel(key string, labels map[string]string) error {
-	if err := ValidateLabelKey(key); err != nil {
-		return err
-	}
-
-	if !IsProtectedLabel(key) {
-		return fmt.Errorf("label key %q is not protected: rules may write it without allowProtectedLabels", key)
-	}
-
-	if _, ok := labels[key]; !ok {
-		return fmt.Errorf("the rule writes no label %q", key)
-	}
-
-	return nil
-}
-
-// ProtectedLabelWarnings explains why a rule that writes opted-in protected labels may still let a machine
-// choose them: its nodeSelector, or the values it writes, come from facts the machine reports. A rule that
-// writes no protected label, or writes fixed values on every node, gets no warning.
-func ProtectedLabelWarnings(rule *specs.TransformationRule) []string {
-	var keys []string
+// ProtectedLabelNotes says, for the protected label keys a rule writes, what their protection means for the
+// workloads that select on them. They are information for the operator, never a reason to refuse the rule.
+func ProtectedLabelNotes(rule *specs.TransformationRule) []string {
+	var notes []string
 
 	for _, k := range slices.Sorted(maps.Keys(rule.GetLabels())) {
-		if IsProtectedLabel(k) && slices.Contains(rule.GetAllowProtectedLabels(), k) {
-			keys = append(keys, k)
+		switch {
+		case k == labelHostname:
+			notes = append(notes, fmt.Sprintf("label %q names the Node: workloads pinned to one Node select it, "+
+				"and the kubelet sets it too, so a rule that writes another value than the kubelet's moves those workloads", k))
+		case IsProtectedLabel(k):
+			notes = append(notes, fmt.Sprintf("label %q is protected by NodeRestriction: no kubelet can set or remove it on its "+
+				"own Node, so workloads that select on it run only on the Nodes this rule (or an administrator) labels", k))
 		}
 	}
 
-	if len(keys) == 0 {
-		return nil
-	}
-
-	var warnings []string
-
-	for _, k := range keys {
-		if fields := TemplateFacts(rule.GetLabels()[k]); len(fields) > 0 {
-			warnings = append(warnings, fmt.Sprintf("protected label %q takes its value from facts the machine reports (%s): "+
-				"a compromised machine chooses it", k, strings.Join(fields, ", ")))
-		}
-	}
-
-	quoted, verb := "protected label "+strings.Join(quoteAll(keys), ", "), "is"
-	if len(keys) > 1 {
-		quoted, verb = "protected labels "+strings.Join(quoteAll(keys), ", "), "are"
-	}
-
-	if selected := selectorFacts(rule.GetNodeSelector()); len(selected) > 0 {
-		warnings = append(warnings, fmt.Sprintf("%s %s written on the nodes its nodeSelector picks from facts "+
-			"the machine reports (%s): a compromised machine can report them to get the label", quoted, verb, strings.Join(selected, ", ")))
-	}
-
-	var templated []string
-
-	for _, section := range []struct {
-		name   string
-		values map[string]string
-	}{{"labels", rule.GetLabels()}, {"annotations", rule.GetAnnotations()}, {"taints", rule.GetTaints()}} {
-		for _, k := range slices.Sorted(maps.Keys(section.values)) {
-			if section.name == "labels" && slices.Contains(keys, k) {
-				continue // Warned about above.
-			}
-
-			if len(TemplateFacts(section.values[k])) > 0 {
-				templated = append(templated, fmt.Sprintf("%s[%q]", section.name, k))
-			}
-		}
-	}
-
-	if len(templated) > 0 {
-		warnings = append(warnings, fmt.Sprintf("the rule writes %s and renders %s from facts the machine reports: "+
-			"keep rules that grant protected labels free of machine-chosen values", quoted, strings.Join(templated, ", ")))
-	}
-
-	return warnings
-}
-
-// selectorFacts lists the facts a nodeSelector tests, each once, in order.
-func selectorFacts(terms []*specs.NodeSelectorTerm) []string {
-	var out []string
-
-	for _, term := range terms {
-		for _, req := range term.GetMatchExpressions() {
-			if !slices.Contains(out, req.GetKey()) {
-				out = append(out, req.GetKey())
-			}
-		}
-	}
-
-	return out
-}
-
-func quoteAll(in []string) []string {
-	out := make([]string, len(in))
-
-	for i, s := range in {
-		out[i] = fmt.Sprintf("%q", s)
-	}
-
-	return out
+	return notes
 }

@@ -63,31 +63,12 @@ func TestIsProtectedLabel(t *testing.T) {
 	}
 }
 
-func TestValidateProtectedLabel(t *testing.T) {
+// TestProtectedLabelNotes checks what ccmctl config validate says of the protected keys a rule writes: one
+// note per protected key, whatever the rule's selector and values, and nothing for other keys.
+func TestProtectedLabelNotes(t *testing.T) {
 	t.Parallel()
 
-	require.NoError(t, rules.ValidateProtectedLabel("example.com/x", nil))
-	require.NoError(t, rules.ValidateProtectedLabel("node-role.kubernetes.io/worker", []string{"node-role.kubernetes.io/worker"}))
-	require.ErrorContains(t, rules.ValidateProtectedLabel("node-role.kubernetes.io/worker", []string{"node-role.kubernetes.io/*"}),
-		"list it in the rule's allowProtectedLabels")
-
-	labels := map[string]string{"node-role.kubernetes.io/worker": "", "example.com/x": ""}
-
-	require.NoError(t, rules.ValidateAllowedProtectedLabel("node-role.kubernetes.io/worker", labels))
-	require.ErrorContains(t, rules.ValidateAllowedProtectedLabel("example.com/x", labels), "is not protected")
-	require.ErrorContains(t, rules.ValidateAllowedProtectedLabel("node-role.kubernetes.io/web", labels), `the rule writes no label "node-role.kubernetes.io/web"`)
-	require.ErrorContains(t, rules.ValidateAllowedProtectedLabel("node-role.kubernetes.io/*", labels), "invalid label key")
-}
-
-func TestProtectedLabelWarnings(t *testing.T) {
-	t.Parallel()
-
-	const worker = "node-role.kubernetes.io/worker"
-
-	selector := []*specs.NodeSelectorTerm{
-		{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: rules.OpRegexp, Values: []string{"^w-"}}}},
-		{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "tags.Role", Operator: rules.OpExists}, {Key: "hostname", Operator: rules.OpExists}}},
-	}
+	byHostname := []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "hostname", Operator: rules.OpRegexp, Values: []string{"^web-"}}}}}
 
 	for _, tc := range []struct {
 		name string
@@ -96,50 +77,30 @@ func TestProtectedLabelWarnings(t *testing.T) {
 	}{
 		{
 			name: "no protected label",
-			rule: &specs.TransformationRule{NodeSelector: selector, Labels: map[string]string{"example.com/x": "{{ .Hostname }}"}},
+			rule: &specs.TransformationRule{NodeSelector: byHostname, Labels: map[string]string{"example.com/x": "{{ .Hostname }}", "node.kubernetes.io/pool": "a"}},
 		},
 		{
-			name: "a fixed protected label on every node",
-			rule: &specs.TransformationRule{Labels: map[string]string{worker: "", "example.com/x": "y"}, AllowProtectedLabels: []string{worker}},
+			name: "a role label by hostname, as the Talos CCM's examples write it",
+			rule: &specs.TransformationRule{NodeSelector: byHostname, Labels: map[string]string{"node-role.kubernetes.io/web": ""}},
+			want: []string{`label "node-role.kubernetes.io/web" is protected by NodeRestriction: no kubelet can set or remove it on its own Node, ` +
+				"so workloads that select on it run only on the Nodes this rule (or an administrator) labels"},
 		},
 		{
-			name: "a protected label valued from facts",
-			rule: &specs.TransformationRule{Labels: map[string]string{worker: "{{ .Tags.Role }}"}, AllowProtectedLabels: []string{worker}},
-			want: []string{`protected label "node-role.kubernetes.io/worker" takes its value from facts the machine reports (.Tags.Role): a compromised machine chooses it`},
-		},
-		{
-			name: "a protected label on machine-selected nodes",
-			rule: &specs.TransformationRule{NodeSelector: selector, Labels: map[string]string{worker: ""}, AllowProtectedLabels: []string{worker}},
-			want: []string{`protected label "node-role.kubernetes.io/worker" is written on the nodes its nodeSelector picks from facts the machine reports (hostname, tags.Role): a compromised machine can report them to get the label`},
-		},
-		{
-			name: "a protected label in a rule with other templated values",
-			rule: &specs.TransformationRule{
-				Labels:               map[string]string{worker: "", "example.com/x": "{{ .Zone }}", "example.com/y": "static"},
-				Annotations:          map[string]string{"example.com/a": "{{ $.UUID }}"},
-				Taints:               map[string]string{"example.com/t": "{{ .Platform }}:NoSchedule", "example.com/u": "NoSchedule"},
-				AllowProtectedLabels: []string{worker},
-			},
-			want: []string{`the rule writes protected label "node-role.kubernetes.io/worker" and renders labels["example.com/x"], annotations["example.com/a"], taints["example.com/t"] from facts the machine reports: keep rules that grant protected labels free of machine-chosen values`},
-		},
-		{
-			name: "everything at once",
-			rule: &specs.TransformationRule{
-				NodeSelector:         selector[:1],
-				Labels:               map[string]string{worker: "{{ .Hostname }}", "node-role.kubernetes.io/x": "", "example.com/x": "{{ .Zone }}"},
-				AllowProtectedLabels: []string{worker, "node-role.kubernetes.io/x"},
-			},
+			name: "each protected key once, in order, the hostname label apart",
+			rule: &specs.TransformationRule{Labels: map[string]string{
+				"node-role.kubernetes.io/worker": "", "kubernetes.io/hostname": "{{ .Hostname }}", "node-restriction.kubernetes.io/pool": "{{ .Zone }}", "example.com/x": "y",
+			}},
 			want: []string{
-				`protected label "node-role.kubernetes.io/worker" takes its value from facts the machine reports (.Hostname)`,
-				`protected labels "node-role.kubernetes.io/worker", "node-role.kubernetes.io/x" are written on the nodes its nodeSelector picks from facts the machine reports (hostname)`,
-				`the rule writes protected labels "node-role.kubernetes.io/worker", "node-role.kubernetes.io/x" and renders labels["example.com/x"]`,
+				`label "kubernetes.io/hostname" names the Node`,
+				`label "node-restriction.kubernetes.io/pool" is protected by NodeRestriction`,
+				`label "node-role.kubernetes.io/worker" is protected by NodeRestriction`,
 			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			got := rules.ProtectedLabelWarnings(tc.rule)
+			got := rules.ProtectedLabelNotes(tc.rule)
 
 			require.Len(t, got, len(tc.want), "%q", got)
 

@@ -53,7 +53,7 @@ const (
 const maxCacheEntries = 4096
 
 // templateFacts is what a template sees: the Talos PlatformMetadata and SystemInformation fields under
-// their Talos Go names, as the Talos CCM documentation names them.
+// their Talos Go names, as the Talos CCM documentation names them, and the machine's type.
 type templateFacts struct {
 	Platform     string
 	Hostname     string
@@ -73,6 +73,7 @@ type templateFacts struct {
 	UUID         string
 	WakeUpType   string
 	SKUNumber    string
+	MachineType  string
 }
 
 // templateFieldNames are the fields of templateFacts, in declaration order, for messages.
@@ -107,6 +108,7 @@ func newTemplateFacts(pm *specs.PlatformMetadataSpec) *templateFacts {
 		UUID:         pm.GetUuid(),
 		WakeUpType:   pm.GetWakeUpType(),
 		SKUNumber:    pm.GetSkuNumber(),
+		MachineType:  pm.GetMachineType(),
 	}
 }
 

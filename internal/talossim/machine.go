@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -35,6 +36,12 @@ type Machine struct {
 	Nodename string `yaml:"nodename,omitempty" json:"nodename,omitempty"`
 	// NoNodename drops the Nodename resource (a machine that says of no node that it is it).
 	NoNodename bool `yaml:"noNodename,omitempty" json:"noNodename,omitempty"`
+	// MachineType is the type the machine's MachineType resource names, as Talos spells it: "controlplane",
+	// "init", "worker" or "unknown" (no machine config yet). Empty means "controlplane" for a ControlPlane
+	// machine and "worker" for the others.
+	MachineType string `yaml:"machineType,omitempty" json:"machineType,omitempty"`
+	// NoMachineType drops the MachineType resource (a Talos that does not publish it).
+	NoMachineType bool `yaml:"noMachineType,omitempty" json:"noMachineType,omitempty"`
 
 	Region       string `yaml:"region,omitempty" json:"region,omitempty"`
 	Zone         string `yaml:"zone,omitempty" json:"zone,omitempty"`
@@ -156,11 +163,31 @@ func (m Machine) Validate() error {
 		}
 	}
 
+	if _, err := m.TalosMachineType(); err != nil {
+		return err
+	}
+
 	if _, err := m.MachineStage(); err != nil {
 		return err
 	}
 
 	return nil
+}
+
+// TalosMachineType returns the parsed MachineType (from ControlPlane when empty).
+func (m Machine) TalosMachineType() (machine.Type, error) {
+	switch m.MachineType {
+	case "":
+		if m.ControlPlane {
+			return machine.TypeControlPlane, nil
+		}
+
+		return machine.TypeWorker, nil
+	case machine.TypeInit.String(), machine.TypeControlPlane.String(), machine.TypeWorker.String(), machine.TypeUnknown.String():
+		return machine.ParseType(m.MachineType)
+	default:
+		return machine.TypeUnknown, fmt.Errorf("machine type %q is not one of init, controlplane, worker, unknown", m.MachineType)
+	}
 }
 
 // Validate checks the link name, prefix, scope and flags of the address.

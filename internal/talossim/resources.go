@@ -6,7 +6,9 @@ import (
 	"slices"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
@@ -25,11 +27,13 @@ const (
 	KindHostname                Kind = "hostname"
 	KindControllerManagerConfig Kind = "controllermanagerconfig"
 	KindNodename                Kind = "nodename"
+	KindMachineType             Kind = "machinetype"
 )
 
 // Kinds lists every Kind, in the order Resources returns them.
 var Kinds = []Kind{
 	KindPlatformMetadata, KindSystemInformation, KindAddresses, KindMachineStatus, KindHostname, KindControllerManagerConfig, KindNodename,
+	KindMachineType,
 }
 
 // ParseKind parses a Kind name.
@@ -50,6 +54,7 @@ var kindTypes = map[Kind]resource.Kind{
 	KindHostname:                resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, "", resource.VersionUndefined),
 	KindControllerManagerConfig: resource.NewMetadata(k8s.ControlPlaneNamespaceName, k8s.ControllerManagerConfigType, "", resource.VersionUndefined),
 	KindNodename:                resource.NewMetadata(k8s.NamespaceName, k8s.NodenameType, "", resource.VersionUndefined),
+	KindMachineType:             resource.NewMetadata(config.NamespaceName, config.MachineTypeType, "", resource.VersionUndefined),
 }
 
 // Default Kubernetes networks that control-plane machines report in ControllerManagerConfig.
@@ -106,6 +111,12 @@ func (m Machine) resourcesOf(kind Kind) []resource.Resource {
 		}
 
 		return []resource.Resource{m.nodename()}
+	case KindMachineType:
+		if m.NoMachineType {
+			return nil
+		}
+
+		return []resource.Resource{m.machineType()}
 	}
 
 	return nil
@@ -191,6 +202,20 @@ func (m Machine) nodename() *k8s.Nodename {
 	}
 
 	r.TypedSpec().HostnameVersion = "1"
+
+	return r
+}
+
+// machineType is the machine's MachineType, as Talos publishes it for anyone with os:reader.
+func (m Machine) machineType() *config.MachineType {
+	r := config.NewMachineType()
+
+	typ, err := m.TalosMachineType()
+	if err != nil {
+		typ = machine.TypeUnknown
+	}
+
+	r.SetMachineType(typ)
 
 	return r
 }

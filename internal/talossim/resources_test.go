@@ -6,7 +6,9 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
@@ -61,6 +63,13 @@ func TestResources(t *testing.T) {
 
 		_, err = pr.Marshal()
 		require.NoError(t, err, r.Metadata().String())
+	}
+
+	// A control-plane machine is "controlplane", the others "worker".
+	for res, want := range map[*map[string]resource.Resource]machine.Type{&aws: machine.TypeControlPlane, &gcp: machine.TypeWorker} {
+		mt, ok := (*res)["config/MachineTypes.config.talos.dev/machine-type"].(*config.MachineType)
+		require.True(t, ok)
+		assert.Equal(t, want, mt.MachineType())
 	}
 
 	hostname, ok := gcp["network/HostnameStatuses.net.talos.dev/hostname"].(*network.HostnameStatus)
@@ -149,4 +158,32 @@ func TestAddressStatus(t *testing.T) {
 			assert.Equal(t, tc.broadcast, spec.Broadcast.String(), tc.addr.Prefix.String())
 		}
 	}
+}
+
+// TestMachineTypeKnobs checks the fleet format's machineType and noMachineType.
+func TestMachineTypeKnobs(t *testing.T) {
+	t.Parallel()
+
+	served := func(m talossim.Machine) *config.MachineType {
+		for _, r := range m.Resources() {
+			if mt, ok := r.(*config.MachineType); ok {
+				return mt
+			}
+		}
+
+		return nil
+	}
+
+	m := talossim.Machine{Name: "w-1", Platform: "metal"}
+	assert.Equal(t, machine.TypeWorker, served(m).MachineType())
+
+	m.MachineType = "init"
+	require.NoError(t, m.Validate())
+	assert.Equal(t, machine.TypeInit, served(m).MachineType())
+
+	m.NoMachineType = true
+	assert.Nil(t, served(m))
+
+	m.MachineType = "join"
+	require.ErrorContains(t, m.Validate(), `machine type "join" is not one of`)
 }

@@ -190,8 +190,8 @@ type TransformationRule struct {
 	PlatformMetadata map[string]string `protobuf:"bytes,6,rep,name=platform_metadata,json=platformMetadata,proto3" json:"platform_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The line of the rule in the config file, for messages.
 	Line int32 `protobuf:"varint,7,opt,name=line,proto3" json:"line,omitempty"`
-	// Protected label keys (those the NodeRestriction admission plugin keeps from kubelets, and
-	// kubernetes.io/hostname) that this rule may write: each one listed explicitly, no wildcard.
+	// Deprecated and ignored: rules once needed it to write the label keys NodeRestriction protects, and may
+	// write any key now. The config file's parser reads it with a warning and leaves it empty.
 	AllowProtectedLabels []string `protobuf:"bytes,8,rep,name=allow_protected_labels,json=allowProtectedLabels,proto3" json:"allow_protected_labels,omitempty"`
 	// Feature flags for the Nodes the rule selects (features in the config file).
 	Features      *TransformationFeatures `protobuf:"bytes,9,opt,name=features,proto3" json:"features,omitempty"`

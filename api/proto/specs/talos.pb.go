@@ -56,7 +56,10 @@ type PlatformMetadataSpec struct {
 	Warnings []string `protobuf:"bytes,34,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	// The Kubernetes node name the machine says it is (Talos's Nodename resource). Facts belong to a Node
 	// only when this is the Node's name.
-	Nodename      string `protobuf:"bytes,35,opt,name=nodename,proto3" json:"nodename,omitempty"`
+	Nodename string `protobuf:"bytes,35,opt,name=nodename,proto3" json:"nodename,omitempty"`
+	// The machine's type as Talos's MachineType names it: "controlplane" (init machines too) or "worker";
+	// empty when the machine has no MachineType or its type is unknown (no machine config yet).
+	MachineType   string `protobuf:"bytes,36,opt,name=machine_type,json=machineType,proto3" json:"machine_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -259,6 +262,13 @@ func (x *PlatformMetadataSpec) GetNodename() string {
 	return ""
 }
 
+func (x *PlatformMetadataSpec) GetMachineType() string {
+	if x != nil {
+		return x.MachineType
+	}
+	return ""
+}
+
 // MachineAddress is one Talos AddressStatus.
 type MachineAddress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -361,9 +371,14 @@ type MachineAddressesSpec struct {
 	// What the machine reported that was left out (invalid entries, too many), and why.
 	Warnings []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	// The Kubernetes node name the machine says it is (Talos's Nodename resource).
-	Nodename      string `protobuf:"bytes,4,opt,name=nodename,proto3" json:"nodename,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nodename string `protobuf:"bytes,4,opt,name=nodename,proto3" json:"nodename,omitempty"`
+	// Prefixes whose addresses are not the machine's own although they sit on its links: the shared
+	// virtual IPs of its machine config (which the machine holds only while it leads) and the cluster's pod
+	// and service ranges, as Talos excludes them from the kubelet's node IP (NodeIPConfig's excludeSubnets).
+	// No node address and no serving certificate is ever given one of them.
+	ExcludedPrefixes []string `protobuf:"bytes,5,rep,name=excluded_prefixes,json=excludedPrefixes,proto3" json:"excluded_prefixes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MachineAddressesSpec) Reset() {
@@ -422,6 +437,13 @@ func (x *MachineAddressesSpec) GetNodename() string {
 		return x.Nodename
 	}
 	return ""
+}
+
+func (x *MachineAddressesSpec) GetExcludedPrefixes() []string {
+	if x != nil {
+		return x.ExcludedPrefixes
+	}
+	return nil
 }
 
 // MachineStatusSpec is the machine's stage and whether its Talos API answers.
@@ -604,7 +626,7 @@ var File_specs_talos_proto protoreflect.FileDescriptor
 const file_specs_talos_proto_rawDesc = "" +
 	"\n" +
 	"\x11specs/talos.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\a\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa5\a\n" +
 	"\x14PlatformMetadataSpec\x12\x1a\n" +
 	"\bplatform\x18\x01 \x01(\tR\bplatform\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x16\n" +
@@ -634,7 +656,8 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\anode_ip\x18  \x01(\tR\x06nodeIP\x126\n" +
 	"\bobserved\x18! \x01(\v2\x1a.google.protobuf.TimestampR\bobserved\x12\x1a\n" +
 	"\bwarnings\x18\" \x03(\tR\bwarnings\x12\x1a\n" +
-	"\bnodename\x18# \x01(\tR\bnodename\x1a7\n" +
+	"\bnodename\x18# \x01(\tR\bnodename\x12!\n" +
+	"\fmachine_type\x18$ \x01(\tR\vmachineType\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa7\x01\n" +
@@ -644,12 +667,13 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\x05scope\x18\x03 \x01(\tR\x05scope\x12\x16\n" +
 	"\x06family\x18\x04 \x01(\tR\x06family\x12\x14\n" +
 	"\x05flags\x18\x05 \x03(\tR\x05flags\x12\x1a\n" +
-	"\bexposure\x18\x06 \x01(\tR\bexposure\"\xa1\x01\n" +
+	"\bexposure\x18\x06 \x01(\tR\bexposure\"\xce\x01\n" +
 	"\x14MachineAddressesSpec\x128\n" +
 	"\taddresses\x18\x01 \x03(\v2\x1a.tccm.specs.MachineAddressR\taddresses\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIP\x12\x1a\n" +
 	"\bwarnings\x18\x03 \x03(\tR\bwarnings\x12\x1a\n" +
-	"\bnodename\x18\x04 \x01(\tR\bnodename\"\x9c\x02\n" +
+	"\bnodename\x18\x04 \x01(\tR\bnodename\x12+\n" +
+	"\x11excluded_prefixes\x18\x05 \x03(\tR\x10excludedPrefixes\"\x9c\x02\n" +
 	"\x11MachineStatusSpec\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1c\n" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1d\n" +

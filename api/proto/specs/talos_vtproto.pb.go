@@ -45,6 +45,7 @@ func (m *PlatformMetadataSpec) CloneVT() *PlatformMetadataSpec {
 	r.NodeIp = m.NodeIp
 	r.Observed = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.Observed).CloneVT())
 	r.Nodename = m.Nodename
+	r.MachineType = m.MachineType
 	if rhs := m.Tags; rhs != nil {
 		tmpContainer := make(map[string]string, len(rhs))
 		for k, v := range rhs {
@@ -112,6 +113,11 @@ func (m *MachineAddressesSpec) CloneVT() *MachineAddressesSpec {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
 		r.Warnings = tmpContainer
+	}
+	if rhs := m.ExcludedPrefixes; rhs != nil {
+		tmpContainer := make([]string, len(rhs))
+		copy(tmpContainer, rhs)
+		r.ExcludedPrefixes = tmpContainer
 	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
@@ -269,6 +275,9 @@ func (this *PlatformMetadataSpec) EqualVT(that *PlatformMetadataSpec) bool {
 	if this.Nodename != that.Nodename {
 		return false
 	}
+	if this.MachineType != that.MachineType {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -356,6 +365,15 @@ func (this *MachineAddressesSpec) EqualVT(that *MachineAddressesSpec) bool {
 	}
 	if this.Nodename != that.Nodename {
 		return false
+	}
+	if len(this.ExcludedPrefixes) != len(that.ExcludedPrefixes) {
+		return false
+	}
+	for i, vx := range this.ExcludedPrefixes {
+		vy := that.ExcludedPrefixes[i]
+		if vx != vy {
+			return false
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }

@@ -1,16 +1,18 @@
 package node_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
+// TestProtectedLabelsAtEvaluation checks that a Config written into the state by an embedder, without the
+// file's parser, writes the label keys NodeRestriction protects as any other: rules are the operator's and
+// their facts the machine's Talos API's, so no key is refused or skipped, with or without the deprecated
+// allowProtectedLabels.
 func TestProtectedLabelsAtEvaluation(t *testing.T) {
 	t.Parallel()
 
@@ -20,64 +22,38 @@ func TestProtectedLabelsAtEvaluation(t *testing.T) {
 	pm.Tags = map[string]string{"Role": "control-plane"}
 
 	for _, tc := range []struct {
-		name        string
-		rules       []*specs.TransformationRule
-		wantLabels  map[string]string
-		wantSkipped map[string]string
+		name       string
+		rules      []*specs.TransformationRule
+		wantLabels map[string]string
 	}{
 		{
-			name: "a machine-selected node-role label is refused",
+			name: "a node-role label on nodes a fact selects",
 			rules: []*specs.TransformationRule{{
 				Name: "promote", NodeSelector: byRole,
 				Labels: map[string]string{"node-role.kubernetes.io/control-plane": "", "example.com/ok": "yes"},
 			}},
-			wantSkipped: map[string]string{"promote": `label "node-role.kubernetes.io/control-plane": label key "node-role.kubernetes.io/control-plane" is protected`},
+			wantLabels: map[string]string{"node-role.kubernetes.io/control-plane": "", "example.com/ok": "yes"},
 		},
 		{
-			name:        "a node-role label from a template value is refused",
-			rules:       []*specs.TransformationRule{{Name: "role", Labels: map[string]string{"node-role.kubernetes.io/x": "{{ .Tags.Role }}"}}},
-			wantSkipped: map[string]string{"role": "is protected"},
+			name:       "a node-role label valued from a fact",
+			rules:      []*specs.TransformationRule{{Name: "role", Labels: map[string]string{"node-role.kubernetes.io/x": "{{ .Tags.Role }}"}}},
+			wantLabels: map[string]string{"node-role.kubernetes.io/x": "control-plane"},
 		},
 		{
-			name:        "node-restriction labels are refused",
-			rules:       []*specs.TransformationRule{{Name: "nr", Labels: map[string]string{"node-restriction.kubernetes.io/pool": "a"}}},
-			wantSkipped: map[string]string{"nr": "is protected"},
+			name:       "node-restriction labels",
+			rules:      []*specs.TransformationRule{{Name: "nr", Labels: map[string]string{"node-restriction.kubernetes.io/pool": "a"}}},
+			wantLabels: map[string]string{"node-restriction.kubernetes.io/pool": "a"},
 		},
 		{
-			name:        "the hostname label is refused",
-			rules:       []*specs.TransformationRule{{Name: "host", Labels: map[string]string{"kubernetes.io/hostname": "{{ .Hostname }}"}}},
-			wantSkipped: map[string]string{"host": "is protected"},
-		},
-		{
-			name: "an opted-in key is written",
+			name: "the deprecated opt-in changes nothing",
 			rules: []*specs.TransformationRule{{
-				Name: "workers", Labels: map[string]string{"node-role.kubernetes.io/worker": ""},
+				Name: "two", Labels: map[string]string{"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/web": ""},
 				AllowProtectedLabels: []string{"node-role.kubernetes.io/worker"},
 			}},
-			wantLabels: map[string]string{"node-role.kubernetes.io/worker": ""},
+			wantLabels: map[string]string{"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/web": ""},
 		},
 		{
-			name: "the opt-in is per key",
-			rules: []*specs.TransformationRule{{
-				Name: "two", Labels: map[string]string{"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/control-plane": ""},
-				AllowProtectedLabels: []string{"node-role.kubernetes.io/worker"},
-			}},
-			wantSkipped: map[string]string{"two": `label "node-role.kubernetes.io/control-plane"`},
-		},
-		{
-			name: "the opt-in is per rule",
-			rules: []*specs.TransformationRule{
-				{
-					Name: "allowed", Labels: map[string]string{"node-role.kubernetes.io/worker": ""},
-					AllowProtectedLabels: []string{"node-role.kubernetes.io/worker"},
-				},
-				{Name: "other", NodeSelector: byRole, Labels: map[string]string{"node-role.kubernetes.io/worker": "{{ .Tags.Role }}"}},
-			},
-			wantLabels:  map[string]string{"node-role.kubernetes.io/worker": ""},
-			wantSkipped: map[string]string{"other": "is protected"},
-		},
-		{
-			name:       "kubelet labels need no opt-in",
+			name:       "kubelet labels, as before",
 			rules:      []*specs.TransformationRule{{Name: "os", Labels: map[string]string{"node.kubernetes.io/pool": "a", "example.com/role": "{{ .Tags.Role }}"}}},
 			wantLabels: map[string]string{"node.kubernetes.io/pool": "a", "example.com/role": "control-plane"},
 		},
@@ -87,28 +63,14 @@ func TestProtectedLabelsAtEvaluation(t *testing.T) {
 
 			spec := buildWithRules(pm, tc.rules...)
 
-			skipped := map[string]string{}
-			for _, s := range spec.GetSkippedRules() {
-				skipped[s.GetRule()] = s.GetReason()
-			}
-
-			require.Len(t, skipped, len(tc.wantSkipped), "%v", skipped)
-
-			for rule, want := range tc.wantSkipped {
-				assert.Contains(t, skipped[rule], want)
-			}
+			assert.Empty(t, spec.GetSkippedRules())
 
 			for k, v := range tc.wantLabels {
-				assert.Equal(t, v, spec.GetLabels()[k], k)
-			}
-
-			for k := range spec.GetLabels() {
-				if rules.IsProtectedLabel(k) && strings.HasPrefix(spec.GetOrigins()["label/"+k], "rule ") {
-					assert.Contains(t, tc.wantLabels, k, "a protected label from a rule nobody allowed")
+				if assert.Contains(t, spec.GetLabels(), k) {
+					assert.Equal(t, v, spec.GetLabels()[k], k)
+					assert.Equal(t, "rule "+tc.rules[0].GetName(), spec.GetOrigins()["label/"+k], k)
 				}
 			}
-
-			assert.NotContains(t, spec.GetLabels(), "example.com/ok", "nothing of a skipped rule applies")
 		})
 	}
 }

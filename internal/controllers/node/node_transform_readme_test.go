@@ -121,38 +121,47 @@ func TestReadmeExample(t *testing.T) {
 }
 
 // TestReadmeProtectedLabelsExample checks the example of the README's paragraph on protected labels: it
-// loads, writes its protected label, and draws no warning.
+// loads without a warning, labels a control-plane machine and a worker by their machine type, leaves a
+// machine without a MachineType alone, and ccmctl notes each protected key it writes.
 func TestReadmeProtectedLabelsExample(t *testing.T) {
 	t.Parallel()
 
 	cfg, err := configfile.Parse("README.md", testenv.READMEBlock(t, "../../..", "**Protected labels.**"))
 	require.NoError(t, err)
-	require.Len(t, cfg.GetTransformations(), 1)
-	assert.Empty(t, rules.ProtectedLabelWarnings(cfg.GetTransformations()[0]))
+	require.Len(t, cfg.GetTransformations(), 2)
+	assert.Empty(t, cfg.GetWarnings())
 
-	out, _ := node.BuildNodeTransform(node.TransformInput{
-		Now:       time.Now(),
-		NodeName:  "w-1",
-		Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"172.16.0.11"}, Created: timestamppb.Now()},
-		Platform:  withNodename(&specs.PlatformMetadataSpec{Platform: "metal", Hostname: "w-1"}),
-		Addresses: &specs.MachineAddressesSpec{Nodename: "w-1"},
-		Config:    cfg,
-	})
-
-	assert.Empty(t, out.GetSkippedRules())
-	assert.Equal(t, "", out.GetLabels()["node-role.kubernetes.io/worker"])
-	assert.Contains(t, out.GetLabels(), "node-role.kubernetes.io/worker")
-
-	// The upstream documentation's example draws the warning the README promises.
-	docs, err := configfile.Parse("README.md", readmeExample(t, "talos-ccm-docs"))
-	require.NoError(t, err)
-
-	var warnings []string
-
-	for _, rule := range docs.GetTransformations() {
-		warnings = append(warnings, rules.ProtectedLabelWarnings(rule)...)
+	for _, rule := range cfg.GetTransformations() {
+		assert.Len(t, rules.ProtectedLabelNotes(rule), 1, rule.GetName())
 	}
 
-	require.NotEmpty(t, warnings)
-	assert.Contains(t, strings.Join(warnings, "\n"), "nodeSelector picks from facts the machine reports (platform, hostname)")
+	for _, tc := range []struct {
+		machineType string
+		want        []string
+	}{
+		{"controlplane", []string{"node-role.kubernetes.io/control-plane"}},
+		{"worker", []string{"node-role.kubernetes.io/worker"}},
+		{"", nil},
+	} {
+		out, _ := node.BuildNodeTransform(node.TransformInput{
+			Now:       time.Now(),
+			NodeName:  "n-1",
+			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"172.16.0.11"}, Created: timestamppb.Now()},
+			Platform:  withNodename(&specs.PlatformMetadataSpec{Platform: "metal", Hostname: "n-1", MachineType: tc.machineType}),
+			Addresses: &specs.MachineAddressesSpec{Nodename: "n-1"},
+			Config:    cfg,
+		})
+
+		assert.Empty(t, out.GetSkippedRules())
+
+		var roles []string
+
+		for k := range out.GetLabels() {
+			if strings.HasPrefix(k, "node-role.kubernetes.io/") {
+				roles = append(roles, k)
+			}
+		}
+
+		assert.Equal(t, tc.want, roles, "machine type %q", tc.machineType)
+	}
 }

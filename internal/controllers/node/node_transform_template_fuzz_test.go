@@ -17,15 +17,15 @@ import (
 // fuzzKey is the key every fuzzed rule writes, as a label, an annotation and a taint.
 const fuzzKey = "example.com/fuzz"
 
-// protectedFuzzKey is a protected label key a fuzzed rule writes without allowing it.
+// protectedFuzzKey is a label key NodeRestriction protects, which a fuzzed rule writes as any other.
 const protectedFuzzKey = "node-role.kubernetes.io/fuzz"
 
 // FuzzRenderTemplate renders arbitrary templates on arbitrary machine facts, the way transformation rules
 // render them per node: as a label, an annotation, a taint and a platformMetadata override (read by a later
 // rule). Neither validating nor rendering may panic or hang, whatever loops, recursion or growing values the
 // template tries, the result must not depend on the run, what reaches the NodeTransform must be valid for
-// Kubernetes (a rule whose output is not is skipped, with a reason), and a protected label is never written
-// without an opt-in. The seed corpus is in testdata/fuzz/FuzzRenderTemplate.
+// Kubernetes (a rule whose output is not is skipped, with a reason), and a protected label key is written
+// as any other. The seed corpus is in testdata/fuzz/FuzzRenderTemplate.
 func FuzzRenderTemplate(f *testing.F) {
 	seeds := []string{
 		"",
@@ -124,7 +124,7 @@ func FuzzRenderTemplate(f *testing.F) {
 				{Name: "override", PlatformMetadata: map[string]string{"Zone": tmpl}},
 				// A later rule sees the overridden fact.
 				{Name: "after-override", Annotations: map[string]string{"example.com/zone": "{{ .Zone }}"}},
-				// A protected label is never written without an opt-in, whatever its value.
+				// A protected label key is written as any other: applied or skipped on its value alone.
 				{Name: "protected", Labels: map[string]string{protectedFuzzKey: tmpl}},
 			}},
 		}
@@ -187,19 +187,17 @@ func checkRendered(t *testing.T, out *specs.NodeTransformSpec) {
 		decided[s.GetRule()] = true
 	}
 
-	if !isSkipped(out, "protected") {
-		t.Fatalf("rule protected wrote %s without allowProtectedLabels", protectedFuzzKey)
-	}
-
 	for _, name := range []string{"label", "annotation", "taint", "override", "after-override", "protected"} {
 		if !decided[name] {
 			t.Fatalf("rule %s (it selects every node) is neither applied nor skipped", name)
 		}
 	}
 
-	_, labeled := out.GetLabels()[fuzzKey]
-	if applied := !isSkipped(out, "label"); labeled != applied {
-		t.Fatalf("rule label applied=%t but the label is there=%t", applied, labeled)
+	for rule, key := range map[string]string{"label": fuzzKey, "protected": protectedFuzzKey} {
+		_, labeled := out.GetLabels()[key]
+		if applied := !isSkipped(out, rule); labeled != applied {
+			t.Fatalf("rule %s applied=%t but the label is there=%t", rule, applied, labeled)
+		}
 	}
 }
 

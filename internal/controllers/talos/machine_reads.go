@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
@@ -44,8 +45,8 @@ func (s *machineSession) readIdentity(ctx context.Context) error {
 	return nil
 }
 
-// readPlatform reads PlatformMetadata and SystemInformation (either may be absent) of the machine that
-// said it is the session's Node.
+// readPlatform reads PlatformMetadata, SystemInformation and MachineType (each may be absent) of the machine
+// that said it is the session's Node.
 func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetadataSpec, error) {
 	var si *hardware.SystemInformationSpec
 
@@ -66,7 +67,28 @@ func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetad
 	facts := platformFacts(pm, si, s.ip)
 	facts.Nodename = s.node
 
+	if facts.MachineType, err = s.readMachineType(ctx); err != nil {
+		return nil, err
+	}
+
 	return facts, nil
+}
+
+// readMachineType reads the machine's type as a fact ("controlplane" or "worker"). A machine without a
+// MachineType (a Talos that does not publish it, or no machine config yet) has none: the fact is absent,
+// and the call counter records the miss.
+func (s *machineSession) readMachineType(ctx context.Context) (string, error) {
+	res, err := s.get(ctx, config.NewMachineType().Metadata())
+	if err != nil {
+		return "", fmt.Errorf("failed to read machine type: %w", err)
+	}
+
+	typed, ok := res.(*config.MachineType)
+	if !ok {
+		return "", nil
+	}
+
+	return machineTypeFact(typed.MachineType()), nil
 }
 
 // readPlatformMetadata reads the machine's PlatformMetadata; a machine without one has none (nil).

@@ -13,6 +13,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
@@ -137,14 +138,15 @@ func sessionMachine(platform, providerID string) talossim.Machine {
 }
 
 var (
-	nodenameGet   = "get " + k8s.NodenameType
-	platformGet   = "get " + talosruntime.PlatformMetadataType
-	systemInfoGet = "get " + hardware.SystemInformationType
-	stageGet      = "get " + talosruntime.MachineStatusType
-	addressWatch  = "watch " + network.AddressStatusType
+	nodenameGet    = "get " + k8s.NodenameType
+	platformGet    = "get " + talosruntime.PlatformMetadataType
+	systemInfoGet  = "get " + hardware.SystemInformationType
+	machineTypeGet = "get " + talosconfig.MachineTypeType
+	stageGet       = "get " + talosruntime.MachineStatusType
+	addressWatch   = "watch " + network.AddressStatusType
 )
 
-// TestSessionCallsAtStart checks what a session costs: four Talos calls and one watch for a Ready Node's
+// TestSessionCallsAtStart checks what a session costs: five Talos calls and one watch for a Ready Node's
 // machine, its stage only for a NotReady Node, and no call at all while the machine is idle.
 func TestSessionCallsAtStart(t *testing.T) {
 	t.Parallel()
@@ -156,12 +158,12 @@ func TestSessionCallsAtStart(t *testing.T) {
 	}{
 		{
 			name:      "Ready node",
-			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, addressWatch: 1},
+			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, addressWatch: 1},
 		},
 		{
 			name:      "NotReady node: its stage too",
 			notReady:  true,
-			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, addressWatch: 1, stageGet: 1},
+			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, addressWatch: 1, stageGet: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

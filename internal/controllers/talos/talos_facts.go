@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
@@ -100,6 +101,25 @@ func platformFacts(pm *runtime.PlatformMetadataSpec, si *hardware.SystemInformat
 	return out
 }
 
+// Machine type facts, as Talos names the types (machine.Type's String).
+const (
+	machineTypeControlPlane = "controlplane"
+	machineTypeWorker       = "worker"
+)
+
+// machineTypeFact is the machineType fact of a Talos machine type: "controlplane" for the control plane
+// (the init machine that bootstrapped it too), "worker", or "" (absent) while the type is unknown.
+func machineTypeFact(t machine.Type) string {
+	switch {
+	case t.IsControlPlane():
+		return machineTypeControlPlane
+	case t == machine.TypeWorker:
+		return machineTypeWorker
+	default:
+		return ""
+	}
+}
+
 // tagFacts keeps the first maxTags tags by key whose key and value are not too long.
 func tagFacts(tags map[string]string, w *warnings) map[string]string {
 	if len(tags) == 0 {
@@ -134,7 +154,7 @@ func tagFacts(tags map[string]string, w *warnings) map[string]string {
 }
 
 // withPlatformMetadata returns facts with the PlatformMetadata part replaced by pm (nil: the machine has
-// none any more) and the SystemInformation part kept.
+// none any more) and the SystemInformation part and the machine type kept.
 func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *runtime.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
 	out := platformFacts(pm, nil, facts.GetNodeIp())
 
@@ -148,6 +168,7 @@ func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *runtime.Platfor
 	out.SkuNumber = facts.GetSkuNumber()
 	out.Observed = facts.GetObserved()
 	out.Nodename = facts.GetNodename()
+	out.MachineType = facts.GetMachineType()
 
 	for _, warning := range facts.GetWarnings() {
 		if strings.HasPrefix(warning, "systemInformation.") {

@@ -12,7 +12,8 @@ import (
 // PlatformMetadataType is the type of PlatformMetadata.
 const PlatformMetadataType = resource.Type("PlatformMetadatas.talos.tccm.dev")
 
-// PlatformMetadata holds a machine's Talos PlatformMetadata and SystemInformation; its ID is the Node name.
+// PlatformMetadata holds a machine's Talos PlatformMetadata, SystemInformation and MachineType; its ID is the
+// Node name.
 type PlatformMetadata = typed.Resource[PlatformMetadataSpec, PlatformMetadataExtension]
 
 // PlatformMetadataSpec wraps specs.PlatformMetadataSpec.
@@ -40,6 +41,7 @@ func (PlatformMetadataExtension) ResourceDefinition() meta.ResourceDefinitionSpe
 			{Name: "Region", JSONPath: "{.region}"},
 			{Name: "Zone", JSONPath: "{.zone}"},
 			{Name: "Instance Type", JSONPath: "{.instanceType}"},
+			{Name: "Machine Type", JSONPath: "{.machineType}"},
 		},
 	}
 }

@@ -33,6 +33,11 @@ type Machine struct {
 	// Tags are the platform's tags of the machine, which transformation rules may select on.
 	Tags map[string]string `json:"tags,omitempty" yaml:"tags,omitempty"`
 
+	// MachineType is the machine's role in the cluster, as Talos's MachineType names it:
+	// MachineTypeControlPlane or MachineTypeWorker; empty when unknown. Transformation rules may select on
+	// it (machineType) and use it in templates (.MachineType).
+	MachineType string `json:"machineType,omitempty" yaml:"machineType,omitempty"`
+
 	// MachineUUID is the machine's SMBIOS UUID, if known: it tells machines apart better than an IP.
 	MachineUUID string `json:"machineUUID,omitempty" yaml:"machineUUID,omitempty"`
 
@@ -44,6 +49,14 @@ type Machine struct {
 	// Addresses are every address of the machine, in any order.
 	Addresses []Address `json:"addresses,omitempty" yaml:"addresses,omitempty"`
 }
+
+// Machine types, as Talos names them.
+const (
+	// MachineTypeControlPlane is a control-plane machine (Talos's init machine too).
+	MachineTypeControlPlane = "controlplane"
+	// MachineTypeWorker is a worker machine.
+	MachineTypeWorker = "worker"
+)
 
 // Address is one address of a machine.
 type Address struct {

@@ -46,7 +46,7 @@ func (p problems) orNil() error {
 }
 
 // Validate says what in m talos-ccm cannot take, or returns nil: a Node name that is not a Kubernetes Node
-// name, an address or node IP that does not parse, an unknown exposure, an address listed with two
+// name, an unknown machine type, an address or node IP that does not parse, an unknown exposure, an address listed with two
 // exposures, and values beyond talos-ccm's bounds (1024 bytes a field, 256 tags, 512 addresses). Every
 // problem is in the error, which errors.As and errors.Is see through.
 func (m Machine) Validate() error {
@@ -73,6 +73,10 @@ func (m Machine) Validate() error {
 		if err := checkText(f.name, f.value); err != nil {
 			errs = append(errs, err)
 		}
+	}
+
+	if m.MachineType != "" && m.MachineType != MachineTypeControlPlane && m.MachineType != MachineTypeWorker {
+		errs = append(errs, fmt.Errorf("machineType %s: not %q, %q or empty", quote(m.MachineType), MachineTypeControlPlane, MachineTypeWorker))
 	}
 
 	if len(m.Tags) > maxTags {

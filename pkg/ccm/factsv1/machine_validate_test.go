@@ -41,6 +41,7 @@ func TestMachineValidate(t *testing.T) {
 				InstanceType: "m5.large", InstanceID: "i-0123", ProviderID: "aws:///eu-west-1a/i-0123", Spot: true,
 				InternalDNS: "ip-10-0-1-4.internal", ExternalDNS: "ec2.example.com", Tags: map[string]string{"team": "a"},
 				MachineUUID: "4c4c4544-0042-3510-8052-b4c04f4e5632", NodeIPs: []string{"10.0.1.4", "2001:db8::4"},
+				MachineType: factsv1.MachineTypeWorker,
 				Addresses: []factsv1.Address{
 					{Address: "10.0.1.4/24", Link: "eth0"},
 					{Address: "203.0.113.4", Exposure: factsv1.ExposurePublic},
@@ -94,6 +95,11 @@ func TestMachineValidate(t *testing.T) {
 				`addresses[3] "fe80::1%eth0": an IP with a zone (%eth0): give the link as link instead`,
 				`addresses[4] "": not an IP or IP/bits`,
 			},
+		},
+		{
+			name:    "an unknown machine type",
+			machine: factsv1.Machine{NodeName: "w1", MachineType: "init"},
+			want:    []string{`machineType "init": not "controlplane", "worker" or empty`},
 		},
 		{
 			name:    "an unknown exposure",

@@ -8,7 +8,7 @@ import (
 
 // PlatformMetadataSpec converts m into talos-ccm's PlatformMetadata spec, in Talos's shape: the platform
 // fields (HasPlatformMetadata when any of them is set, as a Talos machine that has a PlatformMetadata
-// resource), the SMBIOS UUID (HasSystemInformation when set), the first node IP as node_ip, and nodename
+// resource), the SMBIOS UUID (HasSystemInformation when set), the machine type, the first node IP as node_ip, and nodename
 // naming the Node. Call Validate first: PlatformMetadataSpec takes m as it is.
 func (m Machine) PlatformMetadataSpec() *specs.PlatformMetadataSpec {
 	out := &specs.PlatformMetadataSpec{
@@ -24,6 +24,7 @@ func (m Machine) PlatformMetadataSpec() *specs.PlatformMetadataSpec {
 		InternalDns:  m.InternalDNS,
 		ExternalDns:  m.ExternalDNS,
 		Uuid:         m.MachineUUID,
+		MachineType:  m.MachineType,
 	}
 
 	if len(m.Tags) > 0 {

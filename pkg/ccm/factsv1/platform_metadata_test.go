@@ -53,6 +53,11 @@ func TestPlatformMetadataSpec(t *testing.T) {
 			want:    &specs.PlatformMetadataSpec{Nodename: "w1", Uuid: "4c4c4544-0042-3510-8052-b4c04f4e5632", HasSystemInformation: true},
 		},
 		{
+			name:    "the machine type is a fact of its own, not platform metadata",
+			machine: factsv1.Machine{NodeName: "w1", MachineType: factsv1.MachineTypeControlPlane},
+			want:    &specs.PlatformMetadataSpec{Nodename: "w1", MachineType: "controlplane"},
+		},
+		{
 			name:    "node_ip is the first node IP, normalized",
 			machine: factsv1.Machine{NodeName: "w1", NodeIPs: []string{"::ffff:10.0.1.4"}},
 			want:    &specs.PlatformMetadataSpec{Nodename: "w1", NodeIp: "10.0.1.4"},
