@@ -99,6 +99,10 @@ type DecisionInput struct {
 	// Unverified says why the Node is not bound to its machine (the NodeTransform's conflict or pending),
 	// when Verified is false.
 	Unverified string
+	// Throttled is how long until the requester's budget allows this request to be decided in full (it
+	// filed more requests than Config's requestsPerMinute), zero when it does: the request then waits,
+	// unread.
+	Throttled time.Duration
 	// Reserved holds the facts rule 9 reads beyond the configuration: the Service ranges from Talos and the
 	// apiserver's own IPs.
 	Reserved ReservedFacts
@@ -139,6 +143,13 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 		return out, 0
 	}
 
+	if in.Throttled > 0 {
+		out.Verdict = csrres.VerdictWait
+		out.Reason = fmt.Sprintf("throttled: the requester files more than %d requests a minute (--csr-requests-per-minute); decided when its budget allows", RequestsPerMinute(in.Config))
+
+		return out, in.Throttled
+	}
+
 	parsed := in.Parsed
 	if !parsed.parsedFrom(csr.GetRequest()) {
 		parsed = ParseRequest(csr.GetRequest())
@@ -168,6 +179,15 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 	}
 
 	return out, recheck
+}
+
+// RequestsPerMinute is the rate above which a requester's requests are throttled, from the configuration.
+func RequestsPerMinute(cfg *specs.ConfigSpec) int {
+	if n := cfg.GetCsrApproval().GetRequestsPerMinute(); n > 0 {
+		return int(n)
+	}
+
+	return config.DefaultCSRRequestsPerMinute
 }
 
 // NodeName returns the node name of a node's user name (system:node:NAME).

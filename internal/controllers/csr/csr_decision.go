@@ -55,7 +55,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 		opts.Now = time.Now
 	}
 
-	d := &csrDecider{opts: opts, index: newRequesterIndex(opts.Now), parsed: newParsedRequests(maxParsedRequests)}
+	d := &csrDecider{opts: opts, index: newRequesterIndex(opts.Now), parsed: newParsedRequests(maxParsedRequests), budgets: newRequestBudgets()}
 
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
@@ -116,10 +116,15 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 // decisionConcurrency is how many requests are decided at once.
 const decisionConcurrency = 16
 
+// supersededRecheck is how soon a waiting request of a requester that files several requests a minute is
+// decided again, to find whether a newer request superseded it.
+const supersededRecheck = 2 * time.Second
+
 type csrDecider struct {
-	index  *requesterIndex
-	parsed *parsedRequests
-	opts   CSRDecisionOptions
+	index   *requesterIndex
+	parsed  *parsedRequests
+	budgets *requestBudgets
+	opts    CSRDecisionOptions
 }
 
 func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeCSR, out *csrres.CSRDecision) error {
@@ -158,7 +163,13 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 		TalosFacts:   d.opts.TalosFacts,
 	}
 
+	// Only the requester's newest request costs a token, and only its first decision in full.
+	var busy bool
 	if supersededBy == "" {
+		input.Throttled, busy = d.budgets.take(request.GetUsername(), name, RequestsPerMinute(input.Config), input.Now)
+	}
+
+	if supersededBy == "" && input.Throttled == 0 {
 		if err = d.readFacts(ctx, r, &input); err != nil {
 			return err
 		}
@@ -185,6 +196,15 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 
 	out.TypedSpec().Value = decision
 	consumers.Hold(out, d.opts.Consumers)
+
+	// A request that waits is decided again when what it waits for changes, which it may never do for a
+	// requester whose Node is never initialized. Nothing decides it again when a newer request supersedes
+	// it (the controller cannot queue another request): for a requester that files several requests a
+	// minute, a waiting request is decided again shortly, so that a superseded one is denied and leaves
+	// the caches soon, while a node that files one request costs nothing more.
+	if busy && recheck == 0 && decision.GetVerdict() == csrres.VerdictWait {
+		recheck = supersededRecheck
+	}
 
 	if recheck > 0 {
 		return controller.NewRequeueInterval(recheck)

@@ -261,3 +261,52 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 
 	return m.GetCounter().GetValue()
 }
+
+// A requester that files more requests than the configured rate has its next one wait, unread, with the
+// reason; another requester is decided as usual.
+func TestCSRDecisionControllerThrottles(t *testing.T) {
+	s, valid := startDecider(t, csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }})
+
+	cfg, err := safe.StateGetByID[*config.Config](s.Ctx(), s.State, config.ActiveID)
+	require.NoError(t, err)
+
+	cfg.TypedSpec().Value.CsrApproval = &specs.CSRApprovalConfig{RequestsPerMinute: 1}
+	s.Update(cfg)
+
+	for _, name := range []string{"w1", "w2"} {
+		node := kube.NewKubeNode(kube.NamespaceName, name)
+		node.TypedSpec().Value = proto.CloneOf(valid.Node)
+		s.Create(node)
+	}
+
+	create := func(id, node string, created time.Time) {
+		request := kube.NewKubeCSR(kube.NamespaceName, id)
+		request.TypedSpec().Value = proto.CloneOf(valid.CSR)
+		request.TypedSpec().Value.Username = csrctrl.NodeUserPrefix + node
+		request.TypedSpec().Value.Created = timestamppb.New(created)
+		kube.LabelRequester(request)
+		s.Create(request)
+	}
+
+	create("csr-1", "w1", now.Add(-time.Minute))
+
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.NotContains(d.TypedSpec().Value.GetReason(), "throttled")
+		a.NotEmpty(d.TypedSpec().Value.GetRules(), "decided in full")
+	})
+
+	create("csr-2", "w1", now)
+
+	ctest.AssertResource(s, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
+		a.Contains(d.TypedSpec().Value.GetReason(), "throttled: the requester files more than 1 requests a minute")
+		a.Empty(d.TypedSpec().Value.GetRules(), "not read")
+	})
+
+	create("csr-3", "w2", now)
+
+	ctest.AssertResource(s, "csr-3", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.NotContains(d.TypedSpec().Value.GetReason(), "throttled")
+		a.NotEmpty(d.TypedSpec().Value.GetRules(), "decided in full")
+	})
+}

@@ -19,6 +19,10 @@ const (
 	// DefaultCSRMaxExpiration is the longest certificate lifetime a kubelet serving certificate request may
 	// ask for: one year, kube-controller-manager's default signing duration.
 	DefaultCSRMaxExpiration = 365 * 24 * time.Hour
+	// DefaultCSRRequestsPerMinute is how many certificate requests a minute one requester may file before
+	// its requests are throttled: a kubelet files one when it starts and one per rotation, and another
+	// only after waiting minutes for the previous one.
+	DefaultCSRRequestsPerMinute = 30
 )
 
 // DefaultSpec returns the configuration of the defaults, recorded as coming from source: IPv4 first and no
