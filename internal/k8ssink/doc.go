@@ -9,9 +9,9 @@
 //     list (a strategic merge patch would merge addresses by type);
 //   - labels, annotations, providerID and taints (an atomic list shared with kubelet and operators) go
 //     in one read-modify-write update guarded by the Node's resourceVersion and retried on conflict; the
-//     keys talos-ccm owns are recorded on the Node itself, so a key dropped from the desired set is
-//     removed while keys set by others survive, and of the keys a kubelet may not change (taints,
-//     protected labels) only those the configuration can set are ever removed (RemovableKeys);
+//     keys talos-ccm owns are recorded in its own state (OwnedKeys, a NodeOwnership), so a key dropped
+//     from the desired set is removed while keys set by others survive, and the copy on the Node, which
+//     the kubelet can write, is never read as the record;
 //   - providerID is only ever set on a Node that has none.
 //
 // Each write is derived by pure planning functions from the object as last seen (typically from an

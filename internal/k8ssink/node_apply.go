@@ -26,9 +26,7 @@ type NodeClient interface {
 
 // NodeApplierOptions tunes a NodeApplier; the zero value is the default.
 type NodeApplierOptions struct {
-	// FieldManager names the writer in managedFields; empty means DefaultFieldManager. It is also the
-	// field manager whose server-side apply entry records, on Nodes last written by an earlier version
-	// of talos-ccm, the labels and annotations talos-ccm owns.
+	// FieldManager names the writer in managedFields; empty means DefaultFieldManager.
 	FieldManager string
 	// ConflictBackoff bounds the retries of the Node update on a conflict; zero means
 	// retry.DefaultRetry.
@@ -49,11 +47,11 @@ type NodeApplierOptions struct {
 // owns has the server remove it, so every apply would carry the whole taint list and the providerID,
 // and an apply cannot remove the owned-taints annotation that earlier versions wrote by an update.
 //
-// With an update, what talos-ccm owns is recorded on the Node in three annotations
-// (OwnedLabelsAnnotation, OwnedAnnotationsAnnotation, OwnedTaintsAnnotation), written in the same
-// request as what they record, so they never disagree with the Node. A Node labelled by an earlier
-// version, which set labels and annotations by server-side apply, has no records yet: that apply's
-// managedFields entry stands for them until the Node's next write (see planMetadata).
+// With an update, what talos-ccm owns is not in managedFields: the caller keeps the record (OwnedKeys, in
+// talos-ccm's state), passes it to Apply and records what Apply returns. A copy goes on the Node in three
+// annotations (OwnedLabelsAnnotation, OwnedAnnotationsAnnotation, OwnedTaintsAnnotation), written in the
+// same request as what they list, for people and tools; they are never read as the record, since the
+// kubelet can write them.
 //
 // It keeps no state between calls: it is safe for concurrent use, for different Nodes.
 type NodeApplier struct {
@@ -88,6 +86,13 @@ type NodeApplyResult struct {
 	ProviderIDSet bool
 	// Initialized is true when this Apply removed the uninitialized taint.
 	Initialized bool
+	// Owned is what talos-ccm owns on Node once Apply succeeded: the record to keep, and pass to the next
+	// Apply. It is the zero value when Apply failed: the record passed in still holds.
+	Owned OwnedKeys
+	// Ignored are the entries of the Node's ownership annotations that talos-ccm never recorded and does
+	// not desire ("label KEY", "annotation KEY", "taint KEY:Effect"): left alone, and to be reported, since
+	// a kubelet may have forged them.
+	Ignored []string
 }
 
 // NewNodeApplier returns an applier writing through nodes (clientset.CoreV1().Nodes()).
@@ -113,8 +118,8 @@ func NewNodeApplier(nodes NodeClient, logger *zap.Logger, opts NodeApplierOption
 }
 
 // Apply brings the Node to the desired state. current is the Node as last seen, typically from an
-// informer cache, with talos-ccm's managedFields; when it already matches desired, Apply issues no
-// request at all. Otherwise it writes, in order and stopping at the first failure:
+// informer cache; owned is what talos-ccm recorded as its own on it (see OwnedKeys), the keys it removes
+// when they are no longer desired. When the Node already matches desired, Apply issues no request at all. Otherwise it writes, in order and stopping at the first failure:
 //
 //  1. status.addresses, by a JSON merge patch of the status subresource;
 //  2. labels, annotations, providerID (only if the Node has none), the taints talos-ccm owns and the
@@ -124,7 +129,7 @@ func NewNodeApplier(nodes NodeClient, logger *zap.Logger, opts NodeApplierOption
 // So the uninitialized taint goes away in the last write, atomically with the labels, annotations and
 // providerID, and only after the addresses were written. The result reports what was written, even on
 // an error.
-func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired NodeDesired) (NodeApplyResult, error) {
+func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired NodeDesired, owned OwnedKeys) (NodeApplyResult, error) {
 	result := NodeApplyResult{Node: current}
 
 	if err := desired.Validate(); err != nil {
@@ -135,13 +140,11 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 		return result, fmt.Errorf("failed to apply node %q: current node is missing or has another name", desired.Name)
 	}
 
-	plan, err := planNode(current, desired, a.manager)
-	if err != nil {
-		return result, fmt.Errorf("failed to plan node %q: %w", desired.Name, err)
-	}
+	plan := planNode(current, desired, owned)
 
-	// Known before any write, so that it is reported even when a write fails.
+	// Known before any write, so that they are reported even when a write fails.
 	result.ProviderIDConflict = plan.object.spec.providerIDConflict
+	result.Ignored = plan.object.ignored()
 
 	logger := a.logger.With(zap.String("node", desired.Name))
 
@@ -158,7 +161,7 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 		logger.Debug("patched node addresses", zap.Int("addresses", len(plan.addresses)))
 	}
 
-	if err := a.updateObject(ctx, desired, plan.object, &result); err != nil {
+	if err := a.updateObject(ctx, desired, owned, plan.object, &result); err != nil {
 		return result, fmt.Errorf("failed to update node %q: %w", desired.Name, err)
 	}
 
@@ -203,16 +206,12 @@ func (a *NodeApplier) patchAddresses(ctx context.Context, name string, addresses
 // version known. first is the plan computed against current: it is reused while result.Node is
 // current, and recomputed against any newer version, so that no write happens when nothing is to
 // change. The Node is read again only after a conflict.
-func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, first objectPlan, result *NodeApplyResult) error {
+func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, owned OwnedKeys, first objectPlan, result *NodeApplyResult) error {
 	base := result.Node
 	plan := first
 
 	if result.Writes > 0 {
-		var err error
-
-		if plan, err = planObject(base, desired, a.manager); err != nil {
-			return err
-		}
+		plan = planObject(base, desired, owned)
 	}
 
 	attempt := 0
@@ -228,17 +227,17 @@ func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, fir
 
 			result.Node = fresh
 			base = fresh
-
-			if plan, err = planObject(base, desired, a.manager); err != nil {
-				return err
-			}
+			plan = planObject(base, desired, owned)
 		}
 
 		attempt++
 
 		result.ProviderIDConflict = plan.spec.providerIDConflict
+		result.Ignored = plan.ignored()
 
 		if plan.empty() {
+			result.Owned = plan.owned
+
 			return nil
 		}
 
@@ -262,6 +261,7 @@ func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, fir
 		result.SpecUpdated = !plan.spec.empty()
 		result.ProviderIDSet = plan.spec.providerID != ""
 		result.Initialized = plan.spec.initialize
+		result.Owned = plan.owned
 
 		return nil
 	})

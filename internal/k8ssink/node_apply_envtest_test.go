@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
@@ -52,8 +51,25 @@ func stopSharedEnv() {
 	}
 }
 
-// countedApplier returns an applier whose requests are counted.
-func countedApplier(t *testing.T, env *testenv.Env) (*k8ssink.NodeApplier, *testenv.RequestCounter) {
+// recordKeeper applies with the record of what talos-ccm owns on the Node kept from one Apply to the next,
+// as the node sink keeps it in its state.
+type recordKeeper struct {
+	applier *k8ssink.NodeApplier
+	owned   k8ssink.OwnedKeys
+}
+
+// Apply applies desired to current with the record, and keeps the record Apply returns.
+func (k *recordKeeper) Apply(ctx context.Context, current *corev1.Node, desired k8ssink.NodeDesired) (k8ssink.NodeApplyResult, error) {
+	result, err := k.applier.Apply(ctx, current, desired, k.owned)
+	if err == nil {
+		k.owned = result.Owned
+	}
+
+	return result, err
+}
+
+// countedApplier returns an applier whose requests are counted, with its record.
+func countedApplier(t *testing.T, env *testenv.Env) (*recordKeeper, *testenv.RequestCounter) {
 	t.Helper()
 
 	cfg, counter := testenv.CountRequests(env.Config)
@@ -61,7 +77,7 @@ func countedApplier(t *testing.T, env *testenv.Env) (*k8ssink.NodeApplier, *test
 	clientset, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 
-	return k8ssink.NewNodeApplier(clientset.CoreV1().Nodes(), zaptest.NewLogger(t), k8ssink.NodeApplierOptions{}), counter
+	return &recordKeeper{applier: k8ssink.NewNodeApplier(clientset.CoreV1().Nodes(), zaptest.NewLogger(t), k8ssink.NodeApplierOptions{})}, counter
 }
 
 // createKubeletNode creates a Node the way kubelet registers one with an external cloud provider,
@@ -133,7 +149,7 @@ func cachedNode(t *testing.T, clientset kubernetes.Interface, name string) *core
 
 // applyExpectingNoRequest applies desired to the freshly read Node, as the informer cache holds it, and
 // checks that the applier sends nothing to the API server.
-func applyExpectingNoRequest(t *testing.T, applier *k8ssink.NodeApplier, counter *testenv.RequestCounter, clientset kubernetes.Interface, desired k8ssink.NodeDesired) k8ssink.NodeApplyResult {
+func applyExpectingNoRequest(t *testing.T, applier *recordKeeper, counter *testenv.RequestCounter, clientset kubernetes.Interface, desired k8ssink.NodeDesired) k8ssink.NodeApplyResult {
 	t.Helper()
 
 	result, err := applier.Apply(t.Context(), cachedNode(t, clientset, desired.Name), desired)
@@ -258,9 +274,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 	})
 
 	t.Run("taint dropped", func(t *testing.T) {
-		removable := desired.Taints[0].Key
 		desired.Taints = nil
-		desired.Removable = k8ssink.RemovableKeys{Taints: map[string]bool{removable: true}}
 
 		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
 		require.NoError(t, err)
@@ -496,7 +510,7 @@ func TestNodeApplierEnvtestConcurrentTaint(t *testing.T) {
 		require.NoError(t, err)
 	}}
 
-	applier := k8ssink.NewNodeApplier(nodes, zaptest.NewLogger(t), k8ssink.NodeApplierOptions{})
+	applier := &recordKeeper{applier: k8ssink.NewNodeApplier(nodes, zaptest.NewLogger(t), k8ssink.NodeApplierOptions{})}
 
 	desired := k8ssink.NodeDesired{
 		Name:        name,
@@ -530,9 +544,10 @@ func TestNodeApplierEnvtestConcurrentTaint(t *testing.T) {
 	assert.Equal(t, desired.Addresses, node.Status.Addresses)
 }
 
-// A Node initialized by a version of talos-ccm that set labels and annotations by server-side apply: the
-// applier reads what that apply owns from its managedFields entry (kept by TrimNode), writes nothing while
-// nothing changes, and removes the labels and annotations that apply set and that are no longer desired.
+// A Node initialized by an earlier version, which recorded what it owned only in the Node's annotations,
+// and of which talos-ccm has no record in its state yet: nothing is removed on the strength of those
+// annotations, which a kubelet can write. A key no longer desired stays (the safe direction), and is
+// reported; the copies are rewritten. From then on the record in state is what talos-ccm removes by.
 func TestNodeApplierEnvtestMigration(t *testing.T) {
 	t.Parallel()
 
@@ -544,95 +559,61 @@ func TestNodeApplierEnvtestMigration(t *testing.T) {
 
 	created := createKubeletNode(t, clientset, name, "")
 
-	// The earlier version's three writes: labels and annotations by server-side apply, the addresses
-	// by a status patch, providerID, taints and the owned-taints annotation by an update.
-	_, err := clientset.CoreV1().Nodes().Apply(t.Context(), applycorev1.Node(name).
-		WithLabels(map[string]string{
-			"node.cloudprovider.kubernetes.io/platform": "metal",
-			"topology.kubernetes.io/zone":               "rack-1",
-		}).
-		WithAnnotations(map[string]string{"tccm.dev/matched-rules": "spot"}),
-		metav1.ApplyOptions{FieldManager: k8ssink.DefaultFieldManager, Force: true})
-	require.NoError(t, err)
-
-	_, err = clientset.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType,
-		[]byte(`{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.6"}]}}`),
-		metav1.PatchOptions{FieldManager: k8ssink.DefaultFieldManager}, "status")
-	require.NoError(t, err)
-
 	spot := corev1.Taint{Key: "tccm.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}
 
+	// What the earlier version left: its keys, and the annotations it recorded them in.
 	node := getNode(t, clientset, name)
+	node.Labels["node.cloudprovider.kubernetes.io/platform"] = "metal"
+	node.Labels["topology.kubernetes.io/zone"] = "rack-1"
+	node.Annotations = map[string]string{
+		"tccm.dev/matched-rules":           "spot",
+		k8ssink.OwnedLabelsAnnotation:      "node.cloudprovider.kubernetes.io/platform,topology.kubernetes.io/zone",
+		k8ssink.OwnedAnnotationsAnnotation: "tccm.dev/matched-rules",
+		k8ssink.OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+	}
 	node.Spec.ProviderID = "talos://metal/10.0.0.6"
 	node.Spec.Taints = append(foreignTaints(node), spot)
-	node.Annotations[k8ssink.OwnedTaintsAnnotation] = "tccm.dev/spot:NoSchedule"
 
-	_, err = clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: k8ssink.DefaultFieldManager})
+	_, err := clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: k8ssink.DefaultFieldManager})
 	require.NoError(t, err)
 
 	desired := k8ssink.NodeDesired{
-		Name:       name,
-		ProviderID: "talos://metal/10.0.0.6",
-		Labels: map[string]string{
-			"node.cloudprovider.kubernetes.io/platform": "metal",
-			"topology.kubernetes.io/zone":               "rack-1",
-		},
+		Name:        name,
+		ProviderID:  "talos://metal/10.0.0.6",
+		Labels:      map[string]string{"node.cloudprovider.kubernetes.io/platform": "metal"},
 		Annotations: map[string]string{"tccm.dev/matched-rules": "spot"},
 		Taints:      []corev1.Taint{spot},
-		Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.6"}},
 		Initialize:  true,
 	}
 
-	t.Run("nothing changed, nothing written", func(t *testing.T) {
-		applyExpectingNoRequest(t, applier, counter, clientset, desired)
-	})
-
-	t.Run("label and annotation of the apply dropped", func(t *testing.T) {
-		desired.Labels = map[string]string{"node.cloudprovider.kubernetes.io/platform": "metal"}
-		desired.Annotations = nil
-
-		before := cachedNode(t, clientset, name)
-		require.NotContains(t, before.Annotations, k8ssink.OwnedLabelsAnnotation, "the Node is still as the earlier version left it")
-
-		result, err := applier.Apply(t.Context(), before, desired)
+	t.Run("without a record, a key no longer desired stays", func(t *testing.T) {
+		result, err := applier.Apply(t.Context(), cachedNode(t, clientset, name), desired)
 		require.NoError(t, err)
 
 		_, writes := counter.Take()
-		assert.EqualValues(t, 1, writes)
-		assert.True(t, result.MetadataApplied)
-		assert.False(t, result.SpecUpdated)
+		assert.EqualValues(t, 1, writes, "the copy rewritten")
+		assert.Equal(t, []string{"label topology.kubernetes.io/zone"}, result.Ignored)
 
 		node := getNode(t, clientset, name)
-		assert.Equal(t, map[string]string{
-			"kubernetes.io/hostname":                    name,
-			"example.com/team":                          "storage",
-			"node.cloudprovider.kubernetes.io/platform": "metal",
-		}, node.Labels)
-		assert.Equal(t, map[string]string{
-			k8ssink.OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule",
-			k8ssink.OwnedLabelsAnnotation: "node.cloudprovider.kubernetes.io/platform",
-		}, node.Annotations)
-		assert.Equal(t, append(foreignTaints(created), spot), node.Spec.Taints)
-
-		// The server dropped the removed fields from the apply entry too.
-		applied, err := applycorev1.ExtractNode(node, k8ssink.DefaultFieldManager)
-		require.NoError(t, err)
-		assert.Equal(t, map[string]string{"node.cloudprovider.kubernetes.io/platform": "metal"}, applied.Labels)
-		assert.Empty(t, applied.Annotations)
+		assert.Equal(t, "rack-1", node.Labels["topology.kubernetes.io/zone"])
+		assert.Equal(t, "node.cloudprovider.kubernetes.io/platform", node.Annotations[k8ssink.OwnedLabelsAnnotation])
 
 		applyExpectingNoRequest(t, applier, counter, clientset, desired)
 	})
 
-	t.Run("last label dropped through the record", func(t *testing.T) {
+	t.Run("with the record, keys no longer desired are removed", func(t *testing.T) {
 		desired.Labels = nil
+		desired.Annotations = nil
+		desired.Taints = nil
 
 		_, err := applier.Apply(t.Context(), cachedNode(t, clientset, name), desired)
 		require.NoError(t, err)
 		counter.Take()
 
 		node := getNode(t, clientset, name)
-		assert.Equal(t, map[string]string{"kubernetes.io/hostname": name, "example.com/team": "storage"}, node.Labels)
-		assert.Equal(t, map[string]string{k8ssink.OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"}, node.Annotations)
+		assert.Equal(t, map[string]string{"kubernetes.io/hostname": name, "example.com/team": "storage", "topology.kubernetes.io/zone": "rack-1"}, node.Labels)
+		assert.Empty(t, node.Annotations)
+		assert.Equal(t, foreignTaints(created), node.Spec.Taints)
 
 		applyExpectingNoRequest(t, applier, counter, clientset, desired)
 	})

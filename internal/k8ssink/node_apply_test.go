@@ -131,7 +131,7 @@ func TestNodeApplierWrites(t *testing.T) {
 	client := fake.NewClientset(node)
 	applier := newApplier(t, client)
 
-	result, err := applier.Apply(t.Context(), node, desiredNode("n1"))
+	result, err := applier.Apply(t.Context(), node, desiredNode("n1"), k8ssink.OwnedKeys{})
 	require.NoError(t, err)
 
 	// Status first, then the one update of everything else, which initializes; no read.
@@ -143,6 +143,12 @@ func TestNodeApplierWrites(t *testing.T) {
 	assert.True(t, result.ProviderIDSet)
 	assert.True(t, result.Initialized)
 	assert.Nil(t, result.ProviderIDConflict)
+	assert.Equal(t, k8ssink.OwnedKeys{
+		UID:         node.UID,
+		Labels:      []string{"node.cloudprovider.kubernetes.io/platform"},
+		Annotations: []string{"tccm.dev/note"},
+		Taints:      []string{"tccm.dev/spot:NoSchedule"},
+	}, result.Owned, "the record to keep: every desired key")
 
 	stored, err := client.CoreV1().Nodes().Get(t.Context(), "n1", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -164,11 +170,12 @@ func TestNodeApplierWrites(t *testing.T) {
 	assert.Equal(t, "n1", stored.Labels["kubernetes.io/hostname"])
 
 	// A resync with the Node as written issues no request at all.
-	again, err := applier.Apply(t.Context(), result.Node, desiredNode("n1"))
+	again, err := applier.Apply(t.Context(), result.Node, desiredNode("n1"), result.Owned)
 	require.NoError(t, err)
 	assert.Empty(t, verbs(client))
 	assert.Zero(t, again.Writes)
 	assert.Same(t, result.Node, again.Node)
+	assert.Equal(t, result.Owned, again.Owned)
 }
 
 func TestNodeApplierStepFailures(t *testing.T) {
@@ -206,13 +213,14 @@ func TestNodeApplierStepFailures(t *testing.T) {
 			client := fake.NewClientset(node)
 			failOn(client, tt.verb, tt.subresource, -1, boom)
 
-			result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"))
+			result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"), k8ssink.OwnedKeys{})
 			require.ErrorIs(t, err, boom)
 			assert.EqualError(t, err, tt.wantErr)
 			assert.Equal(t, tt.wantVerbs, verbs(client))
 			assert.Equal(t, tt.wantWrites, result.Writes)
 			assert.False(t, result.Initialized)
 			assert.False(t, result.MetadataApplied)
+			assert.Zero(t, result.Owned, "a failed Apply leaves the record as it was")
 
 			stored, err := client.Tracker().Get(nodesResource, "", "n1")
 			require.NoError(t, err)
@@ -232,7 +240,7 @@ func TestNodeApplierConflict(t *testing.T) {
 		client := fake.NewClientset(node)
 		failOn(client, "update", "", 1, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("stale")))
 
-		result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"))
+		result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"), k8ssink.OwnedKeys{})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"patch:application/merge-patch+json/status", "update", "get", "update"}, verbs(client))
 		assert.Equal(t, 1, result.Conflicts)
@@ -247,7 +255,7 @@ func TestNodeApplierConflict(t *testing.T) {
 		client := fake.NewClientset(node)
 		failOn(client, "update", "", -1, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("stale")))
 
-		result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"))
+		result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"), k8ssink.OwnedKeys{})
 		require.Error(t, err)
 		assert.True(t, apierrors.IsConflict(err))
 		assert.Equal(t, 2, result.Conflicts)
@@ -284,7 +292,7 @@ func TestNodeApplierConflict(t *testing.T) {
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("stale"))
 		})
 
-		result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"))
+		result, err := newApplier(t, client).Apply(t.Context(), node, desiredNode("n1"), k8ssink.OwnedKeys{})
 		require.NoError(t, err)
 		assert.Equal(t, &k8ssink.ProviderIDConflict{Current: "aws:///us-east-1a/i-0123", Desired: "talos://metal/10.0.0.1"}, result.ProviderIDConflict)
 		assert.False(t, result.ProviderIDSet)
@@ -305,14 +313,14 @@ func TestNodeApplierRejects(t *testing.T) {
 		desired := desiredNode("n1")
 		desired.Annotations = map[string]string{reserved: "x"}
 
-		_, err := applier.Apply(t.Context(), node, desired)
+		_, err := applier.Apply(t.Context(), node, desired, k8ssink.OwnedKeys{})
 		require.ErrorContains(t, err, "is reserved for the sink")
 	}
 
-	_, err := applier.Apply(t.Context(), node, desiredNode("n2"))
+	_, err := applier.Apply(t.Context(), node, desiredNode("n2"), k8ssink.OwnedKeys{})
 	require.ErrorContains(t, err, "current node is missing or has another name")
 
-	_, err = applier.Apply(t.Context(), nil, desiredNode("n1"))
+	_, err = applier.Apply(t.Context(), nil, desiredNode("n1"), k8ssink.OwnedKeys{})
 	require.ErrorContains(t, err, "current node is missing or has another name")
 
 	assert.Empty(t, verbs(client))

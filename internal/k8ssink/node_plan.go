@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
 const (
@@ -18,26 +16,22 @@ const (
 	// provider; removing it marks the Node as initialized by the cloud controller manager.
 	UninitializedTaintKey = "node.cloudprovider.kubernetes.io/uninitialized"
 
-	// OwnedTaintsAnnotation records, on the Node, the taints talos-ccm owns: comma-separated
-	// "key:Effect" entries, sorted. A taint listed there and no longer desired is removed; taints
-	// not listed there belong to someone else and are never touched. An entry without an effect
-	// stands for the key with any effect.
+	// OwnedTaintsAnnotation is a copy, on the Node, of the taints talos-ccm owns (OwnedKeys.Taints):
+	// comma-separated "key:Effect" entries, sorted. It is for people and tools: the kubelet can write it,
+	// so talos-ccm never reads it as the record, and an entry talos-ccm never recorded is ignored.
 	OwnedTaintsAnnotation = "tccm.dev/owned-taints"
 
-	// OwnedLabelsAnnotation records, on the Node, the keys of the labels talos-ccm owns:
-	// comma-separated, sorted. A label listed there and no longer desired is removed; labels not
-	// listed there belong to someone else and are never touched. On a Node last written by a version
-	// of talos-ccm that set labels by server-side apply, the annotation is missing, and the labels
-	// that version's apply owns (its managedFields entry) stand for it until the next write.
+	// OwnedLabelsAnnotation is a copy, on the Node, of the keys of the labels talos-ccm owns
+	// (OwnedKeys.Labels): comma-separated, sorted. Like OwnedTaintsAnnotation, it is never read as the
+	// record.
 	OwnedLabelsAnnotation = "tccm.dev/owned-labels"
 
-	// OwnedAnnotationsAnnotation records the keys of the annotations talos-ccm owns, as
-	// OwnedLabelsAnnotation does for labels. It never lists the ownership annotations themselves.
+	// OwnedAnnotationsAnnotation is a copy of the keys of the annotations talos-ccm owns, as
+	// OwnedLabelsAnnotation is for labels. It never lists the ownership annotations themselves.
 	OwnedAnnotationsAnnotation = "tccm.dev/owned-annotations"
 )
 
-// ownershipAnnotations are the annotations the sink keeps for itself: a desired state never has them, and
-// they are never counted among the annotations talos-ccm owns for a decision.
+// ownershipAnnotations are the annotations the sink keeps for itself: a desired state never has them.
 var ownershipAnnotations = []string{OwnedLabelsAnnotation, OwnedAnnotationsAnnotation, OwnedTaintsAnnotation}
 
 // NodeDesired is everything talos-ccm wants on one Node.
@@ -47,8 +41,8 @@ type NodeDesired struct {
 	// ProviderID is set only while the Node's spec.providerID is empty; once the Node has one, it
 	// is never changed (a different one is reported as a ProviderIDConflict).
 	ProviderID string
-	// Labels is the complete set of labels talos-ccm owns: keys it set before and no longer wants
-	// are removed, keys set by others are left alone.
+	// Labels is the complete set of labels talos-ccm owns: keys it set before (OwnedKeys) and no longer
+	// wants are removed, keys set by others are left alone.
 	Labels map[string]string
 	// Annotations is the complete set of annotations talos-ccm owns, with the same semantics as
 	// Labels. The ownership annotations (OwnedLabelsAnnotation, OwnedAnnotationsAnnotation,
@@ -63,9 +57,6 @@ type NodeDesired struct {
 	// Initialize removes the uninitialized taint: in the write that sets the labels, annotations,
 	// providerID and taints, after the write of the addresses.
 	Initialize bool
-	// Removable bounds the removal of recorded keys a kubelet may not change itself (see RemovableKeys):
-	// the zero value lets talos-ccm remove unprotected labels only.
-	Removable RemovableKeys
 }
 
 // ProviderIDConflict reports a Node whose providerID differs from the desired one. talos-ccm never
@@ -98,6 +89,14 @@ type nodePlan struct {
 type objectPlan struct {
 	metadata metadataPlan
 	spec     specPlan
+	// owned is what talos-ccm owns on the Node once the plan is applied.
+	owned OwnedKeys
+}
+
+// ignored returns the entries of the Node's ownership annotations that talos-ccm never recorded and does
+// not desire ("label KEY", "annotation KEY", "taint KEY:Effect"): they are left alone.
+func (p objectPlan) ignored() []string {
+	return slices.Concat(p.metadata.labels.ignored, p.metadata.annotations.ignored, p.spec.ignoredTaints)
 }
 
 // empty reports whether the plan changes nothing.
@@ -123,9 +122,7 @@ func (p metadataPlan) changed() bool {
 	return p.labels.changed() || p.annotations.changed()
 }
 
-// applyTo writes the plan into node. The ownership records are written whatever changed: on a Node last
-// written by an earlier version, the first write of any kind moves the record from managedFields to the
-// annotations.
+// applyTo writes the plan into node, with the copies of the ownership records.
 func (p metadataPlan) applyTo(node *corev1.Node) {
 	node.Labels = p.labels.applyTo(node.Labels)
 	node.Annotations = p.annotations.applyTo(node.Annotations)
@@ -140,14 +137,16 @@ type keysPlan struct {
 	set map[string]string
 	// remove lists the keys talos-ccm owns, no longer desires, and the Node still has; sorted.
 	remove []string
-	// record is the new value of the ownership annotation: the desired keys, sorted and comma-separated
-	// ("" removes the annotation).
+	// record is the new value of the ownership annotation, the copy of the record: the desired keys,
+	// sorted and comma-separated ("" removes the annotation).
 	record string
-	// recordChanged is true when the keys recorded as owned differ from the desired ones.
+	// recordChanged is true when the Node's copy differs from record.
 	recordChanged bool
+	// ignored are the entries of the Node's copy that talos-ccm never recorded and does not desire.
+	ignored []string
 }
 
-// changed reports whether the plan changes the map or the record.
+// changed reports whether the plan changes the map or the copy of the record.
 func (p keysPlan) changed() bool {
 	return len(p.set) > 0 || len(p.remove) > 0 || p.recordChanged
 }
@@ -181,6 +180,9 @@ type specPlan struct {
 	// ownedTaintsChanged.
 	ownedTaints        string
 	ownedTaintsChanged bool
+	// ignoredTaints are the entries of the Node's OwnedTaintsAnnotation that talos-ccm never recorded and
+	// does not desire, each prefixed "taint ".
+	ignoredTaints []string
 	// initialize is true when the update removes the uninitialized taint.
 	initialize bool
 }
@@ -292,112 +294,35 @@ func (d NodeDesired) Validate() error {
 	return errors.Join(errs...)
 }
 
-// planNode computes every write that brings current to desired. fieldManager is the field manager
-// whose server-side apply entry records the labels and annotations talos-ccm owns on a Node last written
-// by an earlier version (see planMetadata).
-func planNode(current *corev1.Node, desired NodeDesired, fieldManager string) (nodePlan, error) {
-	object, err := planObject(current, desired, fieldManager)
-	if err != nil {
-		return nodePlan{}, err
-	}
-
+// planNode computes every write that brings current to desired. owned is what talos-ccm recorded as its
+// own on the Node (a record of another Node of the same name owns nothing).
+func planNode(current *corev1.Node, desired NodeDesired, owned OwnedKeys) nodePlan {
 	return nodePlan{
 		addresses: planAddresses(current, desired),
-		object:    object,
-	}, nil
+		object:    planObject(current, desired, owned),
+	}
 }
 
 // planObject computes the change of the Node object that brings current to desired.
-func planObject(current *corev1.Node, desired NodeDesired, fieldManager string) (objectPlan, error) {
-	metadata, err := planMetadata(current, desired, fieldManager)
-	if err != nil {
-		return objectPlan{}, err
-	}
+func planObject(current *corev1.Node, desired NodeDesired, owned OwnedKeys) objectPlan {
+	owned = owned.on(current)
+	after := ownedAfter(current.UID, desired)
 
-	return objectPlan{metadata: metadata, spec: planSpec(current, desired)}, nil
-}
-
-// planMetadata computes the change of the labels and annotations talos-ccm owns: the desired entries are
-// set, the owned keys no longer desired are removed, and every other key is left alone.
-//
-// The owned keys are those recorded in OwnedLabelsAnnotation and OwnedAnnotationsAnnotation. Where a
-// record is missing, the Node was last written by a version of talos-ccm that set labels and annotations
-// by server-side apply: the keys that apply owns (fieldManager's Apply entry in managedFields, which the
-// informer cache keeps) and the Node still has stand for the record, so that such a Node needs no write
-// until something changes, and the first write records the ownership in the annotations. Keys that the
-// Node no longer has are left out: the API server drops a removed field from every managedFields entry,
-// so an apply entry that still lists a missing key is stale.
-func planMetadata(current *corev1.Node, desired NodeDesired, fieldManager string) (metadataPlan, error) {
-	labelsRecord, hasLabelsRecord := current.Annotations[OwnedLabelsAnnotation]
-	annotationsRecord, hasAnnotationsRecord := current.Annotations[OwnedAnnotationsAnnotation]
-
-	var appliedLabels, appliedAnnotations map[string]string
-
-	if !hasLabelsRecord || !hasAnnotationsRecord {
-		var err error
-
-		if appliedLabels, appliedAnnotations, err = appliedMetadata(current, fieldManager); err != nil {
-			return metadataPlan{}, err
-		}
-	}
-
-	ownedLabels := recordedKeys(labelsRecord)
-	if !hasLabelsRecord {
-		ownedLabels = presentKeys(appliedLabels, current.Labels)
-	}
-
-	ownedAnnotations := recordedKeys(annotationsRecord)
-	if !hasAnnotationsRecord {
-		ownedAnnotations = presentKeys(appliedAnnotations, current.Annotations)
-	}
-
-	// The ownership annotations are the sink's own: never owned as annotations of a decision.
-	ownedAnnotations = slices.DeleteFunc(ownedAnnotations, func(key string) bool {
-		return slices.Contains(ownershipAnnotations, key)
-	})
-
-	return metadataPlan{
-		labels:      planKeys(current.Labels, desired.Labels, slices.DeleteFunc(ownedLabels, func(key string) bool { return !desired.Removable.label(key) })),
-		annotations: planKeys(current.Annotations, desired.Annotations, ownedAnnotations),
-	}, nil
-}
-
-// appliedMetadata returns the labels and annotations that fieldManager owns on node by server-side apply
-// (its managedFields entry of operation Apply); none when node has no such entry.
-func appliedMetadata(node *corev1.Node, fieldManager string) (labels, annotations map[string]string, err error) {
-	// Most Nodes have none (every Node talos-ccm did not write by server-side apply): extraction is skipped.
-	if !slices.ContainsFunc(node.ManagedFields, func(entry metav1.ManagedFieldsEntry) bool {
-		return entry.Manager == fieldManager && entry.Operation == metav1.ManagedFieldsOperationApply
-	}) {
-		return nil, nil, nil
-	}
-
-	// Extraction converts the whole object to a typed value; the metadata is all it needs here, and
-	// a Node's status (its image list especially) is much larger.
-	metaOnly := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:          node.Name,
-			Labels:        node.Labels,
-			Annotations:   node.Annotations,
-			ManagedFields: node.ManagedFields,
+	return objectPlan{
+		metadata: metadataPlan{
+			labels:      planKeys(current.Labels, desired.Labels, owned.Labels, after.Labels, current.Annotations[OwnedLabelsAnnotation], "label "),
+			annotations: planKeys(current.Annotations, desired.Annotations, owned.Annotations, after.Annotations, current.Annotations[OwnedAnnotationsAnnotation], "annotation "),
 		},
+		spec:  planSpec(current, desired, owned, after),
+		owned: after,
 	}
-
-	owned, err := applycorev1.ExtractNode(metaOnly, fieldManager)
-	if err != nil {
-		return nil, nil, fmt.Errorf("failed to extract fields owned by %q: %w", fieldManager, err)
-	}
-
-	if owned.ObjectMetaApplyConfiguration == nil {
-		return nil, nil, nil
-	}
-
-	return owned.Labels, owned.Annotations, nil
 }
 
 // planKeys computes the change of current (labels or annotations) that sets desired and removes the keys
-// of owned no longer desired. owned is sorted.
-func planKeys(current, desired map[string]string, owned []string) keysPlan {
+// of owned no longer desired; owned and after (the desired keys) are sorted. listed is the Node's copy of
+// the record, rewritten to after when it differs; its entries that talos-ccm never recorded are reported
+// with prefix.
+func planKeys(current, desired map[string]string, owned, after []string, listed, prefix string) keysPlan {
 	var plan keysPlan
 
 	for key, value := range desired {
@@ -419,40 +344,15 @@ func planKeys(current, desired map[string]string, owned []string) keysPlan {
 		}
 	}
 
-	plan.record = strings.Join(slices.Sorted(maps.Keys(desired)), ",")
-	plan.recordChanged = plan.record != strings.Join(owned, ",")
+	plan.record = strings.Join(after, ",")
+	plan.recordChanged = plan.record != listed
+	plan.ignored = unrecorded(prefix, listed, owned, func(key string) bool {
+		_, ok := desired[key]
+
+		return ok
+	})
 
 	return plan
-}
-
-// recordedKeys parses an ownership annotation: the keys, sorted, without duplicates.
-func recordedKeys(value string) []string {
-	var keys []string
-
-	for key := range strings.SplitSeq(value, ",") {
-		if key = strings.TrimSpace(key); key != "" {
-			keys = append(keys, key)
-		}
-	}
-
-	slices.Sort(keys)
-
-	return slices.Compact(keys)
-}
-
-// presentKeys returns the keys of applied that present has, sorted.
-func presentKeys(applied, present map[string]string) []string {
-	var keys []string
-
-	for key := range applied {
-		if _, ok := present[key]; ok {
-			keys = append(keys, key)
-		}
-	}
-
-	slices.Sort(keys)
-
-	return keys
 }
 
 // planAddresses returns the addresses to write, or nil when they are left alone or already equal
@@ -479,10 +379,10 @@ func sameAddresses(a, b []corev1.NodeAddress) bool {
 }
 
 // planSpec computes the read-modify-write change of node: the providerID when the Node has none,
-// the taints talos-ccm owns (recorded in OwnedTaintsAnnotation) and the removal of the
+// the taints talos-ccm owns (owned, of node; after once desired is applied) and the removal of the
 // uninitialized taint. Taints of others keep their place in the list; new taints are appended in
 // the desired order.
-func planSpec(node *corev1.Node, desired NodeDesired) specPlan {
+func planSpec(node *corev1.Node, desired NodeDesired, owned, after OwnedKeys) specPlan {
 	var plan specPlan
 
 	switch {
@@ -493,7 +393,13 @@ func planSpec(node *corev1.Node, desired NodeDesired) specPlan {
 		plan.providerIDConflict = &ProviderIDConflict{Current: node.Spec.ProviderID, Desired: desired.ProviderID}
 	}
 
-	ownedKeys, ownedIDs := parseOwnedTaints(node.Annotations[OwnedTaintsAnnotation])
+	ownedIDs := make(map[taintID]struct{}, len(owned.Taints))
+
+	for _, entry := range owned.Taints {
+		if key, effect, ok := strings.Cut(entry, ":"); ok {
+			ownedIDs[taintID{key: key, effect: corev1.TaintEffect(effect)}] = struct{}{}
+		}
+	}
 
 	wanted := make(map[taintID]corev1.Taint, len(desired.Taints))
 	for _, taint := range desired.Taints {
@@ -519,8 +425,7 @@ func planSpec(node *corev1.Node, desired NodeDesired) specPlan {
 			continue
 		}
 
-		_, ownedKey := ownedKeys[taint.Key]
-		_, ownedID := ownedIDs[id]
+		_, isOwned := ownedIDs[id]
 
 		switch {
 		case taint.Key == UninitializedTaintKey && desired.Initialize:
@@ -529,7 +434,7 @@ func planSpec(node *corev1.Node, desired NodeDesired) specPlan {
 		case taint.Key == UninitializedTaintKey:
 			// Never owned by the sink, whatever the annotation says: only Initialize removes it.
 			taints = append(taints, taint)
-		case (ownedKey || ownedID) && desired.Removable.taint(taint.Key):
+		case isOwned:
 			plan.taintsChanged = true
 		default:
 			taints = append(taints, taint)
@@ -551,45 +456,15 @@ func planSpec(node *corev1.Node, desired NodeDesired) specPlan {
 		plan.taints = taints
 	}
 
-	plan.ownedTaints = formatOwnedTaints(desired.Taints)
-	plan.ownedTaintsChanged = plan.ownedTaints != node.Annotations[OwnedTaintsAnnotation]
+	listed := node.Annotations[OwnedTaintsAnnotation]
+
+	plan.ownedTaints = strings.Join(after.Taints, ",")
+	plan.ownedTaintsChanged = plan.ownedTaints != listed
+	plan.ignoredTaints = unrecorded("taint ", listed, owned.Taints, func(entry string) bool {
+		_, ok := slices.BinarySearch(after.Taints, entry)
+
+		return ok
+	})
 
 	return plan
-}
-
-// parseOwnedTaints parses OwnedTaintsAnnotation: "key:Effect" entries own one taint, bare "key"
-// entries own the key with any effect.
-func parseOwnedTaints(value string) (keys map[string]struct{}, ids map[taintID]struct{}) {
-	keys = map[string]struct{}{}
-	ids = map[taintID]struct{}{}
-
-	for entry := range strings.SplitSeq(value, ",") {
-		entry = strings.TrimSpace(entry)
-
-		if entry == "" {
-			continue
-		}
-
-		if key, effect, ok := strings.Cut(entry, ":"); ok {
-			ids[taintID{key: key, effect: corev1.TaintEffect(effect)}] = struct{}{}
-		} else {
-			keys[entry] = struct{}{}
-		}
-	}
-
-	return keys, ids
-}
-
-// formatOwnedTaints formats the value of OwnedTaintsAnnotation for taints, sorted so that the value
-// depends only on the set.
-func formatOwnedTaints(taints []corev1.Taint) string {
-	entries := make([]string, 0, len(taints))
-
-	for _, taint := range taints {
-		entries = append(entries, taint.Key+":"+string(taint.Effect))
-	}
-
-	slices.Sort(entries)
-
-	return strings.Join(slices.Compact(entries), ",")
 }

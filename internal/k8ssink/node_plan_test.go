@@ -1,7 +1,8 @@
 package k8ssink
 
 import (
-	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,41 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// fieldsEntry builds a managedFields entry of manager owning the given label and annotation keys,
-// as the API server records it.
-func fieldsEntry(t testing.TB, manager string, op metav1.ManagedFieldsOperationType, labels, annotations []string) metav1.ManagedFieldsEntry {
-	t.Helper()
-
-	set := func(keys []string) map[string]any {
-		m := make(map[string]any, len(keys))
-		for _, k := range keys {
-			m["f:"+k] = map[string]any{}
-		}
-
-		return m
-	}
-
-	meta := map[string]any{}
-	if len(labels) > 0 {
-		meta["f:labels"] = set(labels)
-	}
-
-	if len(annotations) > 0 {
-		meta["f:annotations"] = set(annotations)
-	}
-
-	raw, err := json.Marshal(map[string]any{"f:metadata": meta})
-	require.NoError(t, err)
-
-	return metav1.ManagedFieldsEntry{
-		Manager:    manager,
-		Operation:  op,
-		APIVersion: "v1",
-		FieldsType: "FieldsV1",
-		FieldsV1:   metav1.NewFieldsV1(string(raw)),
-	}
-}
 
 const testProviderID = "talos://metal/10.0.0.1"
 
@@ -58,12 +24,9 @@ var (
 	hostname    = corev1.NodeAddress{Type: corev1.NodeHostName, Address: "worker-1"}
 )
 
-// applyEntry is fieldsEntry for the server-side apply entry of talos-ccm, as an earlier version of
-// talos-ccm left it.
-func applyEntry(t testing.TB, labels, annotations []string) metav1.ManagedFieldsEntry {
-	t.Helper()
-
-	return fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationApply, labels, annotations)
+// recorded is what talos-ccm recorded as its own on a Node of uid "" (the uid of the test Nodes).
+func recorded(labels, annotations, taints []string) OwnedKeys {
+	return OwnedKeys{Labels: labels, Annotations: annotations, Taints: taints}
 }
 
 func TestPlanMetadata(t *testing.T) {
@@ -72,42 +35,61 @@ func TestPlanMetadata(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		node    *corev1.Node
+		owned   OwnedKeys
 		desired NodeDesired
 		// wantWrite false means no write; wantLabels and wantAnnotations are the Node's labels and
-		// annotations (ownership records included) after the write.
+		// annotations (ownership annotations included) after the write.
 		wantWrite       bool
 		wantLabels      map[string]string
 		wantAnnotations map[string]string
+		// wantIgnored are the entries of the Node's copies that talos-ccm never recorded.
+		wantIgnored []string
 	}{
 		{
-			// The record is an annotation its kubelet can write: a protected label listed there (which
-			// NodeRestriction keeps the kubelet from removing) stays unless the configuration sets it or it
-			// is talos-ccm's own; unprotected ones go (the kubelet could remove them itself).
-			name: "forged record removes no protected label",
+			// The copy is an annotation its kubelet can write: nothing listed there and not recorded is
+			// removed, whether a rule sets the key elsewhere, it is protected, or talos-ccm's own.
+			name: "forged copy removes nothing",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name: "n1",
 				Labels: map[string]string{
-					"node-restriction.kubernetes.io/dedicated": "db", "node-role.kubernetes.io/infra": "",
-					"node-role.kubernetes.io/web": "", "node.cloudprovider.kubernetes.io/platform": "metal", "example.com/x": "1",
+					"node-restriction.kubernetes.io/dedicated": "db", "node-role.kubernetes.io/web": "",
+					"node.cloudprovider.kubernetes.io/platform": "metal", "example.com/x": "1",
 				},
-				Annotations: map[string]string{OwnedLabelsAnnotation: "example.com/x,node-restriction.kubernetes.io/dedicated,node-role.kubernetes.io/infra,node-role.kubernetes.io/web,node.cloudprovider.kubernetes.io/platform"},
+				Annotations: map[string]string{OwnedLabelsAnnotation: "example.com/x,node-restriction.kubernetes.io/dedicated,node-role.kubernetes.io/web,node.cloudprovider.kubernetes.io/platform"},
 			}},
-			desired:   NodeDesired{Name: "n1", Removable: RemovableKeys{Labels: map[string]bool{"node-role.kubernetes.io/web": true}}},
+			desired:   NodeDesired{Name: "n1"},
 			wantWrite: true,
 			wantLabels: map[string]string{
-				"node-restriction.kubernetes.io/dedicated": "db", "node-role.kubernetes.io/infra": "",
+				"node-restriction.kubernetes.io/dedicated": "db", "node-role.kubernetes.io/web": "",
+				"node.cloudprovider.kubernetes.io/platform": "metal", "example.com/x": "1",
 			},
 			wantAnnotations: map[string]string{},
+			wantIgnored: []string{
+				"label example.com/x", "label node-restriction.kubernetes.io/dedicated",
+				"label node-role.kubernetes.io/web", "label node.cloudprovider.kubernetes.io/platform",
+			},
 		},
-		// Nodes last written by an earlier version: the server-side apply entry records what
-		// talos-ccm owns.
 		{
-			name: "no change",
+			// A Node last written by an earlier version has the copies and no record: a key no longer
+			// desired stays (the safe direction), and the copy is rewritten.
+			name: "no record: listed key no longer desired stays",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1", "foreign": "x"},
-				Annotations:   map[string]string{"note": "v"},
-				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, []string{"note"})},
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1", "b": "2"},
+				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a,b", OwnedAnnotationsAnnotation: "note"},
+			}},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1", "b": "2"},
+			wantAnnotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
+			wantIgnored:     []string{"label b"},
+		},
+		{
+			name: "no record, copy as desired: no write",
+			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1"},
+				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
 			}},
 			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
 		},
@@ -117,118 +99,59 @@ func TestPlanMetadata(t *testing.T) {
 			desired: NodeDesired{Name: "n1"},
 		},
 		{
-			name: "label added",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1"},
-				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, nil)},
-			}},
+			name:            "label added",
+			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{OwnedLabelsAnnotation: "a"}}},
+			owned:           recorded([]string{"a"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1", "b": "2"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "b": "2"},
 			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
 		},
 		{
-			name: "label value changed",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1"},
-				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, nil)},
-			}},
+			name:            "label value changed",
+			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{OwnedLabelsAnnotation: "a"}}},
+			owned:           recorded([]string{"a"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "2"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "2"},
 			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
-			name: "owned label removed",
+			name: "last recorded label and annotation removed with their copies",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1", "b": "2"},
-				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a", "b"}, nil)},
+				Name:        "n1",
+				Labels:      map[string]string{"a": "1", "foreign": "x"},
+				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
 			}},
-			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-			wantWrite:       true,
-			wantLabels:      map[string]string{"a": "1"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
-		},
-		{
-			name: "last owned label and annotation removed",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1"},
-				Annotations:   map[string]string{"note": "v"},
-				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, []string{"note"})},
-			}},
+			owned:           recorded([]string{"a"}, []string{"note"}, nil),
 			desired:         NodeDesired{Name: "n1"},
 			wantWrite:       true,
-			wantLabels:      map[string]string{},
+			wantLabels:      map[string]string{"foreign": "x"},
 			wantAnnotations: map[string]string{},
 		},
 		{
-			name: "label owned by someone else is not ours to remove",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:   "n1",
-				Labels: map[string]string{"a": "1", "foreign": "x"},
-				ManagedFields: []metav1.ManagedFieldsEntry{
-					applyEntry(t, []string{"a"}, nil),
-					fieldsEntry(t, "kubelet", metav1.ManagedFieldsOperationUpdate, []string{"foreign"}, nil),
-				},
-			}},
-			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-		},
-		{
-			name: "foreign label is never in the record",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"foreign": "x"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, "kubelet", metav1.ManagedFieldsOperationUpdate, []string{"foreign"}, nil)},
-			}},
+			name:            "foreign label is never owned",
+			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"foreign": "x"}}},
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "foreign": "x"},
 			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
-			name: "same value set by someone else is taken over",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, "kubectl", metav1.ManagedFieldsOperationUpdate, []string{"a"}, nil)},
-			}},
+			name:            "same value set by someone else is taken over",
+			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}}},
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1"},
 			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
-			name: "our own update entries do not count as applied",
+			name: "annotation added next to the owned-taints copy",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationUpdate, []string{"a"}, nil)},
+				Name:        "n1",
+				Annotations: map[string]string{OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
 			}},
-			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-			wantWrite:       true,
-			wantLabels:      map[string]string{"a": "1"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
-		},
-		{
-			name: "applied key the Node no longer has is not owned",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1"},
-				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a", "b"}, nil)},
-			}},
-			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
-		},
-		{
-			name: "annotation added next to the owned-taints annotation",
-			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Annotations:   map[string]string{OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
-				ManagedFields: []metav1.ManagedFieldsEntry{fieldsEntry(t, DefaultFieldManager, metav1.ManagedFieldsOperationUpdate, nil, []string{OwnedTaintsAnnotation})},
-			}},
+			owned:     recorded(nil, nil, []string{"tccm.dev/spot:NoSchedule"}),
 			desired:   NodeDesired{Name: "n1", Annotations: map[string]string{"note": "v"}},
 			wantWrite: true,
 			wantAnnotations: map[string]string{
@@ -237,7 +160,6 @@ func TestPlanMetadata(t *testing.T) {
 				OwnedAnnotationsAnnotation: "note",
 			},
 		},
-		// Nodes written by this version: the ownership annotations record what talos-ccm owns.
 		{
 			name: "recorded, no change",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
@@ -245,6 +167,7 @@ func TestPlanMetadata(t *testing.T) {
 				Labels:      map[string]string{"a": "1", "foreign": "x"},
 				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
 			}},
+			owned:   recorded([]string{"a"}, []string{"note"}, nil),
 			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
 		},
 		{
@@ -254,22 +177,26 @@ func TestPlanMetadata(t *testing.T) {
 				Labels:      map[string]string{"a": "1", "b": "2", "foreign": "x"},
 				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
 			}},
+			owned:           recorded([]string{"a", "b"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "foreign": "x"},
 			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
-			name: "last recorded label removed with its record",
+			// The kubelet can edit the copy, not the record: a recorded key it struck from the copy is
+			// removed all the same.
+			name: "recorded label removed though the copy no longer lists it",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
-				Labels:      map[string]string{"a": "1", "foreign": "x"},
+				Labels:      map[string]string{"a": "1", "b": "2"},
 				Annotations: map[string]string{OwnedLabelsAnnotation: "a"},
 			}},
-			desired:         NodeDesired{Name: "n1"},
+			owned:           recorded([]string{"a", "b"}, nil, nil),
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
-			wantLabels:      map[string]string{"foreign": "x"},
-			wantAnnotations: map[string]string{},
+			wantLabels:      map[string]string{"a": "1"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
 			name: "recorded label changed by someone else is set back",
@@ -278,32 +205,41 @@ func TestPlanMetadata(t *testing.T) {
 				Labels:      map[string]string{"a": "2"},
 				Annotations: map[string]string{OwnedLabelsAnnotation: "a"},
 			}},
+			owned:           recorded([]string{"a"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1"},
 			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
-			name: "recorded key removed by someone else leaves the record",
+			name: "recorded key removed by someone else",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1"},
 				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
 			}},
+			owned:           recorded([]string{"a", "b"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1"},
 			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
 		},
 		{
-			name: "the record wins over the apply entry",
+			// A Node deleted and registered again under the same name is another Node: what talos-ccm set
+			// on the first is not its to remove from the second.
+			name: "record of another Node of the same name owns nothing",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-				Name:          "n1",
-				Labels:        map[string]string{"a": "1", "b": "2"},
-				Annotations:   map[string]string{OwnedLabelsAnnotation: "a"},
-				ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a", "b"}, nil)},
+				Name:        "n1",
+				UID:         "second",
+				Labels:      map[string]string{"a": "1", "b": "2"},
+				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
 			}},
-			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			owned:           OwnedKeys{UID: "first", Labels: []string{"a", "b"}},
+			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
+			wantWrite:       true,
+			wantLabels:      map[string]string{"a": "1", "b": "2"},
+			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantIgnored:     []string{"label b"},
 		},
 		{
 			name: "ownership annotations are never owned as annotations",
@@ -315,19 +251,23 @@ func TestPlanMetadata(t *testing.T) {
 					OwnedAnnotationsAnnotation: "note," + OwnedTaintsAnnotation,
 				},
 			}},
+			owned:           recorded(nil, []string{"note"}, []string{"tccm.dev/spot:NoSchedule"}),
 			desired:         NodeDesired{Name: "n1"},
 			wantWrite:       true,
 			wantAnnotations: map[string]string{OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
+			wantIgnored:     []string{"annotation " + OwnedTaintsAnnotation},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 
-			plan, err := planNode(tt.node, tt.desired, DefaultFieldManager)
-			require.NoError(t, err)
+			plan := planNode(tt.node, tt.desired, tt.owned)
 			require.Equal(t, tt.wantWrite, plan.object.metadata.changed(), "plan %+v", plan.object.metadata)
+			assert.Equal(t, tt.wantIgnored, plan.object.ignored())
 
 			if !tt.wantWrite {
+				assert.Equal(t, ownedAfter(tt.node.UID, tt.desired), plan.object.owned)
+
 				return
 			}
 
@@ -336,10 +276,10 @@ func TestPlanMetadata(t *testing.T) {
 			assert.Equal(t, tt.wantLabels, node.Labels)
 			assert.Equal(t, tt.wantAnnotations, node.Annotations)
 
-			// Applied once, the plan converges: planning again changes nothing.
-			again, err := planMetadata(node, tt.desired, DefaultFieldManager)
-			require.NoError(t, err)
-			assert.False(t, again.changed(), "second plan changes something: %+v", again)
+			// Applied once, with its record kept, the plan converges: planning again changes nothing.
+			again := planObject(node, tt.desired, plan.object.owned)
+			assert.False(t, again.metadata.changed(), "second plan changes something: %+v", again.metadata)
+			assert.Empty(t, slices.Concat(again.metadata.labels.ignored, again.metadata.annotations.ignored))
 		})
 	}
 }
@@ -352,7 +292,7 @@ func TestPlanObject(t *testing.T) {
 		t.Parallel()
 
 		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"foreign": "x"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Labels: map[string]string{"foreign": "x"}},
 			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{uninitialized, foreignTaint}},
 		}
 		desired := NodeDesired{
@@ -364,10 +304,10 @@ func TestPlanObject(t *testing.T) {
 			Initialize:  true,
 		}
 
-		plan, err := planObject(node, desired, DefaultFieldManager)
-		require.NoError(t, err)
+		plan := planObject(node, desired, OwnedKeys{})
 		require.True(t, plan.metadata.changed())
 		require.True(t, plan.spec.initialize)
+		assert.Equal(t, OwnedKeys{UID: "uid-1", Labels: []string{"a"}, Annotations: []string{"note"}, Taints: []string{"tccm.dev/spot:NoSchedule"}}, plan.owned)
 
 		plan.applyTo(node)
 		assert.Equal(t, map[string]string{"a": "1", "foreign": "x"}, node.Labels)
@@ -380,48 +320,35 @@ func TestPlanObject(t *testing.T) {
 		assert.Equal(t, testProviderID, node.Spec.ProviderID)
 		assert.Equal(t, []corev1.Taint{foreignTaint, ownTaint}, node.Spec.Taints)
 
-		again, err := planObject(node, desired, DefaultFieldManager)
-		require.NoError(t, err)
+		again := planObject(node, desired, plan.owned)
 		assert.True(t, again.empty(), "second plan is not empty: %+v", again)
 	})
 
-	t.Run("a Node labelled by server-side apply gets its records with the next write", func(t *testing.T) {
+	t.Run("a kubelet's edit of the copies changes no ownership", func(t *testing.T) {
 		t.Parallel()
 
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name:          "n1",
-			Labels:        map[string]string{"a": "1"},
-			Annotations:   map[string]string{"note": "v"},
-			ManagedFields: []metav1.ManagedFieldsEntry{applyEntry(t, []string{"a"}, []string{"note"})},
-		}}
-		desired := NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}}
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   "n1",
+				Labels: map[string]string{"a": "1", "operator": "x"},
+				Annotations: map[string]string{
+					OwnedLabelsAnnotation: "operator",
+					OwnedTaintsAnnotation: "example.com/maintenance:NoSchedule",
+				},
+			},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{foreignTaint, ownTaint}},
+		}
+		owned := recorded([]string{"a"}, nil, []string{"tccm.dev/spot:NoSchedule"})
 
-		plan, err := planObject(node, desired, DefaultFieldManager)
-		require.NoError(t, err)
-		assert.True(t, plan.empty(), "nothing changes, nothing is written: %+v", plan)
-
-		desired.Taints = []corev1.Taint{ownTaint}
-
-		plan, err = planObject(node, desired, DefaultFieldManager)
-		require.NoError(t, err)
-		assert.False(t, plan.metadata.changed())
-		assert.False(t, plan.spec.empty())
+		plan := planObject(node, NodeDesired{Name: "n1"}, owned)
+		assert.Equal(t, []string{"a"}, plan.metadata.labels.remove)
+		assert.Equal(t, []corev1.Taint{foreignTaint}, plan.spec.taints)
+		assert.Equal(t, []string{"label operator", "taint example.com/maintenance:NoSchedule"}, plan.ignored())
+		assert.Equal(t, OwnedKeys{}, plan.owned)
 
 		plan.applyTo(node)
-		assert.Equal(t, map[string]string{
-			"note":                     "v",
-			OwnedLabelsAnnotation:      "a",
-			OwnedAnnotationsAnnotation: "note",
-			OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
-		}, node.Annotations)
-
-		// From now on the records say what talos-ccm owns, whatever the apply entry says.
-		node.ManagedFields = nil
-		desired.Labels = nil
-
-		plan, err = planObject(node, desired, DefaultFieldManager)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"a"}, plan.metadata.labels.remove)
+		assert.Equal(t, map[string]string{"operator": "x"}, node.Labels)
+		assert.Empty(t, node.Annotations)
 	})
 }
 
@@ -482,8 +409,7 @@ func TestPlanAddresses(t *testing.T) {
 
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: tt.current}}
 
-			plan, err := planNode(node, NodeDesired{Name: "n1", Addresses: tt.desired}, DefaultFieldManager)
-			require.NoError(t, err)
+			plan := planNode(node, NodeDesired{Name: "n1", Addresses: tt.desired}, OwnedKeys{})
 			assert.Equal(t, tt.want, plan.addresses)
 		})
 	}
@@ -502,31 +428,37 @@ func TestPlanSpec(t *testing.T) {
 		name       string
 		providerID string
 		taints     []corev1.Taint
-		owned      string // OwnedTaintsAnnotation on the Node
+		owned      string // what talos-ccm recorded, comma-separated
+		listed     string // OwnedTaintsAnnotation on the Node, the copy; the record when empty
 		desired    NodeDesired
 		want       specPlan
 		// wantTaints is the taint list after the plan is applied.
 		wantTaints []corev1.Taint
-		// outsideConfig: the configuration in force sets no taint (by default it can set talos-ccm's).
-		outsideConfig bool
 	}{
 		{
-			// The record is an annotation its kubelet can write: listed there, an operator's taint (which
-			// NodeRestriction keeps the kubelet from removing) stays, and so does one of a rule since removed.
-			name:          "owned taint the configuration cannot set is kept",
-			taints:        []corev1.Taint{foreignTaint, ownTaint2},
-			owned:         "example.com/maintenance:NoSchedule,tccm.dev/dedicated",
-			desired:       NodeDesired{},
-			want:          specPlan{ownedTaintsChanged: true},
-			wantTaints:    []corev1.Taint{foreignTaint, ownTaint2},
-			outsideConfig: true,
+			// The copy is an annotation its kubelet can write: listed there and never recorded, an
+			// operator's taint (which NodeRestriction keeps the kubelet from removing) stays, and so does
+			// one of a key some rule sets.
+			name:       "forged copy removes no taint",
+			taints:     []corev1.Taint{foreignTaint, ownTaint2},
+			listed:     "example.com/maintenance:NoSchedule,tccm.dev/dedicated:NoExecute",
+			want:       specPlan{ownedTaintsChanged: true, ignoredTaints: []string{"taint example.com/maintenance:NoSchedule", "taint tccm.dev/dedicated:NoExecute"}},
+			wantTaints: []corev1.Taint{foreignTaint, ownTaint2},
 		},
 		{
-			name:       "of the listed taints, the one the configuration can set is removed, the other kept",
+			name:       "of the listed taints, the recorded one is removed, the other kept",
 			taints:     []corev1.Taint{foreignTaint, ownTaint},
-			owned:      "example.com/maintenance:NoSchedule,tccm.dev/spot:NoSchedule",
-			desired:    NodeDesired{},
-			want:       specPlan{taints: []corev1.Taint{foreignTaint}, taintsChanged: true, ownedTaintsChanged: true},
+			owned:      "tccm.dev/spot:NoSchedule",
+			listed:     "example.com/maintenance:NoSchedule,tccm.dev/spot:NoSchedule",
+			want:       specPlan{taints: []corev1.Taint{foreignTaint}, taintsChanged: true, ownedTaintsChanged: true, ignoredTaints: []string{"taint example.com/maintenance:NoSchedule"}},
+			wantTaints: []corev1.Taint{foreignTaint},
+		},
+		{
+			name:       "recorded taint removed though the copy no longer lists it",
+			taints:     []corev1.Taint{ownTaint, foreignTaint},
+			owned:      "tccm.dev/spot:NoSchedule",
+			listed:     "-",
+			want:       specPlan{taints: []corev1.Taint{foreignTaint}, taintsChanged: true},
 			wantTaints: []corev1.Taint{foreignTaint},
 		},
 		{
@@ -601,11 +533,12 @@ func TestPlanSpec(t *testing.T) {
 			wantTaints: []corev1.Taint{otherEffect, ownTaint},
 		},
 		{
-			name:       "bare key entry owns every effect",
+			// Earlier versions wrote bare keys for a key with any effect; never recorded, they own nothing.
+			name:       "bare key in the copy owns nothing",
 			taints:     []corev1.Taint{otherEffect, foreignTaint},
-			owned:      "tccm.dev/spot",
-			want:       specPlan{taintsChanged: true, taints: []corev1.Taint{foreignTaint}, ownedTaintsChanged: true},
-			wantTaints: []corev1.Taint{foreignTaint},
+			listed:     "tccm.dev/spot",
+			want:       specPlan{ownedTaintsChanged: true, ignoredTaints: []string{"taint tccm.dev/spot"}},
+			wantTaints: []corev1.Taint{otherEffect, foreignTaint},
 		},
 		{
 			name:       "owned taint value changed in place",
@@ -637,9 +570,9 @@ func TestPlanSpec(t *testing.T) {
 			wantTaints: []corev1.Taint{uninitialized, ownTaint},
 		},
 		{
-			name:       "uninitialized taint stays even if the annotation claims it",
+			name:       "uninitialized taint stays even if the record claims it",
 			taints:     []corev1.Taint{uninitialized},
-			owned:      UninitializedTaintKey,
+			owned:      UninitializedTaintKey + ":NoSchedule",
 			want:       specPlan{ownedTaintsChanged: true},
 			wantTaints: []corev1.Taint{uninitialized},
 		},
@@ -664,17 +597,23 @@ func TestPlanSpec(t *testing.T) {
 				Spec:       corev1.NodeSpec{ProviderID: tt.providerID, Taints: tt.taints},
 			}
 
-			if tt.owned != "" {
-				node.Annotations = map[string]string{OwnedTaintsAnnotation: tt.owned}
+			owned := recorded(nil, nil, recordedEntries(tt.owned))
+
+			switch tt.listed {
+			case "":
+				tt.listed = tt.owned
+			case "-":
+				tt.listed = ""
+			}
+
+			if tt.listed != "" {
+				node.Annotations = map[string]string{OwnedTaintsAnnotation: tt.listed}
 			}
 
 			tt.desired.Name = "n1"
+			after := ownedAfter(node.UID, tt.desired)
 
-			if !tt.outsideConfig {
-				tt.desired.Removable = RemovableKeys{Taints: map[string]bool{ownTaint.Key: true, ownTaint2.Key: true}}
-			}
-
-			plan := planSpec(node, tt.desired)
+			plan := planSpec(node, tt.desired, owned, after)
 			assert.Equal(t, tt.want, plan)
 
 			plan.applyTo(node)
@@ -687,9 +626,10 @@ func TestPlanSpec(t *testing.T) {
 				assert.Equal(t, tt.providerID, node.Spec.ProviderID)
 			}
 
-			// Applied once, the plan converges: planning again changes nothing.
-			again := planSpec(node, tt.desired)
+			// Applied once, with its record kept, the plan converges: planning again changes nothing.
+			again := planSpec(node, tt.desired, after, after)
 			assert.True(t, again.empty(), "second plan is not empty: %+v", again)
+			assert.Empty(t, again.ignoredTaints)
 		})
 	}
 }
@@ -790,37 +730,34 @@ func TestNodeDesiredValidate(t *testing.T) {
 	}
 }
 
-func TestOwnedTaintsAnnotation(t *testing.T) {
+func TestTaintEntries(t *testing.T) {
 	t.Parallel()
 
 	for _, tt := range []struct {
 		name   string
 		taints []corev1.Taint
-		want   string
+		want   []string
 	}{
-		{name: "none", want: ""},
-		{name: "sorted", taints: []corev1.Taint{ownTaint, ownTaint2}, want: "tccm.dev/dedicated:NoExecute,tccm.dev/spot:NoSchedule"},
-		{name: "one key with two effects", taints: []corev1.Taint{otherEffectOf(ownTaint), ownTaint}, want: "tccm.dev/spot:NoExecute,tccm.dev/spot:NoSchedule"},
+		{name: "none"},
+		{name: "sorted", taints: []corev1.Taint{ownTaint, ownTaint2}, want: []string{"tccm.dev/dedicated:NoExecute", "tccm.dev/spot:NoSchedule"}},
+		{name: "one key with two effects", taints: []corev1.Taint{otherEffectOf(ownTaint), ownTaint}, want: []string{"tccm.dev/spot:NoExecute", "tccm.dev/spot:NoSchedule"}},
+		{name: "duplicates once", taints: []corev1.Taint{ownTaint, changedValueOf(ownTaint)}, want: []string{"tccm.dev/spot:NoSchedule"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 
-			value := formatOwnedTaints(tt.taints)
-			assert.Equal(t, tt.want, value)
-
-			keys, ids := parseOwnedTaints(value)
-			assert.Empty(t, keys)
-			assert.Len(t, ids, len(tt.taints))
-
-			for _, taint := range tt.taints {
-				assert.Contains(t, ids, taintID{key: taint.Key, effect: taint.Effect})
-			}
+			assert.Equal(t, tt.want, taintEntries(tt.taints))
 		})
 	}
+}
 
-	keys, ids := parseOwnedTaints(" a , b:NoSchedule,, ")
-	assert.Equal(t, map[string]struct{}{"a": {}}, keys)
-	assert.Equal(t, map[taintID]struct{}{{key: "b", effect: corev1.TaintEffectNoSchedule}: {}}, ids)
+// recordedEntries splits a comma-separated list of recorded entries; nil when there are none.
+func recordedEntries(value string) []string {
+	if value == "" {
+		return nil
+	}
+
+	return strings.Split(value, ",")
 }
 
 func otherEffectOf(taint corev1.Taint) corev1.Taint {
@@ -836,8 +773,7 @@ func changedValueOf(taint corev1.Taint) corev1.Taint {
 }
 
 // BenchmarkPlanNode measures a resync of an initialized Node with nothing to change, the common
-// case: every informer resync of every Node pays it. "recorded" is a Node written by this version,
-// "applied" one last written by a version that set labels by server-side apply.
+// case: every informer resync of every Node pays it.
 func BenchmarkPlanNode(b *testing.B) {
 	desired := NodeDesired{
 		Name:        "n1",
@@ -849,50 +785,27 @@ func BenchmarkPlanNode(b *testing.B) {
 		Initialize:  true,
 	}
 
-	for _, bb := range []struct {
-		name          string
-		annotations   map[string]string
-		managedFields []metav1.ManagedFieldsEntry
-	}{
-		{
-			name: "recorded",
-			annotations: map[string]string{
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   "n1",
+			UID:    "uid-1",
+			Labels: map[string]string{"a": "1", "b": "2", "kubernetes.io/hostname": "n1"},
+			Annotations: map[string]string{
 				"note":                     "v",
 				OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
 				OwnedLabelsAnnotation:      "a,b",
 				OwnedAnnotationsAnnotation: "note",
 			},
-			managedFields: []metav1.ManagedFieldsEntry{
-				fieldsEntry(b, DefaultFieldManager, metav1.ManagedFieldsOperationUpdate, []string{"a", "b"}, []string{"note", OwnedTaintsAnnotation}),
-			},
 		},
-		{
-			name:        "applied",
-			annotations: map[string]string{"note": "v", OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
-			managedFields: []metav1.ManagedFieldsEntry{
-				applyEntry(b, []string{"a", "b"}, []string{"note"}),
-			},
-		},
-	} {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        "n1",
-				Labels:      map[string]string{"a": "1", "b": "2", "kubernetes.io/hostname": "n1"},
-				Annotations: bb.annotations,
-				ManagedFields: append(bb.managedFields,
-					fieldsEntry(b, "kubelet", metav1.ManagedFieldsOperationUpdate, []string{"kubernetes.io/hostname"}, nil)),
-			},
-			Spec:   corev1.NodeSpec{ProviderID: testProviderID, Taints: []corev1.Taint{foreignTaint, ownTaint}},
-			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{internalIP1, internalIP2, hostname}},
-		}
+		Spec:   corev1.NodeSpec{ProviderID: testProviderID, Taints: []corev1.Taint{foreignTaint, ownTaint}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{internalIP1, internalIP2, hostname}},
+	}
+	owned := ownedAfter(node.UID, desired)
 
-		b.Run(bb.name, func(b *testing.B) {
-			for b.Loop() {
-				plan, err := planNode(node, desired, DefaultFieldManager)
-				if err != nil || plan.addresses != nil || !plan.object.empty() {
-					b.Fatalf("unexpected plan %+v, error %v", plan, err)
-				}
-			}
-		})
+	for b.Loop() {
+		plan := planNode(node, desired, owned)
+		if plan.addresses != nil || !plan.object.empty() || !plan.object.owned.Equal(owned) {
+			b.Fatalf("unexpected plan %+v", plan)
+		}
 	}
 }

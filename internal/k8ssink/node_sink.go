@@ -3,6 +3,7 @@ package k8ssink
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -16,14 +17,15 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
-	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
 // NodeSinkController applies every NodeTransform to its Node with a NodeApplier and records the outcome
-// in an ApplyStatus. It computes nothing: the NodeTransform is the decision.
+// in an ApplyStatus. It computes nothing: the NodeTransform is the decision. What talos-ccm owns on each
+// Node (OwnedKeys) it keeps in a NodeOwnership, its own record, persisted with the decisions and written
+// only when it changes; the record goes away with the NodeTransform.
 type NodeSinkController = SinkController[*node.NodeTransform]
 
 // NodeSinkOption configures the node sink.
@@ -45,17 +47,16 @@ func NewNodeSinkController(applier *NodeApplier, nodes corelisters.NodeLister, c
 	}
 
 	return newSinkController(sinkSettings[*node.NodeTransform]{
-		Name:        "k8ssink.NodeSinkController",
-		Kind:        sink.KindNode,
-		Object:      "Node",
-		NewInput:    node.NewNodeTransform,
-		Apply:       s.apply,
-		Concurrency: concurrency,
+		Name:         "k8ssink.NodeSinkController",
+		Kind:         sink.KindNode,
+		Object:       "Node",
+		NewInput:     node.NewNodeTransform,
+		ApplyWriting: s.apply,
+		ExtraOutputs: []controller.Output{{Type: node.NodeOwnershipType, Kind: controller.OutputExclusive}},
+		Teardown:     s.teardown,
+		Concurrency:  concurrency,
 		ExtraInputs: []qtransform.ControllerOption{
 			qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperSameID[*node.NodeTransform]()),
-			// Read for the keys it lets talos-ccm remove (RemovableKeys); a new config changes the
-			// NodeTransforms it matters for, which run the sink again.
-			qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperNone()),
 		},
 	})
 }
@@ -65,11 +66,9 @@ type nodeSink struct {
 	nodes   corelisters.NodeLister
 	// ruleEvents, when set, posts the skipped transformation rules.
 	ruleEvents *NodeRuleEvents
-	// removable are the keys of every configuration seen since the start.
-	removable removableSeen
 }
 
-func (s *nodeSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, nt *node.NodeTransform, last *specs.ApplyStatusSpec) (outcome, error) {
+func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, nt *node.NodeTransform, last *specs.ApplyStatusSpec) (outcome, error) {
 	name := nt.Metadata().ID()
 	decision := nt.TypedSpec().Value
 
@@ -93,19 +92,23 @@ func (s *nodeSink) apply(ctx context.Context, r controller.Reader, logger *zap.L
 		return skipped("").withInitialized(!hasTaint(current, UninitializedTaintKey)), nil
 	}
 
-	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
+	record, err := safe.ReaderGetByID[*node.NodeOwnership](ctx, rw, name)
 	if err != nil && !state.IsNotFoundError(err) {
-		return outcome{}, fmt.Errorf("failed to read config: %w", err)
+		return outcome{}, fmt.Errorf("failed to read node ownership: %w", err)
 	}
 
-	desired := desiredNode(name, decision)
-	if cfg != nil {
-		desired.Removable = s.removable.observe(cfg.Metadata().Version().String(), cfg.TypedSpec().Value)
+	var owned OwnedKeys
+	if record != nil {
+		owned = OwnedKeysOf(record.TypedSpec().Value)
 	}
 
-	result, err := s.applier.Apply(ctx, current, desired)
+	result, err := s.applier.Apply(ctx, current, desiredNode(name, decision), owned)
 	initialized := result.Node != nil && !hasTaint(result.Node, UninitializedTaintKey)
 	writes := writesOf(result)
+
+	if len(result.Ignored) > 0 {
+		logger.Warn("ignored ownership annotations talos-ccm never recorded", zap.String("node", name), zap.Strings("entries", result.Ignored))
+	}
 
 	if err != nil {
 		logger.Warn("failed to apply node", zap.String("node", name), zap.Int32("failures", last.GetConsecutiveFailures()+1), zap.Error(err))
@@ -113,10 +116,25 @@ func (s *nodeSink) apply(ctx context.Context, r controller.Reader, logger *zap.L
 		return failed(err, writes...).withInitialized(initialized), nil
 	}
 
-	var note string
+	if !result.Owned.Equal(owned) {
+		if err := safe.WriterModify(ctx, rw, node.NewNodeOwnership(node.NamespaceName, name), func(r *node.NodeOwnership) error {
+			result.Owned.WriteTo(r.TypedSpec().Value)
+
+			return nil
+		}); err != nil {
+			return outcome{}, fmt.Errorf("failed to record node ownership: %w", err)
+		}
+	}
+
+	var notes []string
 
 	if c := result.ProviderIDConflict; c != nil {
-		note = "the Node has providerID " + c.Current + ", talos-ccm decided " + c.Desired + ": left as it is"
+		notes = append(notes, "the Node has providerID "+c.Current+", talos-ccm decided "+c.Desired+": left as it is")
+	}
+
+	if len(result.Ignored) > 0 {
+		notes = append(notes, "the Node's ownership annotations list "+strings.Join(result.Ignored, ", ")+
+			", which talos-ccm never recorded as its own: left alone")
 	}
 
 	if result.Initialized {
@@ -127,7 +145,17 @@ func (s *nodeSink) apply(ctx context.Context, r controller.Reader, logger *zap.L
 		logger.Info("node applied", zap.String("node", name), zap.Strings("writes", writes), zap.Bool("initialized", result.Initialized))
 	}
 
-	return applied(writes...).withNote(note).withInitialized(initialized), nil
+	return applied(writes...).withNote(strings.Join(notes, "; ")).withInitialized(initialized), nil
+}
+
+// teardown drops the record of what talos-ccm owns on the Node of a NodeTransform that goes away. The keys
+// stay on the Node, if it is still there: the safe direction.
+func (s *nodeSink) teardown(ctx context.Context, rw controller.ReaderWriter, _ *zap.Logger, nt *node.NodeTransform) error {
+	if err := rw.Destroy(ctx, node.NewNodeOwnership(node.NamespaceName, nt.Metadata().ID()).Metadata()); err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("failed to destroy node ownership: %w", err)
+	}
+
+	return nil
 }
 
 // desiredNode converts a NodeTransform into what the applier takes.
