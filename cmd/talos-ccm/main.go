@@ -135,6 +135,7 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" turns it off)`)
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", config.DefaultClusterDomain, "cluster DNS domain: names under it are never approved in kubelet serving certificates")
 	fs.DurationVar(&opts.CSRMaxExpiration, "csr-max-expiration", defaults.CSRMaxExpiration, "longest certificate lifetime (expirationSeconds) a kubelet serving certificate request may ask for")
+	fs.IntVar(&opts.CSRRequestsPerMinute, "csr-requests-per-minute", defaults.CSRRequestsPerMinute, "kubelet serving certificate requests a minute one requester may file before its requests are throttled (decided later)")
 	fs.BoolVar(&betaTopologyLabels, "beta-topology-labels", true, "also set the deprecated beta.kubernetes.io/instance-type, failure-domain.beta.kubernetes.io/zone and region labels, as the Kubernetes cloud-node controller does")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&showVersion, "version", false, "print the version, commit and Go version, and exit")

@@ -89,6 +89,9 @@ type Options struct {
 	// CSRMaxExpirationSet marks CSRMaxExpiration as given explicitly (--csr-max-expiration on the command
 	// line): it then wins over the config file's csrApproval.maxExpirationSeconds.
 	CSRMaxExpirationSet bool
+	// CSRRequestsPerMinute is how many kubelet serving certificate requests a minute one requester may file
+	// before its requests are throttled (--csr-requests-per-minute); zero means 30.
+	CSRRequestsPerMinute int
 	// DisableBetaTopologyLabels leaves out the deprecated beta topology labels
 	// (beta.kubernetes.io/instance-type, failure-domain.beta.kubernetes.io/zone and region), which are set
 	// by default as the Kubernetes cloud-node controller does (--beta-topology-labels=false).
@@ -129,11 +132,12 @@ func DefaultOptions() Options {
 	embedded := ccm.DefaultOptions()
 
 	return Options{
-		TalosTimeout:     embedded.TalosTimeout,
-		ProviderIDWait:   config.DefaultProviderIDWait,
-		Concurrency:      embedded.Concurrency,
-		StaleNodeGrace:   embedded.NodeLifecycle.StaleNodeGrace,
-		CSRMaxExpiration: config.DefaultCSRMaxExpiration,
+		TalosTimeout:         embedded.TalosTimeout,
+		ProviderIDWait:       config.DefaultProviderIDWait,
+		Concurrency:          embedded.Concurrency,
+		StaleNodeGrace:       embedded.NodeLifecycle.StaleNodeGrace,
+		CSRMaxExpiration:     config.DefaultCSRMaxExpiration,
+		CSRRequestsPerMinute: config.DefaultCSRRequestsPerMinute,
 		LeaderElection: LeaderElection{
 			Namespace:     "kube-system",
 			Name:          "talos-ccm",
@@ -159,6 +163,10 @@ func (o Options) withDefaults() Options {
 
 	if o.CSRMaxExpiration <= 0 {
 		o.CSRMaxExpiration = defaults.CSRMaxExpiration
+	}
+
+	if o.CSRRequestsPerMinute <= 0 {
+		o.CSRRequestsPerMinute = defaults.CSRRequestsPerMinute
 	}
 
 	if o.Concurrency <= 0 {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -68,7 +69,10 @@ func flagsConfig(opts Options, contextName string) (*specs.ConfigSpec, []string)
 		explicit = append(explicit, "cluster_domain")
 	}
 
-	spec.CsrApproval = &specs.CSRApprovalConfig{MaxExpirationSeconds: int64(opts.CSRMaxExpiration / time.Second)}
+	spec.CsrApproval = &specs.CSRApprovalConfig{
+		MaxExpirationSeconds: int64(opts.CSRMaxExpiration / time.Second),
+		RequestsPerMinute:    int32(min(opts.CSRRequestsPerMinute, math.MaxInt32)), //nolint:gosec // Bounded on the line.
+	}
 	if opts.CSRMaxExpirationSet {
 		explicit = append(explicit, "csr_approval.max_expiration_seconds")
 	}

@@ -99,6 +99,20 @@ func TestExplicitFlagsWinOverTheFile(t *testing.T) {
 			},
 		},
 		{
+			name:  "--csr-requests-per-minute kept by a csrApproval section",
+			file:  "csrApproval:\n  maxExpirationSeconds: 86400\n",
+			flags: Options{CSRRequestsPerMinute: 5},
+			check: func(t *testing.T, cfg *specs.ConfigSpec) {
+				assert.Equal(t, int32(5), cfg.GetCsrApproval().GetRequestsPerMinute())
+			},
+		},
+		{
+			name: "the default of --csr-requests-per-minute",
+			check: func(t *testing.T, cfg *specs.ConfigSpec) {
+				assert.Equal(t, int32(DefaultOptions().CSRRequestsPerMinute), cfg.GetCsrApproval().GetRequestsPerMinute())
+			},
+		},
+		{
 			name: "the flag's default kept by a csrApproval section without maxExpirationSeconds",
 			file: "csrApproval:\n  dnsNameRegex: '^[a-z0-9-]+$'\n",
 			check: func(t *testing.T, cfg *specs.ConfigSpec) {
