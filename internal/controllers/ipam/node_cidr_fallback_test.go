@@ -33,16 +33,11 @@ func TestTalosIPv6FallsBackToClusterRange(t *testing.T) {
 
 	plan := ipam.PlanNodeCIDRs(ipam.NodeCIDRInput{Now: t0, Settings: settings, Nodes: nodes})
 
-	got := map[string]string{}
-	for id, a := range plan.Allocations {
-		got[id] = summary(a)
-	}
-
 	assert.Equal(t, map[string]string{
 		v4("routed"): "allocated 10.244.0.0/24", v6("routed"): "allocated 2001:db8:5:6:1::/80",
 		v4("v4only"): "allocated 10.244.1.0/24", v6("v4only"): "allocated fd00:10:244::/80",
 		v4("tiny"): "allocated 10.244.2.0/24", v6("tiny"): "allocated fd00:10:244:0:1::/80",
-	}, got)
+	}, summaries(plan.Allocations))
 
 	fallback := plan.Allocations[v6("v4only")]
 	assert.Equal(t, "pod/ipv6", fallback.GetPool())

@@ -60,6 +60,16 @@ func summary(a *specs.IPAllocationSpec) string {
 	return a.GetState() + ": " + a.GetReason()
 }
 
+// summaries are the summaries of a plan's allocations, by ID.
+func summaries(allocations map[string]*specs.IPAllocationSpec) map[string]string {
+	out := make(map[string]string, len(allocations))
+	for id, a := range allocations {
+		out[id] = summary(a)
+	}
+
+	return out
+}
+
 func TestPlanNodeCIDRs(t *testing.T) {
 	t.Parallel()
 
@@ -273,12 +283,7 @@ func TestPlanNodeCIDRs(t *testing.T) {
 				Now: t0, Settings: tt.settings, Nodes: tt.nodes, Previous: tt.previous, PreviousPools: tt.pools,
 			})
 
-			got := map[string]string{}
-			for id, a := range plan.Allocations {
-				got[id] = summary(a)
-			}
-
-			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want, summaries(plan.Allocations))
 
 			for name, want := range tt.wantPodCIDRs {
 				for _, family := range []string{ipamres.FamilyIPv4, ipamres.FamilyIPv6} {
@@ -482,12 +487,7 @@ func TestPlanNodeCIDRsKubeletClaims(t *testing.T) {
 
 			plan := ipam.PlanNodeCIDRs(ipam.NodeCIDRInput{Now: t0, Settings: tt.settings, Nodes: tt.nodes, Previous: tt.previous})
 
-			got := map[string]string{}
-			for id, a := range plan.Allocations {
-				got[id] = summary(a)
-			}
-
-			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want, summaries(plan.Allocations))
 			assert.Equal(t, tt.used, plan.Pools["pod/ipv4"].GetUsed(), "blocks held in pod/ipv4")
 
 			for id, a := range plan.Allocations {

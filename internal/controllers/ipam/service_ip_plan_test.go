@@ -240,12 +240,7 @@ func TestPlanServiceIPs(t *testing.T) {
 
 			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{Now: t0, Pools: tt.pools, Services: tt.services, Previous: tt.previous})
 
-			got := map[string]string{}
-			for id, a := range plan.Allocations {
-				got[id] = summary(a)
-			}
-
-			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want, summaries(plan.Allocations))
 
 			if tt.check != nil {
 				tt.check(t, plan)
