@@ -148,10 +148,7 @@ func TestNodeTransformControllerFollowsRulesAndFacts(t *testing.T) {
 // until the first one is gone.
 func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
 	s := startTransformer(t)
-
-	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
-	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test"}
-	s.Create(cfg)
+	createConfig(s, &specs.ConfigSpec{Source: "test"})
 
 	created := time.Now().Add(-time.Hour)
 
@@ -188,10 +185,7 @@ func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
 // providerID.
 func TestNodeTransformControllerSquattedProviderID(t *testing.T) {
 	s := startTransformer(t)
-
-	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
-	cfg.TypedSpec().Value = &specs.ConfigSpec{Source: "test"}
-	s.Create(cfg)
+	createConfig(s, &specs.ConfigSpec{Source: "test"})
 
 	created := time.Now().Add(-time.Hour)
 
@@ -236,6 +230,13 @@ func TestNodeTransformControllerSquattedProviderID(t *testing.T) {
 
 	createMachineNode(s, "victim-2", "10.0.0.3", "u-victim-2", created.Add(time.Minute))
 	ctest.AssertResource(s, "victim-2", initializedWith("talos://metal/10.0.0.3"))
+}
+
+// createConfig creates the active Config.
+func createConfig(s *ctest.Suite, spec *specs.ConfigSpec) {
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = spec
+	s.Create(cfg)
 }
 
 // createMachineNode creates an uninitialized KubeNode whose kubelet points at ip, and the facts of its
