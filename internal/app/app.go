@@ -19,6 +19,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
@@ -225,6 +226,13 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return err
 	}
 
+	apiServer, err := newAPIServerGate(ctx, restConfig, logger)
+	if err != nil {
+		return fmt.Errorf("failed to create Kubernetes client: %w", err)
+	}
+
+	restConfig.Wrap(apiServer.wrap)
+
 	clientset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("failed to create Kubernetes client: %w", err)
@@ -251,15 +259,26 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	var (
 		talosClient *client.Client
 		contextName string
+		// apis are the APIs whose loss makes talos-ccm unready.
+		apis = []*reachability{apiServer.reachability}
 	)
 
 	if err == nil {
-		talosClient, contextName, err = newTalosClient(ctx, talosPath, opts.TalosEndpoints)
+		endpoint := &talosEndpoint{reachability: newReachability("talos", logger)}
+
+		talosClient, contextName, err = newTalosClient(ctx, talosPath, opts.TalosEndpoints, endpoint)
 		if err != nil {
 			return err
 		}
 
 		defer talosClient.Close() //nolint:errcheck
+
+		followCtx, stopFollowing := context.WithCancel(ctx)
+		defer stopFollowing()
+
+		go endpoint.follow(followCtx, talosClient.Conn())
+
+		apis = append(apis, endpoint.reachability)
 	}
 
 	flags, explicit := flagsConfig(opts, contextName)
@@ -287,7 +306,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		defer apiServer.Stop()
 	}
 
-	rt, err := runtime.NewRuntime(st, logger.Named("runtime"))
+	rt, err := runtime.NewRuntime(st, logging.RuntimeLogger(logger.Named("runtime")))
 	if err != nil {
 		return fmt.Errorf("failed to create controller runtime: %w", err)
 	}
@@ -350,11 +369,12 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		zap.Bool("leader_elect", opts.LeaderElection.Enabled),
 	)
 
-	return runControllers(ctx, opts, pipeline, clientset, rt, logger)
+	return runControllers(ctx, opts, pipeline, clientset, rt, apis, logger)
 }
 
-// runControllers serves health and metrics, and runs the controllers: at once, or while leading.
-func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, clientset kubernetes.Interface, rt *runtime.Runtime, logger *zap.Logger) error {
+// runControllers serves health and metrics, and runs the controllers: at once, or while leading. /readyz
+// fails while one of apis cannot be reached.
+func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, clientset kubernetes.Interface, rt *runtime.Runtime, apis []*reachability, logger *zap.Logger) error {
 	work := func(ctx context.Context) error {
 		if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("controller runtime failed: %w", err)
@@ -363,7 +383,7 @@ func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, client
 		return nil
 	}
 
-	h := &health{}
+	h := &health{apis: apis}
 
 	var (
 		le     *leaderElector

@@ -24,6 +24,9 @@ type health struct {
 	// leader checks that a leader renews its lease in time; nil without leader election.
 	leader interface{ Check(*http.Request) error }
 	ready  atomic.Bool
+	// apis say whether the APIs talos-ccm mirrors can be reached: while one cannot, its caches may be stale
+	// and talos-ccm is not ready (but healthy: a restart would not bring the API back).
+	apis []*reachability
 }
 
 func (h *health) healthz(w http.ResponseWriter, req *http.Request) {
@@ -43,6 +46,14 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "caches not synced yet", http.StatusServiceUnavailable)
 
 		return
+	}
+
+	for _, api := range h.apis {
+		if err := api.check(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+
+			return
+		}
 	}
 
 	fmt.Fprintln(w, "ok")

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,19 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-
-	lis, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-
-	addr := lis.Addr().String()
-	require.NoError(t, lis.Close())
-
-	return addr
-}
 
 // With --profiling, the metrics address also serves Go's profiles and the COSI runtime's counters; without,
 // neither.
@@ -35,7 +24,7 @@ func TestProfilingEndpoints(t *testing.T) {
 	t.Parallel()
 
 	for _, profiling := range []bool{true, false} {
-		addr := freeAddress(t)
+		addr := testenv.FreeAddress(t)
 
 		// Plain HTTP on localhost: the endpoints are under test here, not their protection.
 		require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: addr, HealthProbeBindAddress: "0", Profiling: profiling, MetricsInsecure: true}, &health{}, nil, zaptest.NewLogger(t)))
@@ -90,7 +79,7 @@ func TestSecureMetrics(t *testing.T) {
 	h := &health{}
 	h.ready.Store(true)
 
-	metricsAddr, probesAddr := freeAddress(t), freeAddress(t)
+	metricsAddr, probesAddr := testenv.FreeAddress(t), testenv.FreeAddress(t)
 	require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: metricsAddr, HealthProbeBindAddress: probesAddr, Profiling: true}, h, nil, zaptest.NewLogger(t)))
 
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/vars"} {
@@ -111,7 +100,7 @@ func TestSecureMetrics(t *testing.T) {
 	}
 
 	// One address for both: HTTPS, probes still without a token.
-	shared := freeAddress(t)
+	shared := testenv.FreeAddress(t)
 	require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: shared, HealthProbeBindAddress: shared}, h, nil, zaptest.NewLogger(t)))
 	assert.Equal(t, http.StatusUnauthorized, get(insecureTLS, "https://"+shared+"/metrics"))
 	assert.Equal(t, http.StatusOK, get(insecureTLS, "https://"+shared+"/healthz"))

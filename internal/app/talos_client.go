@@ -44,8 +44,9 @@ var talosConnectParams = grpc.ConnectParams{
 }
 
 // newTalosClient connects to the Talos API with the talosconfig at path. endpoints, when set, replace the
-// talosconfig's. It also returns the talosconfig's context name, the default cluster name.
-func newTalosClient(ctx context.Context, path string, endpoints []string) (*client.Client, string, error) {
+// talosconfig's. It also returns the talosconfig's context name, the default cluster name. The endpoint
+// records why calls fail to reach it.
+func newTalosClient(ctx context.Context, path string, endpoints []string, endpoint *talosEndpoint) (*client.Client, string, error) {
 	cfg, err := clientconfig.Open(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("failed to read talosconfig %q: %w", path, err)
@@ -56,6 +57,7 @@ func newTalosClient(ctx context.Context, path string, endpoints []string) (*clie
 		// gRPC's default reconnect backoff grows to two minutes: after a Talos API outage, the machines
 		// waiting would wait that long again. Reconnecting within seconds costs one dial per attempt.
 		client.WithGRPCDialOptions(grpc.WithConnectParams(talosConnectParams)),
+		client.WithGRPCDialOptions(endpoint.dialOptions()...),
 	}
 
 	if len(endpoints) > 0 {

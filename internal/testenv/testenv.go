@@ -45,7 +45,15 @@ type Env struct {
 func Start(t testing.TB) *Env {
 	t.Helper()
 
-	env, err := start()
+	return startForTest(t, "")
+}
+
+// startForTest starts a control plane for one test (see start for certDir), or fails the test, and stops it
+// when the test ends.
+func startForTest(t testing.TB, certDir string) *Env {
+	t.Helper()
+
+	env, err := start(certDir)
 	if err != nil {
 		t.Fatalf("failed to start the control plane: %v", err)
 	}
@@ -76,7 +84,7 @@ func Start(t testing.TB) *Env {
 //		os.Exit(code)
 //	}
 func StartShared() (*Env, func(), error) {
-	env, err := start()
+	env, err := start("")
 	if err != nil {
 		return nil, nil, fmt.Errorf("failed to start the control plane: %w", err)
 	}
@@ -88,8 +96,9 @@ func StartShared() (*Env, func(), error) {
 	}, nil
 }
 
-// start starts etcd and kube-apiserver and waits until the apiserver serves the default namespace.
-func start() (*Env, error) {
+// start starts etcd and kube-apiserver and waits until the apiserver serves the default namespace. certDir,
+// when set, keeps the apiserver's certificates (instead of a directory envtest replaces at each start).
+func start(certDir string) (*Env, error) {
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -105,6 +114,7 @@ func start() (*Env, error) {
 
 	apiServer := env.ControlPlane.GetAPIServer()
 	apiServer.Path = filepath.Join(dir, "kube-apiserver")
+	apiServer.CertDir = certDir
 
 	ConfigureAPIServer(apiServer.Configure())
 

@@ -58,8 +58,8 @@ func New(ctx context.Context, st state.State, opts Options) (*Instance, error) {
 	}
 
 	// The runtime derives a logger With four fields for every item it reconciles: they are encoded only
-	// if it writes.
-	rt, err := runtime.NewRuntime(st, logging.DeferFields(logger.Named("runtime")))
+	// if it writes, and its routine lines (a reconcile that succeeded) are Debug.
+	rt, err := runtime.NewRuntime(st, logging.RuntimeLogger(logging.DeferFields(logger.Named("runtime"))))
 	if err != nil {
 		return nil, fmt.Errorf("failed to create controller runtime: %w", err)
 	}

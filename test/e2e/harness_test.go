@@ -182,20 +182,7 @@ func joinNodes(t *testing.T, machines []talossim.Machine) *talossim.Kubelets {
 func waitNodes(t *testing.T, names []string, timeout time.Duration, cond func(*corev1.Node) bool) {
 	t.Helper()
 
-	testenv.Eventually(t, timeout, 200*time.Millisecond, "Nodes in the expected state", func(ctx context.Context) error {
-		return testenv.Every(names, func(name string) error {
-			n, err := env.Clientset().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-
-			if !cond(n) {
-				return errNotYet
-			}
-
-			return nil
-		})
-	})
+	waitNodesOf(t, env.Clientset(), names, timeout, "Nodes in the expected state", cond)
 }
 
 // errNotYet is what a check over an object says when the object is not in the awaited state yet.
