@@ -20,7 +20,8 @@ type LifecycleOptions struct {
 	DeleteStaleNodes bool
 	// DeletePreemptedSpotNodes deletes NotReady Nodes of GCP spot machines so that they re-register.
 	DeletePreemptedSpotNodes bool
-	// StaleNodeGrace is how long a Node must have been NotReady before it may be deleted.
+	// StaleNodeGrace is how long a Node must have been NotReady before it may be deleted, counted from when
+	// talos-ccm first saw it NotReady (notReadyTimes).
 	StaleNodeGrace time.Duration
 	// Consumers are the controllers that take the NodeLifecycles as their primary input, whose finalizers
 	// the NodeLifecycles carry.
@@ -28,7 +29,8 @@ type LifecycleOptions struct {
 }
 
 // LifecycleInput is everything a NodeLifecycle is computed from. Status and Platform are nil when Talos
-// facts are missing; Previous is the last verdict (it carries the recorded machine identity).
+// facts are missing; Previous is the last verdict (it carries the recorded machine identity and when
+// talos-ccm first saw the Node NotReady).
 type LifecycleInput struct {
 	// NodeName is the Node's name, which its machine names itself when it is the Node's.
 	NodeName string
@@ -45,7 +47,8 @@ type LifecycleInput struct {
 //
 // It never concludes anything from the Talos API being unreachable: an outage must not delete Nodes. A
 // Node is deleted only on positive evidence (another machine answering at its address, or a preempted
-// GCP spot machine), only when the operator enabled it, and only after the grace period.
+// GCP spot machine), only when the operator enabled it, and only after the grace period, which a time the
+// kubelet wrote can make longer but never shorter.
 func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Duration) {
 	out := &specs.NodeLifecycleSpec{
 		RecordedMachineUuid: in.Previous.GetRecordedMachineUuid(),
