@@ -115,6 +115,7 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 	case result.Condition == certificatesv1.CertificateApproved:
 		metrics.CSRApprovalSeconds.Observe(now.Sub(current.CreationTimestamp.Time).Seconds())
 		logger.Info("csr approved", zap.String("csr", name), zap.String("node", decision.GetNode()),
+			zap.String("reason", decision.GetReason()),
 			zap.Duration("since_submitted", now.Sub(current.CreationTimestamp.Time)),
 			zap.Duration("since_decided", now.Sub(decision.GetDecidedAt().AsTime())))
 	default:

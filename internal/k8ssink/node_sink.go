@@ -141,8 +141,14 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 		metrics.NodeInitializationSeconds.Observe(time.Since(current.CreationTimestamp.Time).Seconds())
 	}
 
+	// A change of the Node is Info, but the pass that initializes it is said by "node initialized" already.
 	if result.Writes > 0 {
-		logger.Info("node applied", zap.String("node", name), zap.Strings("writes", writes), zap.Bool("initialized", result.Initialized))
+		level := zap.InfoLevel
+		if result.Initialized {
+			level = zap.DebugLevel
+		}
+
+		logger.Log(level, "node applied", zap.String("node", name), zap.Strings("writes", writes), zap.Bool("initialized", result.Initialized))
 	}
 
 	return applied(writes...).withNote(strings.Join(notes, "; ")).withInitialized(initialized), nil

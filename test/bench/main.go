@@ -59,7 +59,7 @@ func main() {
 	flag.IntVar(&opts.slowNodes, "slow-at", 1000, "also run this fleet size with one machine answering in 3s (0: skip)")
 	flag.Int64Var(&opts.seed, "seed", 1, "seed of the generated fleets")
 	flag.DurationVar(&opts.cpuProfile, "cpu-profile", 20*time.Second, "how long the CPU profile of each scenario runs from talos-ccm's start (cpu-<scenario>.pprof)")
-	flag.StringVar(&opts.logLevel, "ccm-log-level", "warn", "--log-level of talos-ccm (its log is written next to the results)")
+	flag.StringVar(&opts.logLevel, "ccm-log-level", "info", "--log-level of talos-ccm (its log is written next to the results, and its lines per node are reported)")
 	flag.IntVar(&opts.flood, "flood", 1600, "also run the flood scenario: one node files this many CSRs, another node's approvals are timed (0: skip)")
 	flag.Parse()
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -85,6 +86,9 @@ type result struct {
 	stateWrites float64
 	// runtimeWork is the controllers' work on the in-memory state, per node, over the same time.
 	runtimeWork runtimeWork
+	// logLines are the lines talos-ccm logged per node over the same time, at its --log-level and above
+	// (Info by default).
+	logLines float64
 
 	// After initialization: goroutines, and the bytes of their stacks and of the heap.
 	goroutines, stackBytes, heapBytes float64
@@ -292,6 +296,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.stateWrites = sum(before, "talos_ccm_state_writes_total") / float64(sc.nodes)
 	res.runtimeWork = readRuntimeWork(metricsAddr, sc.nodes)
 	res.runtimeWork.resumes = sum(before, "talos_ccm_state_watch_resumes_total")
+	res.logLines = countLogLines(logFile.Name()) / float64(sc.nodes)
 
 	step(fmt.Sprintf("idle for %s", opts.idle))
 
@@ -357,4 +362,15 @@ func progress(total int) func(done int) {
 		last = time.Now()
 		step(fmt.Sprintf("initialized %d / %d", done, total))
 	}
+}
+
+// countLogLines counts the lines of talos-ccm's log at path: at the level it ran at, those at that level and
+// above. A log that cannot be read counts as empty.
+func countLogLines(path string) float64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+
+	return float64(bytes.Count(data, []byte("\n")))
 }

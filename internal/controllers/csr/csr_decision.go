@@ -189,7 +189,9 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	if previous.GetVerdict() != decision.GetVerdict() {
 		countDecision(decision)
 
-		logger.Info("csr decided",
+		// Debug: what an operator acts on is the verdict applied, which the CSR sink logs (approved at Info,
+		// denied as a Warning, with the reason).
+		logger.Debug("csr decided",
 			zap.String("csr", name), zap.String("node", decision.GetNode()), zap.String("verdict", decision.GetVerdict()),
 			zap.String("reason", decision.GetReason()))
 	}
