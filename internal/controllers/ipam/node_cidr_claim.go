@@ -12,7 +12,7 @@ import (
 
 // unchangeable ends the reason of every refused spec.podCIDRs: the field is set once, so the Node can get
 // no other pod CIDR, and the refused one holds nothing that other Nodes could not get.
-const unchangeable = "; it holds nothing, and as spec.podCIDRs cannot be changed the Node gets no pod CIDR from talos-ccm (delete the Node to let it register again)"
+const unchangeable = "; it holds nothing, and as spec.podCIDRs cannot be changed talos-ccm cannot give the Node another (delete the Node to let it register again)"
 
 // splitClaimers returns, among the Nodes that carry spec.podCIDRs, those whose every CIDR the previous
 // plan held for them (they win an overlap, and are decided before the allocations not applied yet), and

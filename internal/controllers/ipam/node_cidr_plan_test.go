@@ -301,7 +301,7 @@ func TestPlanNodeCIDRs(t *testing.T) {
 }
 
 // unchangeable ends the reason of a refused spec.podCIDRs.
-const unchangeable = "; it holds nothing, and as spec.podCIDRs cannot be changed the Node gets no pod CIDR from talos-ccm (delete the Node to let it register again)"
+const unchangeable = "; it holds nothing, and as spec.podCIDRs cannot be changed talos-ccm cannot give the Node another (delete the Node to let it register again)"
 
 // TestPlanNodeCIDRsKubeletClaims: a spec.podCIDRs that talos-ccm did not give (set by the kubelet at
 // registration) is adopted only when it is one free block of its pool's mask size per family; anything
