@@ -58,12 +58,10 @@ func (p *nodePlanner) heldBefore(n NodeFacts, c netip.Prefix) bool {
 // when adopt accepts it; a family the Node has no CIDR of cannot be added.
 func (p *nodePlanner) claim(claimers []NodeFacts) {
 	for _, n := range claimers {
-		byFamily := podCIDRsByFamily(n.PodCIDRs)
-
 		for _, family := range p.families {
 			id := ipam.NodeAllocationID(n.Name, family)
 
-			if claimed := byFamily[family]; len(claimed) > 0 {
+			if claimed := podCIDRsOf(n.PodCIDRs, family); len(claimed) > 0 {
 				p.decided[id] = p.adopt(n, family, claimed)
 
 				continue
@@ -78,21 +76,28 @@ func (p *nodePlanner) claim(claimers []NodeFacts) {
 	}
 }
 
-// podCIDRsByFamily groups the values of a spec.podCIDRs by family; a value that is not a CIDR counts in the
-// family it looks like (IPv6 when it has a colon), so that it is reported there.
-func podCIDRsByFamily(values []string) map[string][]string {
-	out := make(map[string][]string, 2)
+// podCIDRsOf returns the values of a spec.podCIDRs of one family; a value that is not a CIDR counts in the
+// family it looks like (IPv6 when it has a colon), so that it is reported there. The usual single value
+// is returned without a copy.
+func podCIDRsOf(values []string, family string) []string {
+	var out []string
 
-	for _, s := range values {
-		family := ipam.FamilyIPv4
+	for i, s := range values {
+		f := ipam.FamilyIPv4
 
 		if c, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
-			family = ipam.FamilyOf(c.Addr())
+			f = ipam.FamilyOf(c.Addr())
 		} else if strings.Contains(s, ":") {
-			family = ipam.FamilyIPv6
+			f = ipam.FamilyIPv6
 		}
 
-		out[family] = append(out[family], s)
+		switch {
+		case f != family:
+		case out == nil:
+			out = values[i : i+1 : i+1]
+		default:
+			out = append(out, s)
+		}
 	}
 
 	return out
