@@ -50,7 +50,9 @@ const (
 var platformsWithPublicLinkAddresses = []string{"metal", "nocloud", "openstack", "oracle"}
 
 // virtualLinkPrefixes are links whose addresses never identify the machine to the outside.
-var virtualLinkPrefixes = []string{"kubespan", "siderolink", "lo", "cilium_host", "dummy"}
+// Unlike the foreign links (ForeignLink), their addresses are the machine's own: KubeSpan's and SideroLink's
+// addresses may still be a kubelet's node IP.
+var virtualLinkPrefixes = []string{"kubespan", "siderolink", "lo", "dummy"}
 
 // Chosen is one desired Node address and the fact that produced it.
 type Chosen struct {
@@ -368,8 +370,11 @@ func isVirtualLink(link string) bool {
 	return false
 }
 
-// Choose builds the Node's status.addresses: InternalIPs, ExternalIPs, Hostname, and the DNS names.
-// What cannot be a Node address (an unusable IP, a name that is not a DNS name) is left out with a warning.
+// Choose builds the Node's status.addresses: InternalIPs, ExternalIPs, Hostname, and the DNS names, from
+// the machine's own addresses only (OwnAddresses: never an address of kube-ipvs0 and the other links that
+// hold other things' addresses, nor a shared virtual IP; a caller that knows the LoadBalancer pools filters
+// ma with them first). What cannot be a Node address (an unusable IP, a name that is not a DNS name) is
+// left out with a warning.
 // hostnameOrigin says where pm's hostname came from.
 // discovery names the rule that turned publicIPDiscovery on, or is "".
 func Choose(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, preferIPv6 bool, hostnameOrigin, discovery string, warn func(string)) []Chosen {
@@ -396,6 +401,8 @@ func Choose(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadat
 
 		return true
 	}
+
+	ma = OwnAddresses(ma, nil)
 
 	internal, internalOrigin := verifiedNodeIPs(node, ma, preferIPv6, warn)
 	for _, ip := range internal {

@@ -56,6 +56,10 @@ type Machine struct {
 
 	// Addresses become network.AddressStatus resources.
 	Addresses []Address `yaml:"addresses,omitempty" json:"addresses,omitempty"`
+	// VirtualIPs are the shared virtual IPs of the machine's config (a control-plane VIP, which the leading
+	// control-plane machine holds on its link): served, with the pod and service ranges, as the node IP
+	// exclusions of its NodeIPConfig. The machine that holds one lists it in Addresses too.
+	VirtualIPs []netip.Addr `yaml:"virtualIPs,omitempty" json:"virtualIPs,omitempty"`
 	// NodeIPs are the IPs the kubelet announces (provided-node-ip): IPv4 first, then IPv6 when dual stack.
 	NodeIPs []netip.Addr `yaml:"nodeIPs,omitempty" json:"nodeIPs,omitempty"`
 	// System becomes hardware.SystemInformation (absent when System.UUID is empty).
@@ -120,6 +124,7 @@ func (m Machine) Clone() Machine {
 	m.Tags = maps.Clone(m.Tags)
 	m.Addresses = slices.Clone(m.Addresses)
 	m.NodeIPs = slices.Clone(m.NodeIPs)
+	m.VirtualIPs = slices.Clone(m.VirtualIPs)
 
 	return m
 }
@@ -160,6 +165,12 @@ func (m Machine) Validate() error {
 	for i, ip := range m.NodeIPs {
 		if !ip.IsValid() {
 			return fmt.Errorf("nodeIPs[%d] is not a valid IP", i)
+		}
+	}
+
+	for i, ip := range m.VirtualIPs {
+		if !ip.IsValid() {
+			return fmt.Errorf("virtualIPs[%d] is not a valid IP", i)
 		}
 	}
 

@@ -28,12 +28,13 @@ const (
 	KindControllerManagerConfig Kind = "controllermanagerconfig"
 	KindNodename                Kind = "nodename"
 	KindMachineType             Kind = "machinetype"
+	KindNodeIPConfig            Kind = "nodeipconfig"
 )
 
 // Kinds lists every Kind, in the order Resources returns them.
 var Kinds = []Kind{
 	KindPlatformMetadata, KindSystemInformation, KindAddresses, KindMachineStatus, KindHostname, KindControllerManagerConfig, KindNodename,
-	KindMachineType,
+	KindMachineType, KindNodeIPConfig,
 }
 
 // ParseKind parses a Kind name.
@@ -55,6 +56,7 @@ var kindTypes = map[Kind]resource.Kind{
 	KindControllerManagerConfig: resource.NewMetadata(k8s.ControlPlaneNamespaceName, k8s.ControllerManagerConfigType, "", resource.VersionUndefined),
 	KindNodename:                resource.NewMetadata(k8s.NamespaceName, k8s.NodenameType, "", resource.VersionUndefined),
 	KindMachineType:             resource.NewMetadata(config.NamespaceName, config.MachineTypeType, "", resource.VersionUndefined),
+	KindNodeIPConfig:            resource.NewMetadata(k8s.NamespaceName, k8s.NodeIPConfigType, "", resource.VersionUndefined),
 }
 
 // Default Kubernetes networks that control-plane machines report in ControllerManagerConfig.
@@ -117,6 +119,8 @@ func (m Machine) resourcesOf(kind Kind) []resource.Resource {
 		}
 
 		return []resource.Resource{m.machineType()}
+	case KindNodeIPConfig:
+		return []resource.Resource{m.nodeIPConfig()}
 	}
 
 	return nil
@@ -216,6 +220,27 @@ func (m Machine) machineType() *config.MachineType {
 	}
 
 	r.SetMachineType(typ)
+
+	return r
+}
+
+// nodeIPConfig is the kubelet's node IP configuration as Talos derives it from the machine config: the
+// pod and service ranges and the shared virtual IPs are never the kubelet's node IP.
+func (m Machine) nodeIPConfig() *k8s.NodeIPConfig {
+	r := k8s.NewNodeIPConfig(k8s.NamespaceName, k8s.KubeletID)
+
+	spec := r.TypedSpec()
+	spec.ValidSubnets = []string{"0.0.0.0/0"}
+	spec.ExcludeSubnets = []string{PodCIDRv4, ServiceCIDRv4}
+
+	if m.DualStack() {
+		spec.ValidSubnets = append(spec.ValidSubnets, "::/0")
+		spec.ExcludeSubnets = append(spec.ExcludeSubnets, PodCIDRv6, ServiceCIDRv6)
+	}
+
+	for _, ip := range m.VirtualIPs {
+		spec.ExcludeSubnets = append(spec.ExcludeSubnets, ip.String())
+	}
 
 	return r
 }

@@ -187,3 +187,28 @@ func TestMachineTypeKnobs(t *testing.T) {
 	m.MachineType = "join"
 	require.ErrorContains(t, m.Validate(), `machine type "join" is not one of`)
 }
+
+// TestNodeIPConfig checks the node IP exclusions a machine serves: the pod and service ranges of its
+// families and its config's shared virtual IPs.
+func TestNodeIPConfig(t *testing.T) {
+	t.Parallel()
+
+	m := talossim.Machine{
+		Name: "cp-1", Platform: "metal",
+		NodeIPs:    []netip.Addr{netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("2001:db8::5")},
+		VirtualIPs: []netip.Addr{netip.MustParseAddr("10.0.0.100")},
+	}
+	require.NoError(t, m.Validate())
+
+	var cfg *k8s.NodeIPConfig
+
+	for _, r := range m.Resources() {
+		if c, ok := r.(*k8s.NodeIPConfig); ok {
+			cfg = c
+		}
+	}
+
+	require.NotNil(t, cfg)
+	assert.Equal(t, k8s.KubeletID, cfg.Metadata().ID())
+	assert.Equal(t, []string{talossim.PodCIDRv4, talossim.ServiceCIDRv4, talossim.PodCIDRv6, talossim.ServiceCIDRv6, "10.0.0.100"}, cfg.TypedSpec().ExcludeSubnets)
+}

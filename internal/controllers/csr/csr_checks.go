@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
@@ -550,7 +551,8 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	return fail(CheckNodeAddresses, "%s", message)
 }
 
-// machineAddresses is rule 8: every IP is also one of the machine's own addresses as Talos reports them.
+// machineAddresses is rule 8: every IP is also one of the machine's own addresses as Talos reports them
+// (nodeaddress.OwnAddresses).
 // It never denies: Talos facts can lag behind.
 func (d *decider) machineAddresses() *specs.CSRRuleResult {
 	switch {
@@ -570,7 +572,9 @@ func (d *decider) machineAddresses() *specs.CSRRuleResult {
 
 	var own []netip.Addr
 
-	for _, a := range d.in.Machine.GetAddresses() {
+	// Only the machine's own addresses: never kube-ipvs0's Service IPs, a shared VIP or a pool's
+	// LoadBalancer IP, which sit on its links but are not its own.
+	for _, a := range nodeaddress.OwnAddresses(d.in.Machine, d.in.Config.GetLoadBalancer()).GetAddresses() {
 		if prefix, err := netip.ParsePrefix(a.GetAddress()); err == nil {
 			own = append(own, prefix.Addr().Unmap())
 		} else if ip, err := netip.ParseAddr(a.GetAddress()); err == nil {

@@ -126,7 +126,10 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 	warn := func(w string) { out.Warnings = append(out.Warnings, w) }
 
-	for _, a := range nodeaddress.Choose(in.NodeName, in.Node, pm, in.Addresses, in.Config.GetPreferIpv6(), hostnameOrigin, applied.PublicIPDiscovery, warn) {
+	// LoadBalancer IPs of the config's pools that the machine announces are Services', not its own.
+	own := nodeaddress.OwnAddresses(in.Addresses, in.Config.GetLoadBalancer())
+
+	for _, a := range nodeaddress.Choose(in.NodeName, in.Node, pm, own, in.Config.GetPreferIpv6(), hostnameOrigin, applied.PublicIPDiscovery, warn) {
 		out.Addresses = append(out.Addresses, a.Address)
 		out.Origins[node.OriginAddressKey(a.Address.GetType(), a.Address.GetAddress())] = a.Origin
 	}

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
@@ -11,6 +12,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
@@ -103,6 +105,37 @@ func (s *machineSession) readPlatformMetadata(ctx context.Context) (*runtime.Pla
 	}
 
 	return nil, nil
+}
+
+// maxExcludedPrefixes bounds the prefixes kept of the machine's NodeIPConfig: its shared virtual IPs and
+// the cluster's pod and service ranges are a handful.
+const maxExcludedPrefixes = 64
+
+// readExcludedPrefixes reads the prefixes Talos keeps the kubelet's node IP out of (NodeIPConfig's
+// excludeSubnets, readable with os:reader): the machine config's shared virtual IPs, which the control-plane
+// machine that leads holds on its link for all of them, and the cluster's pod and service ranges. None of
+// them is a Node address of the machine. A machine without a NodeIPConfig (no kubelet configured yet) has
+// none; what does not parse, or is beyond maxExcludedPrefixes, is left out.
+func (s *machineSession) readExcludedPrefixes(ctx context.Context) ([]string, error) {
+	res, err := s.get(ctx, k8s.NewNodeIPConfig(k8s.NamespaceName, k8s.KubeletID).Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("failed to read node IP config: %w", err)
+	}
+
+	typed, ok := res.(*k8s.NodeIPConfig)
+	if !ok {
+		return nil, nil
+	}
+
+	var out []string
+
+	for _, entry := range typed.TypedSpec().ExcludeSubnets {
+		if p, ok := nodeaddress.ExcludedPrefix(entry); ok && len(out) < maxExcludedPrefixes && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+
+	return out, nil
 }
 
 // readStage reads the machine's stage; a machine without MachineStatus has none.

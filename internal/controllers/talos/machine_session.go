@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 )
 
 // machineFacts is what one session learned about one machine; nil fields are unchanged.
@@ -188,6 +189,9 @@ type connection struct {
 	addresses map[resource.ID]network.AddressStatusSpec
 	// addressSet is the machine's addresses as last sent, nil before the first time.
 	addressSet []string
+	// excluded are the prefixes whose addresses are not the machine's own (its shared virtual IPs, the
+	// cluster's pod and service ranges), read once per session.
+	excluded []string
 
 	addressEvents chan state.Event
 	probes        *probeSchedule
@@ -218,6 +222,10 @@ func (c *connection) connect(ctx context.Context) error {
 
 	platform, err := c.readPlatform(ctx)
 	if err != nil {
+		return err
+	}
+
+	if c.excluded, err = c.readExcludedPrefixes(ctx); err != nil {
 		return err
 	}
 
@@ -283,7 +291,7 @@ func (c *connection) awaitAddresses(ctx context.Context) error {
 				return nil
 			}
 
-			if err := c.applyAddressEvent(ev); err != nil {
+			if _, err := c.applyAddressEvent(ev); err != nil {
 				return err
 			}
 		}
@@ -296,7 +304,8 @@ func (c *connection) addressEvent(ctx context.Context, ev state.Event) error {
 		return nil
 	}
 
-	if err := c.applyAddressEvent(ev); err != nil {
+	changed, err := c.applyAddressEvent(ev)
+	if err != nil || !changed {
 		return err
 	}
 
@@ -305,21 +314,31 @@ func (c *connection) addressEvent(ctx context.Context, ev state.Event) error {
 	return nil
 }
 
-// applyAddressEvent applies one event of the address watch to the addresses the connection knows.
-func (c *connection) applyAddressEvent(ev state.Event) error {
+// applyAddressEvent applies one event of the address watch to the addresses the connection knows, and
+// says whether they changed. Addresses of links that hold other things' addresses (kube-ipvs0, which
+// holds every Service IP of the cluster, and the others nodeaddress.ForeignLink names) are never kept:
+// they are not the machine's, and a Service created or deleted would otherwise change every machine's
+// addresses.
+func (c *connection) applyAddressEvent(ev state.Event) (bool, error) {
 	switch ev.Type {
 	case state.Errored:
-		return fmt.Errorf("address watch failed: %w", ev.Error)
+		return false, fmt.Errorf("address watch failed: %w", ev.Error)
 	case state.Created, state.Updated:
-		if as, ok := ev.Resource.(*network.AddressStatus); ok {
+		if as, ok := ev.Resource.(*network.AddressStatus); ok && !nodeaddress.ForeignLink(as.TypedSpec().LinkName) {
 			c.addresses[as.Metadata().ID()] = *as.TypedSpec()
+
+			return true, nil
 		}
 	case state.Destroyed:
-		delete(c.addresses, ev.Resource.Metadata().ID())
+		if _, ok := c.addresses[ev.Resource.Metadata().ID()]; ok {
+			delete(c.addresses, ev.Resource.Metadata().ID())
+
+			return true, nil
+		}
 	case state.Bootstrapped, state.Noop:
 	}
 
-	return nil
+	return false, nil
 }
 
 // sendAddresses sends the machine's addresses. A changed address set (not a changed flag) also calls for
@@ -332,6 +351,7 @@ func (c *connection) sendAddresses(ctx context.Context) {
 
 	addrs := addressFacts(list, c.ip)
 	addrs.Nodename = c.node
+	addrs.ExcludedPrefixes = c.excluded
 
 	set := addressSet(addrs)
 	if c.addressSet != nil && !slices.Equal(set, c.addressSet) {

@@ -142,11 +142,12 @@ var (
 	platformGet    = "get " + talosruntime.PlatformMetadataType
 	systemInfoGet  = "get " + hardware.SystemInformationType
 	machineTypeGet = "get " + talosconfig.MachineTypeType
+	nodeIPConfGet  = "get " + k8s.NodeIPConfigType
 	stageGet       = "get " + talosruntime.MachineStatusType
 	addressWatch   = "watch " + network.AddressStatusType
 )
 
-// TestSessionCallsAtStart checks what a session costs: five Talos calls and one watch for a Ready Node's
+// TestSessionCallsAtStart checks what a session costs: six Talos calls and one watch for a Ready Node's
 // machine, its stage only for a NotReady Node, and no call at all while the machine is idle.
 func TestSessionCallsAtStart(t *testing.T) {
 	t.Parallel()
@@ -158,12 +159,12 @@ func TestSessionCallsAtStart(t *testing.T) {
 	}{
 		{
 			name:      "Ready node",
-			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, addressWatch: 1},
+			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, nodeIPConfGet: 1, addressWatch: 1},
 		},
 		{
 			name:      "NotReady node: its stage too",
 			notReady:  true,
-			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, addressWatch: 1, stageGet: 1},
+			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, nodeIPConfGet: 1, addressWatch: 1, stageGet: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,8 +42,8 @@ type MachineSourceOptions struct {
 // machine never delays another; the sessions' first reads pass an intake (sessionIntake) that paces them
 // while thousands of Nodes join. It decides nothing.
 //
-// A session costs five Talos calls (the machine's Nodename, PlatformMetadata, SystemInformation and
-// MachineType, and a watch of its addresses) and one watch stream: PlatformMetadata, which changes on a running machine
+// A session costs six Talos calls (the machine's Nodename, PlatformMetadata, SystemInformation,
+// MachineType and NodeIPConfig, and a watch of its addresses) and one watch stream: PlatformMetadata, which changes on a running machine
 // only in exceptional cases, is read again when something suggests it may have changed (see
 // machineSession), not watched, and the stage only for NotReady Nodes.
 type MachineSourceController struct {
