@@ -233,7 +233,8 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 
 	restConfig.Wrap(apiServer.wrap)
 
-	clientset, err := kubernetes.NewForConfig(restConfig)
+	// The lease is renewed with a client of its own: nothing else waits in its rate limiter.
+	leaseClient, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("failed to create Kubernetes client: %w", err)
 	}
@@ -369,12 +370,20 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		zap.Bool("leader_elect", opts.LeaderElection.Enabled),
 	)
 
-	return runControllers(ctx, opts, pipeline, clientset, rt, apis, logger)
+	return runControllers(ctx, opts, pipeline, kubeClients{config: restConfig, lease: leaseClient}, rt, apis, logger)
+}
+
+// kubeClients are the Kubernetes clients of talos-ccm's own, beside the pipeline's.
+type kubeClients struct {
+	// config builds the clients: the metrics port's reviews have one of their own.
+	config *rest.Config
+	// lease renews the leader lease.
+	lease kubernetes.Interface
 }
 
 // runControllers serves health and metrics, and runs the controllers: at once, or while leading. /readyz
 // fails while one of apis cannot be reached.
-func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, clientset kubernetes.Interface, rt *runtime.Runtime, apis []*reachability, logger *zap.Logger) error {
+func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, clients kubeClients, rt *runtime.Runtime, apis []*reachability, logger *zap.Logger) error {
 	work := func(ctx context.Context) error {
 		if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("controller runtime failed: %w", err)
@@ -393,14 +402,14 @@ func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, client
 	if opts.LeaderElection.Enabled {
 		var err error
 
-		if le, err = newLeaderElector(opts.LeaderElection, clientset, logger, work, result); err != nil {
+		if le, err = newLeaderElector(opts.LeaderElection, clients.lease, logger, work, result); err != nil {
 			return err
 		}
 
 		h.leader = le.watchdog
 	}
 
-	if err := startHTTP(ctx, opts, h, clientset, logger); err != nil {
+	if err := startHTTP(ctx, opts, h, clients.config, logger); err != nil {
 		return err
 	}
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/delegatedauth"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
@@ -130,9 +130,9 @@ func validateMetricsOptions(opts Options) error {
 
 // startHTTP serves /metrics, and /healthz with /readyz, on their addresses (one server when they are equal).
 // Unless opts.MetricsInsecure, the metrics server speaks HTTPS and serves /metrics and the profiles only to
-// callers that the apiserver of client authenticates and authorizes; the health probes never ask for a
-// token, on either server.
-func startHTTP(ctx context.Context, opts Options, h *health, client kubernetes.Interface, logger *zap.Logger) error {
+// callers that the apiserver of restConfig authenticates and authorizes, asked through a client of their
+// own; the health probes never ask for a token, on either server.
+func startHTTP(ctx context.Context, opts Options, h *health, restConfig *rest.Config, logger *zap.Logger) error {
 	if err := validateMetricsOptions(opts); err != nil {
 		return err
 	}
@@ -149,7 +149,12 @@ func startHTTP(ctx context.Context, opts Options, h *health, client kubernetes.I
 			return err
 		}
 
-		protect = delegatedauth.New(client, delegatedauth.Options{Logger: logger.Named("metrics-auth")}).Wrap
+		guard, err := delegatedauth.NewForConfig(restConfig, delegatedauth.Options{Logger: logger.Named("metrics-auth")})
+		if err != nil {
+			return err
+		}
+
+		protect = guard.Wrap
 	}
 
 	probes := http.NewServeMux()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
@@ -27,7 +28,7 @@ func TestProfilingEndpoints(t *testing.T) {
 		addr := testenv.FreeAddress(t)
 
 		// Plain HTTP on localhost: the endpoints are under test here, not their protection.
-		require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: addr, HealthProbeBindAddress: "0", Profiling: profiling, MetricsInsecure: true}, &health{}, nil, zaptest.NewLogger(t)))
+		require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: addr, HealthProbeBindAddress: "0", Profiling: profiling, MetricsInsecure: true}, &health{}, &rest.Config{}, zaptest.NewLogger(t)))
 
 		for _, path := range []string{"/debug/vars", "/debug/pprof/"} {
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+path, nil)
@@ -80,7 +81,7 @@ func TestSecureMetrics(t *testing.T) {
 	h.ready.Store(true)
 
 	metricsAddr, probesAddr := testenv.FreeAddress(t), testenv.FreeAddress(t)
-	require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: metricsAddr, HealthProbeBindAddress: probesAddr, Profiling: true}, h, nil, zaptest.NewLogger(t)))
+	require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: metricsAddr, HealthProbeBindAddress: probesAddr, Profiling: true}, h, &rest.Config{}, zaptest.NewLogger(t)))
 
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/vars"} {
 		assert.Equal(t, http.StatusUnauthorized, get(insecureTLS, "https://"+metricsAddr+path), path)
@@ -101,7 +102,7 @@ func TestSecureMetrics(t *testing.T) {
 
 	// One address for both: HTTPS, probes still without a token.
 	shared := testenv.FreeAddress(t)
-	require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: shared, HealthProbeBindAddress: shared}, h, nil, zaptest.NewLogger(t)))
+	require.NoError(t, startHTTP(t.Context(), Options{MetricsBindAddress: shared, HealthProbeBindAddress: shared}, h, &rest.Config{}, zaptest.NewLogger(t)))
 	assert.Equal(t, http.StatusUnauthorized, get(insecureTLS, "https://"+shared+"/metrics"))
 	assert.Equal(t, http.StatusOK, get(insecureTLS, "https://"+shared+"/healthz"))
 	assert.Equal(t, http.StatusOK, get(insecureTLS, "https://"+shared+"/readyz"))

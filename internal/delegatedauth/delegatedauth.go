@@ -4,12 +4,20 @@
 // the apiserver and cached briefly. A Prometheus scraper needs a token of an account bound to a ClusterRole
 // with `get` on the nonResourceURL `/metrics`; talos-ccm needs `create` on tokenreviews and
 // subjectaccessreviews.
+//
+// Anyone who reaches the port can send tokens, so a token costs the apiserver at most one review in a while:
+// a token the apiserver did not authenticate is answered from a small negative cache, and reviews of tokens
+// not cached are rate limited (past the limit, 429 without asking). The reviews go through a client of the
+// guard's own (NewForConfig), so that a flood never slows talos-ccm's other requests, the renewal of its
+// leader lease first.
 package delegatedauth
 
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,23 +28,43 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
-// Defaults of Options, those of kube-controller-manager's delegated authentication and authorization.
+// Defaults of Options: the TTL and timeout are those of kube-controller-manager's delegated authentication
+// and authorization; a scraper needs one review per token and TTL, so the rate is far above what scrapers
+// need, and far below what would matter to the apiserver.
 const (
-	DefaultCacheTTL      = 10 * time.Second
-	DefaultReviewTimeout = 10 * time.Second
+	DefaultCacheTTL         = 10 * time.Second
+	DefaultNegativeCacheTTL = 10 * time.Second
+	DefaultReviewTimeout    = 10 * time.Second
+	DefaultReviewsPerSecond = 5
+	DefaultReviewBurst      = 10
 )
 
-// maxCacheEntries bounds each cache: a flood of distinct tokens must not grow the process without limit.
-const maxCacheEntries = 4096
+// Bounds of the caches: a flood of distinct tokens must not grow the process without limit. Unknown tokens
+// are what a flood brings, and each costs a review anyway, so their cache is small.
+const (
+	maxCacheEntries         = 4096
+	maxNegativeCacheEntries = 1024
+)
+
+// errThrottled is the error of a token that would need a review while the reviews are over their rate.
+var errThrottled = errors.New("too many token reviews")
 
 // Options configure a Guard. The zero value of a field means its default.
 type Options struct {
 	// CacheTTL is how long a review's answer (allowed or not) is reused.
 	CacheTTL time.Duration
+	// NegativeCacheTTL is how long a token the apiserver did not authenticate is answered 401 without
+	// asking again.
+	NegativeCacheTTL time.Duration
 	// ReviewTimeout bounds each review request to the apiserver.
 	ReviewTimeout time.Duration
+	// ReviewsPerSecond and ReviewBurst bound the TokenReviews of tokens found in no cache.
+	ReviewsPerSecond float32
+	ReviewBurst      int
 	// Logger logs failed reviews; nil logs nothing.
 	Logger *zap.Logger
 }
@@ -46,8 +74,12 @@ type Guard struct {
 	client kubernetes.Interface
 	opts   Options
 
+	// tokens are the authenticated tokens, unknown those the apiserver did not authenticate.
 	tokens    cache[tokenResult]
+	unknown   cache[struct{}]
 	decisions cache[bool]
+	// reviews limits the TokenReviews.
+	reviews flowcontrol.RateLimiter
 }
 
 // tokenResult is the answer of one TokenReview.
@@ -56,21 +88,64 @@ type tokenResult struct {
 	user          authenticationv1.UserInfo
 }
 
-// New returns a Guard that asks the apiserver of client.
+// New returns a Guard that asks the apiserver of client. NewForConfig is the one to use beside other
+// clients of the same apiserver.
 func New(client kubernetes.Interface, opts Options) *Guard {
 	if opts.CacheTTL <= 0 {
 		opts.CacheTTL = DefaultCacheTTL
+	}
+
+	if opts.NegativeCacheTTL <= 0 {
+		opts.NegativeCacheTTL = DefaultNegativeCacheTTL
 	}
 
 	if opts.ReviewTimeout <= 0 {
 		opts.ReviewTimeout = DefaultReviewTimeout
 	}
 
+	if opts.ReviewsPerSecond <= 0 {
+		opts.ReviewsPerSecond = DefaultReviewsPerSecond
+	}
+
+	if opts.ReviewBurst <= 0 {
+		opts.ReviewBurst = DefaultReviewBurst
+	}
+
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
 
-	return &Guard{client: client, opts: opts}
+	return &Guard{
+		client:  client,
+		opts:    opts,
+		unknown: cache[struct{}]{max: maxNegativeCacheEntries},
+		reviews: flowcontrol.NewTokenBucketRateLimiter(opts.ReviewsPerSecond, opts.ReviewBurst),
+	}
+}
+
+// NewForConfig returns a Guard that asks the apiserver of cfg through a client of its own: its own
+// connection, and its own client-side rate limit instead of cfg's. Reviews, which anyone who reaches the
+// port can cause, then never wait behind the other clients of cfg, nor hold them back (the renewal of the
+// leader lease among them).
+func NewForConfig(cfg *rest.Config, opts Options) (*Guard, error) {
+	own := rest.CopyConfig(cfg)
+	own.RateLimiter = nil
+	// Room for the SubjectAccessReview that follows each TokenReview; the guard's own limit keeps them under it.
+	own.QPS = 2 * max(opts.ReviewsPerSecond, DefaultReviewsPerSecond)
+	own.Burst = 2 * max(opts.ReviewBurst, DefaultReviewBurst)
+	// A dialer of its own gives the client a transport, and so connections, of its own.
+	own.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+
+	if own.UserAgent != "" {
+		own.UserAgent += "/metrics-auth"
+	}
+
+	client, err := kubernetes.NewForConfig(own)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the metrics authentication client: %w", err)
+	}
+
+	return New(client, opts), nil
 }
 
 // Wrap serves next only to callers allowed to: 401 without a valid bearer token, 403 when its user may not
@@ -85,6 +160,14 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 
 		user, authenticated, err := g.authenticate(req.Context(), token)
+		if errors.Is(err, errThrottled) {
+			// Not logged: a flood would be logged line by line.
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too Many Requests: token reviews are rate limited", http.StatusTooManyRequests)
+
+			return
+		}
+
 		if err != nil {
 			g.opts.Logger.Warn("failed to review token", zap.Error(err))
 			http.Error(w, "Internal Server Error: failed to authenticate the request", http.StatusInternalServerError)
@@ -118,13 +201,22 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// authenticate returns the user a token belongs to, from the cache or a TokenReview.
+// authenticate returns the user a token belongs to, from the caches or a TokenReview; errThrottled when it
+// would need a review over the rate.
 func (g *Guard) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, bool, error) {
-	// The cache is keyed by a digest: tokens are not kept in memory longer than a request needs them.
+	// The caches are keyed by a digest: tokens are not kept in memory longer than a request needs them.
 	key := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
 
 	if r, ok := g.tokens.get(key); ok {
 		return r.user, r.authenticated, nil
+	}
+
+	if _, ok := g.unknown.get(key); ok {
+		return authenticationv1.UserInfo{}, false, nil
+	}
+
+	if !g.reviews.TryAccept() {
+		return authenticationv1.UserInfo{}, false, errThrottled
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, g.opts.ReviewTimeout)
@@ -137,7 +229,13 @@ func (g *Guard) authenticate(ctx context.Context, token string) (authenticationv
 		return authenticationv1.UserInfo{}, false, fmt.Errorf("failed to create TokenReview: %w", err)
 	}
 
-	r := tokenResult{authenticated: review.Status.Authenticated, user: review.Status.User}
+	if !review.Status.Authenticated {
+		g.unknown.put(key, struct{}{}, g.opts.NegativeCacheTTL)
+
+		return authenticationv1.UserInfo{}, false, nil
+	}
+
+	r := tokenResult{authenticated: true, user: review.Status.User}
 	g.tokens.put(key, r, g.opts.CacheTTL)
 
 	return r.user, r.authenticated, nil
@@ -210,6 +308,9 @@ func httpVerb(method string) string {
 
 // cache maps keys to values until they expire.
 type cache[V any] struct {
+	// max bounds the entries; zero means maxCacheEntries.
+	max int
+
 	mu      sync.Mutex
 	entries map[string]cacheEntry[V]
 }
@@ -243,7 +344,12 @@ func (c *cache[V]) put(key string, value V, ttl time.Duration) {
 		c.entries = map[string]cacheEntry[V]{}
 	}
 
-	if len(c.entries) >= maxCacheEntries {
+	bound := c.max
+	if bound <= 0 {
+		bound = maxCacheEntries
+	}
+
+	if len(c.entries) >= bound {
 		for k, e := range c.entries {
 			if now.After(e.expires) {
 				delete(c.entries, k)
@@ -251,7 +357,7 @@ func (c *cache[V]) put(key string, value V, ttl time.Duration) {
 		}
 
 		// Still full of live entries: start over rather than grow.
-		if len(c.entries) >= maxCacheEntries {
+		if len(c.entries) >= bound {
 			clear(c.entries)
 		}
 	}

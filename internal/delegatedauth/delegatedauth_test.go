@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/talos-ccm/talos-ccm/internal/delegatedauth"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -132,4 +134,76 @@ func TestGuard(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// TestFloodOfBadTokens floods a guard made for a configuration shared with the leader lease's client
+// (NewForConfig) with distinct bad tokens, as anyone who reaches the metrics port can: the apiserver gets at
+// most the reviews the guard's rate allows, and the lease client's rate limiter gives not one token to them.
+func TestFloodOfBadTokens(t *testing.T) {
+	t.Parallel()
+
+	env := testenv.Start(t)
+
+	const (
+		burst = 5
+		flood = 300
+	)
+
+	// The lease client's limiter: its burst is all a client of this configuration may send at once.
+	lease := flowcontrol.NewTokenBucketRateLimiter(0.001, burst)
+
+	cfg, counter := testenv.CountRequests(env.Config)
+	cfg.RateLimiter = lease
+
+	guard, err := delegatedauth.NewForConfig(cfg, delegatedauth.Options{ReviewsPerSecond: 1, ReviewBurst: burst, Logger: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+
+	srv := httptest.NewServer(guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "secret numbers")
+	})))
+	t.Cleanup(srv.Close)
+
+	start := time.Now()
+	codes := map[int]int{}
+
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+
+	for i := range flood {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/metrics", nil)
+			if !assert.NoError(t, err) {
+				return
+			}
+
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer bad-token-%d", i))
+
+			resp, err := srv.Client().Do(req)
+			if !assert.NoError(t, err) {
+				return
+			}
+
+			resp.Body.Close() //nolint:errcheck
+
+			mu.Lock()
+			codes[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+
+	wg.Wait()
+
+	// The rate gives one review a second beyond the burst, and one more for a second begun.
+	allowed := burst + int64(time.Since(start).Seconds()) + 1
+	requests, _ := counter.Take()
+
+	assert.LessOrEqual(t, requests, allowed, "TokenReviews for %d bad tokens", flood)
+	assert.Positive(t, requests, "the guard asks the apiserver")
+	assert.Equal(t, flood, codes[http.StatusUnauthorized]+codes[http.StatusTooManyRequests], "every bad token refused: %v", codes)
+
+	for i := range burst {
+		assert.True(t, lease.TryAccept(), "the lease client's limiter still has token %d of its burst", i+1)
+	}
 }
