@@ -132,13 +132,17 @@ func ExcludedPrefix(s string) (string, bool) {
 		return netip.PrefixFrom(ip, ip.BitLen()).String(), true
 	}
 
-	if p, err := netip.ParsePrefix(s); err == nil {
-		if p.Addr().Is4In6() {
-			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
-		}
-
-		return p.Masked().String(), true
+	// A CIDR, not a range: iprange normalizes it to its network.
+	if strings.Contains(s, "-") {
+		return "", false
 	}
 
-	return "", false
+	r, err := iprange.Parse(s)
+	if err != nil {
+		return "", false
+	}
+
+	p, ok := r.Prefix()
+
+	return p.String(), ok
 }

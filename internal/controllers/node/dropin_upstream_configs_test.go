@@ -100,7 +100,8 @@ const upstreamLabelTestRules = `transformations:
 // upstreamRulesExample is docs/rules.yaml's first document with the two lines the Talos CCM itself cannot
 // apply fixed: the label key talos.dev/zone" (a stray quote: an invalid key, which fails the node there and
 // is refused here) and the feature publicIPPredict (never a feature: ignored there, refused here, see
-// TestDropInRefusals in internal/configfile). Its node-role labels load unchanged.
+// TestDropInRefusals in internal/configfile), and one comment line left out (a misspelling the linter
+// refuses). Its node-role labels load unchanged.
 const upstreamRulesExample = `  # transformation rules for the node
   transformations:
     - name: oracle
@@ -132,7 +133,6 @@ const upstreamRulesExample = `  # transformation rules for the node
         talos.dev/zone: "frankfurt"
         node-role.kubernetes.io/web: ""
 
-      # Transforme the platformMetadata
       platformMetadata:
         zone: EU-FRANKFURT-1-AD-2
 
