@@ -56,6 +56,9 @@ func TestTable(t *testing.T) {
 		},
 	}
 
+	facts := talos.NewPlatformMetadata(talos.NamespaceName, "metal-3")
+	facts.TypedSpec().Value = &specs.PlatformMetadataSpec{Platform: "metal", MachineType: "controlplane"}
+
 	rds := definition(t, &meta.ResourceDefinition{})
 	rdRes, err := meta.NewResourceDefinition(node.NodeTransformExtension{}.ResourceDefinition())
 	require.NoError(t, err)
@@ -96,6 +99,15 @@ updated   node        NodeTransform   aws-1   1         aws:///eu-west-1a/i-1   
 			want: `
 NAMESPACE   TYPE             ID        VERSION     NODE IP    ADDRESSES
 talos       MachineAddress   metal-3   undefined   10.0.0.3   10.0.0.3/24 2001:db8::3/64
+`,
+		},
+		{
+			name: "the machine type among a machine's facts",
+			rd:   definition(t, talos.PlatformMetadataExtension{}),
+			rows: []resource.Resource{facts},
+			want: `
+NAMESPACE   TYPE               ID        VERSION     PLATFORM   REGION   ZONE   INSTANCE TYPE   MACHINE TYPE
+talos       PlatformMetadata   metal-3   undefined   metal      -        -      -               controlplane
 `,
 		},
 		{
