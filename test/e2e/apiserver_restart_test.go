@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
@@ -65,7 +66,7 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 	})
 
-	runKubelets(t, cp, early)
+	runKubelets(t, cp.Config, early)
 	waitNodesOf(t, cp.Clientset(), names(early), time.Minute, "the first Nodes initialized", initialized)
 	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "talos-ccm ready", probeStatus(probes, "/readyz", http.StatusOK))
 
@@ -75,7 +76,7 @@ func TestAPIServerRestart(t *testing.T) {
 	stopping, started := cp.RestartAPIServer(t, apiServerOutage)
 	t.Logf("the apiserver was away for %s", started.Sub(stopping).Round(100*time.Millisecond))
 
-	runKubelets(t, cp, late)
+	runKubelets(t, cp.Config, late)
 	waitNodesOf(t, cp.Clientset(), names(machines), time.Until(started.Add(15*time.Second)),
 		"every Node initialized within 15s of the apiserver's return", initialized)
 	t.Logf("every Node initialized %s after the apiserver's return", time.Since(started).Round(100*time.Millisecond))
@@ -101,11 +102,11 @@ func TestAPIServerRestart(t *testing.T) {
 	assert.True(t, health.seen(http.StatusOK, outage[0], outage[1]), "/healthz passes during the outage")
 }
 
-// runKubelets acts as the machines' kubelets on the control plane cp until the test ends.
-func runKubelets(t *testing.T, cp *testenv.Env, machines []talossim.Machine) {
+// runKubelets acts as the machines' kubelets on the cluster of cfg until the test ends.
+func runKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) *talossim.Kubelets {
 	t.Helper()
 
-	kubelets, err := talossim.NewKubelets(cp.Config, machines, talossim.KubeletOptions{})
+	kubelets, err := talossim.NewKubelets(cfg, machines, talossim.KubeletOptions{})
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -121,6 +122,8 @@ func runKubelets(t *testing.T, cp *testenv.Env, machines []talossim.Machine) {
 		cancel()
 		<-done
 	})
+
+	return kubelets
 }
 
 // waitNodesOf waits until cond holds for every named Node of clientset's cluster, or fails the test after

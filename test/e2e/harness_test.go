@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -154,28 +153,14 @@ func fleet(prefix string, count int, seed int64) []talossim.Machine {
 func joinNodes(t *testing.T, machines []talossim.Machine) *talossim.Kubelets {
 	t.Helper()
 
-	kubelets, err := talossim.NewKubelets(env.Config, machines, talossim.KubeletOptions{})
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-
-	go func() {
-		defer close(done)
-
-		kubelets.Run(ctx) //nolint:errcheck
-	}()
-
+	// Registered first, run last: the Nodes are deleted once their kubelets have stopped.
 	t.Cleanup(func() {
-		cancel()
-		<-done
-
 		for _, m := range machines {
 			env.Clientset().CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{}) //nolint:errcheck
 		}
 	})
 
-	return kubelets
+	return runKubelets(t, env.Config, machines)
 }
 
 // waitNodes waits until cond holds for every named Node, or fails the test after timeout.
