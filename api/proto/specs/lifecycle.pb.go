@@ -48,8 +48,11 @@ type NodeLifecycleSpec struct {
 	// When talos-ccm first saw the Node NotReady, carried from verdict to verdict while the Node stays NotReady
 	// (and across restarts, with the verdict in the persisted state).
 	NotReadyObserved *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=not_ready_observed,json=notReadyObserved,proto3" json:"not_ready_observed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The address at which the recorded machine last answered as the Node. What answers at another address
+	// (the kubelet's provided-node-ip annotation may point anywhere) is no evidence that the Node is stale.
+	RecordedNodeIp string `protobuf:"bytes,11,opt,name=recorded_node_ip,json=recordedNodeIP,proto3" json:"recorded_node_ip,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeLifecycleSpec) Reset() {
@@ -152,12 +155,19 @@ func (x *NodeLifecycleSpec) GetNotReadyObserved() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *NodeLifecycleSpec) GetRecordedNodeIp() string {
+	if x != nil {
+		return x.RecordedNodeIp
+	}
+	return ""
+}
+
 var File_specs_lifecycle_proto protoreflect.FileDescriptor
 
 const file_specs_lifecycle_proto_rawDesc = "" +
 	"\n" +
 	"\x15specs/lifecycle.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x03\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\x03\n" +
 	"\x11NodeLifecycleSpec\x12\x1a\n" +
 	"\bshutdown\x18\x01 \x01(\bR\bshutdown\x12\x16\n" +
 	"\x06delete\x18\x02 \x01(\bR\x06delete\x12\x16\n" +
@@ -170,7 +180,8 @@ const file_specs_lifecycle_proto_rawDesc = "" +
 	"node_ready\x18\b \x01(\bR\tnodeReady\x12B\n" +
 	"\x0fnot_ready_since\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rnotReadySince\x12H\n" +
 	"\x12not_ready_observed\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x10notReadyObservedB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x10notReadyObserved\x12(\n" +
+	"\x10recorded_node_ip\x18\v \x01(\tR\x0erecordedNodeIPB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_lifecycle_proto_rawDescOnce sync.Once

@@ -33,6 +33,7 @@ func (m *NodeLifecycleSpec) CloneVT() *NodeLifecycleSpec {
 	r.NodeReady = m.NodeReady
 	r.NotReadySince = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.NotReadySince).CloneVT())
 	r.NotReadyObserved = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.NotReadyObserved).CloneVT())
+	r.RecordedNodeIp = m.RecordedNodeIp
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -78,6 +79,9 @@ func (this *NodeLifecycleSpec) EqualVT(that *NodeLifecycleSpec) bool {
 		return false
 	}
 	if !(*timestamppb1.Timestamp)(this.NotReadyObserved).EqualVT((*timestamppb1.Timestamp)(that.NotReadyObserved)) {
+		return false
+	}
+	if this.RecordedNodeIp != that.RecordedNodeIp {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -52,6 +52,7 @@ type LifecycleInput struct {
 func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Duration) {
 	out := &specs.NodeLifecycleSpec{
 		RecordedMachineUuid: in.Previous.GetRecordedMachineUuid(),
+		RecordedNodeIp:      in.Previous.GetRecordedNodeIp(),
 		MachineUuid:         in.Status.GetMachineUuid(),
 		Stage:               in.Status.GetStage(),
 		Reachable:           in.Status.GetReachable(),
@@ -61,6 +62,13 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 	// The identity is recorded once the Node is initialized and its machine answers.
 	if out.RecordedMachineUuid == "" && !in.Node.GetUninitialized() && out.Reachable && out.MachineUuid != "" {
 		out.RecordedMachineUuid = out.MachineUuid
+	}
+
+	// The address is recorded wherever the recorded machine answers as the Node: the machine's facts carry
+	// a UUID only once it said it is the Node. A new address the kubelet followed (a DHCP lease changed, say)
+	// is recorded once the machine answers there; one it points at another machine never is.
+	if out.Reachable && out.MachineUuid != "" && out.MachineUuid == out.RecordedMachineUuid && in.Status.GetNodeIp() != "" {
+		out.RecordedNodeIp = in.Status.GetNodeIp()
 	}
 
 	if in.Node.GetReady() {
@@ -82,6 +90,9 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 		out.Reason = "the Node is NotReady and its machine stopped answering after reporting that it was shutting down"
 	case !out.Reachable:
 		out.Reason = "the Node is NotReady and its machine does not answer (not evidence of anything: nothing is done)"
+	case addressMoved(in, out):
+		out.Reason = fmt.Sprintf("the Node is NotReady; its address %s is not %s, where its machine answered as it: "+
+			"what answers there is no evidence about the Node (the kubelet's claim: nothing is done)", in.Status.GetNodeIp(), out.RecordedNodeIp)
 	case in.Status.GetNodenameRead() && in.Status.GetNodename() != in.NodeName:
 		out.Reason = "the Node is NotReady; the machine at its address is not it"
 	default:
@@ -146,6 +157,11 @@ func notReadyTimes(in LifecycleInput) (observed, since *timestamppb.Timestamp) {
 // staleEvidence returns positive evidence that the Node's machine is gone, and whether the operator
 // enabled deletion for that kind of evidence.
 func staleEvidence(in LifecycleInput, out *specs.NodeLifecycleSpec) (string, bool) {
+	if addressMoved(in, out) {
+		// The Node's machine may still answer where it did: only the platform's word below is evidence.
+		return spotEvidence(in)
+	}
+
 	if out.Reachable && in.Status.GetNodenameRead() && in.Status.GetNodename() != in.NodeName && in.NodeName != "" {
 		return "the machine answering at the node's address names itself " + nodenameText(in.Status.GetNodename()), in.Options.DeleteStaleNodes
 	}
@@ -155,11 +171,27 @@ func staleEvidence(in LifecycleInput, out *specs.NodeLifecycleSpec) (string, boo
 			in.Options.DeleteStaleNodes
 	}
 
+	return spotEvidence(in)
+}
+
+// spotEvidence says that the Node's machine, by its platform's facts (read only from the machine that said
+// it is the Node), is a GCP spot machine: NotReady, it was preempted.
+func spotEvidence(in LifecycleInput) (string, bool) {
 	if in.Platform.GetPlatform() == "gcp" && in.Platform.GetSpot() {
 		return "preempted GCP spot machine", in.Options.DeletePreemptedSpotNodes
 	}
 
 	return "", false
+}
+
+// addressMoved says that the machine facts are from another address than the one where the Node's recorded
+// machine answered as it. The address asked is the kubelet's provided-node-ip claim: a kubelet pointing it
+// at another machine must not make that machine evidence that its Node is stale (and have talos-ccm delete
+// a Node that its own credential may not delete).
+func addressMoved(in LifecycleInput, out *specs.NodeLifecycleSpec) bool {
+	ip := in.Status.GetNodeIp()
+
+	return out.RecordedNodeIp != "" && ip != "" && ip != out.RecordedNodeIp
 }
 
 func nodenameText(nodename string) string {

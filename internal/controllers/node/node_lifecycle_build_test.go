@@ -25,6 +25,13 @@ func TestBuildNodeLifecycle(t *testing.T) {
 	observed := func(ago time.Duration) *specs.NodeLifecycleSpec {
 		return &specs.NodeLifecycleSpec{RecordedMachineUuid: "uuid-a", NotReadyObserved: timestamppb.New(now.Add(-ago))}
 	}
+	// observedAt is the same, with the address the Node's machine answered at.
+	observedAt := func(ago time.Duration, ip string) *specs.NodeLifecycleSpec {
+		prev := observed(ago)
+		prev.RecordedNodeIp = ip
+
+		return prev
+	}
 	deleteAll := node.LifecycleOptions{DeleteStaleNodes: true, DeletePreemptedSpotNodes: true, StaleNodeGrace: 5 * time.Minute}
 
 	for _, tc := range []struct {
@@ -34,7 +41,9 @@ func TestBuildNodeLifecycle(t *testing.T) {
 		wantDelete   bool
 		wantRequeue  time.Duration
 		wantRecorded string
-		wantReason   string
+		// wantAddress is the recorded address of the Node's machine.
+		wantAddress string
+		wantReason  string
 	}{
 		{
 			name:         "ready node: nothing, identity recorded",
@@ -125,6 +134,78 @@ func TestBuildNodeLifecycle(t *testing.T) {
 			wantReason:   "Ready",
 		},
 		{
+			name: "identity recorded with the address the machine answered at",
+			in: node.LifecycleInput{
+				NodeName: "w1", Node: &specs.KubeNodeSpec{Ready: true},
+				Status: &specs.MachineStatusSpec{Reachable: true, MachineUuid: "uuid-a", NodeIp: "10.0.0.1", Nodename: "w1", NodenameRead: true},
+			},
+			wantRecorded: "uuid-a",
+			wantAddress:  "10.0.0.1",
+			wantReason:   "Ready",
+		},
+		{
+			name: "a verdict without the address: recorded when the recorded machine answers",
+			in: node.LifecycleInput{
+				NodeName: "w1", Now: now, Node: notReady(time.Hour), Previous: observed(time.Hour), Options: deleteAll,
+				Status: &specs.MachineStatusSpec{Reachable: true, MachineUuid: "uuid-a", NodeIp: "10.0.0.1", Nodename: "w1", NodenameRead: true},
+			},
+			wantRecorded: "uuid-a",
+			wantAddress:  "10.0.0.1",
+			wantReason:   "answers in stage",
+		},
+		{
+			name: "the recorded machine answers at a new address the kubelet followed: the address moves",
+			in: node.LifecycleInput{
+				NodeName: "w1", Now: now, Node: notReady(time.Hour), Previous: observedAt(time.Hour, "10.0.0.1"), Options: deleteAll,
+				Status: &specs.MachineStatusSpec{Reachable: true, MachineUuid: "uuid-a", NodeIp: "10.0.0.2", Nodename: "w1", NodenameRead: true},
+			},
+			wantRecorded: "uuid-a",
+			wantAddress:  "10.0.0.2",
+			wantReason:   "answers in stage",
+		},
+		{
+			name: "another machine at the recorded address past the grace, deletion on: deleted",
+			in: node.LifecycleInput{
+				Now: now, Node: notReady(6 * time.Minute), Previous: observedAt(6*time.Minute, "10.0.0.1"), Options: deleteAll,
+				Status: &specs.MachineStatusSpec{Stage: "running", Reachable: true, MachineUuid: "uuid-b", NodeIp: "10.0.0.1"},
+			},
+			wantDelete:   true,
+			wantRecorded: "uuid-a",
+			wantAddress:  "10.0.0.1",
+			wantReason:   "is uuid-b, not uuid-a",
+		},
+		{
+			name: "the kubelet points its address at another node's machine, past the grace: no evidence, nothing deleted",
+			in: node.LifecycleInput{
+				NodeName: "w1", Now: now, Node: notReady(time.Hour), Previous: observedAt(time.Hour, "10.0.0.1"), Options: deleteAll,
+				Status: &specs.MachineStatusSpec{Reachable: true, NodeIp: "10.0.0.9", Nodename: "w9", NodenameRead: true},
+			},
+			wantRecorded: "uuid-a",
+			wantAddress:  "10.0.0.1",
+			wantReason:   "its address 10.0.0.9 is not 10.0.0.1, where its machine answered as it",
+		},
+		{
+			name: "the kubelet points its address at a machine without a Nodename, deletion off: not even said",
+			in: node.LifecycleInput{
+				NodeName: "w1", Now: now, Node: notReady(time.Hour), Previous: observedAt(time.Hour, "10.0.0.1"),
+				Options: node.LifecycleOptions{StaleNodeGrace: time.Minute}, Status: &specs.MachineStatusSpec{Reachable: true, NodeIp: "10.0.0.9", NodenameRead: true},
+			},
+			wantRecorded: "uuid-a",
+			wantAddress:  "10.0.0.1",
+			wantReason:   "no evidence about the Node (the kubelet's claim: nothing is done)",
+		},
+		{
+			name: "preempted GCP spot past the grace, the kubelet's address pointing elsewhere: deleted on the platform's word",
+			in: node.LifecycleInput{
+				Now: now, Node: notReady(10 * time.Minute), Previous: observedAt(10*time.Minute, "10.0.0.1"), Options: deleteAll,
+				Status: &specs.MachineStatusSpec{Reachable: true, NodeIp: "10.0.0.9", Nodename: "w9", NodenameRead: true}, Platform: &specs.PlatformMetadataSpec{Platform: "gcp", Spot: true},
+			},
+			wantDelete:   true,
+			wantRecorded: "uuid-a",
+			wantAddress:  "10.0.0.1",
+			wantReason:   "preempted GCP spot",
+		},
+		{
 			name: "preempted GCP spot past the grace, spot deletion on: deleted",
 			in: node.LifecycleInput{
 				Now: now, Node: notReady(10 * time.Minute), Status: &specs.MachineStatusSpec{Reachable: false},
@@ -152,6 +233,7 @@ func TestBuildNodeLifecycle(t *testing.T) {
 			assert.Equal(t, tc.wantDelete, got.GetDelete(), got.GetReason())
 			assert.Equal(t, tc.wantRequeue, requeue)
 			assert.Equal(t, tc.wantRecorded, got.GetRecordedMachineUuid())
+			assert.Equal(t, tc.wantAddress, got.GetRecordedNodeIp())
 			assert.Contains(t, got.GetReason(), tc.wantReason)
 		})
 	}
