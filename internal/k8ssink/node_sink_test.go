@@ -1,0 +1,119 @@
+package k8ssink_test
+
+import (
+	"testing"
+
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// The node sink keeps what talos-ccm owns on a Node in a NodeOwnership of its own: written with the first
+// apply, left alone by an apply that owns the same keys, and dropped with the NodeTransform. An entry of the
+// Node's ownership annotations it never recorded removes nothing, and is noted in the ApplyStatus.
+func TestNodeSinkKeepsOwnership(t *testing.T) {
+	t.Parallel()
+
+	operatorTaint := corev1.Taint{Key: "example.com/operator", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+	current := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "w1", UID: "u1",
+			// The kubelet's forged entry: an operator's taint it may not remove itself.
+			Annotations: map[string]string{k8ssink.OwnedTaintsAnnotation: "example.com/operator:NoSchedule"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: k8ssink.UninitializedTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}, operatorTaint,
+		}},
+	}
+
+	client := fake.NewClientset(current.DeepCopy())
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(current.DeepCopy()))
+
+	// refresh puts the Node as stored into the cache, as the informer would.
+	refresh := func() {
+		stored, err := client.CoreV1().Nodes().Get(t.Context(), "w1", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, indexer.Update(stored))
+	}
+
+	applier := k8ssink.NewNodeApplier(client.CoreV1().Nodes(), zaptest.NewLogger(t), k8ssink.NodeApplierOptions{})
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewNodeSinkController(applier, corelisters.NewNodeLister(indexer), 1))
+	s.Start()
+
+	decision := func(zone string) *specs.NodeTransformSpec {
+		return &specs.NodeTransformSpec{
+			Initialize: true,
+			Labels:     map[string]string{"topology.kubernetes.io/zone": zone},
+			Taints:     []*specs.Taint{{Key: "tccm.dev/spot", Value: "true", Effect: string(corev1.TaintEffectNoSchedule)}},
+		}
+	}
+
+	nt := node.NewNodeTransform(node.NamespaceName, "w1")
+	nt.TypedSpec().Value = decision("a")
+	s.Create(nt)
+
+	statusID := sink.ApplyStatusID(sink.KindNode, "w1")
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.True(as.TypedSpec().Value.GetInitialized())
+		a.Contains(as.TypedSpec().Value.GetError(), "taint example.com/operator:NoSchedule, which talos-ccm never recorded as its own")
+	})
+
+	ctest.AssertResource(s, "w1", func(r *node.NodeOwnership, a *assert.Assertions) {
+		a.Equal(&specs.NodeOwnershipSpec{
+			NodeUid: "u1",
+			Labels:  []string{"topology.kubernetes.io/zone"},
+			Taints:  []string{"tccm.dev/spot:NoSchedule"},
+		}, r.TypedSpec().Value)
+	})
+
+	stored, err := client.CoreV1().Nodes().Get(t.Context(), "w1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, stored.Spec.Taints, operatorTaint, "the forged entry removes nothing")
+	assert.Equal(t, "tccm.dev/spot:NoSchedule", stored.Annotations[k8ssink.OwnedTaintsAnnotation], "the copy is rewritten")
+
+	first, err := safe.StateGetByID[*node.NodeOwnership](s.Ctx(), s.State, "w1")
+	require.NoError(t, err)
+
+	// Another value of the same keys: the Node is written, the record is not.
+	refresh()
+	ctest.Modify(s, node.NewNodeTransform(node.NamespaceName, "w1"), func(r *node.NodeTransform) error {
+		r.TypedSpec().Value = decision("b")
+
+		return nil
+	})
+
+	changed, err := safe.StateGetByID[*node.NodeTransform](s.Ctx(), s.State, "w1")
+	require.NoError(t, err)
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal(changed.Metadata().Version().String(), as.TypedSpec().Value.GetAppliedVersion())
+		a.Empty(as.TypedSpec().Value.GetError())
+	})
+
+	second, err := safe.StateGetByID[*node.NodeOwnership](s.Ctx(), s.State, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, first.Metadata().Version(), second.Metadata().Version(), "the same keys leave the record as it was")
+
+	stored, err = client.CoreV1().Nodes().Get(t.Context(), "w1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "b", stored.Labels["topology.kubernetes.io/zone"])
+
+	ctest.Destroy[*node.NodeTransform](s, "w1")
+	ctest.AssertNoResource[*node.NodeOwnership](s, "w1")
+}
