@@ -18,8 +18,8 @@ import (
 // selectors and templates never read the Node's labels. What protection means is for the workloads: a
 // Node carries such a label only because talos-ccm or an administrator put it there, never because its
 // kubelet asked, and its kubelet cannot remove it either. `ccmctl config validate` says so for each
-// protected key a rule writes, and the Node writer removes such keys only where its configuration can set
-// them (k8ssink.RemovableKeys).
+// protected key a rule writes, and the Node writer removes such keys only where it recorded them as its own
+// in its state (k8ssink.OwnedKeys), never on the strength of the Node's annotations.
 //
 // The protected set mirrors NodeRestriction as of Kubernetes 1.36
 // (plugin/pkg/admission/noderestriction, getForbiddenLabels, with k8s.io/kubelet/pkg/apis.IsKubeletLabel):
