@@ -145,8 +145,11 @@ func recordWrites(status *specs.ApplyStatusSpec, version resource.Version, write
 	status.Writes = writes
 }
 
-// retryAfter is the backoff after consecutive failed applies to one object: 1s doubling up to 30s, so that
-// after an apiserver outage the objects waiting are written within half a minute of its return.
+// retryAfter is the backoff after consecutive failed applies to one object: 1s doubling up to 30s. An
+// apiserver outage does not make it grow in talos-ccm's command: its clients hold the writes until the
+// apiserver is back (internal/app's gate) instead of failing them, so a write in flight when the apiserver
+// went away fails once, is retried after a second, and is sent at the apiserver's return. Without the gate
+// (a host's own clients), the objects waiting are written within half a minute of its return.
 func retryAfter(failures int32) time.Duration {
 	d := time.Second << min(max(failures-1, 0), 5)
 
