@@ -809,3 +809,41 @@ func BenchmarkPlanNode(b *testing.B) {
 		}
 	}
 }
+
+// FuzzPlanObjectIgnoresCopies: whatever a kubelet writes into its Node's ownership annotations, the plan
+// removes only keys talos-ccm recorded, and once applied with its record it changes nothing more.
+func FuzzPlanObjectIgnoresCopies(f *testing.F) {
+	f.Add("a,b,node-role.kubernetes.io/x", "note", "tccm.dev/spot:NoSchedule,example.com/maintenance:NoSchedule")
+	f.Add(" , ,,", ",", "tccm.dev/spot,:,::NoSchedule")
+
+	f.Fuzz(func(t *testing.T, labels, annotations, taints string) {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   "n1",
+				Labels: map[string]string{"a": "1", "b": "2", "node-role.kubernetes.io/x": ""},
+				Annotations: map[string]string{
+					"note":                     "v",
+					OwnedLabelsAnnotation:      labels,
+					OwnedAnnotationsAnnotation: annotations,
+					OwnedTaintsAnnotation:      taints,
+				},
+			},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{foreignTaint, ownTaint, ownTaint2}},
+		}
+		owned := recorded([]string{"b"}, nil, []string{"tccm.dev/dedicated:NoExecute"})
+		desired := NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Taints: []corev1.Taint{ownTaint}}
+
+		plan := planObject(node, desired, owned)
+		assert.Subset(t, []string{"b"}, plan.metadata.labels.remove)
+		assert.Empty(t, plan.metadata.annotations.remove)
+
+		plan.applyTo(node)
+		assert.Equal(t, map[string]string{"a": "1", "node-role.kubernetes.io/x": ""}, node.Labels)
+		assert.Equal(t, "v", node.Annotations["note"])
+		assert.Equal(t, []corev1.Taint{foreignTaint, ownTaint}, node.Spec.Taints)
+
+		again := planObject(node, desired, plan.owned)
+		assert.True(t, again.empty(), "second plan is not empty: %+v", again)
+		assert.Empty(t, again.ignored())
+	})
+}
