@@ -125,8 +125,9 @@ func runFlood(ctx context.Context, opts options, requests int) (*floodResult, er
 
 	res.filed = time.Since(start)
 
-	// The flood is pending as talos-ccm sees it: every request has its first decision (a wait).
-	if err = waitDecisions(ctx, metricsAddr, sum(seen, `talos_ccm_csr_decisions_total{verdict="wait"}`)+float64(requests)); err != nil {
+	// The flood is decided as talos-ccm sees it: every request has its first decision (a wait for the newest,
+	// a denial as superseded for the others).
+	if err = waitDecisions(ctx, metricsAddr, sum(seen, `talos_ccm_csr_decisions_total{verdict="wait"}`)+sum(seen, `talos_ccm_csr_decisions_total{verdict="deny"}`)+float64(requests)); err != nil {
 		return nil, err
 	}
 
@@ -168,8 +169,9 @@ func floodPhase(ctx context.Context, client kubernetes.Interface, admin *rest.Co
 	return summarize(per, nil), nil
 }
 
-// waitDecisions waits until talos-ccm has counted at least want wait verdicts (a request counts once, at
-// its first decision, while it waits).
+// waitDecisions waits until talos-ccm has counted at least want wait and deny verdicts (a request counts at
+// its first decision, and once more when it waited and is then denied as superseded: the count can be
+// reached a little before every request is decided).
 func waitDecisions(ctx context.Context, metricsAddr string, want float64) error {
 	deadline := time.Now().Add(2 * time.Minute)
 
@@ -179,7 +181,7 @@ func waitDecisions(ctx context.Context, metricsAddr string, want float64) error 
 			return err
 		}
 
-		if sum(series, `talos_ccm_csr_decisions_total{verdict="wait"}`) >= want {
+		if sum(series, `talos_ccm_csr_decisions_total{verdict="wait"}`)+sum(series, `talos_ccm_csr_decisions_total{verdict="deny"}`) >= want {
 			return nil
 		}
 

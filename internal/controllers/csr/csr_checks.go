@@ -29,7 +29,7 @@ const (
 	// NodesGroup is the group of every node's credentials.
 	NodesGroup = "system:nodes"
 	// MaxRequestBytes is the largest spec.request accepted (rule 2).
-	MaxRequestBytes = 512 << 10
+	MaxRequestBytes = csrres.MaxRequestBytes
 	// MaxSANs bounds the subject alternative names of a request (rule 2).
 	MaxSANs = 100
 	// MaxRSABits bounds RSA keys: verifying a signature with a larger key costs more than a request should.

@@ -366,7 +366,7 @@ func TestDecideCSR(t *testing.T) {
 					{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Value: make([]byte, 600<<10)},
 				}})
 			},
-			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "more than 524288"}},
+			want: []want{{verdict: csr.VerdictDeny, rule: 2, result: csr.ResultFail, reason: "larger than 65536 bytes"}},
 		},
 		{
 			name: "too many names",

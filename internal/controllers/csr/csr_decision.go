@@ -116,9 +116,12 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 // decisionConcurrency is how many requests are decided at once.
 const decisionConcurrency = 16
 
-// supersededRecheck is how soon a waiting request of a requester that files several requests a minute is
-// decided again, to find whether a newer request superseded it.
-const supersededRecheck = 2 * time.Second
+// How soon a waiting request is decided again, to find whether a newer request superseded it: for a
+// requester that files several requests a minute, and for any other.
+const (
+	supersededRecheck = 2 * time.Second
+	waitingRecheck    = 30 * time.Second
+)
 
 type csrDecider struct {
 	index   *requesterIndex
@@ -201,11 +204,15 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 
 	// A request that waits is decided again when what it waits for changes, which it may never do for a
 	// requester whose Node is never initialized. Nothing decides it again when a newer request supersedes
-	// it (the controller cannot queue another request): for a requester that files several requests a
-	// minute, a waiting request is decided again shortly, so that a superseded one is denied and leaves
-	// the caches soon, while a node that files one request costs nothing more.
-	if busy && recheck == 0 && decision.GetVerdict() == csrres.VerdictWait {
-		recheck = supersededRecheck
+	// it (the controller cannot queue another request), so a waiting request is decided again after a
+	// while, to be denied and leave the caches if it was superseded meanwhile: shortly for a requester that
+	// files several requests a minute, and twice a minute otherwise (a decision in full of a request that
+	// was read already costs a few reads of the state).
+	if recheck == 0 && decision.GetVerdict() == csrres.VerdictWait {
+		recheck = waitingRecheck
+		if busy {
+			recheck = supersededRecheck
+		}
 	}
 
 	if recheck > 0 {

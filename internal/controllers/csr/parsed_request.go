@@ -49,7 +49,8 @@ func ParseRequest(raw []byte) *ParsedRequest {
 	p := &ParsedRequest{raw: raw}
 
 	if len(raw) > MaxRequestBytes {
-		p.parseErr = fmt.Sprintf("the request is %d bytes, more than %d", len(raw), MaxRequestBytes)
+		// The mirror keeps only the first MaxRequestBytes+1 bytes of a larger request.
+		p.parseErr = fmt.Sprintf("the request is larger than %d bytes", MaxRequestBytes)
 
 		return p
 	}

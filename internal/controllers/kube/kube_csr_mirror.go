@@ -7,6 +7,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
 // CSRStatePending is the state of every mirrored request: finished ones are not mirrored.
@@ -29,13 +30,15 @@ func PendingKubeletServingCSR(csr *certificatesv1.CertificateSigningRequest) boo
 	})
 }
 
-// MirrorCSR extracts from a CertificateSigningRequest what the approval rules decide from.
+// MirrorCSR extracts from a CertificateSigningRequest what the approval rules decide from. Of a request
+// larger than csr.MaxRequestBytes it keeps the first csr.MaxRequestBytes+1 bytes, which rule 2 denies: the
+// state keeps past versions of each mirror for its watchers, each with the bytes.
 func MirrorCSR(csr *certificatesv1.CertificateSigningRequest) *specs.KubeCSRSpec {
 	spec := &specs.KubeCSRSpec{
 		Uid:        string(csr.UID),
 		Username:   csr.Spec.Username,
 		Groups:     slices.Clone(csr.Spec.Groups),
-		Request:    slices.Clone(csr.Spec.Request),
+		Request:    slices.Clone(csr.Spec.Request[:min(len(csr.Spec.Request), csrres.MaxRequestBytes+1)]),
 		SignerName: csr.Spec.SignerName,
 		Created:    timestamppb.New(csr.CreationTimestamp.Time),
 		State:      CSRStatePending,

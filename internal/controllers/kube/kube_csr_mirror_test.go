@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
 func TestPendingKubeletServingCSR(t *testing.T) {
@@ -67,4 +68,17 @@ func TestMirrorCSR(t *testing.T) {
 	assert.Equal(t, created, spec.GetCreated().AsTime())
 	assert.Equal(t, kube.CSRStatePending, spec.GetState())
 	assert.Equal(t, "-----BEGIN CERTIFICATE REQUEST-----", string(spec.GetRequest()))
+}
+
+// A request larger than any that can be approved is mirrored with just enough of its bytes to be denied.
+func TestMirrorCSRCapsTheRequest(t *testing.T) {
+	t.Parallel()
+
+	large := make([]byte, 10*csrres.MaxRequestBytes)
+	spec := kube.MirrorCSR(&certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{Request: large}})
+	assert.Len(t, spec.GetRequest(), csrres.MaxRequestBytes+1)
+
+	small := []byte("-----BEGIN CERTIFICATE REQUEST-----")
+	spec = kube.MirrorCSR(&certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{Request: small}})
+	assert.Equal(t, small, spec.GetRequest())
 }

@@ -1,0 +1,401 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
+)
+
+// Eight nodes file requests signed with an RSA key of more than 65,536 bits (verifying one signature costs
+// about a second of CPU, and the cost grows with the square of the size); another node's request filed
+// right after them is approved within 2 s, the hostile ones are denied for their key, and denying them costs
+// talos-ccm a small, bounded amount of CPU: their signatures are never verified.
+func TestHostileCSRHugeKeys(t *testing.T) {
+	t.Setenv("TALOSCONFIG", "")
+
+	const (
+		quiet   = "hk-quiet"
+		warm    = "hk-warm"
+		hostile = 8
+	)
+
+	for _, name := range []string{quiet, warm} {
+		createCSRNode(t, name, false)
+	}
+
+	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}})
+
+	// talos-ccm is up and deciding before the attack starts.
+	cond := waitCSRDecided(t, submitCSR(t, warm, servingRequest{dns: []string{warm}}), 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+
+	// One key for every hostile node; Go verifies what it signs, at the cost the attack is about.
+	key := newMultiPrimeKey(t, 64, 1025)
+	bits := fmt.Sprintf("RSA %d bits", key.public.N.BitLen())
+
+	requests := make([][]byte, hostile)
+	for i := range requests {
+		requests[i] = hugeKeyCSR(t, fmt.Sprintf("hk-hostile-%d", i), key)
+	}
+
+	cpu := processCPU(t)
+
+	names := make([]string, hostile)
+
+	var wg sync.WaitGroup
+
+	for i := range names {
+		wg.Go(func() { names[i] = createRawCSR(t, fmt.Sprintf("hk-hostile-%d", i), requests[i]) })
+	}
+
+	wg.Wait()
+
+	filed := time.Now()
+	legit := submitCSR(t, quiet, servingRequest{dns: []string{quiet}})
+
+	cond = waitCSRDecided(t, legit, 30*time.Second)
+	approvedIn := time.Since(filed)
+
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+	assert.Less(t, approvedIn, 2*time.Second, "the legitimate request behind the hostile ones")
+
+	for _, name := range names {
+		cond = waitCSRDecided(t, name, 30*time.Second)
+		require.Equal(t, certificatesv1.CertificateDenied, cond.Type, cond.Message)
+		assert.Contains(t, cond.Message, bits)
+		assert.Contains(t, cond.Message, "the signature is not verified")
+	}
+
+	// The whole test process (talos-ccm, its clients and the test's own) used this much CPU from the first
+	// hostile request to the last denial: about 0.2 s, where verifying the eight signatures made it over a
+	// second.
+	used := processCPU(t) - cpu
+	t.Logf("legitimate request approved in %s; CPU for %d hostile requests: %s (%s each at most)", approvedIn, hostile, used, used/hostile)
+	assert.Less(t, used, 600*time.Millisecond, "CPU spent while the hostile requests were denied")
+}
+
+// One kubelet, whose Node is never initialized, files 300 large requests (about 270 KB each, more than
+// any request that can be approved, as fast as the apiserver takes them). talos-ccm denies each, as
+// superseded or, when it was the newest at its decision, for its size, so that none stays pending; and it
+// mirrors no more than the first 64 KiB of each. Its heap grows by less than 96 MiB: what stays is the
+// in-memory state's history of mirror versions for its watchers (1,024 events of the type, each version at
+// most 64 KiB of request), whatever the number of requests. Before, the superseded requests stayed pending
+// for a day, each held whole twice (informer and mirror) and in the history: over 300 MiB for these.
+func TestHostileCSRMemory(t *testing.T) {
+	t.Setenv("TALOSCONFIG", "")
+
+	const (
+		flooder  = "mem-flood"
+		warm     = "mem-warm"
+		requests = 300
+		padBytes = 200_000
+		// heapBound bounds how much talos-ccm's heap may grow by once the flood is decided.
+		heapBound = 96 << 20
+	)
+
+	createCSRNode(t, flooder, true)
+	createCSRNode(t, warm, false)
+
+	socket := filepath.Join(socketDir(t), "ccm.sock")
+	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}, APIListen: socket})
+	st := stateClient(t, socket)
+
+	cond := waitCSRDecided(t, submitCSR(t, warm, servingRequest{dns: []string{warm}}), 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+
+	request := paddedCSR(t, flooder, padBytes)
+	before := heapAlloc()
+
+	names := make([]string, requests)
+	work := make(chan int)
+
+	var wg sync.WaitGroup
+
+	for range 4 {
+		wg.Go(func() {
+			for i := range work {
+				names[i] = createRawCSR(t, flooder, request)
+			}
+		})
+	}
+
+	for i := range names {
+		work <- i
+	}
+
+	close(work)
+	wg.Wait()
+
+	// The flood is decided when talos-ccm mirrors no pending request of the flooder any more.
+	testenv.Eventually(t, 3*time.Minute, 500*time.Millisecond, "no pending request of "+flooder+" left in talos-ccm's mirror", func(ctx context.Context) error {
+		if n, err := mirroredRequests(ctx, st, talossim.NodeUserPrefix+flooder); err != nil || n != 0 {
+			return fmt.Errorf("%d mirrored (%v)", n, err)
+		}
+
+		return nil
+	})
+
+	grown := int64(heapAlloc()) - int64(before)
+	t.Logf("heap grew by %.1f MiB over %d requests of %d bytes", float64(grown)/(1<<20), requests, padBytes)
+	assert.Less(t, grown, int64(heapBound), "talos-ccm's heap after the flood")
+
+	// Every request is denied: as superseded, or for its size; the newest for its size.
+	var newest *certificatesv1.CertificateSigningRequest
+
+	reasons := map[string]string{}
+
+	for _, name := range names {
+		csr, err := env.Clientset().CertificatesV1().CertificateSigningRequests().Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+
+		if newest == nil || csr.CreationTimestamp.After(newest.CreationTimestamp.Time) ||
+			(csr.CreationTimestamp.Equal(&newest.CreationTimestamp) && csr.Name > newest.Name) {
+			newest = csr
+		}
+
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certificatesv1.CertificateDenied {
+				reasons[name] = c.Message
+			}
+		}
+	}
+
+	require.Len(t, reasons, requests, "every request is denied")
+	assert.Contains(t, reasons[newest.Name], "larger than 65536 bytes")
+
+	superseded := 0
+
+	for name, reason := range reasons {
+		if strings.Contains(reason, "superseded by") {
+			superseded++
+		} else {
+			assert.Contains(t, reason, "larger than 65536 bytes", name)
+		}
+	}
+
+	t.Logf("%d requests denied as superseded, %d for their size", superseded, requests-superseded)
+}
+
+// createCSRNode creates an initialized (or, with uninitialized, tainted) Node whose status names its
+// hostname, as a node that files serving certificate requests for it; it is deleted when the test ends.
+func createCSRNode(t *testing.T, name string, uninitialized bool) {
+	t.Helper()
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if uninitialized {
+		node.Spec.Taints = []corev1.Taint{{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	}
+
+	_, err := env.Clientset().CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	t.Cleanup(func() {
+		_ = env.Clientset().CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	node, err = env.Clientset().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+	_, err = env.Clientset().CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// multiPrimeKey is an RSA key whose modulus is the product of many small primes. A kubelet makes one of
+// any size in seconds and signs with it at the cost of its small primes (the Chinese remainder theorem),
+// while verifying a signature costs the square of the whole size; the apiserver takes such a request, as
+// its signature verifies.
+type multiPrimeKey struct {
+	public rsa.PublicKey
+	primes []*big.Int
+	// exponents are the private exponent modulo each prime minus one.
+	exponents []*big.Int
+}
+
+// newMultiPrimeKey makes a key of count primes of bits bits each (a modulus of at least count×bits-count
+// bits), with the public exponent 2^31-1, the largest Go takes, which makes a verification the costliest.
+func newMultiPrimeKey(t *testing.T, count, bits int) *multiPrimeKey {
+	t.Helper()
+
+	key := &multiPrimeKey{public: rsa.PublicKey{N: big.NewInt(1), E: 1<<31 - 1}}
+	e := big.NewInt(int64(key.public.E))
+
+	for len(key.primes) < count {
+		p, err := rand.Prime(rand.Reader, bits)
+		require.NoError(t, err)
+
+		d := new(big.Int).ModInverse(e, new(big.Int).Sub(p, big.NewInt(1)))
+		if d == nil || slices.ContainsFunc(key.primes, func(q *big.Int) bool { return q.Cmp(p) == 0 }) {
+			continue
+		}
+
+		key.primes = append(key.primes, p)
+		key.exponents = append(key.exponents, d)
+		key.public.N.Mul(key.public.N, p)
+	}
+
+	return key
+}
+
+// Public implements crypto.Signer.
+func (k *multiPrimeKey) Public() crypto.PublicKey { return &k.public }
+
+// Sign implements crypto.Signer for a SHA-256 digest: PKCS #1 v1.5, one exponentiation per prime.
+func (k *multiPrimeKey) Sign(_ io.Reader, digest []byte, _ crypto.SignerOpts) ([]byte, error) {
+	sha256Prefix := []byte{0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00, 0x04, 0x20}
+
+	size := k.public.Size()
+	encoded := bytes.Repeat([]byte{0xff}, size)
+	encoded[0], encoded[1] = 0, 1
+	tail := append(slices.Clone(sha256Prefix), digest...)
+	encoded[size-len(tail)-1] = 0
+	copy(encoded[size-len(tail):], tail)
+
+	m := new(big.Int).SetBytes(encoded)
+	signature := new(big.Int)
+
+	for i, p := range k.primes {
+		others := new(big.Int).Div(k.public.N, p)
+		part := new(big.Int).Exp(new(big.Int).Mod(m, p), k.exponents[i], p)
+		part.Mul(part, new(big.Int).ModInverse(new(big.Int).Mod(others, p), p))
+		part.Mul(part, others)
+		signature.Add(signature, part)
+	}
+
+	return signature.Mod(signature, k.public.N).FillBytes(make([]byte, size)), nil
+}
+
+// hugeKeyCSR is a kubelet serving request for node, signed with key.
+func hugeKeyCSR(t *testing.T, node string, key *multiPrimeKey) []byte {
+	t.Helper()
+
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:  pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		DNSNames: []string{node},
+	}, key)
+	require.NoError(t, err)
+
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+// paddedCSR is a kubelet serving request of node for its own name, made larger by an extension of pad
+// bytes.
+func paddedCSR(t *testing.T, node string, pad int) []byte {
+	t.Helper()
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:         pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		DNSNames:        []string{node},
+		ExtraExtensions: []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Value: make([]byte, pad)}},
+	}, key)
+	require.NoError(t, err)
+
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+// createRawCSR files a kubelet serving request with the given PEM bytes as node (impersonated, so that the
+// apiserver sets spec.username); it is deleted when the test ends. It may be called from any goroutine.
+func createRawCSR(t *testing.T, node string, request []byte) string {
+	client, err := certificatesv1client.NewForConfig(talossim.NodeConfig(env.Config, node))
+	if err != nil {
+		t.Error(err)
+
+		return ""
+	}
+
+	created, err := client.CertificateSigningRequests().Create(t.Context(), &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-hostile-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    request,
+			SignerName: certificatesv1.KubeletServingSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Error(err)
+
+		return ""
+	}
+
+	// The closure holds the name only, not the request's bytes.
+	name := created.Name
+	t.Cleanup(func() { deleteCSR(name) })
+
+	return name
+}
+
+// mirroredRequests counts the KubeCSRs (pending requests, with their bytes) talos-ccm holds of username.
+func mirroredRequests(ctx context.Context, st state.State, username string) (int, error) {
+	list, err := safe.StateListAll[*kube.KubeCSR](ctx, st)
+	if err != nil {
+		return 0, err
+	}
+
+	n := 0
+
+	for r := range list.All() {
+		if r.TypedSpec().Value.GetUsername() == username {
+			n++
+		}
+	}
+
+	return n, nil
+}
+
+// heapAlloc is the live heap of the test process, where talos-ccm runs, after a full collection.
+func heapAlloc() uint64 {
+	var stats runtime.MemStats
+
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&stats)
+
+	return stats.HeapAlloc
+}
+
+// processCPU is the CPU time the test process used so far, user and system.
+func processCPU(t *testing.T) time.Duration {
+	t.Helper()
+
+	var usage syscall.Rusage
+
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &usage))
+
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
+}
