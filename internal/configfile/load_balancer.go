@@ -3,6 +3,7 @@ package configfile
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
@@ -12,15 +13,19 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/iprange"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 // Known keys of the loadBalancer section.
 var (
 	loadBalancerKeys     = []string{"pools"}
-	lbPoolKeys           = []string{"name", "addresses", "namespaces", "serviceSelector"}
+	lbPoolKeys           = []string{"name", "addresses", "namespaces", "serviceSelector", "allowFirstLastIPs", "disabled", "drain", "ipMode"}
 	labelSelectorKeys    = []string{"matchLabels", "matchExpressions"}
 	labelRequirementKeys = []string{"key", "operator", "values"}
 )
+
+// ipModes are the values of a pool's ipMode, as Kubernetes spells them in status.loadBalancer.ingress.
+var ipModes = []string{ipam.IPModeVIP, ipam.IPModeProxy}
 
 // lbRange is one parsed entry of a pool's addresses, for the overlap check.
 type lbRange struct {
@@ -106,7 +111,14 @@ func (p *parser) lbPool(n *yaml.Node, pool *specs.LoadBalancerPoolConfig, names 
 					return
 				}
 
-				pool.Addresses = append(pool.Addresses, r.String())
+				// A range keeps its form even when it happens to be a CIDR: only CIDRs lose their first and
+				// last addresses, and a range is used as written.
+				written := r.String()
+				if strings.Contains(s, "-") {
+					written = r.First().String() + "-" + r.Last().String()
+				}
+
+				pool.Addresses = append(pool.Addresses, written)
 				ranges = append(ranges, lbRange{first: r.First(), last: r.Last(), line: vn.Line})
 			})
 		case "namespaces":
@@ -126,6 +138,25 @@ func (p *parser) lbPool(n *yaml.Node, pool *specs.LoadBalancerPoolConfig, names 
 			})
 		case "serviceSelector":
 			pool.ServiceSelector = p.labelSelector(v, "serviceSelector")
+		case "allowFirstLastIPs":
+			pool.AllowFirstLastIps, _ = p.boolean(v, "allowFirstLastIPs")
+		case "disabled":
+			pool.Disabled, _ = p.boolean(v, "disabled")
+		case "drain":
+			pool.Drain, _ = p.boolean(v, "drain")
+		case "ipMode":
+			mode, vn, ok := p.scalar(v, "ipMode")
+			if !ok || mode == "" {
+				return
+			}
+
+			if !slices.Contains(ipModes, mode) {
+				p.problem(vn, "ipMode %q is neither VIP nor Proxy", mode)
+
+				return
+			}
+
+			pool.IpMode = mode
 		}
 	})
 

@@ -23,8 +23,12 @@ func TestParseLoadBalancer(t *testing.T) {
         - 198.51.100.10 - 198.51.100.20
         - 2001:db8:1::/120
     - name: internal
-      addresses: ["10.10.0.0/24"]
+      addresses: ["10.10.0.0/24", "10.10.1.0 - 10.10.1.3"]
       namespaces: [prod, staging]
+      allowFirstLastIPs: true
+      disabled: false
+      drain: true
+      ipMode: Proxy
       serviceSelector:
         matchLabels: {exposure: internal}
         matchExpressions:
@@ -36,7 +40,9 @@ func TestParseLoadBalancer(t *testing.T) {
 	want := &specs.LoadBalancerConfig{Pools: []*specs.LoadBalancerPoolConfig{
 		{Name: "public", Addresses: []string{"192.0.2.0/28", "198.51.100.10-198.51.100.20", "2001:db8:1::/120"}, Line: 3},
 		{
-			Name: "internal", Addresses: []string{"10.10.0.0/24"}, Namespaces: []string{"prod", "staging"}, Line: 8,
+			// A range that happens to be a CIDR keeps its form: it is used as written, first and last included.
+			Name: "internal", Addresses: []string{"10.10.0.0/24", "10.10.1.0-10.10.1.3"}, Namespaces: []string{"prod", "staging"}, Line: 8,
+			AllowFirstLastIps: true, Drain: true, IpMode: "Proxy",
 			ServiceSelector: &specs.LabelSelector{
 				MatchLabels: map[string]string{"exposure": "internal"},
 				MatchExpressions: []*specs.LabelSelectorRequirement{
@@ -92,6 +98,12 @@ func TestParseLoadBalancerErrors(t *testing.T) {
 			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n      serviceSelector:\n        matchExpressions:\n          - {key: tier, operator: In}\n          - {key: x, operator: Like, values: [y]}\n",
 			want: "ccm.yaml:7: pool \"a\": serviceSelector.matchExpressions[0]: values: ...\n" +
 				"ccm.yaml:8: pool \"a\": serviceSelector.matchExpressions[1]: \"Like\" is not a valid label selector operator",
+		},
+		{
+			name:   "bad ipMode and flags",
+			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n      ipMode: proxy\n      drain: yes please\n",
+			want: "ccm.yaml:5: pool \"a\": ipMode \"proxy\" is neither VIP nor Proxy\n" +
+				"ccm.yaml:6: pool \"a\": drain must be true or false",
 		},
 	}
 

@@ -38,7 +38,9 @@ type IPAllocationSpec struct {
 	// ipv4 or ipv6.
 	Family string `protobuf:"bytes,4,opt,name=family,proto3" json:"family,omitempty"`
 	// allocated (the address is held), pending (waiting for a fact), failed (no address could be given, see
-	// reason) or conflict (the owner already uses an address that is outside the pools or held by another).
+	// reason), conflict (the owner already uses an address that is outside the pools or held by another) or
+	// orphaned (LoadBalancer IPs: the Service keeps an IP that no pool which may serve it holds any more, after
+	// a pool edit; the IP stays reserved for it, and the reason says what to do).
 	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	// A CIDR for a pod CIDR, an IP for a LoadBalancer IP; empty unless allocated or conflict.
 	Address string `protobuf:"bytes,6,opt,name=address,proto3" json:"address,omitempty"`
@@ -56,8 +58,10 @@ type IPAllocationSpec struct {
 	// once every family is allocated; empty while one is missing (spec.podCIDRs can be set only once).
 	NodePodCidrs []string `protobuf:"bytes,11,rep,name=node_pod_cidrs,json=nodePodCIDRs,proto3" json:"node_pod_cidrs,omitempty"`
 	// LoadBalancer IPs: the sharing key of the Service, and the ports (PROTOCOL/PORT) it uses on the IP.
-	SharingKey    string   `protobuf:"bytes,12,opt,name=sharing_key,json=sharingKey,proto3" json:"sharing_key,omitempty"`
-	Ports         []string `protobuf:"bytes,13,rep,name=ports,proto3" json:"ports,omitempty"`
+	SharingKey string   `protobuf:"bytes,12,opt,name=sharing_key,json=sharingKey,proto3" json:"sharing_key,omitempty"`
+	Ports      []string `protobuf:"bytes,13,rep,name=ports,proto3" json:"ports,omitempty"`
+	// LoadBalancer IPs: the ipMode of the Service's ingress, VIP (the default) or Proxy, from the pool.
+	IpMode        string `protobuf:"bytes,14,opt,name=ip_mode,json=ipMode,proto3" json:"ip_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +185,13 @@ func (x *IPAllocationSpec) GetPorts() []string {
 		return x.Ports
 	}
 	return nil
+}
+
+func (x *IPAllocationSpec) GetIpMode() string {
+	if x != nil {
+		return x.IpMode
+	}
+	return ""
 }
 
 // IPPoolCondition is one condition of a pool, in the Kubernetes style.
@@ -455,7 +466,18 @@ type LoadBalancerPoolConfig struct {
 	// When set, only Services whose labels match get IPs from the pool.
 	ServiceSelector *LabelSelector `protobuf:"bytes,4,opt,name=service_selector,json=serviceSelector,proto3" json:"service_selector,omitempty"`
 	// The line of the pool in the config file, for messages.
-	Line          int32 `protobuf:"varint,5,opt,name=line,proto3" json:"line,omitempty"`
+	Line int32 `protobuf:"varint,5,opt,name=line,proto3" json:"line,omitempty"`
+	// When false (the default), the network and broadcast addresses of an IPv4 CIDR and the subnet-router
+	// anycast address (the first) of an IPv6 CIDR are never handed out; ranges written first-last are used
+	// as written.
+	AllowFirstLastIps bool `protobuf:"varint,6,opt,name=allow_first_last_ips,json=allowFirstLastIPs,proto3" json:"allow_first_last_ips,omitempty"`
+	// A disabled pool keeps the IPs it assigned and assigns no new one.
+	Disabled bool `protobuf:"varint,7,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	// A draining pool assigns no new IP and releases every IP it holds, those kept for Services outside its
+	// ranges (orphaned) included: their Services get a new IP from another pool that matches them.
+	Drain bool `protobuf:"varint,8,opt,name=drain,proto3" json:"drain,omitempty"`
+	// The ipMode written to the ingress of the Services that get an IP from the pool: VIP (empty) or Proxy.
+	IpMode        string `protobuf:"bytes,9,opt,name=ip_mode,json=ipMode,proto3" json:"ip_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -523,6 +545,34 @@ func (x *LoadBalancerPoolConfig) GetLine() int32 {
 		return x.Line
 	}
 	return 0
+}
+
+func (x *LoadBalancerPoolConfig) GetAllowFirstLastIps() bool {
+	if x != nil {
+		return x.AllowFirstLastIps
+	}
+	return false
+}
+
+func (x *LoadBalancerPoolConfig) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+func (x *LoadBalancerPoolConfig) GetDrain() bool {
+	if x != nil {
+		return x.Drain
+	}
+	return false
+}
+
+func (x *LoadBalancerPoolConfig) GetIpMode() string {
+	if x != nil {
+		return x.IpMode
+	}
+	return ""
 }
 
 // LabelSelector is a Kubernetes label selector: matchLabels and matchExpressions are ANDed.
@@ -644,7 +694,7 @@ var File_specs_ipam_proto protoreflect.FileDescriptor
 const file_specs_ipam_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/ipam.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\x02\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\x03\n" +
 	"\x10IPAllocationSpec\x12\x18\n" +
 	"\apurpose\x18\x01 \x01(\tR\apurpose\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -660,7 +710,8 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\x0enode_pod_cidrs\x18\v \x03(\tR\fnodePodCIDRs\x12\x1f\n" +
 	"\vsharing_key\x18\f \x01(\tR\n" +
 	"sharingKey\x12\x14\n" +
-	"\x05ports\x18\r \x03(\tR\x05ports\"o\n" +
+	"\x05ports\x18\r \x03(\tR\x05ports\x12\x17\n" +
+	"\aip_mode\x18\x0e \x01(\tR\x06ipMode\"o\n" +
 	"\x0fIPPoolCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
@@ -685,7 +736,7 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\x06source\x18\v \x01(\tR\x06source\x12\x12\n" +
 	"\x04next\x18\f \x01(\x04R\x04next\"N\n" +
 	"\x12LoadBalancerConfig\x128\n" +
-	"\x05pools\x18\x01 \x03(\v2\".tccm.specs.LoadBalancerPoolConfigR\x05pools\"\xc4\x01\n" +
+	"\x05pools\x18\x01 \x03(\v2\".tccm.specs.LoadBalancerPoolConfigR\x05pools\"\xc0\x02\n" +
 	"\x16LoadBalancerPoolConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x1e\n" +
@@ -693,7 +744,11 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"namespaces\x18\x03 \x03(\tR\n" +
 	"namespaces\x12D\n" +
 	"\x10service_selector\x18\x04 \x01(\v2\x19.tccm.specs.LabelSelectorR\x0fserviceSelector\x12\x12\n" +
-	"\x04line\x18\x05 \x01(\x05R\x04line\"\xf1\x01\n" +
+	"\x04line\x18\x05 \x01(\x05R\x04line\x12/\n" +
+	"\x14allow_first_last_ips\x18\x06 \x01(\bR\x11allowFirstLastIPs\x12\x1a\n" +
+	"\bdisabled\x18\a \x01(\bR\bdisabled\x12\x14\n" +
+	"\x05drain\x18\b \x01(\bR\x05drain\x12\x17\n" +
+	"\aip_mode\x18\t \x01(\tR\x06ipMode\"\xf1\x01\n" +
 	"\rLabelSelector\x12M\n" +
 	"\fmatch_labels\x18\x01 \x03(\v2*.tccm.specs.LabelSelector.MatchLabelsEntryR\vmatchLabels\x12Q\n" +
 	"\x11match_expressions\x18\x02 \x03(\v2$.tccm.specs.LabelSelectorRequirementR\x10matchExpressions\x1a>\n" +

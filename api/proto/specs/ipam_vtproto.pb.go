@@ -34,6 +34,7 @@ func (m *IPAllocationSpec) CloneVT() *IPAllocationSpec {
 	r.Origin = m.Origin
 	r.Since = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.Since).CloneVT())
 	r.SharingKey = m.SharingKey
+	r.IpMode = m.IpMode
 	if rhs := m.NodePodCidrs; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -152,6 +153,10 @@ func (m *LoadBalancerPoolConfig) CloneVT() *LoadBalancerPoolConfig {
 	r.Name = m.Name
 	r.ServiceSelector = m.ServiceSelector.CloneVT()
 	r.Line = m.Line
+	r.AllowFirstLastIps = m.AllowFirstLastIps
+	r.Disabled = m.Disabled
+	r.Drain = m.Drain
+	r.IpMode = m.IpMode
 	if rhs := m.Addresses; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -282,6 +287,9 @@ func (this *IPAllocationSpec) EqualVT(that *IPAllocationSpec) bool {
 		if vx != vy {
 			return false
 		}
+	}
+	if this.IpMode != that.IpMode {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -469,6 +477,18 @@ func (this *LoadBalancerPoolConfig) EqualVT(that *LoadBalancerPoolConfig) bool {
 		return false
 	}
 	if this.Line != that.Line {
+		return false
+	}
+	if this.AllowFirstLastIps != that.AllowFirstLastIps {
+		return false
+	}
+	if this.Disabled != that.Disabled {
+		return false
+	}
+	if this.Drain != that.Drain {
+		return false
+	}
+	if this.IpMode != that.IpMode {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -146,6 +146,11 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 		alloc := p.decided[t.id]
 		alloc.Purpose, alloc.Owner, alloc.OwnerUid, alloc.Family = ipam.PurposeLoadBalancerIP, "Service/"+t.svc.Key, t.svc.UID, t.family
 		alloc.SharingKey, alloc.Ports = sharingKey(t.svc), t.svc.Ports
+
+		if alloc.GetAddress() != "" {
+			alloc.IpMode = p.ipMode(alloc.GetPool())
+		}
+
 		plan.Allocations[t.id] = withSince(alloc, p.in.Previous[t.id], p.in.Now)
 	}
 
@@ -207,6 +212,18 @@ func (p *servicePlanner) buildPools() {
 			p.pools = append(p.pools, &lbPool{pool: pl, config: cfg, selector: selector})
 		}
 	}
+}
+
+// ipMode is the ipMode of the Services that hold an IP of the pool with this ID: VIP unless the pool says
+// Proxy.
+func (p *servicePlanner) ipMode(poolID string) string {
+	for _, pl := range p.pools {
+		if pl.id == poolID {
+			return cmp.Or(pl.config.GetIpMode(), ipam.IPModeVIP)
+		}
+	}
+
+	return ipam.IPModeVIP
 }
 
 func (pl *lbPool) matches(svc *ServiceFacts) bool {

@@ -56,7 +56,7 @@ func TestPlanServiceIPs(t *testing.T) {
 
 	pools := []*specs.LoadBalancerPoolConfig{
 		{Name: "prod", Addresses: []string{"192.0.2.10-192.0.2.11", "2001:db8::/126"}, Namespaces: []string{"prod"}},
-		{Name: "web", Addresses: []string{"198.51.100.0/30"}, ServiceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}},
+		{Name: "web", Addresses: []string{"198.51.100.0/30"}, IpMode: ipamres.IPModeProxy, ServiceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}},
 		{Name: "default", Addresses: []string{"203.0.113.0/30"}},
 	}
 
@@ -92,6 +92,8 @@ func TestPlanServiceIPs(t *testing.T) {
 				assert.Equal(t, "True", p.GetConditions()[0].GetStatus(), "exhausted")
 				assert.Equal(t, uint64(4), plan.Pools["lb/prod/ipv6"].GetSize())
 				assert.Equal(t, ipamres.OriginAllocated, plan.Allocations[v4("prod/a")].GetOrigin())
+				assert.Equal(t, ipamres.IPModeVIP, plan.Allocations[v4("prod/a")].GetIpMode(), "VIP by default")
+				assert.Equal(t, ipamres.IPModeProxy, plan.Allocations[v4("dev/web")].GetIpMode(), "the pool's ipMode")
 			},
 		},
 		{

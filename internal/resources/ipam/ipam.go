@@ -54,6 +54,15 @@ const (
 	AnnotationSharingKey = "talos-ccm.dev/sharing-key"
 )
 
+// IP modes of a LoadBalancer IP, as Kubernetes spells them in status.loadBalancer.ingress[].ipMode.
+const (
+	// IPModeVIP: the load balancer delivers packets with the IP as their destination (the default).
+	IPModeVIP = "VIP"
+	// IPModeProxy: the load balancer delivers packets with its own address as their destination, so that
+	// kube-proxy must not short-circuit the IP inside the cluster.
+	IPModeProxy = "Proxy"
+)
+
 // Serves reports whether talos-ccm hands out the IPs of a Service with this spec.loadBalancerClass.
 func Serves(class string) bool {
 	return class == "" || class == LoadBalancerClass
