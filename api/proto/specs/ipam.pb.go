@@ -38,9 +38,8 @@ type IPAllocationSpec struct {
 	// ipv4 or ipv6.
 	Family string `protobuf:"bytes,4,opt,name=family,proto3" json:"family,omitempty"`
 	// allocated (the address is held), pending (waiting for a fact), failed (no address could be given, see
-	// reason), conflict (the owner already uses an address that is outside the pools or held by another) or
-	// orphaned (LoadBalancer IPs: the Service keeps an IP that no pool which may serve it holds any more, after
-	// a pool edit; the IP stays reserved for it, and the reason says what to do).
+	// reason) or conflict (the owner already uses an address that is outside the pools or held by another).
+	// A LoadBalancer IP that no pool would hand out now but the Service keeps is allocated, with a warning.
 	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	// A CIDR for a pod CIDR, an IP for a LoadBalancer IP; empty unless allocated or conflict.
 	Address string `protobuf:"bytes,6,opt,name=address,proto3" json:"address,omitempty"`
@@ -61,7 +60,13 @@ type IPAllocationSpec struct {
 	SharingKey string   `protobuf:"bytes,12,opt,name=sharing_key,json=sharingKey,proto3" json:"sharing_key,omitempty"`
 	Ports      []string `protobuf:"bytes,13,rep,name=ports,proto3" json:"ports,omitempty"`
 	// LoadBalancer IPs: the ipMode of the Service's ingress, VIP (the default) or Proxy, from the pool.
-	IpMode        string `protobuf:"bytes,14,opt,name=ip_mode,json=ipMode,proto3" json:"ip_mode,omitempty"`
+	IpMode string `protobuf:"bytes,14,opt,name=ip_mode,json=ipMode,proto3" json:"ip_mode,omitempty"`
+	// LoadBalancer IPs: set on an allocated IP that the Service keeps although no pool would hand it out now,
+	// as one CamelCase word for an Event or a condition: OutsidePools (a pool edit left the IP outside every
+	// pool that may serve the Service: it stays reserved for it until the Service changes, the operator
+	// releases it or the pool drains) or ReservedAddress (the first or last address of a CIDR, which the pool
+	// no longer hands out). The reason says why and what to do. The IP stays on the Service's ingress.
+	Warning       string `protobuf:"bytes,15,opt,name=warning,proto3" json:"warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -190,6 +195,13 @@ func (x *IPAllocationSpec) GetPorts() []string {
 func (x *IPAllocationSpec) GetIpMode() string {
 	if x != nil {
 		return x.IpMode
+	}
+	return ""
+}
+
+func (x *IPAllocationSpec) GetWarning() string {
+	if x != nil {
+		return x.Warning
 	}
 	return ""
 }
@@ -694,7 +706,7 @@ var File_specs_ipam_proto protoreflect.FileDescriptor
 const file_specs_ipam_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/ipam.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\x03\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n" +
 	"\x10IPAllocationSpec\x12\x18\n" +
 	"\apurpose\x18\x01 \x01(\tR\apurpose\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -711,7 +723,8 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\vsharing_key\x18\f \x01(\tR\n" +
 	"sharingKey\x12\x14\n" +
 	"\x05ports\x18\r \x03(\tR\x05ports\x12\x17\n" +
-	"\aip_mode\x18\x0e \x01(\tR\x06ipMode\"o\n" +
+	"\aip_mode\x18\x0e \x01(\tR\x06ipMode\x12\x18\n" +
+	"\awarning\x18\x0f \x01(\tR\awarning\"o\n" +
 	"\x0fIPPoolCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +

@@ -35,6 +35,7 @@ func (m *IPAllocationSpec) CloneVT() *IPAllocationSpec {
 	r.Since = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.Since).CloneVT())
 	r.SharingKey = m.SharingKey
 	r.IpMode = m.IpMode
+	r.Warning = m.Warning
 	if rhs := m.NodePodCidrs; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -289,6 +290,9 @@ func (this *IPAllocationSpec) EqualVT(that *IPAllocationSpec) bool {
 		}
 	}
 	if this.IpMode != that.IpMode {
+		return false
+	}
+	if this.Warning != that.Warning {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -73,6 +73,17 @@ const (
 	StateConflict = "conflict"
 )
 
+// Warnings on an allocated LoadBalancer IP that the Service keeps although no pool would hand it out now.
+const (
+	// WarningOutsidePools: a pool edit left the IP outside every pool that may serve the Service; it stays
+	// reserved for the Service until the Service changes, the operator releases it
+	// (AnnotationReleaseLoadBalancerIP) or its pool drains.
+	WarningOutsidePools = "OutsidePools"
+	// WarningReservedAddress: the IP is the first or last address of a CIDR, which the pool does not hand
+	// out (allowFirstLastIPs is false); the Service had it before and keeps it.
+	WarningReservedAddress = "ReservedAddress"
+)
+
 // Origins of an allocated address.
 const (
 	OriginAllocated = "allocated"
