@@ -40,27 +40,18 @@ import (
 )
 
 // Eight nodes file requests signed with an RSA key of more than 65,536 bits (verifying one signature costs
-// about a second of CPU, and the cost grows with the square of the size); another node's request filed
+// over half a second of CPU, and the cost grows with the square of the size); another node's request filed
 // right after them is approved within 2 s, the hostile ones are denied for their key, and denying them costs
 // talos-ccm a small, bounded amount of CPU: their signatures are never verified.
 func TestHostileCSRHugeKeys(t *testing.T) {
-	t.Setenv("TALOSCONFIG", "")
-
 	const (
 		quiet   = "hk-quiet"
 		warm    = "hk-warm"
 		hostile = 8
 	)
 
-	for _, name := range []string{quiet, warm} {
-		createCSRNode(t, name, false)
-	}
-
-	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}})
-
-	// talos-ccm is up and deciding before the attack starts.
-	cond := waitCSRDecided(t, submitCSR(t, warm, servingRequest{dns: []string{warm}}), 30*time.Second)
-	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
+	createCSRNode(t, quiet, false)
+	startCSRApprover(t, warm, app.Options{})
 
 	// One key for every hostile node; Go verifies what it signs, at the cost the attack is about.
 	key := newMultiPrimeKey(t, 64, 1025)
@@ -86,7 +77,7 @@ func TestHostileCSRHugeKeys(t *testing.T) {
 	filed := time.Now()
 	legit := submitCSR(t, quiet, servingRequest{dns: []string{quiet}})
 
-	cond = waitCSRDecided(t, legit, 30*time.Second)
+	cond := waitCSRDecided(t, legit, 30*time.Second)
 	approvedIn := time.Since(filed)
 
 	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
@@ -115,8 +106,6 @@ func TestHostileCSRHugeKeys(t *testing.T) {
 // most 64 KiB of request), whatever the number of requests. Before, the superseded requests stayed pending
 // for a day, each held whole twice (informer and mirror) and in the history: over 300 MiB for these.
 func TestHostileCSRMemory(t *testing.T) {
-	t.Setenv("TALOSCONFIG", "")
-
 	const (
 		flooder  = "mem-flood"
 		warm     = "mem-warm"
@@ -127,14 +116,10 @@ func TestHostileCSRMemory(t *testing.T) {
 	)
 
 	createCSRNode(t, flooder, true)
-	createCSRNode(t, warm, false)
 
 	socket := filepath.Join(socketDir(t), "ccm.sock")
-	startCCM(t, nil, app.Options{Controllers: []string{"csr-approval"}, APIListen: socket})
+	startCSRApprover(t, warm, app.Options{APIListen: socket})
 	st := stateClient(t, socket)
-
-	cond := waitCSRDecided(t, submitCSR(t, warm, servingRequest{dns: []string{warm}}), 30*time.Second)
-	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
 
 	request := paddedCSR(t, flooder, padBytes)
 	before := heapAlloc()
@@ -207,6 +192,21 @@ func TestHostileCSRMemory(t *testing.T) {
 	}
 
 	t.Logf("%d requests denied as superseded, %d for their size", superseded, requests-superseded)
+}
+
+// startCSRApprover runs talos-ccm as the CSR approver alone (no Talos API), with opts, and returns once it
+// approved a request of the Node warm, which it creates: talos-ccm is up and deciding.
+func startCSRApprover(t *testing.T, warm string, opts app.Options) {
+	t.Helper()
+	t.Setenv("TALOSCONFIG", "")
+
+	createCSRNode(t, warm, false)
+
+	opts.Controllers = []string{"csr-approval"}
+	startCCM(t, nil, opts)
+
+	cond := waitCSRDecided(t, submitCSR(t, warm, servingRequest{dns: []string{warm}}), 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateApproved, cond.Type, cond.Message)
 }
 
 // createCSRNode creates an initialized (or, with uninitialized, tainted) Node whose status names its
