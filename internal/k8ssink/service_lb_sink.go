@@ -2,10 +2,10 @@ package k8ssink
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
@@ -13,6 +13,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -32,6 +33,9 @@ const (
 	EventLoadBalancerIPRejected = "LoadBalancerIPRejected"
 	// EventLoadBalancerIPUnavailable: no pool matches the Service, or every matching pool is exhausted.
 	EventLoadBalancerIPUnavailable = "LoadBalancerIPUnavailable"
+	// EventLoadBalancerIPKept: the Service keeps an IP that no pool would hand out to it now (after a pool
+	// edit, or a first or last address of a CIDR); the message says why and what to do.
+	EventLoadBalancerIPKept = "LoadBalancerIPKept"
 )
 
 // ServiceStatusClient is the part of the Service client of one namespace the LoadBalancer sink uses.
@@ -40,8 +44,9 @@ type ServiceStatusClient interface {
 }
 
 // ServiceLBSinkController writes the LoadBalancer IPs the allocator decided into status.loadBalancer.ingress
-// of the Services talos-ccm serves, and posts Events: the IPs assigned, a requested IP rejected, no IP
-// available. It decides nothing: the IPAllocations are the decision.
+// of the Services talos-ccm serves, with the condition ConditionLoadBalancerIPAllocated in the same patch,
+// and posts Events: the IPs assigned, a requested IP rejected, no IP available. It removes the condition
+// from a Service it no longer serves. It decides nothing: the IPAllocations are the decision.
 type ServiceLBSinkController = SinkController[*kube.KubeService]
 
 // NewServiceLBSinkController instantiates the LoadBalancer sink. services returns the client of a namespace
@@ -58,6 +63,7 @@ func NewServiceLBSinkController(
 		Object:      "Service",
 		NewInput:    kube.NewKubeService,
 		Apply:       s.apply,
+		Teardown:    s.teardown,
 		Concurrency: concurrency,
 		ExtraInputs: []qtransform.ControllerOption{
 			qtransform.WithExtraMappedInput[*ipam.IPAllocation](mapAllocationToOwner("service", kube.NamespaceName, kube.KubeServiceType)),
@@ -76,7 +82,8 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 	mirror := ks.TypedSpec().Value
 
 	if !ipam.Serves(mirror.GetLoadBalancerClass()) {
-		return untouched(), nil // another load balancer's Service
+		// Another load balancer's Service; it shows talos-ccm's condition only when it was talos-ccm's before.
+		return s.forget(ctx, logger, ks)
 	}
 
 	allocs := make([]*specs.IPAllocationSpec, 0, 2)
@@ -84,7 +91,7 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 	for _, family := range families(mirror.GetIpFamilies()) {
 		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.ServiceAllocationID(key, family))
 		if state.IsNotFoundError(err) {
-			return untouched(), nil // not decided yet: the ingress is left as it is
+			return untouched(), nil // not decided yet: the status is left as it is
 		}
 
 		if err != nil {
@@ -107,28 +114,76 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 	problem, reason := loadBalancerProblem(allocs)
 	if problem != "" && problem != last.GetError() {
 		s.events.Event(current, corev1.EventTypeWarning, reason, problem)
-		logger.Warn("load balancer ip not available", zap.String("service", key), zap.String("reason", problem))
+		logger.Warn("load balancer ip problem", zap.String("service", key), zap.String("reason", problem))
 	}
 
-	desired := DesiredIngress(allocs, mirror.GetUid())
+	desired := DesiredLoadBalancerStatus(allocs, mirror.GetUid())
 
-	if slices.Equal(desired, ingressIPs(current)) {
+	patch, writes, err := loadBalancerStatusPatch(current, desired, time.Now())
+	if err != nil {
+		return outcome{}, err
+	}
+
+	if patch == nil {
 		return applied().withNote(problem), nil
 	}
 
-	if err = s.setIngress(ctx, current, desired); err != nil {
-		logger.Warn("failed to set load balancer ingress", zap.String("service", key), zap.Error(err))
+	if err = s.patchStatus(ctx, current, patch); err != nil {
+		logger.Warn("failed to set load balancer status", zap.String("service", key), zap.Error(err))
 
 		return failed(err), nil
 	}
 
-	if len(desired) > 0 {
-		s.events.Eventf(current, corev1.EventTypeNormal, EventLoadBalancerIPAllocated, "Assigned %s", strings.Join(desired, ", "))
+	ips := ingressIPs(desired.Ingress)
+
+	if slices.Contains(writes, writeIngress) && len(ips) > 0 {
+		s.events.Eventf(current, corev1.EventTypeNormal, EventLoadBalancerIPAllocated, "Assigned %s", strings.Join(ips, ", "))
 	}
 
-	logger.Info("load balancer ingress set", zap.String("service", key), zap.Strings("ips", desired))
+	logger.Info("load balancer status set", zap.String("service", key), zap.Strings("ips", ips),
+		zap.String("condition", string(desired.Condition.Status)), zap.String("reason", desired.Condition.Reason))
 
-	return applied("status.loadBalancer.ingress").withNote(problem), nil
+	return applied(writes...).withNote(problem), nil
+}
+
+// teardown removes talos-ccm's condition from a Service that is no longer a load balancer (its mirror is
+// gone); a deleted Service needs nothing.
+func (s *serviceLBSink) teardown(ctx context.Context, _ controller.ReaderWriter, logger *zap.Logger, ks *kube.KubeService) error {
+	o, err := s.forget(ctx, logger, ks)
+	if err != nil {
+		return err
+	}
+
+	return o.err
+}
+
+// forget removes talos-ccm's condition from the Service of a mirror talos-ccm does not serve (any more).
+func (s *serviceLBSink) forget(ctx context.Context, logger *zap.Logger, ks *kube.KubeService) (outcome, error) {
+	mirror := ks.TypedSpec().Value
+
+	current, err := s.lister.Services(mirror.GetNamespace()).Get(mirror.GetName())
+	if apierrors.IsNotFound(err) {
+		return untouched(), nil
+	}
+
+	if err != nil {
+		return cacheMiss("Service", ks.Metadata().ID(), err)
+	}
+
+	patch := conditionRemovalPatch(current)
+	if patch == nil || string(current.UID) != mirror.GetUid() {
+		return untouched(), nil
+	}
+
+	if err = s.patchStatus(ctx, current, patch); err != nil {
+		logger.Warn("failed to remove the load balancer condition", zap.String("service", ks.Metadata().ID()), zap.Error(err))
+
+		return failed(err), nil
+	}
+
+	logger.Info("load balancer condition removed", zap.String("service", ks.Metadata().ID()))
+
+	return applied(writeConditions), nil
 }
 
 // families maps spec.ipFamilies to allocation families, IPv4 when there is none.
@@ -148,35 +203,33 @@ func families(ipFamilies []string) []string {
 	return out
 }
 
-// DesiredIngress returns the ingress IPs of a Service with the given UID: its allocated IPs, in the order of
-// its families.
-func DesiredIngress(allocs []*specs.IPAllocationSpec, uid string) []string {
-	var out []string
-
-	for _, a := range allocs {
-		if a.GetState() == ipam.StateAllocated && a.GetOwnerUid() == uid {
-			out = append(out, a.GetAddress())
-		}
-	}
-
-	return out
-}
-
-// loadBalancerProblem describes the allocations of a Service that failed, with the Event reason; empty
-// when there is none.
+// loadBalancerProblem describes the allocations of a Service that failed, and the IPs it keeps although no
+// pool would hand them out now, with the Event reason (that of a failure first); empty when there is none.
 func loadBalancerProblem(allocs []*specs.IPAllocationSpec) (string, string) {
 	var (
 		problems []string
-		reason   = EventLoadBalancerIPUnavailable
+		reason   string
 	)
 
+	// The reasons in order of precedence: a rejected request, then no IP, then a kept IP.
+	rank := []string{"", EventLoadBalancerIPKept, EventLoadBalancerIPUnavailable, EventLoadBalancerIPRejected}
+
 	for _, a := range allocs {
-		if a.GetState() != ipam.StateFailed {
+		var r string
+
+		switch {
+		case a.GetState() == ipam.StateFailed && a.GetOrigin() == ipam.OriginRequested:
+			r = EventLoadBalancerIPRejected
+		case a.GetState() == ipam.StateFailed:
+			r = EventLoadBalancerIPUnavailable
+		case a.GetState() == ipam.StateAllocated && a.GetWarning() != "":
+			r = EventLoadBalancerIPKept
+		default:
 			continue
 		}
 
-		if a.GetOrigin() == ipam.OriginRequested {
-			reason = EventLoadBalancerIPRejected
+		if slices.Index(rank, r) > slices.Index(rank, reason) {
+			reason = r
 		}
 
 		problems = append(problems, a.GetFamily()+": "+a.GetReason())
@@ -185,33 +238,22 @@ func loadBalancerProblem(allocs []*specs.IPAllocationSpec) (string, string) {
 	return strings.Join(problems, "; "), reason
 }
 
-func ingressIPs(svc *corev1.Service) []string {
-	var out []string
+func ingressIPs(ingress []corev1.LoadBalancerIngress) []string {
+	out := make([]string, 0, len(ingress))
 
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		if ing.IP != "" {
-			out = append(out, ing.IP)
-		}
+	for _, ing := range ingress {
+		out = append(out, ing.IP)
 	}
 
 	return out
 }
 
-// setIngress replaces status.loadBalancer.ingress by a merge patch of the status subresource.
-func (s *serviceLBSink) setIngress(ctx context.Context, svc *corev1.Service, ips []string) error {
-	ingress := make([]map[string]string, 0, len(ips))
-	for _, ip := range ips {
-		ingress = append(ingress, map[string]string{"ip": ip})
-	}
-
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"loadBalancer": map[string]any{"ingress": ingress}}})
+// patchStatus applies a strategic merge patch to the status subresource: the ingress is replaced as a
+// whole, the conditions are merged by type.
+func (s *serviceLBSink) patchStatus(ctx context.Context, svc *corev1.Service, patch []byte) error {
+	_, err := s.services(svc.Namespace).Patch(ctx, svc.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: DefaultFieldManager}, "status")
 	if err != nil {
-		return fmt.Errorf("failed to encode the ingress patch: %w", err)
-	}
-
-	_, err = s.services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: DefaultFieldManager}, "status")
-	if err != nil {
-		return fmt.Errorf("failed to set the load balancer ingress of service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return fmt.Errorf("failed to patch the load balancer status of service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 
 	return nil

@@ -2,14 +2,16 @@ package k8ssink_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -20,39 +22,147 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
-func TestDesiredIngress(t *testing.T) {
+func TestDesiredLoadBalancerStatus(t *testing.T) {
 	t.Parallel()
 
-	allocs := []*specs.IPAllocationSpec{
-		{State: "allocated", Address: "2001:db8::1", OwnerUid: "u1"},
-		{State: "failed", OwnerUid: "u1", Reason: "no pool"},
-		{State: "allocated", Address: "192.0.2.1", OwnerUid: "u1"},
-	}
+	vip, proxy := corev1.LoadBalancerIPModeVIP, corev1.LoadBalancerIPModeProxy
 
-	assert.Equal(t, []string{"2001:db8::1", "192.0.2.1"}, k8ssink.DesiredIngress(allocs, "u1"))
-	assert.Empty(t, k8ssink.DesiredIngress(allocs, "u2"), "a re-created Service gets nothing of the old one's")
+	for _, tc := range []struct {
+		name    string
+		allocs  []*specs.IPAllocationSpec
+		ingress []corev1.LoadBalancerIngress
+		status  metav1.ConditionStatus
+		reason  string
+		message string
+	}{
+		{
+			name: "dual stack, in the order of the families",
+			allocs: []*specs.IPAllocationSpec{
+				{Family: "ipv6", State: "allocated", Address: "2001:db8::1", Pool: "lb/a/ipv6", OwnerUid: "u1"},
+				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", Pool: "lb/a/ipv4", OwnerUid: "u1", IpMode: "Proxy"},
+			},
+			ingress: []corev1.LoadBalancerIngress{{IP: "2001:db8::1", IPMode: &vip}, {IP: "192.0.2.1", IPMode: &proxy}},
+			status:  metav1.ConditionTrue,
+			reason:  k8ssink.ReasonIPAllocated,
+			message: "ipv6: 2001:db8::1 from IPPool lb/a/ipv6; ipv4: 192.0.2.1 from IPPool lb/a/ipv4",
+		},
+		{
+			name: "one family without a pool: the IP of the other is written, the condition is False",
+			allocs: []*specs.IPAllocationSpec{
+				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", Pool: "lb/a/ipv4", OwnerUid: "u1"},
+				{Family: "ipv6", State: "failed", OwnerUid: "u1", Reason: "no load balancer pool of ipv6 matches the Service"},
+			},
+			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonNoPoolMatches,
+			message: "ipv4: 192.0.2.1 from IPPool lb/a/ipv4; ipv6: no load balancer pool of ipv6 matches the Service",
+		},
+		{
+			name: "an IP kept outside every pool: held, with the warning as the reason",
+			allocs: []*specs.IPAllocationSpec{
+				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", Pool: "lb/a/ipv4", OwnerUid: "u1"},
+				{Family: "ipv6", State: "allocated", Address: "2001:db8::9", OwnerUid: "u1", Warning: "OutsidePools", Reason: "no pool holds it; release it with the annotation"},
+			},
+			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}, {IP: "2001:db8::9", IPMode: &vip}},
+			status:  metav1.ConditionTrue,
+			reason:  "OutsidePools",
+			message: "ipv4: 192.0.2.1 from IPPool lb/a/ipv4; ipv6: 2001:db8::9: no pool holds it; release it with the annotation",
+		},
+		{
+			name: "a kept IP and a missing one: False, for the missing one",
+			allocs: []*specs.IPAllocationSpec{
+				{Family: "ipv4", State: "allocated", Address: "192.0.2.0", OwnerUid: "u1", Warning: "ReservedAddress", Reason: "the first address"},
+				{Family: "ipv6", State: "failed", OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
+			},
+			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.0", IPMode: &vip}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonPoolsExhausted,
+			message: "ipv4: 192.0.2.0: the first address; ipv6: every load balancer pool that matches the Service is exhausted (a)",
+		},
+		{
+			name:    "no pool configured",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "no load balancer pool is configured (loadBalancer.pools in the config file)"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonNoPoolMatches,
+			message: "ipv4: no load balancer pool is configured (loadBalancer.pools in the config file)",
+		},
+		{
+			name:    "exhausted",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (a)"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonPoolsExhausted,
+			message: "ipv4: every load balancer pool that matches the Service is exhausted (a)",
+		},
+		{
+			name:    "a request refused",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", Origin: "requested", OwnerUid: "u1", Reason: "the requested IP 192.0.2.9 is held"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonIPRejected,
+			message: "ipv4: the requested IP 192.0.2.9 is held",
+		},
+		{
+			name:    "another failure",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "something new"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonNotAllocated,
+			message: "ipv4: something new",
+		},
+		{
+			name:    "pending",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "pending", OwnerUid: "u1"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonAllocationPending,
+			message: "ipv4: waiting",
+		},
+		{
+			name:    "the allocation of a Service re-created under the same name is not this one's",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "allocated", Address: "192.0.2.1", OwnerUid: "u0"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonAllocationPending,
+			message: "ipv4: not decided yet",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			got := k8ssink.DesiredLoadBalancerStatus(tc.allocs, "u1")
+
+			assert.Equal(t, tc.ingress, got.Ingress)
+			assert.Equal(t, metav1.Condition{
+				Type: k8ssink.ConditionLoadBalancerIPAllocated, Status: tc.status, Reason: tc.reason, Message: tc.message,
+			}, got.Condition)
+		})
+	}
 }
 
-// The LoadBalancer sink writes the allocated IPs into the Service's status, and its ApplyStatus, whose ID
-// holds the Service's namespace, goes with the Service's mirror.
+// The LoadBalancer sink writes the allocated IPs and its condition into the Service's status in one patch
+// (a pass with nothing to change writes nothing: TestLoadBalancerStatusPatch), and its ApplyStatus, whose ID holds the Service's
+// namespace, goes with the Service's mirror; a Service that is no longer a load balancer loses the condition.
 func TestServiceLBSink(t *testing.T) {
 	t.Parallel()
 
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+		Status: corev1.ServiceStatus{Conditions: []metav1.Condition{
+			{Type: "example.com/Other", Status: metav1.ConditionTrue, Reason: "Theirs", LastTransitionTime: metav1.Now()},
+		}},
 	}
 
 	client := fake.NewClientset(svc.DeepCopy())
 	events := record.NewFakeRecorder(10)
 
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	require.NoError(t, indexer.Add(svc))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lister := factory.Core().V1().Services().Lister()
+
+	factory.Start(t.Context().Done())
+	t.Cleanup(factory.Shutdown)
+	factory.WaitForCacheSync(t.Context().Done())
 
 	s := ctest.New(t, ctest.WithoutLeakCheck())
 	s.Register(k8ssink.NewServiceLBSinkController(
 		func(namespace string) k8ssink.ServiceStatusClient { return client.CoreV1().Services(namespace) },
-		corelisters.NewServiceLister(indexer), events, 2,
+		lister, events, 2,
 	))
 	s.Start()
 
@@ -60,7 +170,9 @@ func TestServiceLBSink(t *testing.T) {
 	mirror.TypedSpec().Value = &specs.KubeServiceSpec{Uid: "u1", Namespace: "default", Name: "web"}
 
 	alloc := ipam.NewIPAllocation(ipam.NamespaceName, ipam.ServiceAllocationID("default/web", ipam.FamilyIPv4))
-	alloc.TypedSpec().Value = &specs.IPAllocationSpec{State: ipam.StateAllocated, Family: ipam.FamilyIPv4, Address: "192.0.2.10", OwnerUid: "u1"}
+	alloc.TypedSpec().Value = &specs.IPAllocationSpec{
+		State: ipam.StateAllocated, Family: ipam.FamilyIPv4, Address: "192.0.2.10", Pool: "lb/public/ipv4", OwnerUid: "u1",
+	}
 
 	s.Create(mirror, alloc)
 
@@ -68,14 +180,66 @@ func TestServiceLBSink(t *testing.T) {
 
 	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
 		a.Equal("Service/default/web", as.TypedSpec().Value.GetObject())
-		a.Equal([]string{"status.loadBalancer.ingress"}, as.TypedSpec().Value.GetWrites())
+		a.Equal([]string{"status.loadBalancer.ingress", "status.conditions"}, as.TypedSpec().Value.GetWrites())
 	})
 
-	got, err := client.CoreV1().Services("default").Get(s.Ctx(), "web", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}, got.Status.LoadBalancer.Ingress)
+	vip := corev1.LoadBalancerIPModeVIP
+	got := waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
+	assert.Equal(t, []corev1.LoadBalancerIngress{{IP: "192.0.2.10", IPMode: &vip}}, got.Status.LoadBalancer.Ingress)
 	assert.Equal(t, "Normal "+k8ssink.EventLoadBalancerIPAllocated+" Assigned 192.0.2.10", <-events.Events)
 
+	cond := meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status)
+	assert.Equal(t, "IPAllocated", cond.Reason)
+	assert.Equal(t, "ipv4: 192.0.2.10 from IPPool lb/public/ipv4", cond.Message)
+	assert.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, "example.com/Other"), "other conditions are kept")
+
+	// The pool is full now: the IP goes, the condition turns False with the reason, in one more patch.
+	ctest.Modify(s, alloc, func(a *ipam.IPAllocation) error {
+		a.TypedSpec().Value = &specs.IPAllocationSpec{
+			State: ipam.StateFailed, Family: ipam.FamilyIPv4, OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (public)",
+		}
+
+		return nil
+	})
+
+	got = waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) == 0 })
+	cond = meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+	assert.Equal(t, "PoolsExhausted", cond.Reason)
+	assert.Equal(t, "ipv4: every load balancer pool that matches the Service is exhausted (public)", cond.Message)
+	assert.Equal(t, "Warning "+k8ssink.EventLoadBalancerIPUnavailable+" ipv4: every load balancer pool that matches the Service is exhausted (public)", <-events.Events)
+
+	// No longer a load balancer: the mirror goes, and so does the condition.
+	got.Spec.Type = corev1.ServiceTypeClusterIP
+	_, err := client.CoreV1().Services("default").Update(s.Ctx(), got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	waitService(t, lister, func(svc *corev1.Service) bool { return svc.Spec.Type == corev1.ServiceTypeClusterIP })
 	ctest.Destroy[*kube.KubeService](s, "default/web")
 	ctest.AssertNoResource[*sink.ApplyStatus](s, statusID)
+
+	got = waitService(t, lister, func(svc *corev1.Service) bool {
+		return meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated) == nil
+	})
+	assert.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, "example.com/Other"), "other conditions are kept")
+}
+
+// waitService waits until the informer's copy of default/web satisfies ok, and returns it.
+func waitService(t *testing.T, lister corelisters.ServiceLister, ok func(*corev1.Service) bool) *corev1.Service {
+	t.Helper()
+
+	var got *corev1.Service
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		svc, err := lister.Services("default").Get("web")
+		require.NoError(c, err)
+		require.True(c, ok(svc), "status %+v", svc.Status)
+
+		got = svc
+	}, 10*time.Second, 10*time.Millisecond)
+
+	return got
 }
