@@ -95,11 +95,3 @@ func (b *requestBudgets) sweepLocked(username string, rate float64, now time.Tim
 		}
 	}
 }
-
-// len returns how many buckets are kept.
-func (b *requestBudgets) len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	return len(b.by)
-}
