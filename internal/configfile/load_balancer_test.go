@@ -1,7 +1,10 @@
 package configfile_test
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +13,8 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
+	"github.com/talos-ccm/talos-ccm/internal/iprange"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 func TestParseLoadBalancer(t *testing.T) {
@@ -123,4 +128,64 @@ func elideDetails(s string) string {
 	s = regexp.MustCompile(`(is not a namespace name): .*`).ReplaceAllString(s, "$1: ...")
 
 	return regexp.MustCompile(`(values): Invalid value: .*`).ReplaceAllString(s, "$1: ...")
+}
+
+// FuzzParseLoadBalancer feeds the pool parser hostile addresses and flags: it never panics, a refused pool
+// is a configfile.Error with problems, and an accepted one is normalized for good: every address parses
+// again to the same text, keeps its form (a range stays a range, first and last included, since only CIDRs
+// lose their ends), and no two addresses overlap.
+func FuzzParseLoadBalancer(f *testing.F) {
+	f.Add("192.0.2.0/30", "2001:db8::/126", true, "VIP")
+	f.Add("192.0.2.0-192.0.2.3", "198.51.100.7/32", false, "Proxy")
+	f.Add("10.0.0.0/8", "10.1.0.0 - 10.1.0.9", false, "")
+	f.Add("::ffff:192.0.2.1/120", "fe80::1%eth0-fe80::2", false, "vip")
+
+	f.Fuzz(func(t *testing.T, a, b string, allow bool, mode string) {
+		cfg := fmt.Sprintf("loadBalancer:\n  pools:\n    - name: p\n      addresses: [%s, %s]\n      allowFirstLastIPs: %t\n      ipMode: %s\n",
+			strconv.Quote(a), strconv.Quote(b), allow, strconv.Quote(mode))
+
+		spec, err := configfile.Parse("fuzz.yaml", []byte(cfg))
+		if err != nil {
+			var cfgErr *configfile.Error
+
+			require.ErrorAs(t, err, &cfgErr)
+			require.NotEmpty(t, cfgErr.Problems)
+
+			return
+		}
+
+		pools := spec.GetLoadBalancer().GetPools()
+		require.Len(t, pools, 1)
+		require.Equal(t, allow, pools[0].GetAllowFirstLastIps())
+		require.Contains(t, []string{"", ipam.IPModeVIP, ipam.IPModeProxy}, pools[0].GetIpMode())
+
+		written := []string{a, b}
+		require.Len(t, pools[0].GetAddresses(), 2)
+
+		var ranges []iprange.Range
+
+		for i, s := range pools[0].GetAddresses() {
+			r, err := iprange.Parse(s)
+			require.NoError(t, err, s)
+			require.Equal(t, strings.Contains(written[i], "-"), strings.Contains(s, "-"), "%q became %q", written[i], s)
+
+			if strings.Contains(s, "-") {
+				require.Equal(t, r.First().String()+"-"+r.Last().String(), s)
+			} else {
+				require.Equal(t, r.String(), s)
+			}
+
+			ranges = append(ranges, r)
+		}
+
+		a0, a1 := ranges[0], ranges[1]
+		require.True(t, a0.First().BitLen() != a1.First().BitLen() || a0.Last().Less(a1.First()) || a1.Last().Less(a0.First()),
+			"overlapping addresses %v accepted", pools[0].GetAddresses())
+
+		// The normalized config parses to itself.
+		again, err := configfile.Parse("fuzz.yaml", []byte(fmt.Sprintf("loadBalancer:\n  pools:\n    - name: p\n      addresses: [%s, %s]\n",
+			strconv.Quote(pools[0].GetAddresses()[0]), strconv.Quote(pools[0].GetAddresses()[1]))))
+		require.NoError(t, err)
+		require.Equal(t, pools[0].GetAddresses(), again.GetLoadBalancer().GetPools()[0].GetAddresses())
+	})
 }

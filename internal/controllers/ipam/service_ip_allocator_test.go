@@ -24,7 +24,7 @@ func TestServiceIPAllocator(t *testing.T) {
 
 	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
 	cfg.TypedSpec().Value.LoadBalancer = &specs.LoadBalancerConfig{
-		Pools: []*specs.LoadBalancerPoolConfig{{Name: "default", Addresses: []string{"192.0.2.0/30"}}},
+		Pools: []*specs.LoadBalancerPoolConfig{{Name: "default", Addresses: []string{"192.0.2.0-192.0.2.3"}}},
 	}
 
 	s.Create(cfg, service("prod", "web", 1))

@@ -92,15 +92,20 @@ type serviceTask struct {
 // PlanServiceIPs decides the LoadBalancer IP of every family of every Service talos-ccm serves, in four
 // passes, each over the Services from the oldest:
 //
-//  1. an IP the previous plan held for the Service is kept while it still fits (same Service, in a pool
-//     that matches it, still what it asks for, still shareable);
-//  2. an IP the Service already has in status.loadBalancer.ingress is taken back when it is free and in a
-//     matching pool (the state was lost, the Service was not);
+//  1. an IP the previous plan held for the Service is kept while it still fits (same Service, still what it
+//     asks for, still shareable): in a pool that matches it (a disabled pool included), or, when a pool
+//     edit left it outside every such pool, outside them, with a warning (keepOutside);
+//  2. an IP the Service already has in status.loadBalancer.ingress is taken back when it is free (the
+//     state was lost, the Service was not), by the same rule;
 //  3. a requested IP (spec.loadBalancerIP or the talos-ccm.dev/load-balancer-ips annotation) is given when
 //     it is in a matching pool and free, or held only by Services with the same sharing key and other
 //     ports; otherwise it is rejected with the reason;
 //  4. any other family gets the IP of a Service with the same sharing key it can share, else the lowest
 //     free IP of the first matching pool that has one.
+//
+// A pool never hands out the first and last address of its CIDRs unless it allows them; a Service that
+// holds one keeps it, with a warning. Disabled and draining pools hand out nothing new; a draining pool
+// keeps nothing either.
 func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 	p := &servicePlanner{
 		in:            in,
@@ -169,6 +174,7 @@ func LoadBalancerPoolID(name, family string) string {
 func (p *servicePlanner) buildPools() {
 	for _, cfg := range p.in.Pools {
 		byFamily := map[string][]iprange.Range{}
+		ends := map[string][]netip.Prefix{}
 
 		for _, a := range cfg.GetAddresses() {
 			r, err := iprange.Parse(a)
@@ -176,7 +182,12 @@ func (p *servicePlanner) buildPools() {
 				continue // validated with the config file
 			}
 
-			byFamily[ipam.FamilyOf(r.First())] = append(byFamily[ipam.FamilyOf(r.First())], r)
+			family := ipam.FamilyOf(r.First())
+			byFamily[family] = append(byFamily[family], r)
+
+			if !cfg.GetAllowFirstLastIps() && strings.Contains(a, "/") {
+				ends[family] = append(ends[family], cidrEnds(r)...)
+			}
 		}
 
 		var selector labels.Selector
@@ -208,6 +219,7 @@ func (p *servicePlanner) buildPools() {
 			pl.ranges = ranges
 			pl.source = "loadBalancer.pools " + cfg.GetName()
 			pl.invalid = invalid
+			pl.excluded = ends[family]
 
 			p.pools = append(p.pools, &lbPool{pool: pl, config: cfg, selector: selector})
 		}
@@ -217,13 +229,50 @@ func (p *servicePlanner) buildPools() {
 // ipMode is the ipMode of the Services that hold an IP of the pool with this ID: VIP unless the pool says
 // Proxy.
 func (p *servicePlanner) ipMode(poolID string) string {
-	for _, pl := range p.pools {
-		if pl.id == poolID {
-			return cmp.Or(pl.config.GetIpMode(), ipam.IPModeVIP)
-		}
+	if pl := poolByID(p.pools, poolID); pl != nil {
+		return cmp.Or(pl.config.GetIpMode(), ipam.IPModeVIP)
 	}
 
 	return ipam.IPModeVIP
+}
+
+// cidrEnds returns the first and last address of a CIDR as single-address prefixes: many L2 networks and
+// routers drop traffic to an IPv4 network or broadcast address, the first address of an IPv6 subnet is its
+// subnet-router anycast (RFC 4291), and its last ones are reserved anycast addresses (RFC 2526). A CIDR of
+// one or two addresses has no such ends and keeps both.
+func cidrEnds(r iprange.Range) []netip.Prefix {
+	bits := r.First().BitLen()
+	if p, ok := r.Prefix(); !ok || p.Bits() > bits-2 {
+		return nil
+	}
+
+	return []netip.Prefix{netip.PrefixFrom(r.First(), bits), netip.PrefixFrom(r.Last(), bits)}
+}
+
+// reservedEnd says why the pool does not hand out ip when it is the first or last address of one of its
+// CIDRs; empty otherwise.
+func (pl *lbPool) reservedEnd(ip netip.Addr) string {
+	if _, ok := pl.excludedBy(netip.PrefixFrom(ip, ip.BitLen())); !ok {
+		return ""
+	}
+
+	return fmt.Sprintf("%s is the first or last address of a CIDR of pool %s, which it does not hand out "+
+		"(network, broadcast or subnet-router anycast address; allowFirstLastIPs: true hands them out)", ip, pl.config.GetName())
+}
+
+// poolUse says what pools are looked up for.
+type poolUse int
+
+const (
+	// forNew: an IP the Service does not hold yet; disabled and draining pools hand out nothing new.
+	forNew poolUse = iota
+	// forKeeping: an IP the Service holds; a disabled pool keeps what it assigned, a draining one does not.
+	forKeeping
+)
+
+// serves reports whether the pool may give or keep an IP for a use.
+func (pl *lbPool) serves(use poolUse) bool {
+	return !pl.config.GetDrain() && (use == forKeeping || !pl.config.GetDisabled())
 }
 
 func (pl *lbPool) matches(svc *ServiceFacts) bool {
@@ -238,17 +287,28 @@ func (pl *lbPool) matches(svc *ServiceFacts) bool {
 	return pl.selector == nil || pl.selector.Matches(labels.Set(svc.Labels))
 }
 
-// matching returns the pools of a family that match the Service, in order.
-func (p *servicePlanner) matching(svc *ServiceFacts, family string) []*lbPool {
+// matching returns the pools of a family that match the Service and serve the use, in order.
+func (p *servicePlanner) matching(svc *ServiceFacts, family string, use poolUse) []*lbPool {
 	var out []*lbPool
 
 	for _, pl := range p.pools {
-		if pl.family == family && pl.matches(svc) {
+		if pl.family == family && pl.serves(use) && pl.matches(svc) {
 			out = append(out, pl)
 		}
 	}
 
 	return out
+}
+
+// poolByID returns the pool with this ID, nil when there is none.
+func poolByID(pools []*lbPool, id string) *lbPool {
+	for _, pl := range pools {
+		if pl.id == id {
+			return pl
+		}
+	}
+
+	return nil
 }
 
 // poolOf returns the pool among pools that holds ip, preferring the one named prefer.
@@ -355,14 +415,74 @@ func (p *servicePlanner) shareable(ip netip.Addr, svc *ServiceFacts) string {
 	return ""
 }
 
-func (p *servicePlanner) take(t serviceTask, pl *lbPool, ip netip.Addr, origin string) {
+func (p *servicePlanner) take(t serviceTask, pl *lbPool, ip netip.Addr, origin string) *specs.IPAllocationSpec {
 	p.holders[ip] = append(p.holders[ip], ipHolder{service: t.svc.Key, sharingKey: sharingKey(t.svc), ports: t.svc.Ports})
 
-	if _, held := pl.taken[ip]; !held {
-		pl.taken[ip] = "Service/" + t.svc.Key
+	alloc := &specs.IPAllocationSpec{State: ipam.StateAllocated, Address: ip.String(), Origin: origin}
+
+	if pl != nil {
+		if _, held := pl.taken[ip]; !held {
+			pl.taken[ip] = "Service/" + t.svc.Key
+		}
+
+		alloc.Pool = pl.id
 	}
 
-	p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateAllocated, Address: ip.String(), Pool: pl.id, Origin: origin}
+	p.decided[t.id] = alloc
+
+	return alloc
+}
+
+// keep takes an IP the Service already holds (in the previous plan or in its status) from a pool that
+// matches it; an address the pool does not hand out any more is kept with a warning.
+func (p *servicePlanner) keep(t serviceTask, pl *lbPool, ip netip.Addr, origin string) {
+	alloc := p.take(t, pl, ip, origin)
+
+	if why := pl.reservedEnd(ip); why != "" {
+		alloc.Warning = ipam.WarningReservedAddress
+		alloc.Reason = "the Service keeps its IP: " + why
+	}
+}
+
+// keepOutside keeps an IP the Service holds although no pool that matches it holds the IP (a pool was
+// shrunk, removed, disabled, or narrowed to other Services): the IP is never taken away silently. It stays
+// reserved for the Service, with a warning, until the Service asks for another IP, the operator releases
+// it with AnnotationReleaseLoadBalancerIP, or the pool it came from (poolID) drains. It reports whether the
+// IP was kept.
+func (p *servicePlanner) keepOutside(t serviceTask, ip netip.Addr, poolID, origin string) bool {
+	if strings.EqualFold(strings.TrimSpace(t.svc.Annotations[ipam.AnnotationReleaseLoadBalancerIP]), "true") {
+		return false
+	}
+
+	var family []*lbPool
+
+	for _, pl := range p.pools {
+		if pl.family == t.family {
+			family = append(family, pl)
+		}
+	}
+
+	// The pool whose ranges hold the IP, if any, keeps it from being handed to another Service.
+	pl := poolOf(family, ip, poolID)
+	if from := poolByID(p.pools, poolID); (from != nil && from.config.GetDrain()) || (pl != nil && pl.config.GetDrain()) {
+		return false
+	}
+
+	if p.shareable(ip, t.svc) != "" {
+		return false
+	}
+
+	alloc := p.take(t, pl, ip, origin)
+	if alloc.Pool == "" {
+		alloc.Pool = poolID
+	}
+
+	alloc.Warning = ipam.WarningOutsidePools
+	alloc.Reason = fmt.Sprintf("the Service keeps %s, which is outside every load balancer pool that may serve it now%s "+
+		"(a pool was changed, disabled or removed); nobody else gets it. To move the Service to a new IP, annotate it "+
+		"%s: \"true\" or drain the pool it came from", ip, poolNames(p.matching(t.svc, t.family, forNew)), ipam.AnnotationReleaseLoadBalancerIP)
+
+	return true
 }
 
 func (p *servicePlanner) keepPrevious(t serviceTask) {
@@ -380,12 +500,17 @@ func (p *servicePlanner) keepPrevious(t serviceTask) {
 		return // the Service asks for another IP now
 	}
 
-	pl := poolOf(p.matching(t.svc, t.family), ip, prev.GetPool())
-	if pl == nil || p.shareable(ip, t.svc) != "" {
+	origin := cmp.Or(prev.GetOrigin(), ipam.OriginAllocated)
+
+	if pl := poolOf(p.matching(t.svc, t.family, forKeeping), ip, prev.GetPool()); pl != nil {
+		if p.shareable(ip, t.svc) == "" {
+			p.keep(t, pl, ip, origin)
+		}
+
 		return
 	}
 
-	p.take(t, pl, ip, cmp.Or(prev.GetOrigin(), ipam.OriginAllocated))
+	p.keepOutside(t, ip, prev.GetPool(), origin)
 }
 
 func (p *servicePlanner) adoptIngress(t serviceTask) {
@@ -401,8 +526,18 @@ func (p *servicePlanner) adoptIngress(t serviceTask) {
 
 		ip = ip.Unmap()
 
-		if pl := poolOf(p.matching(t.svc, t.family), ip, ""); pl != nil && p.shareable(ip, t.svc) == "" {
-			p.take(t, pl, ip, ipam.OriginIngress)
+		if pl := poolOf(p.matching(t.svc, t.family, forKeeping), ip, ""); pl != nil {
+			if p.shareable(ip, t.svc) == "" {
+				p.keep(t, pl, ip, ipam.OriginIngress)
+			}
+
+			return
+		}
+
+		// Outside every pool that may serve the Service: kept only when the state was lost (no previous
+		// allocation), as the previous plan would have kept it; an IP just released stays released.
+		if _, known := p.in.Previous[t.id]; !known {
+			p.keepOutside(t, ip, "", ipam.OriginIngress)
 		}
 
 		return
@@ -421,7 +556,13 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 		return
 	}
 
-	pools := p.matching(t.svc, t.family)
+	// A Service that already shows the IP it asks for holds it: a disabled pool keeps it.
+	use := forNew
+	if slices.ContainsFunc(t.svc.IngressIPs, func(s string) bool { a, err := netip.ParseAddr(s); return err == nil && a.Unmap() == ip }) {
+		use = forKeeping
+	}
+
+	pools := p.matching(t.svc, t.family, use)
 
 	pl := poolOf(pools, ip, "")
 	if pl == nil {
@@ -433,17 +574,24 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 		return
 	}
 
-	if why := p.shareable(ip, t.svc); why != "" {
+	// An address the pool does not hand out is not handed out on request either, unless Services hold it
+	// already (kept from before) and the request is to share it.
+	why := p.shareable(ip, t.svc)
+	if why == "" && use == forNew && len(p.holders[ip]) == 0 {
+		why = pl.reservedEnd(ip)
+	}
+
+	if why != "" {
 		p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Origin: ipam.OriginRequested, Pool: pl.id, Reason: "the requested IP " + why}
 
 		return
 	}
 
-	p.take(t, pl, ip, ipam.OriginRequested)
+	p.keep(t, pl, ip, ipam.OriginRequested)
 }
 
 func (p *servicePlanner) allocate(t serviceTask) {
-	pools := p.matching(t.svc, t.family)
+	pools := p.matching(t.svc, t.family, forNew)
 
 	if len(pools) == 0 {
 		reason := "no load balancer pool of " + t.family + " matches the Service"

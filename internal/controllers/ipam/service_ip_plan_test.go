@@ -56,8 +56,8 @@ func TestPlanServiceIPs(t *testing.T) {
 
 	pools := []*specs.LoadBalancerPoolConfig{
 		{Name: "prod", Addresses: []string{"192.0.2.10-192.0.2.11", "2001:db8::/126"}, Namespaces: []string{"prod"}},
-		{Name: "web", Addresses: []string{"198.51.100.0/30"}, IpMode: ipamres.IPModeProxy, ServiceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}},
-		{Name: "default", Addresses: []string{"203.0.113.0/30"}},
+		{Name: "web", Addresses: []string{"198.51.100.0/30"}, AllowFirstLastIps: true, IpMode: ipamres.IPModeProxy, ServiceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}},
+		{Name: "default", Addresses: []string{"203.0.113.0/30"}, AllowFirstLastIps: true},
 	}
 
 	tests := []struct {
@@ -90,7 +90,7 @@ func TestPlanServiceIPs(t *testing.T) {
 				assert.Equal(t, uint64(2), p.GetSize())
 				assert.Equal(t, uint64(0), p.GetFree())
 				assert.Equal(t, "True", p.GetConditions()[0].GetStatus(), "exhausted")
-				assert.Equal(t, uint64(4), plan.Pools["lb/prod/ipv6"].GetSize())
+				assert.Equal(t, uint64(2), plan.Pools["lb/prod/ipv6"].GetSize(), "a /126 without its first and last address")
 				assert.Equal(t, ipamres.OriginAllocated, plan.Allocations[v4("prod/a")].GetOrigin())
 				assert.Equal(t, ipamres.IPModeVIP, plan.Allocations[v4("prod/a")].GetIpMode(), "VIP by default")
 				assert.Equal(t, ipamres.IPModeProxy, plan.Allocations[v4("dev/web")].GetIpMode(), "the pool's ipMode")
@@ -104,7 +104,7 @@ func TestPlanServiceIPs(t *testing.T) {
 				svc("dev/b", 2, func(s *ipam.ServiceFacts) { s.Families = []string{"IPv4", "IPv6"} }),
 			},
 			want: map[string]string{
-				v4("prod/a"): "allocated 192.0.2.10", v6("prod/a"): "allocated 2001:db8::",
+				v4("prod/a"): "allocated 192.0.2.10", v6("prod/a"): "allocated 2001:db8::1",
 				v4("dev/b"): "allocated 203.0.113.0", v6("dev/b"): "failed: no load balancer pool of ipv6 matches the Service",
 			},
 		},
@@ -195,13 +195,20 @@ func TestPlanServiceIPs(t *testing.T) {
 			},
 		},
 		{
-			name:     "a previous allocation whose pool no longer matches is released",
+			name:     "a previous allocation whose pool no longer matches is kept, with a warning",
 			pools:    pools,
-			services: []ipam.ServiceFacts{svc("dev/a", 1)},
+			services: []ipam.ServiceFacts{svc("dev/a", 1), svc("prod/b", 2)},
 			previous: map[string]*specs.IPAllocationSpec{
 				v4("dev/a"): {State: ipamres.StateAllocated, Address: "192.0.2.10", OwnerUid: "uid-dev/a", Pool: "lb/prod/ipv4"},
 			},
-			want: map[string]string{v4("dev/a"): "allocated 203.0.113.0"},
+			want: map[string]string{v4("dev/a"): "allocated 192.0.2.10", v4("prod/b"): "allocated 192.0.2.11"},
+			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
+				a := plan.Allocations[v4("dev/a")]
+				assert.Equal(t, ipamres.WarningOutsidePools, a.GetWarning())
+				assert.Equal(t, "lb/prod/ipv4", a.GetPool(), "still reserved in the pool whose ranges hold it")
+				assert.Contains(t, a.GetReason(), "the Service keeps 192.0.2.10, which is outside every load balancer pool that may serve it now (default)")
+				assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP)
+			},
 		},
 		{
 			name:  "the ingress IPs of a Service are taken back after a loss of state",
@@ -214,10 +221,13 @@ func TestPlanServiceIPs(t *testing.T) {
 			want: map[string]string{
 				v4("dev/existing"): "allocated 203.0.113.3",
 				v4("dev/new"):      "allocated 203.0.113.0",
-				v4("dev/foreign"):  "allocated 203.0.113.1",
+				v4("dev/foreign"):  "allocated 10.9.9.9", // outside every pool: kept, never renumbered
 			},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
 				assert.Equal(t, ipamres.OriginIngress, plan.Allocations[v4("dev/existing")].GetOrigin())
+				assert.Empty(t, plan.Allocations[v4("dev/existing")].GetWarning())
+				assert.Equal(t, ipamres.WarningOutsidePools, plan.Allocations[v4("dev/foreign")].GetWarning())
+				assert.Equal(t, ipamres.OriginIngress, plan.Allocations[v4("dev/foreign")].GetOrigin())
 			},
 		},
 		{
