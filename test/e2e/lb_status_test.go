@@ -1,0 +1,136 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
+)
+
+// lbStatusConfig has a pool of one IP for the namespace lb-status, a Proxy pool for the Services labelled
+// proxied in it, and nothing for the namespace lb-status-none.
+const lbStatusConfig = `loadBalancer:
+  pools:
+    - name: status-proxy
+      addresses: ["192.0.2.60-192.0.2.61"]
+      namespaces: [lb-status]
+      serviceSelector:
+        matchLabels: {lb: proxied}
+      ipMode: Proxy
+    - name: status-one
+      addresses: ["192.0.2.50-192.0.2.50"]
+      namespaces: [lb-status]
+`
+
+// waitCondition waits until the Service shows talos-ccm's condition with the status and reason, and returns
+// the Service.
+func waitCondition(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) *corev1.Service {
+	t.Helper()
+
+	var svc *corev1.Service
+
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("%s/%s: condition %s %s", ns, name, status, reason), func(ctx context.Context) error {
+		got, err := env.Clientset().CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+
+		cond := meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+		if cond == nil || cond.Status != status || cond.Reason != reason {
+			return fmt.Errorf("condition %+v", cond)
+		}
+
+		svc = got
+
+		return nil
+	})
+
+	return svc
+}
+
+// TestLoadBalancerStatus: a Service with an IP shows the condition True and the ingress with its ipMode (VIP
+// by default, Proxy from a pool that says so); one that gets none shows it False with the reason (the pool is
+// exhausted, no pool matches); a Service that is no longer a load balancer loses the condition.
+func TestLoadBalancerStatus(t *testing.T) {
+	for _, ns := range []string{"lb-status", "lb-status-none"} {
+		_, err := env.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	configFile := filepath.Join(t.TempDir(), "ccm.yaml")
+	require.NoError(t, os.WriteFile(configFile, []byte(lbStatusConfig), 0o600))
+
+	startCCM(t, nil, app.Options{Controllers: []string{"service-lb"}, ConfigFile: configFile})
+
+	const ns = "lb-status"
+
+	createService(t, ns, "first", nil)
+	waitIngress(t, ns, "first", "192.0.2.50")
+
+	svc := waitCondition(t, ns, "first", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
+	cond := meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	assert.Equal(t, "ipv4: 192.0.2.50 from IPPool lb/status-one/ipv4", cond.Message)
+	require.Len(t, svc.Status.LoadBalancer.Ingress, 1)
+	assert.Equal(t, corev1.LoadBalancerIPModeVIP, *svc.Status.LoadBalancer.Ingress[0].IPMode)
+
+	// The pool holds one IP: the next Service gets none, and says why.
+	createService(t, ns, "second", nil)
+	svc = waitCondition(t, ns, "second", metav1.ConditionFalse, k8ssink.ReasonPoolsExhausted)
+	cond = meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	assert.Equal(t, "ipv4: every load balancer pool that matches the Service is exhausted (status-one)", cond.Message)
+	assert.Empty(t, svc.Status.LoadBalancer.Ingress)
+
+	// No pool serves the other namespace.
+	createService(t, "lb-status-none", "nowhere", nil)
+	svc = waitCondition(t, "lb-status-none", "nowhere", metav1.ConditionFalse, k8ssink.ReasonNoPoolMatches)
+	cond = meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	assert.Equal(t, "ipv4: no load balancer pool of ipv4 matches the Service", cond.Message)
+
+	// The Proxy pool's Service gets its IP with ipMode Proxy.
+	createService(t, ns, "proxied", func(s *corev1.Service) { s.Labels = map[string]string{"lb": "proxied"} })
+	waitIngress(t, ns, "proxied", "192.0.2.60")
+
+	svc = waitCondition(t, ns, "proxied", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
+	assert.Equal(t, corev1.LoadBalancerIPModeProxy, *svc.Status.LoadBalancer.Ingress[0].IPMode)
+
+	// Deleting the first frees its IP for the second: the condition turns True, with a later transition.
+	falseSince := meta.FindStatusCondition(waitCondition(t, ns, "second", metav1.ConditionFalse, k8ssink.ReasonPoolsExhausted).Status.Conditions,
+		k8ssink.ConditionLoadBalancerIPAllocated).LastTransitionTime
+
+	require.NoError(t, env.Clientset().CoreV1().Services(ns).Delete(t.Context(), "first", metav1.DeleteOptions{}))
+	waitIngress(t, ns, "second", "192.0.2.50")
+
+	svc = waitCondition(t, ns, "second", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
+	assert.False(t, meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated).LastTransitionTime.Before(&falseSince))
+
+	// No longer a load balancer: the apiserver clears the ingress, talos-ccm its condition.
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	_, err := env.Clientset().CoreV1().Services(ns).Update(t.Context(), svc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the condition is removed", func(ctx context.Context) error {
+		got, err := env.Clientset().CoreV1().Services(ns).Get(ctx, "second", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+
+		if meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated) != nil {
+			return errors.New("still there")
+		}
+
+		return nil
+	})
+}
