@@ -15,6 +15,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
 	"github.com/talos-ccm/talos-ccm/internal/iprange"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 func TestParseLoadBalancer(t *testing.T) {
@@ -188,4 +189,17 @@ func FuzzParseLoadBalancer(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, pools[0].GetAddresses(), again.GetLoadBalancer().GetPools()[0].GetAddresses())
 	})
+}
+
+// TestReadmeLoadBalancerExample checks the pool example of the README's LoadBalancer IPs section.
+func TestReadmeLoadBalancerExample(t *testing.T) {
+	t.Parallel()
+
+	cfg, err := configfile.Parse("README.md", testenv.READMEBlock(t, "../..", "**LoadBalancer IPs.**"))
+	require.NoError(t, err)
+
+	pools := cfg.GetLoadBalancer().GetPools()
+	require.Len(t, pools, 2)
+	assert.Equal(t, ipam.IPModeVIP, pools[1].GetIpMode())
+	assert.False(t, pools[1].GetAllowFirstLastIps())
 }

@@ -306,6 +306,7 @@ const lbConfig = `loadBalancer:
     - name: reserved
       addresses: [198.51.100.0/30]
       namespaces: [lb-reserved]
+      allowFirstLastIPs: true
     - name: public
       addresses: ["203.0.113.10-203.0.113.13"]
 `
