@@ -147,7 +147,9 @@ func TestLoadBalancerSafeDefaultsAndKeep(t *testing.T) {
 	}
 
 	// Nobody else gets them: a request is refused, a new Service gets an address of the new range.
-	createService(t, ns, "thief", func(s *corev1.Service) { s.Annotations = map[string]string{ipam.AnnotationLoadBalancerIPs: "10.30.0.1"} })
+	createService(t, ns, "thief", func(s *corev1.Service) {
+		s.Annotations = map[string]string{ipam.AnnotationLoadBalancerIPs: "10.30.0.1"}
+	})
 	waitEvents(t, 30*time.Second, ns, "LoadBalancerIPRejected", "thief")
 	assert.Empty(t, ingress(t, ns, "thief"))
 
