@@ -1,23 +1,17 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
 	"fmt"
-	"io"
-	"math/big"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +30,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/internal/testcsr"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -54,12 +49,15 @@ func TestHostileCSRHugeKeys(t *testing.T) {
 	startCSRApprover(t, warm, app.Options{})
 
 	// One key for every hostile node; Go verifies what it signs, at the cost the attack is about.
-	key := newMultiPrimeKey(t, 64, 1025)
-	bits := fmt.Sprintf("RSA %d bits", key.public.N.BitLen())
+	key, err := testcsr.NewMultiPrimeKey(64, 1025)
+	require.NoError(t, err)
+
+	bits := fmt.Sprintf("RSA %d bits", key.Bits())
 
 	requests := make([][]byte, hostile)
 	for i := range requests {
-		requests[i] = hugeKeyCSR(t, fmt.Sprintf("hk-hostile-%d", i), key)
+		requests[i], err = testcsr.ServingRequest(fmt.Sprintf("hk-hostile-%d", i), key)
+		require.NoError(t, err)
 	}
 
 	cpu := processCPU(t)
@@ -233,83 +231,6 @@ func createCSRNode(t *testing.T, name string, uninitialized bool) {
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
 	_, err = env.Clientset().CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{})
 	require.NoError(t, err)
-}
-
-// multiPrimeKey is an RSA key whose modulus is the product of many small primes. A kubelet makes one of
-// any size in seconds and signs with it at the cost of its small primes (the Chinese remainder theorem),
-// while verifying a signature costs the square of the whole size; the apiserver takes such a request, as
-// its signature verifies.
-type multiPrimeKey struct {
-	public rsa.PublicKey
-	primes []*big.Int
-	// exponents are the private exponent modulo each prime minus one.
-	exponents []*big.Int
-}
-
-// newMultiPrimeKey makes a key of count primes of bits bits each (a modulus of at least count×bits-count
-// bits), with the public exponent 2^31-1, the largest Go takes, which makes a verification the costliest.
-func newMultiPrimeKey(t *testing.T, count, bits int) *multiPrimeKey {
-	t.Helper()
-
-	key := &multiPrimeKey{public: rsa.PublicKey{N: big.NewInt(1), E: 1<<31 - 1}}
-	e := big.NewInt(int64(key.public.E))
-
-	for len(key.primes) < count {
-		p, err := rand.Prime(rand.Reader, bits)
-		require.NoError(t, err)
-
-		d := new(big.Int).ModInverse(e, new(big.Int).Sub(p, big.NewInt(1)))
-		if d == nil || slices.ContainsFunc(key.primes, func(q *big.Int) bool { return q.Cmp(p) == 0 }) {
-			continue
-		}
-
-		key.primes = append(key.primes, p)
-		key.exponents = append(key.exponents, d)
-		key.public.N.Mul(key.public.N, p)
-	}
-
-	return key
-}
-
-// Public implements crypto.Signer.
-func (k *multiPrimeKey) Public() crypto.PublicKey { return &k.public }
-
-// Sign implements crypto.Signer for a SHA-256 digest: PKCS #1 v1.5, one exponentiation per prime.
-func (k *multiPrimeKey) Sign(_ io.Reader, digest []byte, _ crypto.SignerOpts) ([]byte, error) {
-	sha256Prefix := []byte{0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05, 0x00, 0x04, 0x20}
-
-	size := k.public.Size()
-	encoded := bytes.Repeat([]byte{0xff}, size)
-	encoded[0], encoded[1] = 0, 1
-	tail := append(slices.Clone(sha256Prefix), digest...)
-	encoded[size-len(tail)-1] = 0
-	copy(encoded[size-len(tail):], tail)
-
-	m := new(big.Int).SetBytes(encoded)
-	signature := new(big.Int)
-
-	for i, p := range k.primes {
-		others := new(big.Int).Div(k.public.N, p)
-		part := new(big.Int).Exp(new(big.Int).Mod(m, p), k.exponents[i], p)
-		part.Mul(part, new(big.Int).ModInverse(new(big.Int).Mod(others, p), p))
-		part.Mul(part, others)
-		signature.Add(signature, part)
-	}
-
-	return signature.Mod(signature, k.public.N).FillBytes(make([]byte, size)), nil
-}
-
-// hugeKeyCSR is a kubelet serving request for node, signed with key.
-func hugeKeyCSR(t *testing.T, node string, key *multiPrimeKey) []byte {
-	t.Helper()
-
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		DNSNames: []string{node},
-	}, key)
-	require.NoError(t, err)
-
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
 // paddedCSR is a kubelet serving request of node for its own name, made larger by an extension of pad
