@@ -19,6 +19,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -346,6 +347,13 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	pipeline, err := ccm.Register(ctx, rt, st, ccmOpts)
 	if err != nil {
 		return err
+	}
+
+	// The pool metrics are the process's own: registered here, once, not with each cluster of a host.
+	if enabled[ControllerNodeIPAM] || enabled[ControllerServiceLB] {
+		if err = rt.RegisterController(&ipamctrl.IPPoolMetricsController{}); err != nil {
+			return fmt.Errorf("failed to register the ip pool metrics: %w", err)
+		}
 	}
 
 	// Close waits for the informers, which stop only when the context they started with ends: end it first,

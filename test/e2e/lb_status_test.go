@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -61,9 +64,43 @@ func waitCondition(t *testing.T, ns, name string, status metav1.ConditionStatus,
 	return svc
 }
 
+// waitPoolMetrics waits until talos-ccm shows the talos_ccm_ippool_* figures of the pool.
+func waitPoolMetrics(t *testing.T, pool string, want map[string]float64) {
+	t.Helper()
+
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the metrics of pool "+pool, func(context.Context) error {
+		families, err := metrics.Registry.Gather()
+		if err != nil {
+			return err
+		}
+
+		got := map[string]float64{}
+
+		for _, f := range families {
+			name, ok := strings.CutPrefix(f.GetName(), "talos_ccm_ippool_")
+			if !ok {
+				continue
+			}
+
+			for _, m := range f.GetMetric() {
+				if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == pool {
+					got[name] = m.GetGauge().GetValue()
+				}
+			}
+		}
+
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("figures %v", got)
+		}
+
+		return nil
+	})
+}
+
 // TestLoadBalancerStatus: a Service with an IP shows the condition True and the ingress with its ipMode (VIP
 // by default, Proxy from a pool that says so); one that gets none shows it False with the reason (the pool is
-// exhausted, no pool matches); a Service that is no longer a load balancer loses the condition.
+// exhausted, no pool matches); the pool metrics show the pool; a Service that is no longer a load balancer
+// loses the condition.
 func TestLoadBalancerStatus(t *testing.T) {
 	for _, ns := range []string{"lb-status", "lb-status-none"} {
 		_, err := env.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -98,6 +135,10 @@ func TestLoadBalancerStatus(t *testing.T) {
 	svc = waitCondition(t, "lb-status-none", "nowhere", metav1.ConditionFalse, k8ssink.ReasonNoPoolMatches)
 	cond = meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
 	assert.Equal(t, "ipv4: no load balancer pool of ipv4 matches the Service", cond.Message)
+
+	// The pool metrics: the one IP in use, none free; both refusals name no single pool.
+	waitPoolMetrics(t, "lb/status-one/ipv4", map[string]float64{"size": 1, "in_use": 1, "free": 0, "refused_allocations": 0})
+	waitPoolMetrics(t, "", map[string]float64{"refused_allocations": 2})
 
 	// The Proxy pool's Service gets its IP with ipMode Proxy.
 	createService(t, ns, "proxied", func(s *corev1.Service) { s.Labels = map[string]string{"lb": "proxied"} })

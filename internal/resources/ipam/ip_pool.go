@@ -41,6 +41,8 @@ func (IPPoolExtension) ResourceDefinition() meta.ResourceDefinitionSpec {
 			{Name: "Size", JSONPath: "{.size}"},
 			{Name: "Used", JSONPath: "{.used}"},
 			{Name: "Free", JSONPath: "{.free}"},
+			// The metrics talos_ccm_ippool_size, _in_use and _free show the same figures.
+			{Name: "Exhausted", JSONPath: `{.conditions[?(@.type=="Exhausted")].status}`},
 		},
 	}
 }

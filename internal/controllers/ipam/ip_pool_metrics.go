@@ -1,0 +1,126 @@
+package ipam
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+)
+
+// ipPoolMetricsInterval is the least time between two updates of the pool metrics: a burst of allocations
+// (thousands of Nodes joining) costs one count per interval, not one per allocation.
+const ipPoolMetricsInterval = time.Second
+
+// IPPoolMetricsController shows the IPPools and the refused IPAllocations in the talos_ccm_ippool_* metrics,
+// with IPPoolFigures. It reads what the allocators wrote and writes nothing to the state. The metrics are
+// process-wide: register it once per process, not per cluster of a host.
+type IPPoolMetricsController struct{}
+
+// Name implements controller.Controller interface.
+func (ctrl *IPPoolMetricsController) Name() string {
+	return "ipam.IPPoolMetricsController"
+}
+
+// Inputs implements controller.Controller interface.
+func (ctrl *IPPoolMetricsController) Inputs() []controller.Input {
+	return []controller.Input{
+		{Namespace: ipam.NamespaceName, Type: ipam.IPPoolType, Kind: controller.InputWeak},
+		{Namespace: ipam.NamespaceName, Type: ipam.IPAllocationType, Kind: controller.InputWeak},
+	}
+}
+
+// Outputs implements controller.Controller interface.
+func (ctrl *IPPoolMetricsController) Outputs() []controller.Output {
+	return nil
+}
+
+// Run implements controller.Controller interface.
+func (ctrl *IPPoolMetricsController) Run(ctx context.Context, r controller.Runtime, _ *zap.Logger) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.EventCh():
+		}
+
+		pools, err := safe.ReaderListAll[*ipam.IPPool](ctx, r)
+		if err != nil {
+			return fmt.Errorf("failed to list ip pools: %w", err)
+		}
+
+		allocs, err := safe.ReaderListAll[*ipam.IPAllocation](ctx, r)
+		if err != nil {
+			return fmt.Errorf("failed to list ip allocations: %w", err)
+		}
+
+		poolSpecs := map[string]*specs.IPPoolSpec{}
+		for res := range pools.All() {
+			poolSpecs[res.Metadata().ID()] = res.TypedSpec().Value
+		}
+
+		var failed []*specs.IPAllocationSpec
+
+		for res := range allocs.All() {
+			if spec := res.TypedSpec().Value; spec.GetState() == ipam.StateFailed {
+				failed = append(failed, spec)
+			}
+		}
+
+		metrics.SetIPPools(IPPoolFigures(poolSpecs, failed))
+		r.ResetRestartBackoff()
+
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(ipPoolMetricsInterval):
+		}
+	}
+}
+
+// IPPoolFigures returns the figures of the pools (by IPPool ID) and the allocations refused now (state
+// failed), sorted by pool. A refused allocation counts for the pool it names; one that names none (no pool
+// matches, or every matching pool is exhausted) counts for the pool "". The pools of the machines' own IPv6
+// prefixes (node-prefix/, one per machine) are left out: their number grows with the cluster.
+func IPPoolFigures(pools map[string]*specs.IPPoolSpec, failed []*specs.IPAllocationSpec) []metrics.IPPoolFigures {
+	byPool := map[string]*metrics.IPPoolFigures{}
+
+	for id, p := range pools {
+		if p.GetPurpose() == ipam.PurposeNodePrefix {
+			continue
+		}
+
+		byPool[id] = &metrics.IPPoolFigures{Pool: id, Size: p.GetSize(), Used: p.GetUsed(), Free: p.GetFree(), Counted: true}
+	}
+
+	for _, a := range failed {
+		f := byPool[a.GetPool()]
+		if f == nil {
+			if _, prefix := pools[a.GetPool()]; prefix {
+				continue // a machine prefix's
+			}
+
+			f = &metrics.IPPoolFigures{Pool: a.GetPool()}
+			byPool[a.GetPool()] = f
+		}
+
+		f.Refused++
+	}
+
+	out := make([]metrics.IPPoolFigures, 0, len(byPool))
+	for _, f := range byPool {
+		out = append(out, *f)
+	}
+
+	slices.SortFunc(out, func(a, b metrics.IPPoolFigures) int { return cmp.Compare(a.Pool, b.Pool) })
+
+	return out
+}

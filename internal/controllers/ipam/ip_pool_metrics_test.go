@@ -1,0 +1,38 @@
+package ipam_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
+)
+
+func TestIPPoolFigures(t *testing.T) {
+	t.Parallel()
+
+	pools := map[string]*specs.IPPoolSpec{
+		"lb/public/ipv4":            {Purpose: "load-balancer-ip", Size: 4, Used: 4, Free: 0},
+		"lb/internal/ipv6":          {Purpose: "load-balancer-ip", Size: 256, Used: 1, Free: 255},
+		"pod/ipv4":                  {Purpose: "pod-cidr", Size: 256, Used: 3, Free: 253},
+		"node-prefix/2001:db8::/64": {Purpose: "node-prefix", Size: 65536, Used: 1, Free: 65535},
+	}
+
+	failed := []*specs.IPAllocationSpec{
+		{State: "failed", Pool: "lb/public/ipv4", Origin: "requested", Reason: "the requested IP is held"},
+		{State: "failed", Reason: "every load balancer pool that matches the Service is exhausted (public)"},
+		{State: "failed", Reason: "no load balancer pool of ipv4 matches the Service"},
+		{State: "failed", Pool: "node-prefix/2001:db8::/64", Reason: "no segment left"},
+		{State: "failed", Pool: "lb/gone/ipv4", Reason: "the pool was removed since"},
+	}
+
+	assert.Equal(t, []metrics.IPPoolFigures{
+		{Pool: "", Refused: 2},
+		{Pool: "lb/gone/ipv4", Refused: 1},
+		{Pool: "lb/internal/ipv6", Size: 256, Used: 1, Free: 255, Counted: true},
+		{Pool: "lb/public/ipv4", Size: 4, Used: 4, Free: 0, Refused: 1, Counted: true},
+		{Pool: "pod/ipv4", Size: 256, Used: 3, Free: 253, Counted: true},
+	}, ipamctrl.IPPoolFigures(pools, failed))
+}
