@@ -8,8 +8,7 @@ import (
 
 // IPPoolFigures are the figures of one address pool that the talos_ccm_ippool_* metrics show.
 type IPPoolFigures struct {
-	// Pool is the ID of the IPPool (lb/NAME/FAMILY, pod/FAMILY); empty for the allocations refused without
-	// a pool to name.
+	// Pool is the ID of the IPPool (lb/NAME/FAMILY, pod/FAMILY); empty for the allocations no pool refused.
 	Pool string
 	// Size, Used and Free count blocks: IPs in a LoadBalancer pool, pod CIDRs in a cluster range.
 	Size, Used, Free uint64
@@ -28,8 +27,8 @@ var (
 	ipPoolFreeDesc = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "ippool", "free"),
 		"Blocks of an address pool that can be handed out.", []string{"pool"}, nil)
 	ipPoolRefusedDesc = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "ippool", "refused_allocations"),
-		"Allocations refused now (a Service or Node without its address), by the pool that refused them; "+
-			`pool="" when none can be named: no pool matches, or every matching pool is exhausted (see the pools' Exhausted condition).`,
+		"Allocations refused now (a Service or Node without its address), by the pool that refused them (an exhausted pool counts every Service it left without an IP); "+
+			`pool="" for those no pool refused: no pool matches, or a requested IP is outside the pools.`,
 		[]string{"pool"}, nil)
 )
 

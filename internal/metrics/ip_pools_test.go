@@ -21,7 +21,7 @@ talos_ccm_ippool_free{pool="lb/public/ipv4"} 1
 # HELP talos_ccm_ippool_in_use Blocks of an address pool that are held.
 # TYPE talos_ccm_ippool_in_use gauge
 talos_ccm_ippool_in_use{pool="lb/public/ipv4"} 3
-# HELP talos_ccm_ippool_refused_allocations Allocations refused now (a Service or Node without its address), by the pool that refused them; pool="" when none can be named: no pool matches, or every matching pool is exhausted (see the pools' Exhausted condition).
+# HELP talos_ccm_ippool_refused_allocations Allocations refused now (a Service or Node without its address), by the pool that refused them (an exhausted pool counts every Service it left without an IP); pool="" for those no pool refused: no pool matches, or a requested IP is outside the pools.
 # TYPE talos_ccm_ippool_refused_allocations gauge
 talos_ccm_ippool_refused_allocations{pool=""} 1
 talos_ccm_ippool_refused_allocations{pool="lb/public/ipv4"} 2

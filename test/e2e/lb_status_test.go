@@ -136,9 +136,11 @@ func TestLoadBalancerStatus(t *testing.T) {
 	cond = meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
 	assert.Equal(t, "ipv4: no load balancer pool of ipv4 matches the Service", cond.Message)
 
-	// The pool metrics: the one IP in use, none free; both refusals name no single pool.
-	waitPoolMetrics(t, "lb/status-one/ipv4", map[string]float64{"size": 1, "in_use": 1, "free": 0, "refused_allocations": 0})
-	waitPoolMetrics(t, "", map[string]float64{"refused_allocations": 2})
+	// The pool metrics: the one IP in use, none free, one Service refused; the Service no pool matches
+	// counts for no pool.
+	waitPoolMetrics(t, "lb/status-one/ipv4", map[string]float64{"size": 1, "in_use": 1, "free": 0, "refused_allocations": 1})
+	waitPoolMetrics(t, "lb/status-proxy/ipv4", map[string]float64{"size": 2, "in_use": 0, "free": 2, "refused_allocations": 0})
+	waitPoolMetrics(t, "", map[string]float64{"refused_allocations": 1})
 
 	// The Proxy pool's Service gets its IP with ipMode Proxy.
 	createService(t, ns, "proxied", func(s *corev1.Service) { s.Labels = map[string]string{"lb": "proxied"} })
@@ -156,6 +158,7 @@ func TestLoadBalancerStatus(t *testing.T) {
 
 	svc = waitCondition(t, ns, "second", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
 	assert.False(t, meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated).LastTransitionTime.Before(&falseSince))
+	waitPoolMetrics(t, "lb/status-one/ipv4", map[string]float64{"size": 1, "in_use": 1, "free": 0, "refused_allocations": 0})
 
 	// No longer a load balancer: the apiserver clears the ingress, talos-ccm its condition.
 	svc.Spec.Type = corev1.ServiceTypeClusterIP

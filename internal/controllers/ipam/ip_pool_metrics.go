@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -87,32 +88,33 @@ func (ctrl *IPPoolMetricsController) Run(ctx context.Context, r controller.Runti
 }
 
 // IPPoolFigures returns the figures of the pools (by IPPool ID) and the allocations refused now (state
-// failed), sorted by pool. A refused allocation counts for the pool it names; one that names none (no pool
-// matches, or every matching pool is exhausted) counts for the pool "". The pools of the machines' own IPv6
-// prefixes (node-prefix/, one per machine) are left out: their number grows with the cluster.
+// failed), sorted by pool. A refused allocation counts for the pools that refused it (refusedBy); one that
+// no pool refused (no pool matches, a requested IP outside the pools) counts for the pool "". The pools of
+// the machines' own IPv6 prefixes (node-prefix/, one per machine) are left out: their number grows with the
+// cluster.
 func IPPoolFigures(pools map[string]*specs.IPPoolSpec, failed []*specs.IPAllocationSpec) []metrics.IPPoolFigures {
 	byPool := map[string]*metrics.IPPoolFigures{}
 
 	for id, p := range pools {
-		if p.GetPurpose() == ipam.PurposeNodePrefix {
-			continue
+		if p.GetPurpose() != ipam.PurposeNodePrefix {
+			byPool[id] = &metrics.IPPoolFigures{Pool: id, Size: p.GetSize(), Used: p.GetUsed(), Free: p.GetFree(), Counted: true}
 		}
-
-		byPool[id] = &metrics.IPPoolFigures{Pool: id, Size: p.GetSize(), Used: p.GetUsed(), Free: p.GetFree(), Counted: true}
 	}
 
 	for _, a := range failed {
-		f := byPool[a.GetPool()]
-		if f == nil {
-			if _, prefix := pools[a.GetPool()]; prefix {
-				continue // a machine prefix's
+		for _, id := range refusedBy(a, pools) {
+			f := byPool[id]
+			if f == nil {
+				if _, prefix := pools[id]; prefix {
+					continue // a machine prefix's
+				}
+
+				f = &metrics.IPPoolFigures{Pool: id}
+				byPool[id] = f
 			}
 
-			f = &metrics.IPPoolFigures{Pool: a.GetPool()}
-			byPool[a.GetPool()] = f
+			f.Refused++
 		}
-
-		f.Refused++
 	}
 
 	out := make([]metrics.IPPoolFigures, 0, len(byPool))
@@ -121,6 +123,36 @@ func IPPoolFigures(pools map[string]*specs.IPPoolSpec, failed []*specs.IPAllocat
 	}
 
 	slices.SortFunc(out, func(a, b metrics.IPPoolFigures) int { return cmp.Compare(a.Pool, b.Pool) })
+
+	return out
+}
+
+// refusedBy returns the IDs of the pools that refused a failed allocation: the pool it names, else the
+// pools a LoadBalancer IP found exhausted, which the allocation names only in its reason, as "... (NAME,
+// NAME)" (poolNames); only names of existing pools of its family count. Otherwise the pool "".
+func refusedBy(a *specs.IPAllocationSpec, pools map[string]*specs.IPPoolSpec) []string {
+	if a.GetPool() != "" {
+		return []string{a.GetPool()}
+	}
+
+	reason := a.GetReason()
+	open := strings.LastIndex(reason, " (")
+
+	if a.GetPurpose() != ipam.PurposeLoadBalancerIP || a.GetOrigin() == ipam.OriginRequested || open < 0 || !strings.HasSuffix(reason, ")") {
+		return []string{""}
+	}
+
+	var out []string
+
+	for name := range strings.SplitSeq(reason[open+2:len(reason)-1], ", ") {
+		if id := LoadBalancerPoolID(name, a.GetFamily()); pools[id] != nil {
+			out = append(out, id)
+		}
+	}
+
+	if len(out) == 0 {
+		return []string{""}
+	}
 
 	return out
 }
