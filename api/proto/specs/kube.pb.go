@@ -338,10 +338,14 @@ type KubeServiceSpec struct {
 	IpFamilyPolicy string         `protobuf:"bytes,9,opt,name=ip_family_policy,json=ipFamilyPolicy,proto3" json:"ip_family_policy,omitempty"`
 	Ports          []*ServicePort `protobuf:"bytes,10,rep,name=ports,proto3" json:"ports,omitempty"`
 	// The IPs of status.loadBalancer.ingress.
-	IngressIps    []string               `protobuf:"bytes,11,rep,name=ingress_ips,json=ingressIPs,proto3" json:"ingress_ips,omitempty"`
-	Created       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created,proto3" json:"created,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	IngressIps []string               `protobuf:"bytes,11,rep,name=ingress_ips,json=ingressIPs,proto3" json:"ingress_ips,omitempty"`
+	Created    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created,proto3" json:"created,omitempty"`
+	// spec.externalTrafficPolicy (Cluster or Local) and spec.selector: Services share a LoadBalancer IP only
+	// with the same policy and, for Local, the same selector (the IP must lead to the same nodes).
+	ExternalTrafficPolicy string            `protobuf:"bytes,13,opt,name=external_traffic_policy,json=externalTrafficPolicy,proto3" json:"external_traffic_policy,omitempty"`
+	Selector              map[string]string `protobuf:"bytes,14,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *KubeServiceSpec) Reset() {
@@ -454,6 +458,20 @@ func (x *KubeServiceSpec) GetIngressIps() []string {
 func (x *KubeServiceSpec) GetCreated() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Created
+	}
+	return nil
+}
+
+func (x *KubeServiceSpec) GetExternalTrafficPolicy() string {
+	if x != nil {
+		return x.ExternalTrafficPolicy
+	}
+	return ""
+}
+
+func (x *KubeServiceSpec) GetSelector() map[string]string {
+	if x != nil {
+		return x.Selector
 	}
 	return nil
 }
@@ -592,7 +610,7 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
 	"\vServicePort\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\"\x8c\x05\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\xc8\x06\n" +
 	"\x0fKubeServiceSpec\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -608,11 +626,16 @@ const file_specs_kube_proto_rawDesc = "" +
 	" \x03(\v2\x17.tccm.specs.ServicePortR\x05ports\x12\x1f\n" +
 	"\vingress_ips\x18\v \x03(\tR\n" +
 	"ingressIPs\x124\n" +
-	"\acreated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x1a9\n" +
+	"\acreated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x126\n" +
+	"\x17external_traffic_policy\x18\r \x01(\tR\x15externalTrafficPolicy\x12E\n" +
+	"\bselector\x18\x0e \x03(\v2).tccm.specs.KubeServiceSpec.SelectorEntryR\bselector\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
+	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
 	"\fKubeSyncSpec\x12\x16\n" +
@@ -633,7 +656,7 @@ func file_specs_kube_proto_rawDescGZIP() []byte {
 	return file_specs_kube_proto_rawDescData
 }
 
-var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_specs_kube_proto_goTypes = []any{
 	(*Taint)(nil),                 // 0: tccm.specs.Taint
 	(*NodeAddress)(nil),           // 1: tccm.specs.NodeAddress
@@ -645,23 +668,25 @@ var file_specs_kube_proto_goTypes = []any{
 	nil,                           // 7: tccm.specs.KubeNodeSpec.LabelsEntry
 	nil,                           // 8: tccm.specs.KubeServiceSpec.LabelsEntry
 	nil,                           // 9: tccm.specs.KubeServiceSpec.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	nil,                           // 10: tccm.specs.KubeServiceSpec.SelectorEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_specs_kube_proto_depIdxs = []int32{
 	7,  // 0: tccm.specs.KubeNodeSpec.labels:type_name -> tccm.specs.KubeNodeSpec.LabelsEntry
 	0,  // 1: tccm.specs.KubeNodeSpec.taints:type_name -> tccm.specs.Taint
 	1,  // 2: tccm.specs.KubeNodeSpec.addresses:type_name -> tccm.specs.NodeAddress
-	10, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
-	10, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
+	11, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
+	11, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
 	8,  // 5: tccm.specs.KubeServiceSpec.labels:type_name -> tccm.specs.KubeServiceSpec.LabelsEntry
 	9,  // 6: tccm.specs.KubeServiceSpec.annotations:type_name -> tccm.specs.KubeServiceSpec.AnnotationsEntry
 	3,  // 7: tccm.specs.KubeServiceSpec.ports:type_name -> tccm.specs.ServicePort
-	10, // 8: tccm.specs.KubeServiceSpec.created:type_name -> google.protobuf.Timestamp
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 8: tccm.specs.KubeServiceSpec.created:type_name -> google.protobuf.Timestamp
+	10, // 9: tccm.specs.KubeServiceSpec.selector:type_name -> tccm.specs.KubeServiceSpec.SelectorEntry
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_specs_kube_proto_init() }
@@ -675,7 +700,7 @@ func file_specs_kube_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_kube_proto_rawDesc), len(file_specs_kube_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

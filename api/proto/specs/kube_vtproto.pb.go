@@ -138,6 +138,7 @@ func (m *KubeServiceSpec) CloneVT() *KubeServiceSpec {
 	r.LoadBalancerIp = m.LoadBalancerIp
 	r.IpFamilyPolicy = m.IpFamilyPolicy
 	r.Created = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.Created).CloneVT())
+	r.ExternalTrafficPolicy = m.ExternalTrafficPolicy
 	if rhs := m.Labels; rhs != nil {
 		tmpContainer := make(map[string]string, len(rhs))
 		for k, v := range rhs {
@@ -168,6 +169,13 @@ func (m *KubeServiceSpec) CloneVT() *KubeServiceSpec {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
 		r.IngressIps = tmpContainer
+	}
+	if rhs := m.Selector; rhs != nil {
+		tmpContainer := make(map[string]string, len(rhs))
+		for k, v := range rhs {
+			tmpContainer[k] = v
+		}
+		r.Selector = tmpContainer
 	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
@@ -471,6 +479,21 @@ func (this *KubeServiceSpec) EqualVT(that *KubeServiceSpec) bool {
 	}
 	if !(*timestamppb1.Timestamp)(this.Created).EqualVT((*timestamppb1.Timestamp)(that.Created)) {
 		return false
+	}
+	if this.ExternalTrafficPolicy != that.ExternalTrafficPolicy {
+		return false
+	}
+	if len(this.Selector) != len(that.Selector) {
+		return false
+	}
+	for i, vx := range this.Selector {
+		vy, ok := that.Selector[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }

@@ -85,6 +85,9 @@ func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controll
 			Annotations:    spec.GetAnnotations(),
 			Families:       spec.GetIpFamilies(),
 			IngressIPs:     spec.GetIngressIps(),
+			Selector:       spec.GetSelector(),
+
+			ExternalTrafficPolicy: spec.GetExternalTrafficPolicy(),
 		}
 
 		for _, p := range spec.GetPorts() {

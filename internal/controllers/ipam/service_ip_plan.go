@@ -38,6 +38,10 @@ type ServiceFacts struct {
 	Ports []string
 	// IngressIPs are the IPs of status.loadBalancer.ingress.
 	IngressIPs []string
+	// ExternalTrafficPolicy is spec.externalTrafficPolicy (Cluster when empty) and Selector spec.selector:
+	// Services share an IP only with the same policy and, for Local, the same selector.
+	ExternalTrafficPolicy string
+	Selector              map[string]string
 }
 
 // ServiceIPInput is everything a LoadBalancer IP plan is made of.
@@ -62,13 +66,6 @@ type lbPool struct {
 	*pool
 	config   *specs.LoadBalancerPoolConfig
 	selector labels.Selector
-}
-
-// ipHolder is one Service holding an IP.
-type ipHolder struct {
-	service    string
-	sharingKey string
-	ports      []string
 }
 
 // servicePlanner carries the state of one PlanServiceIPs call.
@@ -350,10 +347,6 @@ func serviceFamilies(svc *ServiceFacts) []string {
 	return out
 }
 
-func sharingKey(svc *ServiceFacts) string {
-	return strings.TrimSpace(svc.Annotations[ipam.AnnotationSharingKey])
-}
-
 // parseRequests reads the IPs a Service asks for, at most one per family.
 func (p *servicePlanner) parseRequests(svc *ServiceFacts) {
 	values := []string{svc.LoadBalancerIP}
@@ -388,35 +381,8 @@ func (p *servicePlanner) parseRequests(svc *ServiceFacts) {
 	p.requests[svc.Key] = requests
 }
 
-// shareable says why ip cannot be held by svc too; empty when it can (it is free, or held only by Services
-// with svc's sharing key on other ports).
-func (p *servicePlanner) shareable(ip netip.Addr, svc *ServiceFacts) string {
-	key := sharingKey(svc)
-
-	for _, h := range p.holders[ip] {
-		if h.service == svc.Key {
-			continue
-		}
-
-		switch {
-		case key == "" || h.sharingKey == "":
-			return fmt.Sprintf("%s is held by Service %s (Services share an IP only with the same %s annotation)", ip, h.service, ipam.AnnotationSharingKey)
-		case h.sharingKey != key:
-			return fmt.Sprintf("%s is held by Service %s with another sharing key", ip, h.service)
-		}
-
-		for _, port := range svc.Ports {
-			if slices.Contains(h.ports, port) {
-				return fmt.Sprintf("%s is shared with Service %s, which already uses port %s", ip, h.service, port)
-			}
-		}
-	}
-
-	return ""
-}
-
 func (p *servicePlanner) take(t serviceTask, pl *lbPool, ip netip.Addr, origin string) *specs.IPAllocationSpec {
-	p.holders[ip] = append(p.holders[ip], ipHolder{service: t.svc.Key, sharingKey: sharingKey(t.svc), ports: t.svc.Ports})
+	p.holders[ip] = append(p.holders[ip], holderOf(t.svc))
 
 	alloc := &specs.IPAllocationSpec{State: ipam.StateAllocated, Address: ip.String(), Origin: origin}
 
@@ -604,23 +570,37 @@ func (p *servicePlanner) allocate(t serviceTask) {
 		return
 	}
 
+	// Why the IPs of Services with the same sharing key could not be shared, for the reason of a new IP.
+	var refused []string
+
 	if sharingKey(t.svc) != "" {
 		for _, ip := range slices.SortedFunc(maps.Keys(p.holders), netip.Addr.Compare) {
 			if ipam.FamilyOf(ip) != t.family || !slices.ContainsFunc(p.holders[ip], func(h ipHolder) bool { return h.sharingKey == sharingKey(t.svc) }) {
 				continue
 			}
 
-			if pl := poolOf(pools, ip, ""); pl != nil && p.shareable(ip, t.svc) == "" {
+			pl := poolOf(pools, ip, "")
+			if pl == nil {
+				continue
+			}
+
+			why := p.shareable(ip, t.svc)
+			if why == "" {
 				p.take(t, pl, ip, ipam.OriginShared)
 
 				return
 			}
+
+			refused = append(refused, why)
 		}
 	}
 
 	for _, pl := range pools {
 		if b, _, ok := pl.free(0); ok {
-			p.take(t, pl, b, ipam.OriginAllocated)
+			alloc := p.take(t, pl, b, ipam.OriginAllocated)
+			if len(refused) > 0 {
+				alloc.Reason = "a new IP, as no IP with the same sharing key may be shared: " + strings.Join(refused, "; ")
+			}
 
 			return
 		}

@@ -27,6 +27,9 @@ func MirrorService(svc *corev1.Service) *specs.KubeServiceSpec {
 		Labels:         maps.Clone(svc.Labels),
 		LoadBalancerIp: svc.Spec.LoadBalancerIP, // Deprecated by Kubernetes, still honoured.
 		Created:        timestamppb.New(svc.CreationTimestamp.Time),
+		Selector:       maps.Clone(svc.Spec.Selector),
+
+		ExternalTrafficPolicy: string(svc.Spec.ExternalTrafficPolicy),
 	}
 
 	if svc.Spec.LoadBalancerClass != nil {

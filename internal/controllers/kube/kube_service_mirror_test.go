@@ -25,6 +25,8 @@ func TestMirrorService(t *testing.T) {
 			Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &class, LoadBalancerIP: "192.0.2.1",
 			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}, IPFamilyPolicy: &policy,
 			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}, {Port: 53, Protocol: corev1.ProtocolUDP}},
+
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, Selector: map[string]string{"app": "web"},
 		},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}, {Hostname: "lb.example.com"}}}},
 	})
@@ -39,4 +41,6 @@ func TestMirrorService(t *testing.T) {
 	assert.Len(t, spec.GetPorts(), 2)
 	assert.Equal(t, "UDP", spec.GetPorts()[1].GetProtocol())
 	assert.Equal(t, []string{"192.0.2.1"}, spec.GetIngressIps())
+	assert.Equal(t, "Local", spec.GetExternalTrafficPolicy())
+	assert.Equal(t, map[string]string{"app": "web"}, spec.GetSelector())
 }

@@ -52,6 +52,9 @@ const (
 	AnnotationLoadBalancerIPs = "talos-ccm.dev/load-balancer-ips"
 	// AnnotationSharingKey lets Services with the same key share an IP when their ports differ.
 	AnnotationSharingKey = "talos-ccm.dev/sharing-key"
+	// AnnotationSharingNamespaces names the other namespaces (comma-separated, or "*" for all) whose
+	// Services may share the Service's IP; a share across namespaces needs it on every Service involved.
+	AnnotationSharingNamespaces = "talos-ccm.dev/sharing-namespaces"
 	// AnnotationReleaseLoadBalancerIP, set to "true", gives up an IP the Service keeps outside every pool
 	// (WarningOutsidePools): the Service gets a new IP from a pool that matches it.
 	AnnotationReleaseLoadBalancerIP = "talos-ccm.dev/release-load-balancer-ip"

@@ -1,0 +1,113 @@
+package e2e_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+)
+
+const lbShareConfig = `loadBalancer:
+  pools:
+    - name: share
+      addresses: ["10.31.0.1-10.31.0.9"]
+      namespaces: [lb-share-a, lb-share-b, lb-share-c]
+`
+
+// sharing returns a Service mutation that sets the sharing key, the namespaces it shares with (none when
+// empty), a port and, when policy is Local, the traffic policy and selector.
+func sharing(namespaces string, port int32, policy corev1.ServiceExternalTrafficPolicy, selector map[string]string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		s.Annotations = map[string]string{ipam.AnnotationSharingKey: "front"}
+		if namespaces != "" {
+			s.Annotations[ipam.AnnotationSharingNamespaces] = namespaces
+		}
+
+		s.Spec.Ports = []corev1.ServicePort{{Name: "p", Port: port, Protocol: corev1.ProtocolTCP}}
+		s.Spec.ExternalTrafficPolicy = policy
+		s.Spec.Selector = selector
+	}
+}
+
+// TestLoadBalancerSharing: Services in other namespaces with the same sharing key share an IP only when
+// each names the other's namespace; Services with externalTrafficPolicy Local share only with the same
+// selector; a refused request says which rule refused it.
+func TestLoadBalancerSharing(t *testing.T) {
+	for _, ns := range []string{"lb-share-a", "lb-share-b", "lb-share-c"} {
+		_, err := env.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	mount := newConfigMapMount(t)
+	mount.update(t, lbShareConfig)
+	startLoadBalancer(t, mount.path)
+
+	cluster := corev1.ServiceExternalTrafficPolicyCluster
+	local := corev1.ServiceExternalTrafficPolicyLocal
+
+	// Without an opt-in: the same key in another namespace gets its own IP.
+	createService(t, "lb-share-a", "web", sharing("", 80, cluster, nil))
+	waitIngress(t, "lb-share-a", "web", "10.31.0.1")
+	createService(t, "lb-share-b", "db", sharing("", 5432, cluster, nil))
+	waitIngress(t, "lb-share-b", "db", "10.31.0.2")
+
+	// Asking for the other namespace's IP without the opt-in of both is refused, with the rule.
+	createService(t, "lb-share-b", "cache", func(s *corev1.Service) {
+		sharing("lb-share-a", 6379, cluster, nil)(s)
+		s.Annotations[ipam.AnnotationLoadBalancerIPs] = "10.31.0.1"
+	})
+	waitEvents(t, 30*time.Second, "lb-share-b", "LoadBalancerIPRejected", "cache")
+	assert.Contains(t, events(t.Context(), t, "lb-share-b", "cache", "LoadBalancerIPRejected")[0],
+		"10.31.0.1 is held by Service lb-share-a/web in another namespace, which does not name namespace lb-share-b in "+ipam.AnnotationSharingNamespaces)
+	assert.Empty(t, ingress(t, "lb-share-b", "cache"))
+
+	// With the opt-in of both: shared.
+	createService(t, "lb-share-a", "open", func(s *corev1.Service) {
+		sharing("lb-share-c", 8443, cluster, nil)(s)
+		s.Annotations[ipam.AnnotationSharingKey] = "both"
+	})
+	waitIngress(t, "lb-share-a", "open", "10.31.0.3")
+
+	createService(t, "lb-share-c", "joins", func(s *corev1.Service) {
+		sharing("*", 9000, cluster, nil)(s)
+		s.Annotations[ipam.AnnotationSharingKey] = "both"
+	})
+	waitIngress(t, "lb-share-c", "joins", "10.31.0.3")
+
+	// Local with another selector: refused, with the rule; with the same selector: shared.
+	createService(t, "lb-share-a", "local-web", func(s *corev1.Service) {
+		sharing("", 80, local, map[string]string{"app": "web"})(s)
+		s.Annotations[ipam.AnnotationSharingKey] = "local"
+	})
+	waitIngress(t, "lb-share-a", "local-web", "10.31.0.4")
+
+	createService(t, "lb-share-a", "local-api", func(s *corev1.Service) {
+		sharing("", 8080, local, map[string]string{"app": "api"})(s)
+		s.Annotations[ipam.AnnotationSharingKey] = "local"
+		s.Annotations[ipam.AnnotationLoadBalancerIPs] = "10.31.0.4"
+	})
+	waitEvents(t, 30*time.Second, "lb-share-a", "LoadBalancerIPRejected", "local-api")
+	assert.Contains(t, events(t.Context(), t, "lb-share-a", "local-api", "LoadBalancerIPRejected")[0],
+		"10.31.0.4 is held by Service lb-share-a/local-web with another selector")
+
+	createService(t, "lb-share-a", "local-metrics", func(s *corev1.Service) {
+		sharing("", 9090, local, map[string]string{"app": "web"})(s)
+		s.Annotations[ipam.AnnotationSharingKey] = "local"
+	})
+	waitIngress(t, "lb-share-a", "local-metrics", "10.31.0.4")
+
+	// Nothing moved meanwhile.
+	for ns, names := range map[string]map[string]string{
+		"lb-share-a": {"web": "10.31.0.1"},
+		"lb-share-b": {"db": "10.31.0.2"},
+	} {
+		for name, ip := range names {
+			assert.Equal(t, []string{ip}, ingress(t, ns, name), ns+"/"+name)
+		}
+	}
+}
