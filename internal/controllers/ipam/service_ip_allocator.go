@@ -84,6 +84,7 @@ func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controll
 			LoadBalancerIP: spec.GetLoadBalancerIp(),
 			Annotations:    spec.GetAnnotations(),
 			Families:       spec.GetIpFamilies(),
+			IPFamilyPolicy: spec.GetIpFamilyPolicy(),
 			IngressIPs:     spec.GetIngressIps(),
 			Selector:       spec.GetSelector(),
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -32,8 +33,9 @@ type ServiceFacts struct {
 	LoadBalancerIP string
 	// Annotations are the talos-ccm.dev/ annotations.
 	Annotations map[string]string
-	// Families are spec.ipFamilies ("IPv4", "IPv6"), in order.
-	Families []string
+	// Families are spec.ipFamilies ("IPv4", "IPv6"), in order, and IPFamilyPolicy spec.ipFamilyPolicy.
+	Families       []string
+	IPFamilyPolicy string
 	// Ports are the Service's ports, PROTOCOL/PORT.
 	Ports []string
 	// IngressIPs are the IPs of status.loadBalancer.ingress.
@@ -84,6 +86,9 @@ type serviceTask struct {
 	svc    *ServiceFacts
 	family string
 	id     string
+	// optional is set on the second family of a PreferDualStack Service: without a pool that serves it,
+	// the Service gets no allocation of it, rather than a failed one.
+	optional bool
 }
 
 // PlanServiceIPs decides the LoadBalancer IP of every family of every Service talos-ccm serves, in four
@@ -129,8 +134,11 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 	for _, svc := range services {
 		p.parseRequests(svc)
 
-		for _, family := range serviceFamilies(svc) {
-			tasks = append(tasks, serviceTask{svc: svc, family: family, id: ipam.ServiceAllocationID(svc.Key, family)})
+		for i, family := range serviceFamilies(svc) {
+			tasks = append(tasks, serviceTask{
+				svc: svc, family: family, id: ipam.ServiceAllocationID(svc.Key, family),
+				optional: i > 0 && svc.IPFamilyPolicy == string(corev1.IPFamilyPolicyPreferDualStack),
+			})
 		}
 	}
 
@@ -142,10 +150,15 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 		}
 	}
 
+	p.requireDualStack(tasks)
+
 	plan := ServiceIPPlan{Allocations: map[string]*specs.IPAllocationSpec{}, Pools: map[string]*specs.IPPoolSpec{}}
 
 	for _, t := range tasks {
 		alloc := p.decided[t.id]
+		if alloc == nil {
+			continue // a family the Service only prefers, which no pool serves
+		}
 		alloc.Purpose, alloc.Owner, alloc.OwnerUid, alloc.Family = ipam.PurposeLoadBalancerIP, "Service/"+t.svc.Key, t.svc.UID, t.family
 		alloc.SharingKey, alloc.Ports = sharingKey(t.svc), t.svc.Ports
 
@@ -327,24 +340,6 @@ func poolOf(pools []*lbPool, ip netip.Addr, prefer string) *lbPool {
 	}
 
 	return found
-}
-
-// serviceFamilies are the families a Service gets an IP of: those of spec.ipFamilies.
-func serviceFamilies(svc *ServiceFacts) []string {
-	var out []string
-
-	for _, f := range svc.Families {
-		family := strings.ToLower(f)
-		if (family == ipam.FamilyIPv4 || family == ipam.FamilyIPv6) && !slices.Contains(out, family) {
-			out = append(out, family)
-		}
-	}
-
-	if len(out) == 0 {
-		out = []string{ipam.FamilyIPv4}
-	}
-
-	return out
 }
 
 // parseRequests reads the IPs a Service asks for, at most one per family.
@@ -560,6 +555,12 @@ func (p *servicePlanner) allocate(t serviceTask) {
 	pools := p.matching(t.svc, t.family, forNew)
 
 	if len(pools) == 0 {
+		if t.optional {
+			p.decided[t.id] = nil
+
+			return
+		}
+
 		reason := "no load balancer pool of " + t.family + " matches the Service"
 		if len(p.pools) == 0 {
 			reason = "no load balancer pool is configured (loadBalancer.pools in the config file)"
