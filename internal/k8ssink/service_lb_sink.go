@@ -88,9 +88,13 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 
 	allocs := make([]*specs.IPAllocationSpec, 0, 2)
 
-	for _, family := range families(mirror.GetIpFamilies()) {
+	for i, family := range families(mirror.GetIpFamilies()) {
 		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.ServiceAllocationID(key, family))
 		if state.IsNotFoundError(err) {
+			if i > 0 && mirror.GetIpFamilyPolicy() == string(corev1.IPFamilyPolicyPreferDualStack) {
+				continue // a family the Service only prefers: no pool serves it, or it is not decided yet
+			}
+
 			return untouched(), nil // not decided yet: the status is left as it is
 		}
 

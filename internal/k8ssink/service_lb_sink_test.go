@@ -227,6 +227,49 @@ func TestServiceLBSink(t *testing.T) {
 	assert.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, "example.com/Other"), "other conditions are kept")
 }
 
+// A PreferDualStack Service whose second family no pool serves has no allocation of it: the sink writes the
+// IP of the first.
+func TestServiceLBSinkPreferDualStack(t *testing.T) {
+	t.Parallel()
+
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+	}
+
+	client := fake.NewClientset(svc.DeepCopy())
+
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lister := factory.Core().V1().Services().Lister()
+
+	factory.Start(t.Context().Done())
+	t.Cleanup(factory.Shutdown)
+	factory.WaitForCacheSync(t.Context().Done())
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewServiceLBSinkController(
+		func(namespace string) k8ssink.ServiceStatusClient { return client.CoreV1().Services(namespace) },
+		lister, record.NewFakeRecorder(10), 2,
+	))
+	s.Start()
+
+	mirror := kube.NewKubeService(kube.NamespaceName, "default/web")
+	mirror.TypedSpec().Value = &specs.KubeServiceSpec{
+		Uid: "u1", Namespace: "default", Name: "web", IpFamilies: []string{"IPv4", "IPv6"}, IpFamilyPolicy: "PreferDualStack",
+	}
+
+	alloc := ipam.NewIPAllocation(ipam.NamespaceName, ipam.ServiceAllocationID("default/web", ipam.FamilyIPv4))
+	alloc.TypedSpec().Value = &specs.IPAllocationSpec{
+		State: ipam.StateAllocated, Family: ipam.FamilyIPv4, Address: "192.0.2.10", Pool: "lb/public/ipv4", OwnerUid: "u1",
+	}
+
+	s.Create(mirror, alloc)
+
+	got := waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
+	assert.Equal(t, "192.0.2.10", got.Status.LoadBalancer.Ingress[0].IP)
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated))
+}
+
 // waitService waits until the informer's copy of default/web satisfies ok, and returns it.
 func waitService(t *testing.T, lister corelisters.ServiceLister, ok func(*corev1.Service) bool) *corev1.Service {
 	t.Helper()
