@@ -101,6 +101,17 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 			message: "ipv4: the requested IP 192.0.2.9 is held",
 		},
 		{
+			name: "RequireDualStack without an IPv6 IP: no IPv4 either",
+			allocs: []*specs.IPAllocationSpec{
+				{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted (a)"},
+				{Family: "ipv6", State: "failed", OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
+			},
+			status: metav1.ConditionFalse,
+			reason: k8ssink.ReasonDualStackIncomplete,
+			message: "ipv4: RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted (a); " +
+				"ipv6: every load balancer pool that matches the Service is exhausted (a)",
+		},
+		{
 			name:    "another failure",
 			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "something new"}},
 			status:  metav1.ConditionFalse,

@@ -34,6 +34,9 @@ const (
 	ReasonPoolsExhausted = "PoolsExhausted"
 	// ReasonIPRejected: the IP the Service asks for cannot be given (outside the pools, or held).
 	ReasonIPRejected = "IPRejected"
+	// ReasonDualStackIncomplete: a RequireDualStack Service gets no IP of a family, so none of the others
+	// either; the message says which family failed and why.
+	ReasonDualStackIncomplete = "DualStackIncomplete"
 	// ReasonIPConflict: the Service shows an IP that is outside the pools or held by another.
 	ReasonIPConflict = "IPConflict"
 	// ReasonNotAllocated: a family got no IP for another reason; the message says which.
@@ -120,6 +123,8 @@ func failureReason(a *specs.IPAllocationSpec) string {
 	switch reason := a.GetReason(); {
 	case a.GetOrigin() == ipam.OriginRequested:
 		return ReasonIPRejected
+	case strings.HasPrefix(reason, "RequireDualStack:"):
+		return ReasonDualStackIncomplete
 	case strings.HasPrefix(reason, "no load balancer pool"):
 		return ReasonNoPoolMatches
 	case strings.Contains(reason, "exhausted"):

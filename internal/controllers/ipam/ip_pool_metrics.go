@@ -127,24 +127,26 @@ func IPPoolFigures(pools map[string]*specs.IPPoolSpec, failed []*specs.IPAllocat
 	return out
 }
 
+// exhaustedPrefix starts the reason of a LoadBalancer IP that every matching pool refused, which names the
+// pools only there: "... exhausted (NAME, NAME)" (allocate, poolNames).
+const exhaustedPrefix = "every load balancer pool that matches the Service is exhausted ("
+
 // refusedBy returns the IDs of the pools that refused a failed allocation: the pool it names, else the
-// pools a LoadBalancer IP found exhausted, which the allocation names only in its reason, as "... (NAME,
-// NAME)" (poolNames); only names of existing pools of its family count. Otherwise the pool "".
+// pools a LoadBalancer IP found exhausted (existing pools of its family named in its reason). Otherwise the
+// pool "".
 func refusedBy(a *specs.IPAllocationSpec, pools map[string]*specs.IPPoolSpec) []string {
 	if a.GetPool() != "" {
 		return []string{a.GetPool()}
 	}
 
-	reason := a.GetReason()
-	open := strings.LastIndex(reason, " (")
-
-	if a.GetPurpose() != ipam.PurposeLoadBalancerIP || a.GetOrigin() == ipam.OriginRequested || open < 0 || !strings.HasSuffix(reason, ")") {
+	names, ok := strings.CutPrefix(a.GetReason(), exhaustedPrefix)
+	if names, ok = strings.CutSuffix(names, ")"); !ok || a.GetPurpose() != ipam.PurposeLoadBalancerIP {
 		return []string{""}
 	}
 
 	var out []string
 
-	for name := range strings.SplitSeq(reason[open+2:len(reason)-1], ", ") {
+	for name := range strings.SplitSeq(names, ", ") {
 		if id := LoadBalancerPoolID(name, a.GetFamily()); pools[id] != nil {
 			out = append(out, id)
 		}
