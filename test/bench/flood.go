@@ -42,6 +42,8 @@ type floodResult struct {
 	requests       int
 	// filed is how long the flooder took to file its requests (the apiserver's part, not talos-ccm's).
 	filed time.Duration
+	// hostile is the hostile phase's result, nil when it did not run.
+	hostile *hostileResult
 }
 
 func runFlood(ctx context.Context, opts options, requests int) (*floodResult, error) {
@@ -77,7 +79,7 @@ func runFlood(ctx context.Context, opts options, requests int) (*floodResult, er
 
 	defer os.RemoveAll(work) //nolint:errcheck
 
-	stopCCM, metricsAddr, err := startFloodCCM(ctx, opts, cp, work)
+	stopCCM, metricsAddr, pid, err := startFloodCCM(ctx, opts, cp, work)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +95,17 @@ func runFlood(ctx context.Context, opts options, requests int) (*floodResult, er
 
 	if res.before, err = floodPhase(ctx, client, admin, "before"); err != nil {
 		return nil, err
+	}
+
+	// Before the flood, whose requests talos-ccm decides again for a while: its CPU is the hostile ones'.
+	if opts.hostile > 0 {
+		step(fmt.Sprintf("%d kubelets file a request with a huge key each, then %s one", opts.hostile, quietNode))
+
+		if res.hostile, err = hostilePhase(ctx, admin, pid, opts.hostile); err != nil {
+			return nil, err
+		}
+
+		res.hostile.before = res.before.p50
 	}
 
 	step(fmt.Sprintf("%s files %d requests while it waits to be initialized", flooderNode, requests))
@@ -197,17 +210,17 @@ func waitDecisions(ctx context.Context, metricsAddr string, want float64) error 
 	}
 }
 
-// startFloodCCM runs talos-ccm as the CSR approver alone (no Talos API), and returns how to stop it and
-// the address of its metrics.
-func startFloodCCM(ctx context.Context, opts options, cp *testenv.Env, work string) (func(), string, error) {
+// startFloodCCM runs talos-ccm as the CSR approver alone (no Talos API), and returns how to stop it, the
+// address of its metrics and its process id.
+func startFloodCCM(ctx context.Context, opts options, cp *testenv.Env, work string) (func(), string, int, error) {
 	kubeconfig := filepath.Join(work, "kubeconfig")
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 
 	metricsAddr, err := freeAddress()
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 
 	ccm := ccmCommand(ctx, opts, kubeconfig, work, metricsAddr, "--controllers", "csr-approval")
@@ -217,7 +230,7 @@ func startFloodCCM(ctx context.Context, opts options, cp *testenv.Env, work stri
 
 	logFile, err := os.Create(filepath.Join(opts.outDir, "talos-ccm-flood.log"))
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 
 	ccm.Stdout, ccm.Stderr = logFile, logFile
@@ -225,14 +238,14 @@ func startFloodCCM(ctx context.Context, opts options, cp *testenv.Env, work stri
 	if err = ccm.Start(); err != nil {
 		logFile.Close() //nolint:errcheck
 
-		return nil, "", fmt.Errorf("failed to start %s (make build first): %w", opts.ccmBin, err)
+		return nil, "", 0, fmt.Errorf("failed to start %s (make build first): %w", opts.ccmBin, err)
 	}
 
 	return func() {
 		ccm.Process.Signal(syscall.SIGTERM) //nolint:errcheck
 		ccm.Wait()                          //nolint:errcheck
 		logFile.Close()                     //nolint:errcheck
-	}, metricsAddr, nil
+	}, metricsAddr, ccm.Process.Pid, nil
 }
 
 // createFloodNode creates an initialized Node (uninitialized with the taint) whose only address is its
@@ -348,6 +361,11 @@ func submitServingCSR(ctx context.Context, admin *rest.Config, node string) (*ce
 		return nil, err
 	}
 
+	return createCSR(ctx, admin, node, csr)
+}
+
+// createCSR files csr as node's kubelet (impersonated, so that the apiserver sets spec.username).
+func createCSR(ctx context.Context, admin *rest.Config, node string, csr *certificatesv1.CertificateSigningRequest) (*certificatesv1.CertificateSigningRequest, error) {
 	client, err := kubernetes.NewForConfig(talossim.NodeConfig(admin, node))
 	if err != nil {
 		return nil, err
@@ -373,4 +391,8 @@ func reportFlood(w io.Writer, r *floodResult) {
 	fmt.Fprintf(tw, "%s\tfiling the flood (the apiserver's, not talos-ccm)\t%s\t-\t-\n", name, round(r.filed))
 
 	tw.Flush() //nolint:errcheck
+
+	if r.hostile != nil {
+		reportHostile(w, r.hostile)
+	}
 }

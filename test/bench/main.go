@@ -33,6 +33,8 @@ type options struct {
 	// cpuProfile is how long the CPU profile of each scenario runs from talos-ccm's start.
 	cpuProfile time.Duration
 	flood      int
+	// hostile is how many requests with a huge key the flood scenario's hostile phase files (0: none).
+	hostile int
 	// ccmArgs are added to talos-ccm's command line (--ccm-args), for experiments.
 	ccmArgs []string
 
@@ -61,6 +63,7 @@ func main() {
 	flag.DurationVar(&opts.cpuProfile, "cpu-profile", 20*time.Second, "how long the CPU profile of each scenario runs from talos-ccm's start (cpu-<scenario>.pprof)")
 	flag.StringVar(&opts.logLevel, "ccm-log-level", "info", "--log-level of talos-ccm (its log is written next to the results, and its lines per node are reported)")
 	flag.IntVar(&opts.flood, "flood", 1600, "also run the flood scenario: one node files this many CSRs, another node's approvals are timed (0: skip)")
+	flag.IntVar(&opts.hostile, "hostile", 8, "in the flood scenario, before the flood: this many kubelets file a CSR signed with an RSA key of over 65,536 bits each, another node's approval is timed, talos-ccm's CPU per request measured (0: skip)")
 	flag.Parse()
 
 	opts.ccmArgs = strings.Fields(ccmArgs)
