@@ -312,6 +312,9 @@ so talos-ccm's own default applies.
 {{- with $v.csrApproval.maxExpiration }}
 - {{ printf "--csr-max-expiration=%v" . | quote }}
 {{- end }}
+{{- with $v.csrApproval.requestsPerMinute }}
+- {{ printf "--csr-requests-per-minute=%v" . | quote }}
+{{- end }}
 {{- with $v.clusterDomain }}
 - {{ printf "--cluster-domain=%v" . | quote }}
 {{- end }}
