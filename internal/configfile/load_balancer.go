@@ -18,11 +18,17 @@ import (
 
 // Known keys of the loadBalancer section.
 var (
-	loadBalancerKeys     = []string{"pools"}
-	lbPoolKeys           = []string{"name", "addresses", "namespaces", "serviceSelector", "allowFirstLastIPs", "disabled", "drain", "ipMode"}
+	loadBalancerKeys = []string{"pools", "requestAnnotations"}
+	lbPoolKeys       = []string{
+		"name", "addresses", "namespaces", "serviceSelector", "allowFirstLastIPs", "disabled", "drain", "ipMode", "autoAssign", "priority",
+	}
 	labelSelectorKeys    = []string{"matchLabels", "matchExpressions"}
 	labelRequirementKeys = []string{"key", "operator", "values"}
 )
+
+// requestAnnotationSources are the values of loadBalancer.requestAnnotations: the load balancers whose
+// IP-request annotations talos-ccm can read.
+var requestAnnotationSources = []string{ipam.RequestAnnotationsMetalLB, ipam.RequestAnnotationsCilium}
 
 // ipModes are the values of a pool's ipMode, as Kubernetes spells them in status.loadBalancer.ingress.
 var ipModes = []string{ipam.IPModeVIP, ipam.IPModeProxy}
@@ -41,7 +47,26 @@ func (p *parser) loadBalancer(n *yaml.Node) *specs.LoadBalancerConfig {
 
 	var ranges []lbRange
 
-	p.mapping(n, "loadBalancer", loadBalancerKeys, func(_ string, _, v *yaml.Node) {
+	p.mapping(n, "loadBalancer", loadBalancerKeys, func(key string, _, v *yaml.Node) {
+		if key == "requestAnnotations" {
+			p.sequence(v, "loadBalancer.requestAnnotations", func(i int, item *yaml.Node) {
+				source, vn, ok := p.scalar(item, fmt.Sprintf("loadBalancer.requestAnnotations[%d]", i))
+				if !ok {
+					return
+				}
+
+				if !slices.Contains(requestAnnotationSources, source) {
+					p.problem(vn, "loadBalancer.requestAnnotations[%d]: %q is neither %s", i, source, strings.Join(requestAnnotationSources, " nor "))
+
+					return
+				}
+
+				out.RequestAnnotations = append(out.RequestAnnotations, source)
+			})
+
+			return
+		}
+
 		p.sequence(v, "loadBalancer.pools", func(i int, item *yaml.Node) {
 			item = p.resolve(item)
 			if item == nil {
@@ -144,6 +169,25 @@ func (p *parser) lbPool(n *yaml.Node, pool *specs.LoadBalancerPoolConfig, names 
 			pool.Disabled, _ = p.boolean(v, "disabled")
 		case "drain":
 			pool.Drain, _ = p.boolean(v, "drain")
+		case "autoAssign":
+			if auto, ok := p.boolean(v, "autoAssign"); ok {
+				pool.AutoAssign = &auto
+			}
+		case "priority":
+			vn := p.resolve(v)
+			if vn == nil {
+				return
+			}
+
+			var priority int32
+
+			if vn.Kind != yaml.ScalarNode || vn.ShortTag() != "!!int" || vn.Decode(&priority) != nil {
+				p.problem(vn, "priority must be a whole number")
+
+				return
+			}
+
+			pool.Priority = priority
 		case "ipMode":
 			mode, vn, ok := p.scalar(v, "ipMode")
 			if !ok || mode == "" {

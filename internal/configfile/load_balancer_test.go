@@ -35,11 +35,14 @@ func TestParseLoadBalancer(t *testing.T) {
       disabled: false
       drain: true
       ipMode: Proxy
+      autoAssign: false
+      priority: 10
       serviceSelector:
         matchLabels: {exposure: internal}
         matchExpressions:
           - {key: tier, operator: In, values: [web, api]}
           - {key: legacy, operator: DoesNotExist}
+  requestAnnotations: [metallb, cilium]
 `))
 	require.NoError(t, err)
 
@@ -48,7 +51,7 @@ func TestParseLoadBalancer(t *testing.T) {
 		{
 			// A range that happens to be a CIDR keeps its form: it is used as written, first and last included.
 			Name: "internal", Addresses: []string{"10.10.0.0/24", "10.10.1.0-10.10.1.3"}, Namespaces: []string{"prod", "staging"}, Line: 8,
-			AllowFirstLastIps: true, Drain: true, IpMode: "Proxy",
+			AllowFirstLastIps: true, Drain: true, IpMode: "Proxy", AutoAssign: proto.Bool(false), Priority: 10,
 			ServiceSelector: &specs.LabelSelector{
 				MatchLabels: map[string]string{"exposure": "internal"},
 				MatchExpressions: []*specs.LabelSelectorRequirement{
@@ -57,7 +60,7 @@ func TestParseLoadBalancer(t *testing.T) {
 				},
 			},
 		},
-	}}
+	}, RequestAnnotations: []string{"metallb", "cilium"}}
 
 	assert.True(t, proto.Equal(want, spec.GetLoadBalancer()), "got %v", spec.GetLoadBalancer())
 }
@@ -71,7 +74,7 @@ func TestParseLoadBalancerErrors(t *testing.T) {
 		{
 			name:   "unknown key",
 			config: "loadBalancer:\n  pool: []\n",
-			want:   `ccm.yaml:2: loadBalancer: unknown key "pool" (did you mean "pools"? known: pools)`,
+			want:   `ccm.yaml:2: loadBalancer: unknown key "pool" (did you mean "pools"? known: pools, requestAnnotations)`,
 		},
 		{
 			name:   "case matters",
@@ -106,10 +109,13 @@ func TestParseLoadBalancerErrors(t *testing.T) {
 				"ccm.yaml:8: pool \"a\": serviceSelector.matchExpressions[1]: \"Like\" is not a valid label selector operator",
 		},
 		{
-			name:   "bad ipMode and flags",
-			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n      ipMode: proxy\n      drain: yes please\n",
+			name: "bad ipMode and flags",
+			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n      ipMode: proxy\n      drain: yes please\n" +
+				"      priority: 1.5\n  requestAnnotations: [kube-vip]\n",
 			want: "ccm.yaml:5: pool \"a\": ipMode \"proxy\" is neither VIP nor Proxy\n" +
-				"ccm.yaml:6: pool \"a\": drain must be true or false",
+				"ccm.yaml:6: pool \"a\": drain must be true or false\n" +
+				"ccm.yaml:7: pool \"a\": priority must be a whole number\n" +
+				"ccm.yaml:8: loadBalancer.requestAnnotations[0]: \"kube-vip\" is neither metallb nor cilium",
 		},
 	}
 

@@ -424,10 +424,14 @@ func (x *IPPoolSpec) GetNext() uint64 {
 // LoadBalancerConfig is `loadBalancer` in the config file.
 type LoadBalancerConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The pools, in order: a Service gets its IPs from the first pool that matches it and has a free IP.
-	Pools         []*LoadBalancerPoolConfig `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The pools, in order: a Service gets its IPs from the first pool that matches it and has a free IP
+	// (among pools of the highest priority first).
+	Pools []*LoadBalancerPoolConfig `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	// Other load balancers whose IP-request annotations are read too, for a migration without renumbering:
+	// metallb (metallb.universe.tf/loadBalancerIPs) and cilium (lbipam.cilium.io/ips).
+	RequestAnnotations []string `protobuf:"bytes,2,rep,name=request_annotations,json=requestAnnotations,proto3" json:"request_annotations,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *LoadBalancerConfig) Reset() {
@@ -467,6 +471,13 @@ func (x *LoadBalancerConfig) GetPools() []*LoadBalancerPoolConfig {
 	return nil
 }
 
+func (x *LoadBalancerConfig) GetRequestAnnotations() []string {
+	if x != nil {
+		return x.RequestAnnotations
+	}
+	return nil
+}
+
 // LoadBalancerPoolConfig is one entry of `loadBalancer.pools`.
 type LoadBalancerPoolConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -489,7 +500,12 @@ type LoadBalancerPoolConfig struct {
 	// ranges (orphaned) included: their Services get a new IP from another pool that matches them.
 	Drain bool `protobuf:"varint,8,opt,name=drain,proto3" json:"drain,omitempty"`
 	// The ipMode written to the ingress of the Services that get an IP from the pool: VIP (empty) or Proxy.
-	IpMode        string `protobuf:"bytes,9,opt,name=ip_mode,json=ipMode,proto3" json:"ip_mode,omitempty"`
+	IpMode string `protobuf:"bytes,9,opt,name=ip_mode,json=ipMode,proto3" json:"ip_mode,omitempty"`
+	// When false, the pool serves only Services that ask for one of its IPs or for it by name; unset means
+	// true.
+	AutoAssign *bool `protobuf:"varint,10,opt,name=auto_assign,json=autoAssign,proto3,oneof" json:"auto_assign,omitempty"`
+	// Pools of a higher priority are tried first; pools of the same priority in their order.
+	Priority      int32 `protobuf:"varint,11,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -585,6 +601,20 @@ func (x *LoadBalancerPoolConfig) GetIpMode() string {
 		return x.IpMode
 	}
 	return ""
+}
+
+func (x *LoadBalancerPoolConfig) GetAutoAssign() bool {
+	if x != nil && x.AutoAssign != nil {
+		return *x.AutoAssign
+	}
+	return false
+}
+
+func (x *LoadBalancerPoolConfig) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 // LabelSelector is a Kubernetes label selector: matchLabels and matchExpressions are ANDed.
@@ -747,9 +777,10 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\tconflicts\x18\n" +
 	" \x03(\tR\tconflicts\x12\x16\n" +
 	"\x06source\x18\v \x01(\tR\x06source\x12\x12\n" +
-	"\x04next\x18\f \x01(\x04R\x04next\"N\n" +
+	"\x04next\x18\f \x01(\x04R\x04next\"\x7f\n" +
 	"\x12LoadBalancerConfig\x128\n" +
-	"\x05pools\x18\x01 \x03(\v2\".tccm.specs.LoadBalancerPoolConfigR\x05pools\"\xc0\x02\n" +
+	"\x05pools\x18\x01 \x03(\v2\".tccm.specs.LoadBalancerPoolConfigR\x05pools\x12/\n" +
+	"\x13request_annotations\x18\x02 \x03(\tR\x12requestAnnotations\"\x92\x03\n" +
 	"\x16LoadBalancerPoolConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x1e\n" +
@@ -761,7 +792,12 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\x14allow_first_last_ips\x18\x06 \x01(\bR\x11allowFirstLastIPs\x12\x1a\n" +
 	"\bdisabled\x18\a \x01(\bR\bdisabled\x12\x14\n" +
 	"\x05drain\x18\b \x01(\bR\x05drain\x12\x17\n" +
-	"\aip_mode\x18\t \x01(\tR\x06ipMode\"\xf1\x01\n" +
+	"\aip_mode\x18\t \x01(\tR\x06ipMode\x12$\n" +
+	"\vauto_assign\x18\n" +
+	" \x01(\bH\x00R\n" +
+	"autoAssign\x88\x01\x01\x12\x1a\n" +
+	"\bpriority\x18\v \x01(\x05R\bpriorityB\x0e\n" +
+	"\f_auto_assign\"\xf1\x01\n" +
 	"\rLabelSelector\x12M\n" +
 	"\fmatch_labels\x18\x01 \x03(\v2*.tccm.specs.LabelSelector.MatchLabelsEntryR\vmatchLabels\x12Q\n" +
 	"\x11match_expressions\x18\x02 \x03(\v2$.tccm.specs.LabelSelectorRequirementR\x10matchExpressions\x1a>\n" +
@@ -816,6 +852,7 @@ func file_specs_ipam_proto_init() {
 	if File_specs_ipam_proto != nil {
 		return
 	}
+	file_specs_ipam_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -135,6 +135,11 @@ func (m *LoadBalancerConfig) CloneVT() *LoadBalancerConfig {
 		}
 		r.Pools = tmpContainer
 	}
+	if rhs := m.RequestAnnotations; rhs != nil {
+		tmpContainer := make([]string, len(rhs))
+		copy(tmpContainer, rhs)
+		r.RequestAnnotations = tmpContainer
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -158,6 +163,7 @@ func (m *LoadBalancerPoolConfig) CloneVT() *LoadBalancerPoolConfig {
 	r.Disabled = m.Disabled
 	r.Drain = m.Drain
 	r.IpMode = m.IpMode
+	r.Priority = m.Priority
 	if rhs := m.Addresses; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -167,6 +173,10 @@ func (m *LoadBalancerPoolConfig) CloneVT() *LoadBalancerPoolConfig {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
 		r.Namespaces = tmpContainer
+	}
+	if rhs := m.AutoAssign; rhs != nil {
+		tmpVal := *rhs
+		r.AutoAssign = &tmpVal
 	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
@@ -440,6 +450,15 @@ func (this *LoadBalancerConfig) EqualVT(that *LoadBalancerConfig) bool {
 			}
 		}
 	}
+	if len(this.RequestAnnotations) != len(that.RequestAnnotations) {
+		return false
+	}
+	for i, vx := range this.RequestAnnotations {
+		vy := that.RequestAnnotations[i]
+		if vx != vy {
+			return false
+		}
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -493,6 +512,12 @@ func (this *LoadBalancerPoolConfig) EqualVT(that *LoadBalancerPoolConfig) bool {
 		return false
 	}
 	if this.IpMode != that.IpMode {
+		return false
+	}
+	if p, q := this.AutoAssign, that.AutoAssign; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	if this.Priority != that.Priority {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -331,7 +331,7 @@ type KubeServiceSpec struct {
 	LoadBalancerClass string `protobuf:"bytes,5,opt,name=load_balancer_class,json=loadBalancerClass,proto3" json:"load_balancer_class,omitempty"`
 	// spec.loadBalancerIP (deprecated by Kubernetes, still honoured).
 	LoadBalancerIp string `protobuf:"bytes,6,opt,name=load_balancer_ip,json=loadBalancerIP,proto3" json:"load_balancer_ip,omitempty"`
-	// The Service's annotations under talos-ccm.dev/.
+	// The Service's annotations under talos-ccm.dev/, and the IP requests of MetalLB and Cilium LB-IPAM.
 	Annotations map[string]string `protobuf:"bytes,7,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// spec.ipFamilies, in order.
 	IpFamilies     []string       `protobuf:"bytes,8,rep,name=ip_families,json=ipFamilies,proto3" json:"ip_families,omitempty"`

@@ -62,6 +62,7 @@ func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controll
 	in := ServiceIPInput{Now: time.Now()}
 
 	in.Pools = cfg.TypedSpec().Value.GetLoadBalancer().GetPools()
+	in.RequestAnnotations = cfg.TypedSpec().Value.GetLoadBalancer().GetRequestAnnotations()
 
 	services, err := safe.ReaderListAll[*kube.KubeService](ctx, r)
 	if err != nil {

@@ -10,12 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/iprange"
-	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -50,8 +46,11 @@ type ServiceFacts struct {
 type ServiceIPInput struct {
 	Now time.Time
 	// Pools are loadBalancer.pools of the config file, in order.
-	Pools    []*specs.LoadBalancerPoolConfig
-	Services []ServiceFacts
+	Pools []*specs.LoadBalancerPoolConfig
+	// RequestAnnotations are loadBalancer.requestAnnotations of the config file: the other load balancers
+	// whose IP-request annotations are read too.
+	RequestAnnotations []string
+	Services           []ServiceFacts
 	// Previous are the allocations of the last plan (persisted), by ID.
 	Previous map[string]*specs.IPAllocationSpec
 }
@@ -61,13 +60,6 @@ type ServiceIPInput struct {
 type ServiceIPPlan struct {
 	Allocations map[string]*specs.IPAllocationSpec
 	Pools       map[string]*specs.IPPoolSpec
-}
-
-// lbPool is one config pool of one family.
-type lbPool struct {
-	*pool
-	config   *specs.LoadBalancerPoolConfig
-	selector labels.Selector
 }
 
 // servicePlanner carries the state of one PlanServiceIPs call.
@@ -103,7 +95,8 @@ type serviceTask struct {
 //     it is in a matching pool and free, or held only by Services with the same sharing key and other
 //     ports; otherwise it is rejected with the reason;
 //  4. any other family gets the IP of a Service with the same sharing key it can share, else the lowest
-//     free IP of the first matching pool that has one.
+//     free IP of the first matching pool that has one (pools of a higher priority first; only the pools
+//     the Service names, when it names some; a pool with autoAssign false only for those).
 //
 // A pool never hands out the first and last address of its CIDRs unless it allows them; a Service that
 // holds one keeps it, with a warning. Disabled and draining pools hand out nothing new; a draining pool
@@ -176,176 +169,23 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 	return plan
 }
 
-// LoadBalancerPoolID is the ID of the IPPool of one family of a config pool.
-func LoadBalancerPoolID(name, family string) string {
-	return "lb/" + name + "/" + family
-}
-
-func (p *servicePlanner) buildPools() {
-	for _, cfg := range p.in.Pools {
-		byFamily := map[string][]iprange.Range{}
-		ends := map[string][]netip.Prefix{}
-
-		for _, a := range cfg.GetAddresses() {
-			r, err := iprange.Parse(a)
-			if err != nil {
-				continue // validated with the config file
-			}
-
-			family := ipam.FamilyOf(r.First())
-			byFamily[family] = append(byFamily[family], r)
-
-			if !cfg.GetAllowFirstLastIps() && strings.Contains(a, "/") {
-				ends[family] = append(ends[family], cidrEnds(r)...)
-			}
-		}
-
-		var selector labels.Selector
-
-		invalid := ""
-
-		if sel := cfg.GetServiceSelector(); sel != nil {
-			var err error
-
-			if selector, err = metav1.LabelSelectorAsSelector(config.LabelSelector(sel)); err != nil {
-				invalid = fmt.Sprintf("invalid serviceSelector: %v", err)
-			}
-		}
-
-		for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
-			ranges := byFamily[family]
-			if len(ranges) == 0 {
-				continue
-			}
-
-			slices.SortFunc(ranges, func(a, b iprange.Range) int { return a.First().Compare(b.First()) })
-
-			bits := 32
-			if family == ipam.FamilyIPv6 {
-				bits = 128
-			}
-
-			pl := newPool(LoadBalancerPoolID(cfg.GetName(), family), ipam.PurposeLoadBalancerIP, family, bits)
-			pl.ranges = ranges
-			pl.source = "loadBalancer.pools " + cfg.GetName()
-			pl.invalid = invalid
-			pl.excluded = ends[family]
-
-			p.pools = append(p.pools, &lbPool{pool: pl, config: cfg, selector: selector})
-		}
-	}
-}
-
-// ipMode is the ipMode of the Services that hold an IP of the pool with this ID: VIP unless the pool says
-// Proxy.
-func (p *servicePlanner) ipMode(poolID string) string {
-	if pl := poolByID(p.pools, poolID); pl != nil {
-		return cmp.Or(pl.config.GetIpMode(), ipam.IPModeVIP)
-	}
-
-	return ipam.IPModeVIP
-}
-
-// cidrEnds returns the first and last address of a CIDR as single-address prefixes: many L2 networks and
-// routers drop traffic to an IPv4 network or broadcast address, the first address of an IPv6 subnet is its
-// subnet-router anycast (RFC 4291), and its last ones are reserved anycast addresses (RFC 2526). A CIDR of
-// one or two addresses has no such ends and keeps both.
-func cidrEnds(r iprange.Range) []netip.Prefix {
-	bits := r.First().BitLen()
-	if p, ok := r.Prefix(); !ok || p.Bits() > bits-2 {
-		return nil
-	}
-
-	return []netip.Prefix{netip.PrefixFrom(r.First(), bits), netip.PrefixFrom(r.Last(), bits)}
-}
-
-// reservedEnd says why the pool does not hand out ip when it is the first or last address of one of its
-// CIDRs; empty otherwise.
-func (pl *lbPool) reservedEnd(ip netip.Addr) string {
-	if _, ok := pl.excludedBy(netip.PrefixFrom(ip, ip.BitLen())); !ok {
-		return ""
-	}
-
-	return fmt.Sprintf("%s is the first or last address of a CIDR of pool %s, which it does not hand out "+
-		"(network, broadcast or subnet-router anycast address; allowFirstLastIPs: true hands them out)", ip, pl.config.GetName())
-}
-
-// poolUse says what pools are looked up for.
-type poolUse int
-
-const (
-	// forNew: an IP the Service does not hold yet; disabled and draining pools hand out nothing new.
-	forNew poolUse = iota
-	// forKeeping: an IP the Service holds; a disabled pool keeps what it assigned, a draining one does not.
-	forKeeping
-)
-
-// serves reports whether the pool may give or keep an IP for a use.
-func (pl *lbPool) serves(use poolUse) bool {
-	return !pl.config.GetDrain() && (use == forKeeping || !pl.config.GetDisabled())
-}
-
-func (pl *lbPool) matches(svc *ServiceFacts) bool {
-	if pl.invalid != "" {
-		return false
-	}
-
-	if ns := pl.config.GetNamespaces(); len(ns) > 0 && !slices.Contains(ns, svc.Namespace) {
-		return false
-	}
-
-	return pl.selector == nil || pl.selector.Matches(labels.Set(svc.Labels))
-}
-
-// matching returns the pools of a family that match the Service and serve the use, in order.
-func (p *servicePlanner) matching(svc *ServiceFacts, family string, use poolUse) []*lbPool {
-	var out []*lbPool
-
-	for _, pl := range p.pools {
-		if pl.family == family && pl.serves(use) && pl.matches(svc) {
-			out = append(out, pl)
-		}
-	}
-
-	return out
-}
-
-// poolByID returns the pool with this ID, nil when there is none.
-func poolByID(pools []*lbPool, id string) *lbPool {
-	for _, pl := range pools {
-		if pl.id == id {
-			return pl
-		}
-	}
-
-	return nil
-}
-
-// poolOf returns the pool among pools that holds ip, preferring the one named prefer.
-func poolOf(pools []*lbPool, ip netip.Addr, prefer string) *lbPool {
-	var found *lbPool
-
-	for _, pl := range pools {
-		if !slices.ContainsFunc(pl.ranges, func(r iprange.Range) bool { return r.Contains(ip) }) {
-			continue
-		}
-
-		if pl.id == prefer {
-			return pl
-		}
-
-		if found == nil {
-			found = pl
-		}
-	}
-
-	return found
-}
-
 // parseRequests reads the IPs a Service asks for, at most one per family.
 func (p *servicePlanner) parseRequests(svc *ServiceFacts) {
+	annotations := []string{ipam.AnnotationLoadBalancerIPs}
+
+	for _, source := range p.in.RequestAnnotations {
+		switch source {
+		case ipam.RequestAnnotationsMetalLB:
+			annotations = append(annotations, ipam.AnnotationMetalLBIPs)
+		case ipam.RequestAnnotationsCilium:
+			annotations = append(annotations, ipam.AnnotationCiliumIPs)
+		}
+	}
+
 	values := []string{svc.LoadBalancerIP}
-	values = append(values, strings.FieldsFunc(svc.Annotations[ipam.AnnotationLoadBalancerIPs], func(r rune) bool { return r == ',' || r == ' ' })...)
+	for _, a := range annotations {
+		values = append(values, strings.FieldsFunc(svc.Annotations[a], func(r rune) bool { return r == ',' || r == ' ' })...)
+	}
 
 	requests := map[string]netip.Addr{}
 
@@ -427,6 +267,18 @@ func (p *servicePlanner) keepOutside(t serviceTask, ip netip.Addr, poolID, origi
 	pl := poolOf(family, ip, poolID)
 	if from := poolByID(p.pools, poolID); (from != nil && from.config.GetDrain()) || (pl != nil && pl.config.GetDrain()) {
 		return false
+	}
+
+	// A Service that names pools other than the one its IP came from asks to move.
+	if named := requestedPools(t.svc); len(named) > 0 {
+		from := poolByID(p.pools, poolID)
+		if from == nil {
+			from = pl
+		}
+
+		if from == nil || !slices.Contains(named, from.config.GetName()) {
+			return false
+		}
 	}
 
 	if p.shareable(ip, t.svc) != "" {
@@ -518,7 +370,7 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 	}
 
 	// A Service that already shows the IP it asks for holds it: a disabled pool keeps it.
-	use := forNew
+	use := forRequest
 	if slices.ContainsFunc(t.svc.IngressIPs, func(s string) bool { a, err := netip.ParseAddr(s); return err == nil && a.Unmap() == ip }) {
 		use = forKeeping
 	}
@@ -538,7 +390,7 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 	// An address the pool does not hand out is not handed out on request either, unless Services hold it
 	// already (kept from before) and the request is to share it.
 	why := p.shareable(ip, t.svc)
-	if why == "" && use == forNew && len(p.holders[ip]) == 0 {
+	if why == "" && use == forRequest && len(p.holders[ip]) == 0 {
 		why = pl.reservedEnd(ip)
 	}
 
@@ -562,6 +414,10 @@ func (p *servicePlanner) allocate(t serviceTask) {
 		}
 
 		reason := "no load balancer pool of " + t.family + " matches the Service"
+		if named := requestedPools(t.svc); len(named) > 0 {
+			reason = fmt.Sprintf("no load balancer pool of %s named in %s (%s) matches the Service", t.family,
+				ipam.AnnotationLoadBalancerPool, strings.Join(named, ", "))
+		}
 		if len(p.pools) == 0 {
 			reason = "no load balancer pool is configured (loadBalancer.pools in the config file)"
 		}
@@ -613,17 +469,4 @@ func (p *servicePlanner) allocate(t serviceTask) {
 		State:  ipam.StateFailed,
 		Reason: "every load balancer pool that matches the Service is exhausted" + poolNames(pools),
 	}
-}
-
-func poolNames(pools []*lbPool) string {
-	if len(pools) == 0 {
-		return ""
-	}
-
-	names := make([]string, len(pools))
-	for i, pl := range pools {
-		names[i] = pl.config.GetName()
-	}
-
-	return " (" + strings.Join(names, ", ") + ")"
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 // AnnotationPrefix prefixes the Service annotations talos-ccm reads.
@@ -37,7 +38,9 @@ func MirrorService(svc *corev1.Service) *specs.KubeServiceSpec {
 	}
 
 	for k, v := range svc.Annotations {
-		if strings.HasPrefix(k, AnnotationPrefix) {
+		// The IP requests of MetalLB and Cilium too: the LoadBalancer IP planner reads them when the config
+		// file says so, for a migration without renumbering.
+		if strings.HasPrefix(k, AnnotationPrefix) || k == ipam.AnnotationMetalLBIPs || k == ipam.AnnotationCiliumIPs {
 			if spec.Annotations == nil {
 				spec.Annotations = map[string]string{}
 			}

@@ -19,7 +19,10 @@ func TestMirrorService(t *testing.T) {
 	spec := kube.MirrorService(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "prod", Name: "web", UID: "u1", Labels: map[string]string{"tier": "web"},
-			Annotations: map[string]string{"talos-ccm.dev/sharing-key": "k", "example.com/other": "x"},
+			Annotations: map[string]string{
+				"talos-ccm.dev/sharing-key": "k", "example.com/other": "x", "metallb.universe.tf/loadBalancerIPs": "192.0.2.1",
+				"metallb.universe.tf/address-pool": "p",
+			},
 		},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &class, LoadBalancerIP: "192.0.2.1",
@@ -35,7 +38,8 @@ func TestMirrorService(t *testing.T) {
 	assert.Equal(t, "prod", spec.GetNamespace())
 	assert.Equal(t, class, spec.GetLoadBalancerClass())
 	assert.Equal(t, "192.0.2.1", spec.GetLoadBalancerIp())
-	assert.Equal(t, map[string]string{"talos-ccm.dev/sharing-key": "k"}, spec.GetAnnotations(), "only talos-ccm's annotations")
+	assert.Equal(t, map[string]string{"talos-ccm.dev/sharing-key": "k", "metallb.universe.tf/loadBalancerIPs": "192.0.2.1"}, spec.GetAnnotations(),
+		"only talos-ccm's annotations and the IP requests of others")
 	assert.Equal(t, []string{"IPv6", "IPv4"}, spec.GetIpFamilies())
 	assert.Equal(t, "PreferDualStack", spec.GetIpFamilyPolicy())
 	assert.Len(t, spec.GetPorts(), 2)

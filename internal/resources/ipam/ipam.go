@@ -58,6 +58,22 @@ const (
 	// AnnotationReleaseLoadBalancerIP, set to "true", gives up an IP the Service keeps outside every pool
 	// (WarningOutsidePools): the Service gets a new IP from a pool that matches it.
 	AnnotationReleaseLoadBalancerIP = "talos-ccm.dev/release-load-balancer-ip"
+	// AnnotationLoadBalancerPool asks for IPs from the named pools only (comma-separated), which may serve
+	// only such requests (autoAssign: false).
+	AnnotationLoadBalancerPool = "talos-ccm.dev/load-balancer-pool"
+)
+
+// Other load balancers whose IP-request annotations talos-ccm reads when the config file's
+// loadBalancer.requestAnnotations names them, for a migration without renumbering.
+const (
+	// RequestAnnotationsMetalLB reads AnnotationMetalLBIPs.
+	RequestAnnotationsMetalLB = "metallb"
+	// RequestAnnotationsCilium reads AnnotationCiliumIPs.
+	RequestAnnotationsCilium = "cilium"
+	// AnnotationMetalLBIPs is MetalLB's IP request, comma-separated.
+	AnnotationMetalLBIPs = "metallb.universe.tf/loadBalancerIPs"
+	// AnnotationCiliumIPs is Cilium LB-IPAM's IP request, comma-separated.
+	AnnotationCiliumIPs = "lbipam.cilium.io/ips"
 )
 
 // IP modes of a LoadBalancer IP, as Kubernetes spells them in status.loadBalancer.ingress[].ipMode.
