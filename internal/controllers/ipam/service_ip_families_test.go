@@ -3,8 +3,6 @@ package ipam_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
@@ -30,13 +28,7 @@ func TestPlanServiceIPsFamilies(t *testing.T) {
 	prefer := withFamilies("PreferDualStack", "IPv6", "IPv4")
 	exhausted := "every load balancer pool that matches the Service is exhausted (p)"
 
-	tests := []struct {
-		name     string
-		pools    []*specs.LoadBalancerPoolConfig
-		services []ipam.ServiceFacts
-		previous map[string]*specs.IPAllocationSpec
-		want     map[string]string
-	}{
+	tests := []planCase{
 		{
 			name:     "RequireDualStack with one family's pool exhausted: nothing, with the reason; its IPv4 is given back",
 			pools:    pools,
@@ -78,13 +70,5 @@ func TestPlanServiceIPsFamilies(t *testing.T) {
 		},
 	}
 
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{Now: t0, Pools: tt.pools, Services: tt.services, Previous: tt.previous})
-
-			assert.Equal(t, tt.want, summaries(plan.Allocations))
-		})
-	}
+	runPlanCases(t, tests)
 }

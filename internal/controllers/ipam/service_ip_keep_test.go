@@ -24,6 +24,58 @@ func lbSummaries(allocations map[string]*specs.IPAllocationSpec) map[string]stri
 	return out
 }
 
+// planCase is one case of a LoadBalancer IP plan table.
+type planCase struct {
+	name     string
+	pools    []*specs.LoadBalancerPoolConfig
+	sources  []string
+	services []ipam.ServiceFacts
+	previous map[string]*specs.IPAllocationSpec
+	// want are the summaries of the allocations (lbSummaries), by ID.
+	want  map[string]string
+	check func(t *testing.T, plan ipam.ServiceIPPlan)
+}
+
+// runPlanCases plans each case and compares the allocations; in every plan, an IP kept with a warning
+// says why and what to do.
+func runPlanCases(t *testing.T, cases []planCase) {
+	t.Helper()
+
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{
+				Now: t0, Pools: tt.pools, Services: tt.services, Previous: tt.previous, RequestAnnotations: tt.sources,
+			})
+
+			assert.Equal(t, tt.want, lbSummaries(plan.Allocations))
+
+			for id, a := range plan.Allocations {
+				switch a.GetWarning() {
+				case ipamres.WarningReservedAddress:
+					assert.True(t, strings.HasPrefix(a.GetReason(), "the Service keeps its IP: "), "%s: %s", id, a.GetReason())
+				case ipamres.WarningOutsidePools:
+					assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP, id)
+				}
+			}
+
+			if tt.check != nil {
+				tt.check(t, plan)
+			}
+		})
+	}
+}
+
+// poolSizes checks the sizes of pools, by ID.
+func poolSizes(sizes map[string]uint64) func(t *testing.T, plan ipam.ServiceIPPlan) {
+	return func(t *testing.T, plan ipam.ServiceIPPlan) {
+		for id, size := range sizes {
+			assert.Equal(t, size, plan.Pools[id].GetSize(), id)
+		}
+	}
+}
+
 func held(address, pool, uid string) *specs.IPAllocationSpec {
 	return &specs.IPAllocationSpec{State: ipamres.StateAllocated, Address: address, OwnerUid: uid, Pool: pool, Origin: ipamres.OriginAllocated}
 }
@@ -44,14 +96,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 		return []*specs.LoadBalancerPoolConfig{{Name: "p", Addresses: addresses, AllowFirstLastIps: allow}}
 	}
 
-	tests := []struct {
-		name     string
-		pools    []*specs.LoadBalancerPoolConfig
-		services []ipam.ServiceFacts
-		previous map[string]*specs.IPAllocationSpec
-		want     map[string]string
-		size     map[string]uint64
-	}{
+	tests := []planCase{
 		{
 			name:     "a /30 hands out its two middle addresses only",
 			pools:    pool(false, "192.0.2.0/30"),
@@ -60,7 +105,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 				v4("d/a"): "allocated 192.0.2.1", v4("d/b"): "allocated 192.0.2.2",
 				v4("d/c"): "failed: every load balancer pool that matches the Service is exhausted (p)",
 			},
-			size: map[string]uint64{"lb/p/ipv4": 2},
+			check: poolSizes(map[string]uint64{"lb/p/ipv4": 2}),
 		},
 		{
 			name:     "a /126 hands out neither the subnet-router anycast nor the last address",
@@ -70,7 +115,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 				v6("d/a"): "allocated 2001:db8::1", v6("d/b"): "allocated 2001:db8::2",
 				v6("d/c"): "failed: every load balancer pool that matches the Service is exhausted (p)",
 			},
-			size: map[string]uint64{"lb/p/ipv6": 2},
+			check: poolSizes(map[string]uint64{"lb/p/ipv6": 2}),
 		},
 		{
 			name:     "a range is used as written, a /31 and a /32 whole",
@@ -81,7 +126,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 				v4("d/c"): "allocated 198.51.100.0", v4("d/d"): "allocated 198.51.100.1",
 				v4("d/e"): "allocated 203.0.113.7",
 			},
-			size: map[string]uint64{"lb/p/ipv4": 5},
+			check: poolSizes(map[string]uint64{"lb/p/ipv4": 5}),
 		},
 		{
 			name:     "allowFirstLastIPs hands out the whole CIDR",
@@ -91,7 +136,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 				v4("d/a"): "allocated 192.0.2.0", v4("d/b"): "allocated 192.0.2.1",
 				v4("d/c"): "allocated 192.0.2.2", v4("d/d"): "allocated 192.0.2.3",
 			},
-			size: map[string]uint64{"lb/p/ipv4": 4},
+			check: poolSizes(map[string]uint64{"lb/p/ipv4": 4}),
 		},
 		{
 			name:  "requests for the first or last address are refused",
@@ -126,25 +171,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 		},
 	}
 
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{Now: t0, Pools: tt.pools, Services: tt.services, Previous: tt.previous})
-
-			assert.Equal(t, tt.want, lbSummaries(plan.Allocations))
-
-			for id, size := range tt.size {
-				assert.Equal(t, size, plan.Pools[id].GetSize(), id)
-			}
-
-			for id, a := range plan.Allocations {
-				if a.GetWarning() == ipamres.WarningReservedAddress {
-					assert.True(t, strings.HasPrefix(a.GetReason(), "the Service keeps its IP: "), "%s: %s", id, a.GetReason())
-				}
-			}
-		})
-	}
+	runPlanCases(t, tests)
 }
 
 // TestPlanServiceIPsKeep: an assigned IP is never taken away silently. A pool edit that leaves it outside
@@ -160,14 +187,7 @@ func TestPlanServiceIPsKeep(t *testing.T) {
 	shrunk := []*specs.LoadBalancerPoolConfig{{Name: "p", Addresses: []string{"10.30.0.8-10.30.0.15"}}}
 	other := &specs.LoadBalancerPoolConfig{Name: "other", Addresses: []string{"10.40.0.1-10.40.0.9"}}
 
-	tests := []struct {
-		name     string
-		pools    []*specs.LoadBalancerPoolConfig
-		services []ipam.ServiceFacts
-		previous map[string]*specs.IPAllocationSpec
-		want     map[string]string
-		pool     map[string]string
-	}{
+	tests := []planCase{
 		{
 			name:  "a shrunk pool: the Service keeps its IP, nobody else gets it",
 			pools: shrunk,
@@ -182,7 +202,9 @@ func TestPlanServiceIPsKeep(t *testing.T) {
 				v4("d/b"):     "allocated 10.30.0.8",
 				v4("d/thief"): "failed: the requested IP 10.30.0.0 is not in a load balancer pool that matches the Service (p)",
 			},
-			pool: map[string]string{v4("d/a"): "lb/p/ipv4"},
+			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
+				assert.Equal(t, "lb/p/ipv4", plan.Allocations[v4("d/a")].GetPool(), "the pool it came from")
+			},
 		},
 		{
 			name:     "the last pool removed: kept",
@@ -287,23 +309,5 @@ func TestPlanServiceIPsKeep(t *testing.T) {
 		},
 	}
 
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{Now: t0, Pools: tt.pools, Services: tt.services, Previous: tt.previous})
-
-			assert.Equal(t, tt.want, lbSummaries(plan.Allocations))
-
-			for id, pool := range tt.pool {
-				assert.Equal(t, pool, plan.Allocations[id].GetPool(), id)
-			}
-
-			for id, a := range plan.Allocations {
-				if a.GetWarning() == ipamres.WarningOutsidePools {
-					assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP, id)
-				}
-			}
-		})
-	}
+	runPlanCases(t, tests)
 }

@@ -60,14 +60,7 @@ func TestPlanServiceIPs(t *testing.T) {
 		{Name: "default", Addresses: []string{"203.0.113.0/30"}, AllowFirstLastIps: true},
 	}
 
-	tests := []struct {
-		name     string
-		pools    []*specs.LoadBalancerPoolConfig
-		services []ipam.ServiceFacts
-		previous map[string]*specs.IPAllocationSpec
-		want     map[string]string
-		check    func(t *testing.T, plan ipam.ServiceIPPlan)
-	}{
+	tests := []planCase{
 		{
 			name:  "first matching pool, by namespace and by label, lowest free IP",
 			pools: pools,
@@ -201,13 +194,11 @@ func TestPlanServiceIPs(t *testing.T) {
 			previous: map[string]*specs.IPAllocationSpec{
 				v4("dev/a"): {State: ipamres.StateAllocated, Address: "192.0.2.10", OwnerUid: "uid-dev/a", Pool: "lb/prod/ipv4"},
 			},
-			want: map[string]string{v4("dev/a"): "allocated 192.0.2.10", v4("prod/b"): "allocated 192.0.2.11"},
+			want: map[string]string{v4("dev/a"): "allocated 192.0.2.10 (OutsidePools)", v4("prod/b"): "allocated 192.0.2.11"},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
 				a := plan.Allocations[v4("dev/a")]
-				assert.Equal(t, ipamres.WarningOutsidePools, a.GetWarning())
 				assert.Equal(t, "lb/prod/ipv4", a.GetPool(), "still reserved in the pool whose ranges hold it")
 				assert.Contains(t, a.GetReason(), "the Service keeps 192.0.2.10, which is outside every load balancer pool that may serve it now (default)")
-				assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP)
 			},
 		},
 		{
@@ -221,12 +212,10 @@ func TestPlanServiceIPs(t *testing.T) {
 			want: map[string]string{
 				v4("dev/existing"): "allocated 203.0.113.3",
 				v4("dev/new"):      "allocated 203.0.113.0",
-				v4("dev/foreign"):  "allocated 10.9.9.9", // outside every pool: kept, never renumbered
+				v4("dev/foreign"):  "allocated 10.9.9.9 (OutsidePools)", // outside every pool: kept, never renumbered
 			},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
 				assert.Equal(t, ipamres.OriginIngress, plan.Allocations[v4("dev/existing")].GetOrigin())
-				assert.Empty(t, plan.Allocations[v4("dev/existing")].GetWarning())
-				assert.Equal(t, ipamres.WarningOutsidePools, plan.Allocations[v4("dev/foreign")].GetWarning())
 				assert.Equal(t, ipamres.OriginIngress, plan.Allocations[v4("dev/foreign")].GetOrigin())
 			},
 		},
@@ -246,17 +235,5 @@ func TestPlanServiceIPs(t *testing.T) {
 		},
 	}
 
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{Now: t0, Pools: tt.pools, Services: tt.services, Previous: tt.previous})
-
-			assert.Equal(t, tt.want, summaries(plan.Allocations))
-
-			if tt.check != nil {
-				tt.check(t, plan)
-			}
-		})
-	}
+	runPlanCases(t, tests)
 }

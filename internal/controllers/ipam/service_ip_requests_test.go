@@ -3,7 +3,6 @@ package ipam_test
 import (
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -24,22 +23,18 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 		{Name: "preferred", Addresses: []string{"10.2.0.1-10.2.0.1"}, Priority: 5},
 	}
 
-	tests := []struct {
-		name     string
-		sources  []string
-		services []ipam.ServiceFacts
-		previous map[string]*specs.IPAllocationSpec
-		want     map[string]string
-	}{
+	tests := []planCase{
 		{
 			name:     "priority first, then the order; autoAssign false serves nobody that does not ask",
+			pools:    pools,
 			services: []ipam.ServiceFacts{svc("d/a", 1), svc("d/b", 2), svc("d/c", 3)},
 			want: map[string]string{
 				v4("d/a"): "allocated 10.2.0.1", v4("d/b"): "allocated 10.0.0.1", v4("d/c"): "allocated 10.0.0.2",
 			},
 		},
 		{
-			name: "a pool by name, an IP of a manual pool by request, a pool that does not exist",
+			name:  "a pool by name, an IP of a manual pool by request, a pool that does not exist",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("d/named", 1, pool),
 				svc("d/asks", 2, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.1.0.5")),
@@ -55,12 +50,14 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 		},
 		{
 			name:     "naming another pool moves the Service",
+			pools:    pools,
 			services: []ipam.ServiceFacts{svc("d/a", 1, pool, withIngress("10.0.0.3"))},
 			previous: map[string]*specs.IPAllocationSpec{v4("d/a"): held("10.0.0.3", "lb/general/ipv4", "uid-d/a")},
 			want:     map[string]string{v4("d/a"): "allocated 10.1.0.1"},
 		},
 		{
-			name: "MetalLB's and Cilium's requests are read when the config says so, and only then",
+			name:  "MetalLB's and Cilium's requests are read when the config says so, and only then",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("d/metallb", 1, withAnnotation(ipamres.AnnotationMetalLBIPs, "10.0.0.7")),
 				svc("d/cilium", 2, withAnnotation(ipamres.AnnotationCiliumIPs, "10.0.0.8")),
@@ -69,7 +66,8 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 			want:    map[string]string{v4("d/metallb"): "allocated 10.0.0.7", v4("d/cilium"): "allocated 10.0.0.8"},
 		},
 		{
-			name: "without the config, they are not read",
+			name:  "without the config, they are not read",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("d/metallb", 1, withAnnotation(ipamres.AnnotationMetalLBIPs, "10.0.0.7")),
 				svc("d/cilium", 2, withAnnotation(ipamres.AnnotationCiliumIPs, "10.0.0.8")),
@@ -79,15 +77,5 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 		},
 	}
 
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{
-				Now: t0, Pools: pools, Services: tt.services, Previous: tt.previous, RequestAnnotations: tt.sources,
-			})
-
-			assert.Equal(t, tt.want, summaries(plan.Allocations))
-		})
-	}
+	runPlanCases(t, tests)
 }

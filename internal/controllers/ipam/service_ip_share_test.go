@@ -28,24 +28,21 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 	}
 	ask := withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")
 
-	tests := []struct {
-		name     string
-		services []ipam.ServiceFacts
-		want     map[string]string
-		reasons  map[string]string
-	}{
+	tests := []planCase{
 		{
 			name:     "other namespaces without opt-in: no share",
+			pools:    pools,
 			services: []ipam.ServiceFacts{svc("team-a/web", 1, key), svc("team-b/db", 2, key, withPorts("TCP/5432"))},
 			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.2"},
-			reasons: map[string]string{
-				v4("team-b/db"): "a new IP, as no IP with the same sharing key may be shared: 10.0.0.1 is held by Service team-a/web in another " +
-					"namespace, which Service team-b/db does not name in talos-ccm.dev/sharing-namespaces (Services in other namespaces " +
-					"share an IP only when each names the other's namespace, or *)",
+			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
+				assert.Equal(t, "a new IP, as no IP with the same sharing key may be shared: 10.0.0.1 is held by Service team-a/web in another "+
+					"namespace, which Service team-b/db does not name in talos-ccm.dev/sharing-namespaces (Services in other namespaces "+
+					"share an IP only when each names the other's namespace, or *)", plan.Allocations[v4("team-b/db")].GetReason())
 			},
 		},
 		{
-			name: "only one side opts in: no share, the request says which",
+			name:  "only one side opts in: no share, the request says which",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("team-a/web", 1, key, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
 				svc("team-b/db", 2, key, withPorts("TCP/5432"), shareWith("team-a"), ask),
@@ -58,7 +55,8 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			},
 		},
 		{
-			name: "both opt in, by name and by *: shared",
+			name:  "both opt in, by name and by *: shared",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("team-a/web", 1, key, shareWith("team-b, team-c")),
 				svc("team-b/db", 2, key, withPorts("TCP/5432"), shareWith("*")),
@@ -69,7 +67,8 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			},
 		},
 		{
-			name: "every Service involved must opt in: the third does not name one of the two",
+			name:  "every Service involved must opt in: the third does not name one of the two",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("team-a/web", 1, key, shareWith("*")),
 				svc("team-b/db", 2, key, withPorts("TCP/5432"), shareWith("team-a")),
@@ -80,7 +79,8 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			},
 		},
 		{
-			name: "Local with other selectors: no share; with the same selector: shared",
+			name:  "Local with other selectors: no share; with the same selector: shared",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("d/web", 1, key, withPolicy("Local", map[string]string{"app": "web"}), ask),
 				svc("d/api", 2, key, withPorts("TCP/8080"), withPolicy("Local", map[string]string{"app": "api"}), ask),
@@ -94,7 +94,8 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			},
 		},
 		{
-			name: "another traffic policy: no share; Cluster ignores the selector",
+			name:  "another traffic policy: no share; Cluster ignores the selector",
+			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("d/web", 1, key, withPolicy("", map[string]string{"app": "web"}), ask),
 				svc("d/api", 2, key, withPorts("TCP/8080"), withPolicy("Local", map[string]string{"app": "web"}), ask),
@@ -109,6 +110,7 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 		},
 		{
 			name:     "a port in common: no share",
+			pools:    pools,
 			services: []ipam.ServiceFacts{svc("d/a", 1, key, ask), svc("d/b", 2, key, ask)},
 			want: map[string]string{
 				v4("d/a"): "allocated 10.0.0.1",
@@ -117,17 +119,5 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 		},
 	}
 
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			plan := ipam.PlanServiceIPs(ipam.ServiceIPInput{Now: t0, Pools: pools, Services: tt.services})
-
-			assert.Equal(t, tt.want, summaries(plan.Allocations))
-
-			for id, reason := range tt.reasons {
-				assert.Equal(t, reason, plan.Allocations[id].GetReason(), id)
-			}
-		})
-	}
+	runPlanCases(t, tests)
 }
