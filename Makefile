@@ -73,7 +73,8 @@ test-bench-functions:
 		KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 25m -run '^$$' -bench . -benchtime=1x $$pkgs
 
 ## test-fuzz: a short run of every fuzz target (CSR decisions, the config file and its load balancer pools,
-## Talos facts, rule templates, the Node planner over forged ownership annotations):
+## the LoadBalancer IP planner, Talos facts, rule templates, the Node planner over forged ownership
+## annotations):
 ## no panic on hostile input. The budget is a count of executions per target (FUZZTIME, default 20000x;
 ## minimizing a new input: FUZZMINIMIZETIME, default 200x), not a duration: Go 1.26's fuzz coordinator can
 ## report its own -fuzztime deadline as a failure ("context deadline exceeded", golang/go#75804), and a
@@ -85,6 +86,7 @@ test-fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzDecideCSR$$' ./internal/controllers/csr
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzParse$$' ./internal/configfile
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzParseLoadBalancer$$' ./internal/configfile
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzPlanServiceIPs$$' ./internal/controllers/ipam
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzTalosFacts$$' ./internal/controllers/talos
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzRenderTemplate$$' ./internal/controllers/node
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzPlanObjectIgnoresCopies$$' ./internal/k8ssink
