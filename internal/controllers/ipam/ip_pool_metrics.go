@@ -139,8 +139,10 @@ func refusedBy(a *specs.IPAllocationSpec, pools map[string]*specs.IPPoolSpec) []
 		return []string{a.GetPool()}
 	}
 
-	names, ok := strings.CutPrefix(a.GetReason(), exhaustedPrefix)
-	if names, ok = strings.CutSuffix(names, ")"); !ok || a.GetPurpose() != ipam.PurposeLoadBalancerIP {
+	names, exhausted := strings.CutPrefix(a.GetReason(), exhaustedPrefix)
+	names, closed := strings.CutSuffix(names, ")")
+
+	if !exhausted || !closed || a.GetPurpose() != ipam.PurposeLoadBalancerIP {
 		return []string{""}
 	}
 

@@ -26,13 +26,14 @@ func TestIPPoolFigures(t *testing.T) {
 		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv6", Reason: "every load balancer pool that matches the Service is exhausted (internal)"},
 		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Reason: "no load balancer pool of ipv4 matches the Service"},
 		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Origin: "requested", Reason: "the requested IP 192.0.2.1 is not in a load balancer pool that matches the Service (public)"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Reason: "RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted, public, (public)"},
 		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Reason: "RequireDualStack: the Service gets an IP of every family or none, and it gets no ipv6 IP: every load balancer pool that matches the Service is exhausted (public)"},
 		{State: "failed", Purpose: "node-prefix", Family: "ipv6", Pool: "node-prefix/2001:db8::/64", Reason: "no segment left"},
 		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Pool: "lb/gone/ipv4", Reason: "the pool was removed since"},
 	}
 
 	assert.Equal(t, []metrics.IPPoolFigures{
-		{Pool: "", Refused: 3},
+		{Pool: "", Refused: 4},
 		{Pool: "lb/gone/ipv4", Refused: 1},
 		{Pool: "lb/internal/ipv6", Size: 256, Used: 1, Free: 255, Refused: 1, Counted: true},
 		{Pool: "lb/public/ipv4", Size: 4, Used: 4, Free: 0, Refused: 2, Counted: true},
