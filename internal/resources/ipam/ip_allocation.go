@@ -43,6 +43,7 @@ func (IPAllocationExtension) ResourceDefinition() meta.ResourceDefinitionSpec {
 			{Name: "State", JSONPath: "{.state}"},
 			{Name: "Address", JSONPath: "{.address}"},
 			{Name: "Pool", JSONPath: "{.pool}"},
+			{Name: "Warning", JSONPath: "{.warning}"},
 			{Name: "Reason", JSONPath: "{.reason}"},
 		},
 	}
