@@ -178,3 +178,63 @@ func TestLoadBalancerStatus(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLoadBalancerStatusRestartWritesNothing: the status talos-ccm wrote is what the apiserver keeps (the
+// ingress with its ipMode, the condition), so a second instance on the same state, which applies every
+// Service again, finds nothing to change and writes nothing; a condition removed by someone else comes back.
+func TestLoadBalancerStatusRestartWritesNothing(t *testing.T) {
+	const ns = "lb-status-restart"
+
+	_, err := env.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	configFile := filepath.Join(t.TempDir(), "ccm.yaml")
+	require.NoError(t, os.WriteFile(configFile, []byte(`loadBalancer:
+  pools:
+    - name: restart-proxy
+      addresses: ["192.0.2.71-192.0.2.71"]
+      namespaces: [lb-status-restart]
+      serviceSelector:
+        matchLabels: {lb: proxied}
+      ipMode: Proxy
+    - name: restart-vip
+      addresses: ["192.0.2.70-192.0.2.70"]
+      namespaces: [lb-status-restart]
+`), 0o600))
+
+	opts := app.Options{Controllers: []string{"service-lb"}, ConfigFile: configFile, StateDir: filepath.Join(t.TempDir(), "state")}
+	first := startCCM(t, nil, opts)
+
+	createService(t, ns, "vip", nil)
+	createService(t, ns, "proxy", func(s *corev1.Service) { s.Labels = map[string]string{"lb": "proxied"} })
+	waitIngress(t, ns, "vip", "192.0.2.70")
+	waitIngress(t, ns, "proxy", "192.0.2.71")
+	waitCondition(t, ns, "vip", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
+	waitCondition(t, ns, "proxy", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
+
+	first.stop()
+
+	second := startCCM(t, nil, opts)
+
+	testenv.Consistently(t, 5*time.Second, 200*time.Millisecond, "a restart with nothing changed does not write to Kubernetes", func(context.Context) error {
+		if writes := second.writes.Writes(); writes > 0 {
+			return fmt.Errorf("%d writes", writes)
+		}
+
+		return nil
+	})
+
+	// It wrote nothing because nothing differed, not because it is idle.
+	svc, err := env.Clientset().CoreV1().Services(ns).Get(t.Context(), "proxy", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	meta.RemoveStatusCondition(&svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	svc.Status.LoadBalancer.Ingress = nil
+
+	_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(t.Context(), svc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	svc = waitCondition(t, ns, "proxy", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
+	require.Len(t, svc.Status.LoadBalancer.Ingress, 1)
+	assert.Equal(t, corev1.LoadBalancerIPModeProxy, *svc.Status.LoadBalancer.Ingress[0].IPMode)
+}
