@@ -181,7 +181,8 @@ func TestLoadBalancerStatus(t *testing.T) {
 
 // TestLoadBalancerStatusRestartWritesNothing: the status talos-ccm wrote is what the apiserver keeps (the
 // ingress with its ipMode, the condition), so a second instance on the same state, which applies every
-// Service again, finds nothing to change and writes nothing; a condition removed by someone else comes back.
+// Service again, finds nothing to change and writes nothing; a status cleared by someone else (the ingress,
+// whose change reaches talos-ccm, and the condition) is written again.
 func TestLoadBalancerStatusRestartWritesNothing(t *testing.T) {
 	const ns = "lb-status-restart"
 
