@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -121,17 +122,24 @@ func TestLeaderExitsWhenLeaseLost(t *testing.T) {
 
 	waitLeader(t, lease, 20*time.Second, "")
 
-	// Another process takes the Lease, as one does when the leader failed to renew in time.
-	l, err := env.Clientset().CoordinationV1().Leases("kube-system").Get(t.Context(), lease, metav1.GetOptions{})
-	require.NoError(t, err)
+	// Another process takes the Lease, as one does when the leader failed to renew in time. The leader renews
+	// it every 250ms meanwhile, so the take is redone from a fresh read when a renewal came in between.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := env.Clientset().CoordinationV1().Leases("kube-system").Get(t.Context(), lease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
 
-	holder, duration := "another-talos-ccm", int32(60)
-	l.Spec.HolderIdentity = &holder
-	l.Spec.LeaseDurationSeconds = &duration
-	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	l.Spec.AcquireTime = l.Spec.RenewTime
+		holder, duration := "another-talos-ccm", int32(60)
+		l.Spec.HolderIdentity = &holder
+		l.Spec.LeaseDurationSeconds = &duration
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		l.Spec.AcquireTime = l.Spec.RenewTime
 
-	_, err = env.Clientset().CoordinationV1().Leases("kube-system").Update(t.Context(), l, metav1.UpdateOptions{})
+		_, err = env.Clientset().CoordinationV1().Leases("kube-system").Update(t.Context(), l, metav1.UpdateOptions{})
+
+		return err
+	})
 	require.NoError(t, err)
 
 	select {
