@@ -69,6 +69,16 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 			message: "ipv4: 192.0.2.1 from IPPool lb/a/ipv4; ipv6: 2001:db8::9: no pool holds it; release it with the annotation",
 		},
 		{
+			name: "a share across namespaces kept without opt-in: held, with the warning as the reason",
+			allocs: []*specs.IPAllocationSpec{
+				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", OwnerUid: "u1", Warning: "SharedWithoutOptIn", Reason: "shared without opt-in"},
+			},
+			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}},
+			status:  metav1.ConditionTrue,
+			reason:  "SharedWithoutOptIn",
+			message: "ipv4: 192.0.2.1: shared without opt-in",
+		},
+		{
 			name: "a kept IP and a missing one: False, for the missing one",
 			allocs: []*specs.IPAllocationSpec{
 				{Family: "ipv4", State: "allocated", Address: "192.0.2.0", OwnerUid: "u1", Warning: "ReservedAddress", Reason: "the first address"},

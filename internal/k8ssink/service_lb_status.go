@@ -19,7 +19,8 @@ import (
 // ConditionLoadBalancerIPAllocated is the type of the condition talos-ccm keeps in status.conditions of the
 // Services it serves: True when every family of the Service has its IP, False with the reason otherwise.
 // An IP the Service keeps although no pool would hand it out now counts as allocated; the reason is then
-// the allocation's warning (ipam.WarningOutsidePools, ipam.WarningReservedAddress).
+// the allocation's warning (ipam.WarningOutsidePools, ipam.WarningReservedAddress, or
+// ipam.WarningSharedWithoutOptIn for a share across namespaces kept without the opt-in of both).
 const ConditionLoadBalancerIPAllocated = "talos-ccm.dev/LoadBalancerIPAllocated"
 
 // Reasons of the ConditionLoadBalancerIPAllocated condition.

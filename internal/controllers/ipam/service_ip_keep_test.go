@@ -57,6 +57,9 @@ func runPlanCases(t *testing.T, cases []planCase) {
 					assert.True(t, strings.HasPrefix(a.GetReason(), "the Service keeps its IP: "), "%s: %s", id, a.GetReason())
 				case ipamres.WarningOutsidePools:
 					assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP, id)
+				case ipamres.WarningSharedWithoutOptIn:
+					assert.Contains(t, a.GetReason(), ipamres.AnnotationSharingNamespaces, id)
+					assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP, id)
 				}
 			}
 

@@ -144,6 +144,7 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 	}
 
 	p.requireDualStack(tasks)
+	p.flagSharesWithoutOptIn(tasks)
 
 	plan := ServiceIPPlan{Allocations: map[string]*specs.IPAllocationSpec{}, Pools: map[string]*specs.IPPoolSpec{}}
 
@@ -251,7 +252,7 @@ func (p *servicePlanner) keep(t serviceTask, pl *lbPool, ip netip.Addr, origin s
 // it with AnnotationReleaseLoadBalancerIP, or the pool it came from (poolID) drains. It reports whether the
 // IP was kept.
 func (p *servicePlanner) keepOutside(t serviceTask, ip netip.Addr, poolID, origin string) bool {
-	if strings.EqualFold(strings.TrimSpace(t.svc.Annotations[ipam.AnnotationReleaseLoadBalancerIP]), "true") {
+	if released(t.svc) {
 		return false
 	}
 
@@ -281,7 +282,7 @@ func (p *servicePlanner) keepOutside(t serviceTask, ip netip.Addr, poolID, origi
 		}
 	}
 
-	if p.shareable(ip, t.svc) != "" {
+	if p.keepable(ip, t.svc) != "" {
 		return false
 	}
 
@@ -316,7 +317,7 @@ func (p *servicePlanner) keepPrevious(t serviceTask) {
 	origin := cmp.Or(prev.GetOrigin(), ipam.OriginAllocated)
 
 	if pl := poolOf(p.matching(t.svc, t.family, forKeeping), ip, prev.GetPool()); pl != nil {
-		if p.shareable(ip, t.svc) == "" {
+		if p.keepable(ip, t.svc) == "" {
 			p.keep(t, pl, ip, origin)
 		}
 
@@ -340,7 +341,7 @@ func (p *servicePlanner) adoptIngress(t serviceTask) {
 		ip = ip.Unmap()
 
 		if pl := poolOf(p.matching(t.svc, t.family, forKeeping), ip, ""); pl != nil {
-			if p.shareable(ip, t.svc) == "" {
+			if p.keepable(ip, t.svc) == "" {
 				p.keep(t, pl, ip, ipam.OriginIngress)
 			}
 
@@ -390,6 +391,10 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 	// An address the pool does not hand out is not handed out on request either, unless Services hold it
 	// already (kept from before) and the request is to share it.
 	why := p.shareable(ip, t.svc)
+	if use == forKeeping {
+		why = p.keepable(ip, t.svc)
+	}
+
 	if why == "" && use == forRequest && len(p.holders[ip]) == 0 {
 		why = pl.reservedEnd(ip)
 	}

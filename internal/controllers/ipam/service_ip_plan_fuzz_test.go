@@ -28,7 +28,8 @@ func (b *fuzzBytes) next() byte {
 
 // FuzzPlanServiceIPs plans LoadBalancer IPs for pools, Services, requests, status IPs and previous
 // allocations made of hostile bytes, twice (the second time from the first plan), and checks that no IP
-// is given twice to Services that may not share it (key, ports, namespaces, traffic policy and selector),
+// is given twice to Services that may not share it (key, ports, namespaces, traffic policy and selector;
+// a share across namespaces without opt-in only when both held the IP before, with a warning),
 // that no new IP is the first or last address of a CIDR
 // of a pool that does not allow them, and that the second plan keeps every IP of the first.
 func FuzzPlanServiceIPs(f *testing.F) {
@@ -109,6 +110,13 @@ func checkPlan(t *testing.T, pools []*specs.LoadBalancerPoolConfig, services []i
 	}
 
 	holders := map[string][]ipam.ServiceFacts{}
+	// keptShare reports whether a Service held an IP before this plan, and keeps it with a warning.
+	keptShare := func(svc ipam.ServiceFacts, address string) bool {
+		a := plan.Allocations[ipamres.ServiceAllocationID(svc.Key, ipamres.FamilyIPv4)]
+		prev := previous[ipamres.ServiceAllocationID(svc.Key, ipamres.FamilyIPv4)]
+
+		return a.GetWarning() != "" && (slices.Contains(svc.IngressIPs, address) || prev.GetAddress() == address)
+	}
 
 	for id, a := range plan.Allocations {
 		if a.GetState() != ipamres.StateAllocated {
@@ -124,7 +132,8 @@ func checkPlan(t *testing.T, pools []*specs.LoadBalancerPoolConfig, services []i
 				t.Fatalf("%s is held by %s and %s, which may not share it", a.GetAddress(), svc.Key, other.Key)
 			}
 
-			if svc.Namespace != other.Namespace && (svc.Annotations[ipamres.AnnotationSharingNamespaces] != "*" || other.Annotations[ipamres.AnnotationSharingNamespaces] != "*") {
+			if svc.Namespace != other.Namespace && (svc.Annotations[ipamres.AnnotationSharingNamespaces] != "*" || other.Annotations[ipamres.AnnotationSharingNamespaces] != "*") &&
+				(!keptShare(svc, a.GetAddress()) || !keptShare(other, a.GetAddress())) {
 				t.Fatalf("%s is shared across namespaces by %s and %s without their opt-in", a.GetAddress(), svc.Key, other.Key)
 			}
 			if svc.ExternalTrafficPolicy != other.ExternalTrafficPolicy ||

@@ -52,6 +52,27 @@ func (h ipHolder) allows(namespace string) bool {
 // must lead to the same nodes), and, across namespaces, when each names the other's namespace in
 // AnnotationSharingNamespaces. The reason names the rule that refused the share.
 func (p *servicePlanner) shareable(ip netip.Addr, svc *ServiceFacts) string {
+	return p.refused(ip, svc, refusal)
+}
+
+// keepable is shareable for an IP the Service held already (in the previous plan or in its status): a share
+// across namespaces without the opt-in of both is kept (keptRefusal), and flagged by flagSharesWithoutOptIn,
+// unless the Service gives the IP up with AnnotationReleaseLoadBalancerIP.
+func (p *servicePlanner) keepable(ip netip.Addr, svc *ServiceFacts) string {
+	if released(svc) {
+		if h, ok := p.claimedWithoutOptIn(ip, svc); ok {
+			return fmt.Sprintf("%s is released (%s) from a share with Service %s without the opt-in of both", ip,
+				ipam.AnnotationReleaseLoadBalancerIP, h)
+		}
+
+		return p.shareable(ip, svc)
+	}
+
+	return p.refused(ip, svc, keptRefusal)
+}
+
+// refused says why a rule refuses that svc holds ip too, with the Services holding it; empty when none does.
+func (p *servicePlanner) refused(ip netip.Addr, svc *ServiceFacts, rule func(a, b ipHolder) string) string {
 	me := holderOf(svc)
 
 	for _, h := range p.holders[ip] {
@@ -59,12 +80,113 @@ func (p *servicePlanner) shareable(ip netip.Addr, svc *ServiceFacts) string {
 			continue
 		}
 
-		if why := refusal(h, me); why != "" {
+		if why := rule(h, me); why != "" {
 			return fmt.Sprintf("%s is held by Service %s %s", ip, h.service, why)
 		}
 	}
 
 	return ""
+}
+
+// released reports whether the operator gives up the IP the Service keeps (AnnotationReleaseLoadBalancerIP).
+func released(svc *ServiceFacts) bool {
+	return strings.EqualFold(strings.TrimSpace(svc.Annotations[ipam.AnnotationReleaseLoadBalancerIP]), "true")
+}
+
+// missingOptIns says which namespace opt-ins a share of Services a and b lacks, empty when it lacks none.
+func missingOptIns(a, b ipHolder) []string {
+	var out []string
+
+	for _, pair := range [][2]ipHolder{{a, b}, {b, a}} {
+		if !pair[0].allows(pair[1].namespace) {
+			out = append(out, fmt.Sprintf("Service %s does not name namespace %s", pair[0].service, pair[1].namespace))
+		}
+	}
+
+	return out
+}
+
+// claimedWithoutOptIn returns a Service of another namespace, not released itself, that held ip already (in
+// the previous plan or in its status) and that svc may not share it with for want of an opt-in: a Service
+// released from such a share moves, whichever of the two is older.
+func (p *servicePlanner) claimedWithoutOptIn(ip netip.Addr, svc *ServiceFacts) (string, bool) {
+	me := holderOf(svc)
+
+	for i := range p.in.Services {
+		other := &p.in.Services[i]
+		if other.Key == svc.Key || !ipam.Serves(other.Class) || released(other) || len(missingOptIns(holderOf(other), me)) == 0 {
+			continue
+		}
+
+		if slices.ContainsFunc(p.ipsHeldBefore(other), func(a netip.Addr) bool { return a == ip }) {
+			return other.Key, true
+		}
+	}
+
+	return "", false
+}
+
+// ipsHeldBefore are the IPs a Service held before this plan: those of its previous allocations and those of its
+// status.loadBalancer.ingress.
+func (p *servicePlanner) ipsHeldBefore(svc *ServiceFacts) []netip.Addr {
+	var out []netip.Addr
+
+	for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
+		prev := p.in.Previous[ipam.ServiceAllocationID(svc.Key, family)]
+		if ip, err := netip.ParseAddr(prev.GetAddress()); err == nil && prev.GetState() == ipam.StateAllocated && prev.GetOwnerUid() == svc.UID {
+			out = append(out, ip.Unmap())
+		}
+	}
+
+	for _, s := range svc.IngressIPs {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+
+	return out
+}
+
+// flagSharesWithoutOptIn sets the warning WarningSharedWithoutOptIn on every allocated IP that its Service
+// shares with a Service of another namespace without the opt-in of both (kept by keepable), saying which
+// opt-in is missing and what to do; an IP kept with another warning gets the missing opt-ins in its reason.
+func (p *servicePlanner) flagSharesWithoutOptIn(tasks []serviceTask) {
+	for _, t := range tasks {
+		alloc := p.decided[t.id]
+
+		ip, err := netip.ParseAddr(alloc.GetAddress())
+		if err != nil || alloc.GetState() != ipam.StateAllocated {
+			continue
+		}
+
+		var missing, others []string
+
+		me := holderOf(t.svc)
+
+		for _, h := range p.holders[ip] {
+			if why := missingOptIns(h, me); h.service != t.svc.Key && len(why) > 0 {
+				missing, others = append(missing, why...), append(others, h.service)
+			}
+		}
+
+		if len(missing) == 0 {
+			continue
+		}
+
+		why := fmt.Sprintf("%s is shared with Service %s of another namespace without the opt-in of both (%s in %s): "+
+			"a share made before talos-ccm required it, or whose opt-in was removed; it is kept, and no new Service joins it "+
+			"without the opt-in. To keep the share, annotate every Service of it with %s naming the others' namespaces (or *); "+
+			"to move this Service to a new IP, annotate it %s: \"true\"", ip, strings.Join(others, ", "), strings.Join(missing, "; "),
+			ipam.AnnotationSharingNamespaces, ipam.AnnotationSharingNamespaces, ipam.AnnotationReleaseLoadBalancerIP)
+
+		if alloc.Warning != "" {
+			alloc.Reason += "; also, " + why
+
+			continue
+		}
+
+		alloc.Warning, alloc.Reason = ipam.WarningSharedWithoutOptIn, "the Service keeps its IP: "+why
+	}
 }
 
 // refusal says why Service b may not share the IP Service a holds, as the end of a sentence that starts
@@ -81,6 +203,21 @@ func refusal(a, b ipHolder) string {
 	case !a.allows(b.namespace):
 		return fmt.Sprintf("in another namespace, which does not name namespace %s in %s (Services in other namespaces "+
 			"share an IP only when each names the other's namespace, or *)", b.namespace, ipam.AnnotationSharingNamespaces)
+	}
+
+	return keptRefusal(a, b)
+}
+
+// keptRefusal is refusal without the opt-in across namespaces: it says why Service b may not keep sharing an
+// IP it held already with Service a. A share across namespaces without the opt-in of both (one an older
+// talos-ccm made on the sharing key alone, or one whose opt-in was removed since) is kept, with a warning,
+// as an assigned IP is never taken away silently; the other rules still split it.
+func keptRefusal(a, b ipHolder) string {
+	switch {
+	case a.sharingKey == "" || b.sharingKey == "":
+		return fmt.Sprintf("(Services share an IP only with the same %s annotation)", ipam.AnnotationSharingKey)
+	case a.sharingKey != b.sharingKey:
+		return "with another sharing key"
 	case a.policy != b.policy:
 		return fmt.Sprintf("with externalTrafficPolicy %s, not %s (Services share an IP only with the same policy)", a.policy, b.policy)
 	case a.policy == trafficPolicyLocal && !maps.Equal(a.selector, b.selector):

@@ -121,3 +121,108 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 
 	runPlanCases(t, tests)
 }
+
+// TestPlanServiceIPsKeptShareWithoutOptIn: a share across namespaces that Services held already without the
+// opt-in of both (an older talos-ccm shared on the sharing key alone) is kept, with a warning on every
+// Service of it that says which opt-in is missing and what to do; no new Service joins it, the other rules
+// still split it, and a Service released from it moves to a new IP, whichever of the two is older.
+func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
+	t.Parallel()
+
+	v4 := func(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv4) }
+	pools := []*specs.LoadBalancerPoolConfig{{Name: "p", Addresses: []string{"10.0.0.1-10.0.0.9"}}}
+	key := withAnnotation(ipamres.AnnotationSharingKey, "k")
+	release := withAnnotation(ipamres.AnnotationReleaseLoadBalancerIP, "true")
+	heldShare := map[string]*specs.IPAllocationSpec{
+		v4("team-a/web"): held("10.0.0.1", "lb/p/IPv4", "uid-team-a/web"),
+		v4("team-b/db"):  held("10.0.0.1", "lb/p/IPv4", "uid-team-b/db"),
+	}
+	web := func(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
+		return svc("team-a/web", 1, append([]func(*ipam.ServiceFacts){key}, mutate...)...)
+	}
+	db := func(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
+		return svc("team-b/db", 2, append([]func(*ipam.ServiceFacts){key, withPorts("TCP/5432")}, mutate...)...)
+	}
+	kept := "allocated 10.0.0.1 (SharedWithoutOptIn)"
+
+	tests := []planCase{
+		{
+			name:     "persisted share: both keep the IP, with the warning",
+			pools:    pools,
+			services: []ipam.ServiceFacts{web(), db()},
+			previous: heldShare,
+			want:     map[string]string{v4("team-a/web"): kept, v4("team-b/db"): kept},
+			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
+				assert.Equal(t, "the Service keeps its IP: 10.0.0.1 is shared with Service team-b/db of another namespace without the "+
+					"opt-in of both (Service team-b/db does not name namespace team-a; Service team-a/web does not name namespace team-b "+
+					"in talos-ccm.dev/sharing-namespaces): a share made before talos-ccm required it, or whose opt-in was removed; it is "+
+					"kept, and no new Service joins it without the opt-in. To keep the share, annotate every Service of it with "+
+					"talos-ccm.dev/sharing-namespaces naming the others' namespaces (or *); to move this Service to a new IP, annotate it "+
+					"talos-ccm.dev/release-load-balancer-ip: \"true\"", plan.Allocations[v4("team-a/web")].GetReason())
+			},
+		},
+		{
+			name:     "state lost: both take the IP back from their status, with the warning naming the one missing opt-in",
+			pools:    pools,
+			services: []ipam.ServiceFacts{web(withIngress("10.0.0.1"), withAnnotation(ipamres.AnnotationSharingNamespaces, "team-b")), db(withIngress("10.0.0.1"))},
+			want:     map[string]string{v4("team-a/web"): kept, v4("team-b/db"): kept},
+			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
+				reason := plan.Allocations[v4("team-b/db")].GetReason()
+				assert.Contains(t, reason, "(Service team-b/db does not name namespace team-a in talos-ccm.dev/sharing-namespaces)")
+				assert.Equal(t, ipamres.OriginIngress, plan.Allocations[v4("team-b/db")].GetOrigin())
+			},
+		},
+		{
+			name:  "state lost, the share requested explicitly: kept, with the warning",
+			pools: pools,
+			services: []ipam.ServiceFacts{
+				web(withIngress("10.0.0.1")),
+				db(withIngress("10.0.0.1"), withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
+			},
+			want: map[string]string{v4("team-a/web"): kept, v4("team-b/db"): kept},
+		},
+		{
+			name:     "both opt in since: no warning",
+			pools:    pools,
+			services: []ipam.ServiceFacts{web(withAnnotation(ipamres.AnnotationSharingNamespaces, "*")), db(withAnnotation(ipamres.AnnotationSharingNamespaces, "team-a"))},
+			previous: heldShare,
+			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.1"},
+		},
+		{
+			name:     "no new share: Services of either namespace with the key get their own IP",
+			pools:    pools,
+			services: []ipam.ServiceFacts{web(), db(), svc("team-a/api", 3, key, withPorts("TCP/8080")), svc("team-c/dns", 4, key, withPorts("UDP/53"))},
+			previous: heldShare,
+			want: map[string]string{
+				v4("team-a/web"): kept, v4("team-b/db"): kept,
+				v4("team-a/api"): "allocated 10.0.0.2", v4("team-c/dns"): "allocated 10.0.0.3",
+			},
+			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
+				assert.Contains(t, plan.Allocations[v4("team-a/api")].GetReason(), "10.0.0.1 is held by Service team-b/db in another namespace")
+			},
+		},
+		{
+			name:     "the other rules still split it: a port in common",
+			pools:    pools,
+			services: []ipam.ServiceFacts{web(), db(withPorts("TCP/80"))},
+			previous: heldShare,
+			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.2"},
+		},
+		{
+			name:     "the younger released: it moves, the older keeps its IP without a warning",
+			pools:    pools,
+			services: []ipam.ServiceFacts{web(), db(release)},
+			previous: heldShare,
+			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.2"},
+		},
+		{
+			name:     "the older released: it moves, the younger keeps the IP without a warning",
+			pools:    pools,
+			services: []ipam.ServiceFacts{web(release, withIngress("10.0.0.1")), db(withIngress("10.0.0.1"))},
+			previous: heldShare,
+			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.2", v4("team-b/db"): "allocated 10.0.0.1"},
+		},
+	}
+
+	runPlanCases(t, tests)
+}

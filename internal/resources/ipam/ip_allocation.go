@@ -83,6 +83,11 @@ const (
 	// WarningReservedAddress: the IP is the first or last address of a CIDR, which the pool does not hand
 	// out (allowFirstLastIPs is false); the Service had it before and keeps it.
 	WarningReservedAddress = "ReservedAddress"
+	// WarningSharedWithoutOptIn: the Service shares the IP it held already with a Service of another
+	// namespace although not both name the other's namespace in AnnotationSharingNamespaces (a share an
+	// older talos-ccm made on the sharing key alone); it keeps the IP until both opt in or the operator
+	// releases it (AnnotationReleaseLoadBalancerIP).
+	WarningSharedWithoutOptIn = "SharedWithoutOptIn"
 )
 
 // Origins of an allocated address.
