@@ -7,8 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -34,21 +37,55 @@ func sharing(namespaces string, port int32, policy corev1.ServiceExternalTraffic
 	}
 }
 
+// showIngress writes the IP into the Service's status.loadBalancer.ingress, as an older talos-ccm would have.
+func showIngress(t *testing.T, ns, name, ip string) {
+	t.Helper()
+
+	svc, err := env.Clientset().CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+	_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(t.Context(), svc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
 // TestLoadBalancerSharing: Services in other namespaces with the same sharing key share an IP only when
 // each names the other's namespace; Services with externalTrafficPolicy Local share only with the same
-// selector; a refused request says which rule refused it.
+// selector; a refused request says which rule refused it. A share across namespaces without opt-in that
+// an older talos-ccm made (shown in the Services' status, talos-ccm's state lost) is kept with a warning
+// until the operator releases one of its Services.
 func TestLoadBalancerSharing(t *testing.T) {
 	for _, ns := range []string{"lb-share-a", "lb-share-b", "lb-share-c"} {
 		_, err := env.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
 
+	cluster := corev1.ServiceExternalTrafficPolicyCluster
+	local := corev1.ServiceExternalTrafficPolicyLocal
+
+	// Before talos-ccm starts: two Services of two namespaces share an IP on the key alone.
+	for ns, port := range map[string]int32{"lb-share-a": 80, "lb-share-b": 5432} {
+		createService(t, ns, "legacy", func(s *corev1.Service) {
+			sharing("", port, cluster, nil)(s)
+			s.Annotations[ipam.AnnotationSharingKey] = "legacy"
+		})
+		showIngress(t, ns, "legacy", "10.31.0.9")
+	}
+
 	mount := newConfigMapMount(t)
 	mount.update(t, lbShareConfig)
 	startLoadBalancer(t, mount.path)
 
-	cluster := corev1.ServiceExternalTrafficPolicyCluster
-	local := corev1.ServiceExternalTrafficPolicyLocal
+	// Both keep it, with the warning saying which opt-in is missing and what to do.
+	for _, ns := range []string{"lb-share-a", "lb-share-b"} {
+		svc := waitCondition(t, ns, "legacy", metav1.ConditionTrue, ipam.WarningSharedWithoutOptIn)
+		message := meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated).Message
+		assert.Contains(t, message, "Service lb-share-a/legacy does not name namespace lb-share-b", ns)
+		assert.Contains(t, message, "Service lb-share-b/legacy does not name namespace lb-share-a", ns)
+		assert.Contains(t, message, ipam.AnnotationReleaseLoadBalancerIP, ns)
+		assert.Equal(t, []string{"10.31.0.9"}, ingress(t, ns, "legacy"), ns)
+		waitEvents(t, 30*time.Second, ns, "LoadBalancerIPKept", "legacy")
+	}
 
 	// Without an opt-in: the same key in another namespace gets its own IP.
 	createService(t, "lb-share-a", "web", sharing("", 80, cluster, nil))
@@ -103,11 +140,21 @@ func TestLoadBalancerSharing(t *testing.T) {
 
 	// Nothing moved meanwhile.
 	for ns, names := range map[string]map[string]string{
-		"lb-share-a": {"web": "10.31.0.1"},
-		"lb-share-b": {"db": "10.31.0.2"},
+		"lb-share-a": {"web": "10.31.0.1", "legacy": "10.31.0.9"},
+		"lb-share-b": {"db": "10.31.0.2", "legacy": "10.31.0.9"},
 	} {
 		for name, ip := range names {
 			assert.Equal(t, []string{ip}, ingress(t, ns, name), ns+"/"+name)
 		}
 	}
+
+	// Released, the older Service of the kept share moves to a new IP; the other keeps its IP, now alone.
+	patch := `{"metadata":{"annotations":{"` + ipam.AnnotationReleaseLoadBalancerIP + `":"true"}}}`
+	_, err := env.Clientset().CoreV1().Services("lb-share-a").Patch(t.Context(), "legacy", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+
+	waitIngress(t, "lb-share-a", "legacy", "10.31.0.5")
+	waitCondition(t, "lb-share-b", "legacy", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
+	assert.Equal(t, []string{"10.31.0.9"}, ingress(t, "lb-share-b", "legacy"))
+	waitCondition(t, "lb-share-a", "legacy", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
 }
