@@ -56,7 +56,8 @@ const (
 	// Services may share the Service's IP; a share across namespaces needs it on every Service involved.
 	AnnotationSharingNamespaces = "talos-ccm.dev/sharing-namespaces"
 	// AnnotationReleaseLoadBalancerIP, set to "true", gives up an IP the Service keeps outside every pool
-	// (WarningOutsidePools): the Service gets a new IP from a pool that matches it.
+	// (WarningOutsidePools) or shares across namespaces without the opt-in of both
+	// (WarningSharedWithoutOptIn): the Service gets a new IP from a pool that matches it.
 	AnnotationReleaseLoadBalancerIP = "talos-ccm.dev/release-load-balancer-ip"
 	// AnnotationLoadBalancerPool asks for IPs from the named pools only (comma-separated), which may serve
 	// only such requests (autoAssign: false).
