@@ -64,8 +64,9 @@ type IPAllocationSpec struct {
 	// LoadBalancer IPs: set on an allocated IP that the Service keeps although no pool would hand it out now,
 	// as one CamelCase word for an Event or a condition: OutsidePools (a pool edit left the IP outside every
 	// pool that may serve the Service: it stays reserved for it until the Service changes, the operator
-	// releases it or the pool drains) or ReservedAddress (the first or last address of a CIDR, which the pool
-	// no longer hands out). The reason says why and what to do. The IP stays on the Service's ingress.
+	// releases it or the pool drains), ReservedAddress (the first or last address of a CIDR, which the pool
+	// no longer hands out) or SharedWithoutOptIn (a share across namespaces the Service held already without
+	// the opt-in of both). The reason says why and what to do. The IP stays on the Service's ingress.
 	Warning       string `protobuf:"bytes,15,opt,name=warning,proto3" json:"warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
