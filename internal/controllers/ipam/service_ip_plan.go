@@ -88,7 +88,8 @@ type serviceTask struct {
 //
 //  1. an IP the previous plan held for the Service is kept while it still fits (same Service, still what it
 //     asks for, still shareable): in a pool that matches it (a disabled pool included), or, when a pool
-//     edit left it outside every such pool, outside them, with a warning (keepOutside);
+//     edit left it outside every such pool, outside them, with a warning (keepOutside); a share across
+//     namespaces without the opt-in of both is kept too, with a warning, unless released (keepable);
 //  2. an IP the Service already has in status.loadBalancer.ingress is taken back when it is free (the
 //     state was lost, the Service was not), by the same rule;
 //  3. a requested IP (spec.loadBalancerIP or the talos-ccm.dev/load-balancer-ips annotation) is given when
