@@ -14,14 +14,14 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
-// ccmctl get ippools shows what the pool metrics show: size, used and free blocks, and whether the pool is
-// exhausted.
+// ccmctl get ippools shows what the pool metrics show: size, used and free blocks, the allocations the pool
+// refused, and whether the pool is exhausted.
 func TestIPPoolTable(t *testing.T) {
 	t.Parallel()
 
 	full := ipam.NewIPPool(ipam.NamespaceName, "lb/public/ipv4")
 	full.TypedSpec().Value = &specs.IPPoolSpec{
-		Ranges: []string{"203.0.113.10-203.0.113.13"}, BlockBits: 32, Size: 4, Used: 4,
+		Ranges: []string{"203.0.113.10-203.0.113.13"}, BlockBits: 32, Size: 4, Used: 4, Refused: 2,
 		Conditions: []*specs.IPPoolCondition{
 			{Type: ipam.ConditionExhausted, Status: "True", Reason: "NoFreeBlock"},
 			{Type: ipam.ConditionConflict, Status: "False", Reason: "NoConflict"},
@@ -40,8 +40,8 @@ func TestIPPoolTable(t *testing.T) {
 	require.NoError(t, table.Flush())
 
 	assert.Equal(t, strings.TrimLeft(`
-NAMESPACE   TYPE     ID               VERSION     RANGES                          BLOCK   SIZE   USED   FREE   EXHAUSTED
-ipam        IPPool   lb/public/ipv4   undefined   ["203.0.113.10-203.0.113.13"]   32      4      4      0      True
-ipam        IPPool   pod/ipv4         undefined   []                              0       0      0      0      -
+NAMESPACE   TYPE     ID               VERSION     RANGES                          BLOCK   SIZE   USED   FREE   REFUSED   EXHAUSTED
+ipam        IPPool   lb/public/ipv4   undefined   ["203.0.113.10-203.0.113.13"]   32      4      4      0      2         True
+ipam        IPPool   pod/ipv4         undefined   []                              0       0      0      0      0         -
 `, "\n"), out.String())
 }

@@ -50,7 +50,7 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 			name: "one family without a pool: the IP of the other is written, the condition is False",
 			allocs: []*specs.IPAllocationSpec{
 				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", Pool: "lb/a/ipv4", OwnerUid: "u1"},
-				{Family: "ipv6", State: "failed", OwnerUid: "u1", Reason: "no load balancer pool of ipv6 matches the Service"},
+				{Family: "ipv6", State: "failed", OwnerUid: "u1", Cause: "no-pool-matches", Reason: "no load balancer pool of ipv6 matches the Service"},
 			},
 			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}},
 			status:  metav1.ConditionFalse,
@@ -82,7 +82,7 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 			name: "a kept IP and a missing one: False, for the missing one",
 			allocs: []*specs.IPAllocationSpec{
 				{Family: "ipv4", State: "allocated", Address: "192.0.2.0", OwnerUid: "u1", Warning: "ReservedAddress", Reason: "the first address"},
-				{Family: "ipv6", State: "failed", OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
+				{Family: "ipv6", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
 			},
 			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.0", IPMode: &vip}},
 			status:  metav1.ConditionFalse,
@@ -91,21 +91,21 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 		},
 		{
 			name:    "no pool configured",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "no load balancer pool is configured (loadBalancer.pools in the config file)"}},
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "no-pool-matches", Reason: "no load balancer pool is configured (loadBalancer.pools in the config file)"}},
 			status:  metav1.ConditionFalse,
 			reason:  k8ssink.ReasonNoPoolMatches,
 			message: "ipv4: no load balancer pool is configured (loadBalancer.pools in the config file)",
 		},
 		{
 			name:    "exhausted",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (a)"}},
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "every load balancer pool that matches the Service is exhausted (a)"}},
 			status:  metav1.ConditionFalse,
 			reason:  k8ssink.ReasonPoolsExhausted,
 			message: "ipv4: every load balancer pool that matches the Service is exhausted (a)",
 		},
 		{
 			name:    "a request refused",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", Origin: "requested", OwnerUid: "u1", Reason: "the requested IP 192.0.2.9 is held"}},
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", Origin: "requested", OwnerUid: "u1", Cause: "ip-rejected", Reason: "the requested IP 192.0.2.9 is held"}},
 			status:  metav1.ConditionFalse,
 			reason:  k8ssink.ReasonIPRejected,
 			message: "ipv4: the requested IP 192.0.2.9 is held",
@@ -113,13 +113,27 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 		{
 			name: "RequireDualStack without an IPv6 IP: no IPv4 either",
 			allocs: []*specs.IPAllocationSpec{
-				{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted (a)"},
-				{Family: "ipv6", State: "failed", OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
+				{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "dual-stack-incomplete", Reason: "RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted (a)"},
+				{Family: "ipv6", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
 			},
 			status: metav1.ConditionFalse,
 			reason: k8ssink.ReasonDualStackIncomplete,
 			message: "ipv4: RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted (a); " +
 				"ipv6: every load balancer pool that matches the Service is exhausted (a)",
+		},
+		{
+			name:    "the cause decides, not the wording of the reason",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "no load balancer pool has a free IP"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonPoolsExhausted,
+			message: "ipv4: no load balancer pool has a free IP",
+		},
+		{
+			name:    "a request refused by its cause, whatever its origin says",
+			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "ip-rejected", Reason: "RequireDualStack: the requested IP is exhausted"}},
+			status:  metav1.ConditionFalse,
+			reason:  k8ssink.ReasonIPRejected,
+			message: "ipv4: RequireDualStack: the requested IP is exhausted",
 		},
 		{
 			name:    "another failure",
@@ -201,7 +215,8 @@ func TestServiceLBSink(t *testing.T) {
 	// The pool is full now: the IP goes, the condition turns False with the reason, in one more patch.
 	ctest.Modify(s, alloc, func(a *ipam.IPAllocation) error {
 		a.TypedSpec().Value = &specs.IPAllocationSpec{
-			State: ipam.StateFailed, Family: ipam.FamilyIPv4, OwnerUid: "u1", Reason: "every load balancer pool that matches the Service is exhausted (public)",
+			State: ipam.StateFailed, Family: ipam.FamilyIPv4, OwnerUid: "u1", Cause: ipam.CausePoolsExhausted,
+			Reason: "every load balancer pool that matches the Service is exhausted (public)",
 		}
 
 		return nil

@@ -117,22 +117,19 @@ func allocationCondition(a *specs.IPAllocationSpec, uid string) (bool, string, s
 	return false, failureReason(a), a.GetReason()
 }
 
-// failureReason tells the failures of allocations apart. Only a request has an origin when it fails; the
-// others are told by the allocator's reason, whose wording service_ip_plan.go owns and the end-to-end tests
-// of the condition hold to.
+// failureReasons are the condition reasons of the causes of failed allocations, which the planner sets for
+// code to read: the wording of an allocation's reason is for people and may change.
+var failureReasons = map[string]string{
+	ipam.CauseNoPoolMatches:       ReasonNoPoolMatches,
+	ipam.CausePoolsExhausted:      ReasonPoolsExhausted,
+	ipam.CauseIPRejected:          ReasonIPRejected,
+	ipam.CauseDualStackIncomplete: ReasonDualStackIncomplete,
+}
+
+// failureReason tells the failures of allocations apart by their cause; a failure without a known cause (an
+// allocation persisted by an older talos-ccm, until the next plan) is NotAllocated.
 func failureReason(a *specs.IPAllocationSpec) string {
-	switch reason := a.GetReason(); {
-	case a.GetOrigin() == ipam.OriginRequested:
-		return ReasonIPRejected
-	case strings.HasPrefix(reason, "RequireDualStack:"):
-		return ReasonDualStackIncomplete
-	case strings.HasPrefix(reason, "no load balancer pool"):
-		return ReasonNoPoolMatches
-	case strings.Contains(reason, "exhausted"):
-		return ReasonPoolsExhausted
-	default:
-		return ReasonNotAllocated
-	}
+	return cmp.Or(failureReasons[a.GetCause()], ReasonNotAllocated)
 }
 
 // loadBalancerStatusPatch returns the strategic merge patch of the status subresource that makes the

@@ -67,7 +67,15 @@ type IPAllocationSpec struct {
 	// releases it or the pool drains), ReservedAddress (the first or last address of a CIDR, which the pool
 	// no longer hands out) or SharedWithoutOptIn (a share across namespaces the Service held already without
 	// the opt-in of both). The reason says why and what to do. The IP stays on the Service's ingress.
-	Warning       string `protobuf:"bytes,15,opt,name=warning,proto3" json:"warning,omitempty"`
+	Warning string `protobuf:"bytes,15,opt,name=warning,proto3" json:"warning,omitempty"`
+	// LoadBalancer IPs: set on a failed allocation, what failed, for code to read (the reason is for people
+	// and its wording may change): no-pool-matches (no pool of the family matches the Service, or none is
+	// configured), pools-exhausted (every matching pool is full), ip-rejected (the requested IP cannot be
+	// given) or dual-stack-incomplete (a RequireDualStack Service gets no IP of another family).
+	Cause string `protobuf:"bytes,16,opt,name=cause,proto3" json:"cause,omitempty"`
+	// LoadBalancer IPs: the IDs of the IPPools that refused a failed allocation: the exhausted pools that
+	// match the Service, or the pool of a requested IP that cannot be given.
+	RefusedPools  []string `protobuf:"bytes,17,rep,name=refused_pools,json=refusedPools,proto3" json:"refused_pools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +215,20 @@ func (x *IPAllocationSpec) GetWarning() string {
 	return ""
 }
 
+func (x *IPAllocationSpec) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *IPAllocationSpec) GetRefusedPools() []string {
+	if x != nil {
+		return x.RefusedPools
+	}
+	return nil
+}
+
 // IPPoolCondition is one condition of a pool, in the Kubernetes style.
 type IPPoolCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -303,7 +325,9 @@ type IPPoolSpec struct {
 	Source string `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
 	// Where the search for a free block starts next: pod CIDRs are handed out round robin, so that a released
 	// CIDR is not given to the next Node at once.
-	Next          uint64 `protobuf:"varint,12,opt,name=next,proto3" json:"next,omitempty"`
+	Next uint64 `protobuf:"varint,12,opt,name=next,proto3" json:"next,omitempty"`
+	// LoadBalancer pools: how many allocations failed that name the pool in refusedPools now.
+	Refused       uint64 `protobuf:"varint,13,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,6 +442,13 @@ func (x *IPPoolSpec) GetSource() string {
 func (x *IPPoolSpec) GetNext() uint64 {
 	if x != nil {
 		return x.Next
+	}
+	return 0
+}
+
+func (x *IPPoolSpec) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
 	}
 	return 0
 }
@@ -737,7 +768,7 @@ var File_specs_ipam_proto protoreflect.FileDescriptor
 const file_specs_ipam_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/ipam.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x03\n" +
 	"\x10IPAllocationSpec\x12\x18\n" +
 	"\apurpose\x18\x01 \x01(\tR\apurpose\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -755,12 +786,14 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"sharingKey\x12\x14\n" +
 	"\x05ports\x18\r \x03(\tR\x05ports\x12\x17\n" +
 	"\aip_mode\x18\x0e \x01(\tR\x06ipMode\x12\x18\n" +
-	"\awarning\x18\x0f \x01(\tR\awarning\"o\n" +
+	"\awarning\x18\x0f \x01(\tR\awarning\x12\x14\n" +
+	"\x05cause\x18\x10 \x01(\tR\x05cause\x12#\n" +
+	"\rrefused_pools\x18\x11 \x03(\tR\frefusedPools\"o\n" +
 	"\x0fIPPoolCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xd4\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xee\x02\n" +
 	"\n" +
 	"IPPoolSpec\x12\x18\n" +
 	"\apurpose\x18\x01 \x01(\tR\apurpose\x12\x16\n" +
@@ -778,7 +811,8 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\tconflicts\x18\n" +
 	" \x03(\tR\tconflicts\x12\x16\n" +
 	"\x06source\x18\v \x01(\tR\x06source\x12\x12\n" +
-	"\x04next\x18\f \x01(\x04R\x04next\"\x7f\n" +
+	"\x04next\x18\f \x01(\x04R\x04next\x12\x18\n" +
+	"\arefused\x18\r \x01(\x04R\arefused\"\x7f\n" +
 	"\x12LoadBalancerConfig\x128\n" +
 	"\x05pools\x18\x01 \x03(\v2\".tccm.specs.LoadBalancerPoolConfigR\x05pools\x12/\n" +
 	"\x13request_annotations\x18\x02 \x03(\tR\x12requestAnnotations\"\x92\x03\n" +

@@ -36,6 +36,7 @@ func (m *IPAllocationSpec) CloneVT() *IPAllocationSpec {
 	r.SharingKey = m.SharingKey
 	r.IpMode = m.IpMode
 	r.Warning = m.Warning
+	r.Cause = m.Cause
 	if rhs := m.NodePodCidrs; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -45,6 +46,11 @@ func (m *IPAllocationSpec) CloneVT() *IPAllocationSpec {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
 		r.Ports = tmpContainer
+	}
+	if rhs := m.RefusedPools; rhs != nil {
+		tmpContainer := make([]string, len(rhs))
+		copy(tmpContainer, rhs)
+		r.RefusedPools = tmpContainer
 	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
@@ -90,6 +96,7 @@ func (m *IPPoolSpec) CloneVT() *IPPoolSpec {
 	r.Free = m.Free
 	r.Source = m.Source
 	r.Next = m.Next
+	r.Refused = m.Refused
 	if rhs := m.Ranges; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -305,6 +312,18 @@ func (this *IPAllocationSpec) EqualVT(that *IPAllocationSpec) bool {
 	if this.Warning != that.Warning {
 		return false
 	}
+	if this.Cause != that.Cause {
+		return false
+	}
+	if len(this.RefusedPools) != len(that.RefusedPools) {
+		return false
+	}
+	for i, vx := range this.RefusedPools {
+		vy := that.RefusedPools[i]
+		if vx != vy {
+			return false
+		}
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -415,6 +434,9 @@ func (this *IPPoolSpec) EqualVT(that *IPPoolSpec) bool {
 		return false
 	}
 	if this.Next != that.Next {
+		return false
+	}
+	if this.Refused != that.Refused {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -127,36 +126,24 @@ func IPPoolFigures(pools map[string]*specs.IPPoolSpec, failed []*specs.IPAllocat
 	return out
 }
 
-// exhaustedPrefix starts the reason of a LoadBalancer IP that every matching pool refused, which names the
-// pools only there: "... exhausted (NAME, NAME)" (allocate, poolNames).
-const exhaustedPrefix = "every load balancer pool that matches the Service is exhausted ("
-
-// refusedBy returns the IDs of the pools that refused a failed allocation: the pool it names, else the
-// pools a LoadBalancer IP found exhausted (existing pools of its family named in its reason). Otherwise the
-// pool "".
+// refusedBy returns the IDs of the pools that refused a failed allocation: the existing pools its
+// refusedPools names (the exhausted pools of a LoadBalancer IP, the pool of a requested IP it cannot have),
+// else the pool it names (a pod CIDR's). Otherwise the pool "".
 func refusedBy(a *specs.IPAllocationSpec, pools map[string]*specs.IPPoolSpec) []string {
-	if a.GetPool() != "" {
-		return []string{a.GetPool()}
-	}
-
-	names, exhausted := strings.CutPrefix(a.GetReason(), exhaustedPrefix)
-	names, closed := strings.CutSuffix(names, ")")
-
-	if !exhausted || !closed || a.GetPurpose() != ipam.PurposeLoadBalancerIP {
-		return []string{""}
-	}
-
 	var out []string
 
-	for name := range strings.SplitSeq(names, ", ") {
-		if id := LoadBalancerPoolID(name, a.GetFamily()); pools[id] != nil {
+	for _, id := range a.GetRefusedPools() {
+		if pools[id] != nil {
 			out = append(out, id)
 		}
 	}
 
-	if len(out) == 0 {
+	switch {
+	case len(out) > 0:
+		return out
+	case len(a.GetRefusedPools()) == 0 && a.GetPool() != "":
+		return []string{a.GetPool()}
+	default:
 		return []string{""}
 	}
-
-	return out
 }

@@ -21,13 +21,13 @@ func TestIPPoolFigures(t *testing.T) {
 	}
 
 	failed := []*specs.IPAllocationSpec{
-		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Pool: "lb/public/ipv4", Origin: "requested", Reason: "the requested IP is held"},
-		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Reason: "every load balancer pool that matches the Service is exhausted (public, gone)"},
-		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv6", Reason: "every load balancer pool that matches the Service is exhausted (internal)"},
-		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Reason: "no load balancer pool of ipv4 matches the Service"},
-		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Origin: "requested", Reason: "the requested IP 192.0.2.1 is not in a load balancer pool that matches the Service (public)"},
-		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Reason: "RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted, public, (public)"},
-		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Reason: "RequireDualStack: the Service gets an IP of every family or none, and it gets no ipv6 IP: every load balancer pool that matches the Service is exhausted (public)"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Pool: "lb/public/ipv4", Origin: "requested", Cause: "ip-rejected", RefusedPools: []string{"lb/public/ipv4"}, Reason: "the requested IP is held"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Cause: "pools-exhausted", RefusedPools: []string{"lb/public/ipv4", "lb/gone/ipv4"}, Reason: "every load balancer pool that matches the Service is exhausted (public, gone)"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv6", Cause: "pools-exhausted", RefusedPools: []string{"lb/internal/ipv6"}, Reason: "every load balancer pool that matches the Service is exhausted (internal)"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Cause: "no-pool-matches", Reason: "no load balancer pool of ipv4 matches the Service"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Origin: "requested", Cause: "ip-rejected", Reason: "the requested IP 192.0.2.1 is not in a load balancer pool that matches the Service (public)"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Cause: "dual-stack-incomplete", Reason: "RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted, public, (public)"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Cause: "dual-stack-incomplete", Reason: "RequireDualStack: the Service gets an IP of every family or none, and it gets no ipv6 IP: every load balancer pool that matches the Service is exhausted (public)"},
 		{State: "failed", Purpose: "node-prefix", Family: "ipv6", Pool: "node-prefix/2001:db8::/64", Reason: "no segment left"},
 		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Pool: "lb/gone/ipv4", Reason: "the pool was removed since"},
 	}
@@ -38,5 +38,28 @@ func TestIPPoolFigures(t *testing.T) {
 		{Pool: "lb/internal/ipv6", Size: 256, Used: 1, Free: 255, Refused: 1, Counted: true},
 		{Pool: "lb/public/ipv4", Size: 4, Used: 4, Free: 0, Refused: 2, Counted: true},
 		{Pool: "pod/ipv4", Size: 256, Used: 3, Free: 253, Counted: true},
+	}, ipamctrl.IPPoolFigures(pools, failed))
+}
+
+// TestIPPoolFiguresReadRefusedPools holds that the pools an allocation names in refusedPools count its
+// refusal, whatever its reason says: the wording of a reason is for people.
+func TestIPPoolFiguresReadRefusedPools(t *testing.T) {
+	t.Parallel()
+
+	pools := map[string]*specs.IPPoolSpec{
+		"lb/a/ipv4": {Purpose: "load-balancer-ip", Size: 2, Used: 2},
+		"lb/b/ipv4": {Purpose: "load-balancer-ip", Size: 2, Used: 2},
+	}
+
+	failed := []*specs.IPAllocationSpec{
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Cause: "pools-exhausted", RefusedPools: []string{"lb/a/ipv4", "lb/b/ipv4"}, Reason: "no free IP in a, b"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Cause: "pools-exhausted", RefusedPools: []string{"lb/gone/ipv4"}, Reason: "no free IP in gone"},
+		{State: "failed", Purpose: "load-balancer-ip", Family: "ipv4", Cause: "no-pool-matches", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
+	}
+
+	assert.Equal(t, []metrics.IPPoolFigures{
+		{Pool: "", Refused: 2},
+		{Pool: "lb/a/ipv4", Size: 2, Used: 2, Refused: 1, Counted: true},
+		{Pool: "lb/b/ipv4", Size: 2, Used: 2, Refused: 1, Counted: true},
 	}, ipamctrl.IPPoolFigures(pools, failed))
 }

@@ -69,7 +69,7 @@ func (p *servicePlanner) requireDualStack(tasks []serviceTask) {
 			}
 
 			p.untake(t, netip.MustParseAddr(alloc.GetAddress()))
-			p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Reason: reason}
+			p.decided[t.id] = failure(ipam.CauseDualStackIncomplete, reason)
 		}
 	}
 }

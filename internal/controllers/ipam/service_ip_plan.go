@@ -168,6 +168,8 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 		plan.Pools[pl.id] = poolSpec(pl.pool)
 	}
 
+	countRefused(plan)
+
 	return plan
 }
 
@@ -361,7 +363,7 @@ func (p *servicePlanner) adoptIngress(t serviceTask) {
 
 func (p *servicePlanner) honourRequest(t serviceTask) {
 	if why := p.requestErrors[t.svc.Key]; why != "" {
-		p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Origin: ipam.OriginRequested, Reason: why}
+		p.decided[t.id] = failure(ipam.CauseIPRejected, why)
 
 		return
 	}
@@ -381,10 +383,8 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 
 	pl := poolOf(pools, ip, "")
 	if pl == nil {
-		p.decided[t.id] = &specs.IPAllocationSpec{
-			State: ipam.StateFailed, Origin: ipam.OriginRequested,
-			Reason: fmt.Sprintf("the requested IP %s is not in a load balancer pool that matches the Service%s", ip, poolNames(pools)),
-		}
+		p.decided[t.id] = failure(ipam.CauseIPRejected,
+			fmt.Sprintf("the requested IP %s is not in a load balancer pool that matches the Service%s", ip, poolNames(pools)))
 
 		return
 	}
@@ -401,7 +401,8 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 	}
 
 	if why != "" {
-		p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Origin: ipam.OriginRequested, Pool: pl.id, Reason: "the requested IP " + why}
+		p.decided[t.id] = failure(ipam.CauseIPRejected, "the requested IP "+why, pl)
+		p.decided[t.id].Pool = pl.id
 
 		return
 	}
@@ -428,7 +429,7 @@ func (p *servicePlanner) allocate(t serviceTask) {
 			reason = "no load balancer pool is configured (loadBalancer.pools in the config file)"
 		}
 
-		p.decided[t.id] = &specs.IPAllocationSpec{State: ipam.StateFailed, Reason: reason}
+		p.decided[t.id] = failure(ipam.CauseNoPoolMatches, reason)
 
 		return
 	}
@@ -471,8 +472,36 @@ func (p *servicePlanner) allocate(t serviceTask) {
 		pl.exhausted = true
 	}
 
-	p.decided[t.id] = &specs.IPAllocationSpec{
-		State:  ipam.StateFailed,
-		Reason: "every load balancer pool that matches the Service is exhausted" + poolNames(pools),
+	p.decided[t.id] = failure(ipam.CausePoolsExhausted, "every load balancer pool that matches the Service is exhausted"+poolNames(pools), pools...)
+}
+
+// failure returns a failed allocation with its cause, for code to read, and its reason, for people; refused
+// are the pools that refused it. A failed request has the origin requested, as the IP it names is the
+// Service's, not talos-ccm's choice.
+func failure(cause, reason string, refused ...*lbPool) *specs.IPAllocationSpec {
+	alloc := &specs.IPAllocationSpec{State: ipam.StateFailed, Cause: cause, Reason: reason}
+	if cause == ipam.CauseIPRejected {
+		alloc.Origin = ipam.OriginRequested
+	}
+
+	for _, pl := range refused {
+		alloc.RefusedPools = append(alloc.RefusedPools, pl.id)
+	}
+
+	return alloc
+}
+
+// countRefused sets in each pool of the plan how many of its failed allocations name it in refusedPools.
+func countRefused(plan ServiceIPPlan) {
+	for _, alloc := range plan.Allocations {
+		if alloc.GetState() != ipam.StateFailed {
+			continue
+		}
+
+		for _, id := range alloc.GetRefusedPools() {
+			if pool := plan.Pools[id]; pool != nil {
+				pool.Refused++
+			}
+		}
 	}
 }

@@ -90,6 +90,21 @@ const (
 	WarningSharedWithoutOptIn = "SharedWithoutOptIn"
 )
 
+// Causes of a failed LoadBalancer IP allocation, for code to read: the Service condition and the pool figures
+// tell failures apart by them, not by the wording of the reason.
+const (
+	// CauseNoPoolMatches: no pool of the family matches the Service (or none that it names), or no pool is
+	// configured.
+	CauseNoPoolMatches = "no-pool-matches"
+	// CausePoolsExhausted: every pool of the family that matches the Service is full; refusedPools names them.
+	CausePoolsExhausted = "pools-exhausted"
+	// CauseIPRejected: the IP the Service asks for cannot be given (not an IP, two of a family, outside the
+	// matching pools, held, or a reserved address); refusedPools names the pool that holds it, if one does.
+	CauseIPRejected = "ip-rejected"
+	// CauseDualStackIncomplete: a RequireDualStack Service gets no IP of another family, so none of this one.
+	CauseDualStackIncomplete = "dual-stack-incomplete"
+)
+
 // Origins of an allocated address.
 const (
 	OriginAllocated = "allocated"

@@ -41,7 +41,9 @@ func (IPPoolExtension) ResourceDefinition() meta.ResourceDefinitionSpec {
 			{Name: "Size", JSONPath: "{.size}"},
 			{Name: "Used", JSONPath: "{.used}"},
 			{Name: "Free", JSONPath: "{.free}"},
-			// The metrics talos_ccm_ippool_size, _in_use and _free show the same figures.
+			// Failed allocations that this pool refused (LoadBalancer pools only).
+			{Name: "Refused", JSONPath: "{.refused}"},
+			// The metrics talos_ccm_ippool_size, _in_use, _free and _refused_allocations show the same figures.
 			{Name: "Exhausted", JSONPath: `{.conditions[?(@.type=="Exhausted")].status}`},
 		},
 	}
