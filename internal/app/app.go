@@ -455,6 +455,9 @@ func kubeRestConfig(opts Options) (*rest.Config, error) {
 	cfg.QPS = opts.KubeAPIQPS
 	cfg.Burst = opts.KubeAPIBurst
 	cfg.UserAgent = "talos-ccm"
+	// Every client built from cfg (the pipeline's, the lease's, the apiserver probe's and the metrics port's
+	// reviews) speaks protobuf in all its requests, as kube-controller-manager's do.
+	ccm.PreferProtobuf(cfg)
 	cfg.Wrap(metrics.CountKubernetesRequests)
 
 	return cfg, nil

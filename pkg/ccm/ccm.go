@@ -33,7 +33,9 @@ import (
 type Options struct {
 	// RestConfig is the cluster's Kubernetes client configuration: Nodes, CSRs and Services are read
 	// (informers) and written with it. Every controller group writes with its own client and connection,
-	// with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst).
+	// with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst). They
+	// speak protobuf to the apiserver unless RestConfig (or ClientConfig's answer) names a content type
+	// (PreferProtobuf).
 	RestConfig *rest.Config
 	// ClientConfig, instead of RestConfig, returns the cluster's current client configuration: it is called
 	// when the pipeline is built, and again when the apiserver answers 401 Unauthorized (at most every

@@ -67,7 +67,8 @@ func newConnections(base *rest.Config, unauthorized func()) *connections {
 }
 
 // config returns the configuration of a client with a connection of its own, named for its user agent
-// ("talos-ccm/<name>"; empty keeps base's).
+// ("talos-ccm/<name>"; empty keeps base's), speaking protobuf unless base names a content type
+// (PreferProtobuf).
 func (c *connections) config(name string) (*rest.Config, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,6 +85,7 @@ func (c *connections) config(name string) (*rest.Config, error) {
 
 	cfg := withoutCredentials(c.base)
 	cfg.Transport = t
+	PreferProtobuf(cfg)
 
 	if name != "" {
 		cfg.UserAgent = "talos-ccm/" + name
