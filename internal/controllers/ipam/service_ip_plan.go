@@ -136,7 +136,7 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 		}
 	}
 
-	for _, pass := range []func(serviceTask){p.keepPrevious, p.adoptIngress, p.honourRequest, p.allocate} {
+	for _, pass := range []func(serviceTask){p.keepPrevious, p.adoptIngress, p.honourShownRequest, p.honourRequest, p.allocate} {
 		for _, t := range tasks {
 			if _, ok := p.decided[t.id]; !ok {
 				pass(t)
@@ -221,7 +221,9 @@ func (p *servicePlanner) parseRequests(svc *ServiceFacts) {
 }
 
 func (p *servicePlanner) take(t serviceTask, pl *lbPool, ip netip.Addr, origin string) *specs.IPAllocationSpec {
-	p.holders[ip] = append(p.holders[ip], holderOf(t.svc))
+	h := holderOf(t.svc)
+	h.heldBefore = slices.Contains(p.ipsHeldBefore(t.svc), ip)
+	p.holders[ip] = append(p.holders[ip], h)
 
 	alloc := &specs.IPAllocationSpec{State: ipam.StateAllocated, Address: ip.String(), Origin: origin}
 
@@ -361,6 +363,20 @@ func (p *servicePlanner) adoptIngress(t serviceTask) {
 	}
 }
 
+// honourShownRequest honours the requests of the Services that already show the IP they ask for, before any
+// other request: a Service that asks for an IP another Service shows in its status (held before this plan)
+// must find it held, whichever of the two is older.
+func (p *servicePlanner) honourShownRequest(t serviceTask) {
+	if ip, ok := p.requests[t.svc.Key][t.family]; ok && showsIP(t.svc, ip) {
+		p.honourRequest(t)
+	}
+}
+
+// showsIP reports whether the Service shows ip in its status.loadBalancer.ingress.
+func showsIP(svc *ServiceFacts, ip netip.Addr) bool {
+	return slices.ContainsFunc(svc.IngressIPs, func(s string) bool { a, err := netip.ParseAddr(s); return err == nil && a.Unmap() == ip })
+}
+
 func (p *servicePlanner) honourRequest(t serviceTask) {
 	if why := p.requestErrors[t.svc.Key]; why != "" {
 		p.decided[t.id] = failure(ipam.CauseIPRejected, why)
@@ -375,7 +391,7 @@ func (p *servicePlanner) honourRequest(t serviceTask) {
 
 	// A Service that already shows the IP it asks for holds it: a disabled pool keeps it.
 	use := forRequest
-	if slices.ContainsFunc(t.svc.IngressIPs, func(s string) bool { a, err := netip.ParseAddr(s); return err == nil && a.Unmap() == ip }) {
+	if showsIP(t.svc, ip) {
 		use = forKeeping
 	}
 

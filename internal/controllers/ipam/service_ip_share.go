@@ -27,6 +27,9 @@ type ipHolder struct {
 	selector   map[string]string
 	// sharesWith are the other namespaces the Service shares its IP with ("*": every namespace).
 	sharesWith []string
+	// heldBefore is set when the Service held the IP before this plan too (ipsHeldBefore): only a share
+	// between two such Services is one made before, which keepable keeps without the opt-in.
+	heldBefore bool
 }
 
 func holderOf(svc *ServiceFacts) ipHolder {
@@ -68,7 +71,15 @@ func (p *servicePlanner) keepable(ip netip.Addr, svc *ServiceFacts) string {
 		return p.shareable(ip, svc)
 	}
 
-	return p.refused(ip, svc, keptRefusal)
+	// The opt-in is waived only towards Services that held the IP before this plan as well: a Service that
+	// took it in this plan (a request, a new IP) has no share from before to keep.
+	return p.refused(ip, svc, func(a, b ipHolder) string {
+		if a.heldBefore {
+			return keptRefusal(a, b)
+		}
+
+		return refusal(a, b)
+	})
 }
 
 // refused says why a rule refuses that svc holds ip too, with the Services holding it; empty when none does.

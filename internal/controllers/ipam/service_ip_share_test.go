@@ -182,6 +182,20 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 			want: map[string]string{v4("team-a/web"): kept, v4("team-b/db"): kept},
 		},
 		{
+			name:  "an older Service of another namespace asks for the IP a younger one shows: refused, nothing is shared",
+			pools: pools,
+			services: []ipam.ServiceFacts{
+				web(withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
+				db(withIngress("10.0.0.1"), withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
+			},
+			want: map[string]string{
+				v4("team-a/web"): "failed: the requested IP 10.0.0.1 is held by Service team-b/db in another namespace, which Service " +
+					"team-a/web does not name in talos-ccm.dev/sharing-namespaces (Services in other namespaces share an IP only when each " +
+					"names the other's namespace, or *)",
+				v4("team-b/db"): "allocated 10.0.0.1",
+			},
+		},
+		{
 			name:     "both opt in since: no warning",
 			pools:    pools,
 			services: []ipam.ServiceFacts{web(withAnnotation(ipamres.AnnotationSharingNamespaces, "*")), db(withAnnotation(ipamres.AnnotationSharingNamespaces, "team-a"))},
