@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -60,6 +58,10 @@ type KubeletOptions struct {
 	Burst int
 	// KubeletVersion is reported in the Nodes' status (DefaultKubeletVersion when empty).
 	KubeletVersion string
+	// BareStatus posts the conditions, node info and capacity only, without the images, the runtime's
+	// handlers and the huge pages a kubelet also posts (KubeletStatus): Nodes a few times smaller than
+	// real ones, to compare with measurements made on such Nodes.
+	BareStatus bool
 }
 
 // NodeTimes are the moments a simulated kubelet did something for its node, for benchmarks.
@@ -372,7 +374,7 @@ func (k *Kubelets) register(ctx context.Context, name string) error {
 	k.mu.Unlock()
 
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		setNodeStatus(node, m, k.opts.KubeletVersion, time.Now())
+		setNodeStatus(node, m, k.opts, time.Now())
 
 		_, updateErr := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		if apierrors.IsConflict(updateErr) {
@@ -565,50 +567,26 @@ func newNode(m Machine) *corev1.Node {
 	}
 }
 
-// setNodeStatus fills the status a kubelet posts: conditions (Ready), node info, capacity. Addresses
-// are left alone: with an external cloud provider the CCM sets them.
-func setNodeStatus(node *corev1.Node, m Machine, kubeletVersion string, now time.Time) {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:              resource.MustParse("4"),
-		corev1.ResourceMemory:           resource.MustParse("16Gi"),
-		corev1.ResourcePods:             resource.MustParse("110"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+// setNodeStatus fills the status a kubelet posts (KubeletStatus, or its bare part), keeping the
+// transition times of the conditions that did not change. Addresses are left alone: with an external
+// cloud provider the CCM sets them.
+func setNodeStatus(node *corev1.Node, m Machine, opts KubeletOptions, now time.Time) {
+	status := KubeletStatus(m, opts.KubeletVersion, now)
+	if opts.BareStatus {
+		status = bareStatus(status)
 	}
 
-	node.Status.Capacity = capacity
-	node.Status.Allocatable = maps.Clone(capacity)
-	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
-	node.Status.NodeInfo = corev1.NodeSystemInfo{
-		MachineID:               strings.ReplaceAll(m.System.UUID, "-", ""),
-		SystemUUID:              m.System.UUID,
-		BootID:                  randomHex(16),
-		KernelVersion:           "6.12.57-talos",
-		OSImage:                 "Talos (v1.13.5)",
-		ContainerRuntimeVersion: "containerd://2.1.5",
-		KubeletVersion:          kubeletVersion,
-		OperatingSystem:         "linux",
-		Architecture:            "amd64",
-	}
+	conditions := status.Conditions
+	status.Conditions, status.Addresses = node.Status.Conditions, node.Status.Addresses
+	node.Status = status
 
-	for _, cond := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
-		setCondition(node, corev1.NodeCondition{
-			Type: cond, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficient" + strings.TrimSuffix(string(cond), "Pressure"),
-		}, now)
+	for _, cond := range conditions {
+		setCondition(node, cond, now)
 	}
-
-	setReadyCondition(node, true, now)
 }
 
 func setReadyCondition(node *corev1.Node, ready bool, now time.Time) {
-	cond := corev1.NodeCondition{
-		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status",
-	}
-
-	if !ready {
-		cond.Status, cond.Reason, cond.Message = corev1.ConditionFalse, "KubeletNotReady", "talos-sim: node set not ready"
-	}
-
-	setCondition(node, cond, now)
+	setCondition(node, readyCondition(ready), now)
 }
 
 // setCondition sets a condition, keeping its transition time when the status does not change.

@@ -3,6 +3,7 @@ package talossim_test
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"net"
 	"slices"
@@ -70,6 +71,14 @@ func TestKubelets(t *testing.T) {
 		assert.Empty(t, node.Spec.ProviderID)
 		assert.Empty(t, node.Status.Addresses)
 		assert.Equal(t, corev1.ConditionTrue, readyStatus(node), m.Name)
+		assert.Len(t, node.Status.Images, talossim.NodeStatusImages, m.Name)
+
+		// A real kubelet's Node with 50 images is 15 to 20 KB of JSON once the CCM has added its labels,
+		// addresses and provider ID (about 2 KB with their managed fields).
+		stored, err := json.Marshal(node)
+		require.NoError(t, err)
+		assert.Greater(t, len(stored), 12_000, m.Name)
+		assert.Less(t, len(stored), 18_000, m.Name)
 
 		times, ok := kubelets.Times(m.Name)
 		require.True(t, ok)
