@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
@@ -140,7 +139,7 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 		}
 	})
 
-	kubelets := startKubelets(t, env.Config, machines)
+	kubelets := talossim.RunTestKubelets(t, env.Config, machines)
 
 	// One deadline for the Nodes and the certificate requests; a request refused fails the test at once.
 	deadline := time.Now().Add(90 * time.Second)
@@ -213,40 +212,6 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 
 	err = client.CoreV1().Nodes().Delete(t.Context(), machines[0].Name, metav1.DeleteOptions{})
 	require.True(t, apierrors.IsForbidden(err), "deleting a Node with deletion off must be forbidden, got %v", err)
-}
-
-// startKubelets registers the machines' Nodes as kubelets started with --cloud-provider=external do,
-// and deletes them when the test ends.
-func startKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) *talossim.Kubelets {
-	t.Helper()
-
-	kubelets, err := talossim.NewKubelets(cfg, machines, talossim.KubeletOptions{})
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-
-	go func() {
-		defer close(done)
-
-		kubelets.Run(ctx) //nolint:errcheck
-	}()
-
-	t.Cleanup(func() {
-		cancel()
-		<-done
-
-		clientset, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return
-		}
-
-		for _, m := range machines {
-			clientset.CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{}) //nolint:errcheck
-		}
-	})
-
-	return kubelets
 }
 
 // csrApproved returns nil when the certificate request is approved, an error while it is pending, and fails

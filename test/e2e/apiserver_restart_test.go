@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -19,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
@@ -66,7 +64,7 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 	})
 
-	runKubelets(t, cp.Config, early)
+	talossim.RunTestKubelets(t, cp.Config, early)
 	waitNodesOf(t, cp.Clientset(), names(early), time.Minute, "the first Nodes initialized", initialized)
 	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "talos-ccm ready", probeStatus(probes, "/readyz", http.StatusOK))
 
@@ -76,7 +74,7 @@ func TestAPIServerRestart(t *testing.T) {
 	stopping, started := cp.RestartAPIServer(t, apiServerOutage)
 	t.Logf("the apiserver was away for %s", started.Sub(stopping).Round(100*time.Millisecond))
 
-	runKubelets(t, cp.Config, late)
+	talossim.RunTestKubelets(t, cp.Config, late)
 	waitNodesOf(t, cp.Clientset(), names(machines), time.Until(started.Add(15*time.Second)),
 		"every Node initialized within 15s of the apiserver's return", initialized)
 	t.Logf("every Node initialized %s after the apiserver's return", time.Since(started).Round(100*time.Millisecond))
@@ -100,30 +98,6 @@ func TestAPIServerRestart(t *testing.T) {
 	assert.True(t, readiness.seen(http.StatusServiceUnavailable, outage[0], outage[1]), "/readyz fails during the outage")
 	assert.False(t, health.seen(http.StatusInternalServerError, stopping, time.Now()), "/healthz never fails for an apiserver outage")
 	assert.True(t, health.seen(http.StatusOK, outage[0], outage[1]), "/healthz passes during the outage")
-}
-
-// runKubelets acts as the machines' kubelets on the cluster of cfg until the test ends.
-func runKubelets(t *testing.T, cfg *rest.Config, machines []talossim.Machine) *talossim.Kubelets {
-	t.Helper()
-
-	kubelets, err := talossim.NewKubelets(cfg, machines, talossim.KubeletOptions{})
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-
-	go func() {
-		defer close(done)
-
-		kubelets.Run(ctx) //nolint:errcheck
-	}()
-
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-
-	return kubelets
 }
 
 // waitNodesOf waits until cond holds for every named Node of clientset's cluster, or fails the test after

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
@@ -153,14 +152,7 @@ func fleet(prefix string, count int, seed int64) []talossim.Machine {
 func joinNodes(t *testing.T, machines []talossim.Machine) *talossim.Kubelets {
 	t.Helper()
 
-	// Registered first, run last: the Nodes are deleted once their kubelets have stopped.
-	t.Cleanup(func() {
-		for _, m := range machines {
-			env.Clientset().CoreV1().Nodes().Delete(context.Background(), m.Name, metav1.DeleteOptions{}) //nolint:errcheck
-		}
-	})
-
-	return runKubelets(t, env.Config, machines)
+	return talossim.RunTestKubelets(t, env.Config, machines)
 }
 
 // waitNodes waits until cond holds for every named Node, or fails the test after timeout.
