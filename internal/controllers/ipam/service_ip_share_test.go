@@ -10,8 +10,44 @@ import (
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
-func withPolicy(policy string, selector map[string]string) func(*ipam.ServiceFacts) {
-	return func(s *ipam.ServiceFacts) { s.ExternalTrafficPolicy, s.Selector = policy, selector }
+// sharingPool is the one pool of the sharing cases.
+var sharingPool = []*specs.LoadBalancerPoolConfig{{Name: "p", Addresses: []string{"10.0.0.1-10.0.0.9"}}}
+
+// sharingV4 is the ID of the IPv4 allocation of the Service key.
+func sharingV4(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv4) }
+
+// keyed is a Service under the sharing key of every sharing case, changed by mutate after the key is set.
+func keyed(key string, age int, mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
+	return svc(key, age, append([]func(*ipam.ServiceFacts){withAnnotation(ipamres.AnnotationSharingKey, "k")}, mutate...)...)
+}
+
+// teamWeb, teamDB and teamDNS are Services of three namespaces under the sharing key, created in that order,
+// with no port in common: what a case adds to them decides whether they share.
+func teamWeb(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
+	return keyed("team-a/web", 1, mutate...)
+}
+
+func teamDB(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
+	return keyed("team-b/db", 2, append([]func(*ipam.ServiceFacts){withPorts("TCP/5432")}, mutate...)...)
+}
+
+func teamDNS(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
+	return keyed("team-c/dns", 3, append([]func(*ipam.ServiceFacts){withPorts("UDP/53")}, mutate...)...)
+}
+
+// shareWith names the namespaces whose Services the Service shares an IP with.
+func shareWith(namespaces string) func(*ipam.ServiceFacts) {
+	return withAnnotation(ipamres.AnnotationSharingNamespaces, namespaces)
+}
+
+// askFirstIP makes the Service request the pool's first IP, 10.0.0.1.
+var askFirstIP = withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")
+
+// withPolicy sets the Service's externalTrafficPolicy and a selector of its pods by their app label.
+func withPolicy(policy, app string) func(*ipam.ServiceFacts) {
+	return func(s *ipam.ServiceFacts) {
+		s.ExternalTrafficPolicy, s.Selector = policy, map[string]string{"app": app}
+	}
 }
 
 // TestPlanServiceIPsSharing: Services share an IP only with the same key, no port in common, the same
@@ -20,19 +56,13 @@ func withPolicy(policy string, selector map[string]string) func(*ipam.ServiceFac
 func TestPlanServiceIPsSharing(t *testing.T) {
 	t.Parallel()
 
-	v4 := func(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv4) }
-	pools := []*specs.LoadBalancerPoolConfig{{Name: "p", Addresses: []string{"10.0.0.1-10.0.0.9"}}}
-	key := withAnnotation(ipamres.AnnotationSharingKey, "k")
-	shareWith := func(namespaces string) func(*ipam.ServiceFacts) {
-		return withAnnotation(ipamres.AnnotationSharingNamespaces, namespaces)
-	}
-	ask := withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")
+	v4, pools := sharingV4, sharingPool
 
 	tests := []planCase{
 		{
 			name:     "other namespaces without opt-in: no share",
 			pools:    pools,
-			services: []ipam.ServiceFacts{svc("team-a/web", 1, key), svc("team-b/db", 2, key, withPorts("TCP/5432"))},
+			services: []ipam.ServiceFacts{teamWeb(), teamDB()},
 			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.2"},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
 				assert.Equal(t, "a new IP, as no IP with the same sharing key may be shared: 10.0.0.1 is held by Service team-a/web in another "+
@@ -44,8 +74,8 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			name:  "only one side opts in: no share, the request says which",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("team-a/web", 1, key, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
-				svc("team-b/db", 2, key, withPorts("TCP/5432"), shareWith("team-a"), ask),
+				teamWeb(askFirstIP),
+				teamDB(shareWith("team-a"), askFirstIP),
 			},
 			want: map[string]string{
 				v4("team-a/web"): "allocated 10.0.0.1",
@@ -55,25 +85,17 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			},
 		},
 		{
-			name:  "both opt in, by name and by *: shared",
-			pools: pools,
-			services: []ipam.ServiceFacts{
-				svc("team-a/web", 1, key, shareWith("team-b, team-c")),
-				svc("team-b/db", 2, key, withPorts("TCP/5432"), shareWith("*")),
-				svc("team-c/dns", 3, key, withPorts("UDP/53"), shareWith("team-a,team-b")),
-			},
+			name:     "both opt in, by name and by *: shared",
+			pools:    pools,
+			services: []ipam.ServiceFacts{teamWeb(shareWith("team-b, team-c")), teamDB(shareWith("*")), teamDNS(shareWith("team-a,team-b"))},
 			want: map[string]string{
 				v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.1", v4("team-c/dns"): "allocated 10.0.0.1",
 			},
 		},
 		{
-			name:  "every Service involved must opt in: the third does not name one of the two",
-			pools: pools,
-			services: []ipam.ServiceFacts{
-				svc("team-a/web", 1, key, shareWith("*")),
-				svc("team-b/db", 2, key, withPorts("TCP/5432"), shareWith("team-a")),
-				svc("team-c/dns", 3, key, withPorts("UDP/53"), shareWith("team-a")),
-			},
+			name:     "every Service involved must opt in: the third does not name one of the two",
+			pools:    pools,
+			services: []ipam.ServiceFacts{teamWeb(shareWith("*")), teamDB(shareWith("team-a")), teamDNS(shareWith("team-a"))},
 			want: map[string]string{
 				v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.1", v4("team-c/dns"): "allocated 10.0.0.2",
 			},
@@ -82,9 +104,9 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			name:  "Local with other selectors: no share; with the same selector: shared",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("d/web", 1, key, withPolicy("Local", map[string]string{"app": "web"}), ask),
-				svc("d/api", 2, key, withPorts("TCP/8080"), withPolicy("Local", map[string]string{"app": "api"}), ask),
-				svc("d/metrics", 3, key, withPorts("TCP/9090"), withPolicy("Local", map[string]string{"app": "web"})),
+				keyed("d/web", 1, withPolicy("Local", "web"), askFirstIP),
+				keyed("d/api", 2, withPorts("TCP/8080"), withPolicy("Local", "api"), askFirstIP),
+				keyed("d/metrics", 3, withPorts("TCP/9090"), withPolicy("Local", "web")),
 			},
 			want: map[string]string{
 				v4("d/web"): "allocated 10.0.0.1",
@@ -97,9 +119,9 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 			name:  "another traffic policy: no share; Cluster ignores the selector",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("d/web", 1, key, withPolicy("", map[string]string{"app": "web"}), ask),
-				svc("d/api", 2, key, withPorts("TCP/8080"), withPolicy("Local", map[string]string{"app": "web"}), ask),
-				svc("d/admin", 3, key, withPorts("TCP/8443"), withPolicy("Cluster", map[string]string{"app": "admin"})),
+				keyed("d/web", 1, withPolicy("", "web"), askFirstIP),
+				keyed("d/api", 2, withPorts("TCP/8080"), withPolicy("Local", "web"), askFirstIP),
+				keyed("d/admin", 3, withPorts("TCP/8443"), withPolicy("Cluster", "admin")),
 			},
 			want: map[string]string{
 				v4("d/web"): "allocated 10.0.0.1",
@@ -111,7 +133,7 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 		{
 			name:     "a port in common: no share",
 			pools:    pools,
-			services: []ipam.ServiceFacts{svc("d/a", 1, key, ask), svc("d/b", 2, key, ask)},
+			services: []ipam.ServiceFacts{keyed("d/a", 1, askFirstIP), keyed("d/b", 2, askFirstIP)},
 			want: map[string]string{
 				v4("d/a"): "allocated 10.0.0.1",
 				v4("d/b"): "failed: the requested IP 10.0.0.1 is held by Service d/a which already uses port TCP/80 on it",
@@ -129,19 +151,11 @@ func TestPlanServiceIPsSharing(t *testing.T) {
 func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 	t.Parallel()
 
-	v4 := func(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv4) }
-	pools := []*specs.LoadBalancerPoolConfig{{Name: "p", Addresses: []string{"10.0.0.1-10.0.0.9"}}}
-	key := withAnnotation(ipamres.AnnotationSharingKey, "k")
+	v4, pools := sharingV4, sharingPool
 	release := withAnnotation(ipamres.AnnotationReleaseLoadBalancerIP, "true")
 	heldShare := map[string]*specs.IPAllocationSpec{
 		v4("team-a/web"): held("10.0.0.1", "lb/p/IPv4", "uid-team-a/web"),
 		v4("team-b/db"):  held("10.0.0.1", "lb/p/IPv4", "uid-team-b/db"),
-	}
-	web := func(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
-		return svc("team-a/web", 1, append([]func(*ipam.ServiceFacts){key}, mutate...)...)
-	}
-	db := func(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
-		return svc("team-b/db", 2, append([]func(*ipam.ServiceFacts){key, withPorts("TCP/5432")}, mutate...)...)
 	}
 	kept := "allocated 10.0.0.1 (SharedWithoutOptIn)"
 
@@ -149,7 +163,7 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 		{
 			name:     "persisted share: both keep the IP, with the warning",
 			pools:    pools,
-			services: []ipam.ServiceFacts{web(), db()},
+			services: []ipam.ServiceFacts{teamWeb(), teamDB()},
 			previous: heldShare,
 			want:     map[string]string{v4("team-a/web"): kept, v4("team-b/db"): kept},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
@@ -164,7 +178,7 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 		{
 			name:     "state lost: both take the IP back from their status, with the warning naming the one missing opt-in",
 			pools:    pools,
-			services: []ipam.ServiceFacts{web(withIngress("10.0.0.1"), withAnnotation(ipamres.AnnotationSharingNamespaces, "team-b")), db(withIngress("10.0.0.1"))},
+			services: []ipam.ServiceFacts{teamWeb(withIngress("10.0.0.1"), shareWith("team-b")), teamDB(withIngress("10.0.0.1"))},
 			want:     map[string]string{v4("team-a/web"): kept, v4("team-b/db"): kept},
 			check: func(t *testing.T, plan ipam.ServiceIPPlan) {
 				reason := plan.Allocations[v4("team-b/db")].GetReason()
@@ -176,8 +190,8 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 			name:  "state lost, the share requested explicitly: kept, with the warning",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				web(withIngress("10.0.0.1")),
-				db(withIngress("10.0.0.1"), withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
+				teamWeb(withIngress("10.0.0.1")),
+				teamDB(withIngress("10.0.0.1"), askFirstIP),
 			},
 			want: map[string]string{v4("team-a/web"): kept, v4("team-b/db"): kept},
 		},
@@ -185,8 +199,8 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 			name:  "an older Service of another namespace asks for the IP a younger one shows: refused, nothing is shared",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				web(withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
-				db(withIngress("10.0.0.1"), withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")),
+				teamWeb(askFirstIP),
+				teamDB(withIngress("10.0.0.1"), askFirstIP),
 			},
 			want: map[string]string{
 				v4("team-a/web"): "failed: the requested IP 10.0.0.1 is held by Service team-b/db in another namespace, which Service " +
@@ -198,14 +212,14 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 		{
 			name:     "both opt in since: no warning",
 			pools:    pools,
-			services: []ipam.ServiceFacts{web(withAnnotation(ipamres.AnnotationSharingNamespaces, "*")), db(withAnnotation(ipamres.AnnotationSharingNamespaces, "team-a"))},
+			services: []ipam.ServiceFacts{teamWeb(shareWith("*")), teamDB(shareWith("team-a"))},
 			previous: heldShare,
 			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.1"},
 		},
 		{
 			name:     "no new share: Services of either namespace with the key get their own IP",
 			pools:    pools,
-			services: []ipam.ServiceFacts{web(), db(), svc("team-a/api", 3, key, withPorts("TCP/8080")), svc("team-c/dns", 4, key, withPorts("UDP/53"))},
+			services: []ipam.ServiceFacts{teamWeb(), teamDB(), keyed("team-a/api", 3, withPorts("TCP/8080")), keyed("team-c/dns", 4, withPorts("UDP/53"))},
 			previous: heldShare,
 			want: map[string]string{
 				v4("team-a/web"): kept, v4("team-b/db"): kept,
@@ -218,21 +232,21 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 		{
 			name:     "the other rules still split it: a port in common",
 			pools:    pools,
-			services: []ipam.ServiceFacts{web(), db(withPorts("TCP/80"))},
+			services: []ipam.ServiceFacts{teamWeb(), teamDB(withPorts("TCP/80"))},
 			previous: heldShare,
 			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.2"},
 		},
 		{
 			name:     "the younger released: it moves, the older keeps its IP without a warning",
 			pools:    pools,
-			services: []ipam.ServiceFacts{web(), db(release)},
+			services: []ipam.ServiceFacts{teamWeb(), teamDB(release)},
 			previous: heldShare,
 			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.1", v4("team-b/db"): "allocated 10.0.0.2"},
 		},
 		{
 			name:     "the older released: it moves, the younger keeps the IP without a warning",
 			pools:    pools,
-			services: []ipam.ServiceFacts{web(release, withIngress("10.0.0.1")), db(withIngress("10.0.0.1"))},
+			services: []ipam.ServiceFacts{teamWeb(release, withIngress("10.0.0.1")), teamDB(withIngress("10.0.0.1"))},
 			previous: heldShare,
 			want:     map[string]string{v4("team-a/web"): "allocated 10.0.0.2", v4("team-b/db"): "allocated 10.0.0.1"},
 		},
