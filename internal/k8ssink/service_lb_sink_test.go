@@ -22,139 +22,123 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
+// lbAllocated is the IP of family allocated to the Service of UID u1 from pool.
+func lbAllocated(family, address, pool string) *specs.IPAllocationSpec {
+	return &specs.IPAllocationSpec{Family: family, State: "allocated", Address: address, Pool: pool, OwnerUid: "u1"}
+}
+
+// lbKept is an IP of family the Service of UID u1 keeps outside of the allocation rules, with warning, which
+// reason explains.
+func lbKept(family, address, warning, reason string) *specs.IPAllocationSpec {
+	return &specs.IPAllocationSpec{Family: family, State: "allocated", Address: address, OwnerUid: "u1", Warning: warning, Reason: reason}
+}
+
+// lbFailed is the failed allocation of family to the Service of UID u1, for cause, which reason explains.
+func lbFailed(family, cause, reason string) *specs.IPAllocationSpec {
+	return &specs.IPAllocationSpec{Family: family, State: "failed", OwnerUid: "u1", Cause: cause, Reason: reason}
+}
+
+// lbCondition is the Service's LoadBalancerIPAllocated condition.
+func lbCondition(status metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: k8ssink.ConditionLoadBalancerIPAllocated, Status: status, Reason: reason, Message: message}
+}
+
 func TestDesiredLoadBalancerStatus(t *testing.T) {
 	t.Parallel()
 
 	vip, proxy := corev1.LoadBalancerIPModeVIP, corev1.LoadBalancerIPModeProxy
+	exhausted := "every load balancer pool that matches the Service is exhausted (a)"
+	proxied := lbAllocated("ipv4", "192.0.2.1", "lb/a/ipv4")
+	proxied.IpMode = "Proxy"
 
 	for _, tc := range []struct {
 		name    string
 		allocs  []*specs.IPAllocationSpec
 		ingress []corev1.LoadBalancerIngress
-		status  metav1.ConditionStatus
-		reason  string
-		message string
+		want    metav1.Condition
 	}{
 		{
-			name: "dual stack, in the order of the families",
-			allocs: []*specs.IPAllocationSpec{
-				{Family: "ipv6", State: "allocated", Address: "2001:db8::1", Pool: "lb/a/ipv6", OwnerUid: "u1"},
-				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", Pool: "lb/a/ipv4", OwnerUid: "u1", IpMode: "Proxy"},
-			},
+			name:    "dual stack, in the order of the families",
+			allocs:  []*specs.IPAllocationSpec{lbAllocated("ipv6", "2001:db8::1", "lb/a/ipv6"), proxied},
 			ingress: []corev1.LoadBalancerIngress{{IP: "2001:db8::1", IPMode: &vip}, {IP: "192.0.2.1", IPMode: &proxy}},
-			status:  metav1.ConditionTrue,
-			reason:  k8ssink.ReasonIPAllocated,
-			message: "ipv6: 2001:db8::1 from IPPool lb/a/ipv6; ipv4: 192.0.2.1 from IPPool lb/a/ipv4",
+			want:    lbCondition(metav1.ConditionTrue, k8ssink.ReasonIPAllocated, "ipv6: 2001:db8::1 from IPPool lb/a/ipv6; ipv4: 192.0.2.1 from IPPool lb/a/ipv4"),
 		},
 		{
 			name: "one family without a pool: the IP of the other is written, the condition is False",
 			allocs: []*specs.IPAllocationSpec{
-				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", Pool: "lb/a/ipv4", OwnerUid: "u1"},
-				{Family: "ipv6", State: "failed", OwnerUid: "u1", Cause: "no-pool-matches", Reason: "no load balancer pool of ipv6 matches the Service"},
+				lbAllocated("ipv4", "192.0.2.1", "lb/a/ipv4"),
+				lbFailed("ipv6", "no-pool-matches", "no load balancer pool of ipv6 matches the Service"),
 			},
 			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonNoPoolMatches,
-			message: "ipv4: 192.0.2.1 from IPPool lb/a/ipv4; ipv6: no load balancer pool of ipv6 matches the Service",
+			want: lbCondition(metav1.ConditionFalse, k8ssink.ReasonNoPoolMatches,
+				"ipv4: 192.0.2.1 from IPPool lb/a/ipv4; ipv6: no load balancer pool of ipv6 matches the Service"),
 		},
 		{
 			name: "an IP kept outside every pool: held, with the warning as the reason",
 			allocs: []*specs.IPAllocationSpec{
-				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", Pool: "lb/a/ipv4", OwnerUid: "u1"},
-				{Family: "ipv6", State: "allocated", Address: "2001:db8::9", OwnerUid: "u1", Warning: "OutsidePools", Reason: "no pool holds it; release it with the annotation"},
+				lbAllocated("ipv4", "192.0.2.1", "lb/a/ipv4"),
+				lbKept("ipv6", "2001:db8::9", "OutsidePools", "no pool holds it; release it with the annotation"),
 			},
 			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}, {IP: "2001:db8::9", IPMode: &vip}},
-			status:  metav1.ConditionTrue,
-			reason:  "OutsidePools",
-			message: "ipv4: 192.0.2.1 from IPPool lb/a/ipv4; ipv6: 2001:db8::9: no pool holds it; release it with the annotation",
+			want: lbCondition(metav1.ConditionTrue, "OutsidePools",
+				"ipv4: 192.0.2.1 from IPPool lb/a/ipv4; ipv6: 2001:db8::9: no pool holds it; release it with the annotation"),
 		},
 		{
-			name: "a share across namespaces kept without opt-in: held, with the warning as the reason",
-			allocs: []*specs.IPAllocationSpec{
-				{Family: "ipv4", State: "allocated", Address: "192.0.2.1", OwnerUid: "u1", Warning: "SharedWithoutOptIn", Reason: "shared without opt-in"},
-			},
+			name:    "a share across namespaces kept without opt-in: held, with the warning as the reason",
+			allocs:  []*specs.IPAllocationSpec{lbKept("ipv4", "192.0.2.1", "SharedWithoutOptIn", "shared without opt-in")},
 			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}},
-			status:  metav1.ConditionTrue,
-			reason:  "SharedWithoutOptIn",
-			message: "ipv4: 192.0.2.1: shared without opt-in",
+			want:    lbCondition(metav1.ConditionTrue, "SharedWithoutOptIn", "ipv4: 192.0.2.1: shared without opt-in"),
 		},
 		{
-			name: "a kept IP and a missing one: False, for the missing one",
-			allocs: []*specs.IPAllocationSpec{
-				{Family: "ipv4", State: "allocated", Address: "192.0.2.0", OwnerUid: "u1", Warning: "ReservedAddress", Reason: "the first address"},
-				{Family: "ipv6", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
-			},
+			name:    "a kept IP and a missing one: False, for the missing one",
+			allocs:  []*specs.IPAllocationSpec{lbKept("ipv4", "192.0.2.0", "ReservedAddress", "the first address"), lbFailed("ipv6", "pools-exhausted", exhausted)},
 			ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.0", IPMode: &vip}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonPoolsExhausted,
-			message: "ipv4: 192.0.2.0: the first address; ipv6: every load balancer pool that matches the Service is exhausted (a)",
+			want:    lbCondition(metav1.ConditionFalse, k8ssink.ReasonPoolsExhausted, "ipv4: 192.0.2.0: the first address; ipv6: "+exhausted),
 		},
 		{
-			name:    "no pool configured",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "no-pool-matches", Reason: "no load balancer pool is configured (loadBalancer.pools in the config file)"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonNoPoolMatches,
-			message: "ipv4: no load balancer pool is configured (loadBalancer.pools in the config file)",
+			name:   "no pool configured",
+			allocs: []*specs.IPAllocationSpec{lbFailed("ipv4", "no-pool-matches", "no load balancer pool is configured (loadBalancer.pools in the config file)")},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonNoPoolMatches, "ipv4: no load balancer pool is configured (loadBalancer.pools in the config file)"),
 		},
 		{
-			name:    "exhausted",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "every load balancer pool that matches the Service is exhausted (a)"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonPoolsExhausted,
-			message: "ipv4: every load balancer pool that matches the Service is exhausted (a)",
+			name:   "exhausted",
+			allocs: []*specs.IPAllocationSpec{lbFailed("ipv4", "pools-exhausted", exhausted)},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonPoolsExhausted, "ipv4: "+exhausted),
 		},
 		{
-			name:    "a request refused",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", Origin: "requested", OwnerUid: "u1", Cause: "ip-rejected", Reason: "the requested IP 192.0.2.9 is held"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonIPRejected,
-			message: "ipv4: the requested IP 192.0.2.9 is held",
+			name:   "a request refused",
+			allocs: []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", Origin: "requested", OwnerUid: "u1", Cause: "ip-rejected", Reason: "the requested IP 192.0.2.9 is held"}},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonIPRejected, "ipv4: the requested IP 192.0.2.9 is held"),
 		},
 		{
-			name: "RequireDualStack without an IPv6 IP: no IPv4 either",
-			allocs: []*specs.IPAllocationSpec{
-				{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "dual-stack-incomplete", Reason: "RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted (a)"},
-				{Family: "ipv6", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "every load balancer pool that matches the Service is exhausted (a)"},
-			},
-			status: metav1.ConditionFalse,
-			reason: k8ssink.ReasonDualStackIncomplete,
-			message: "ipv4: RequireDualStack: no ipv6 IP: every load balancer pool that matches the Service is exhausted (a); " +
-				"ipv6: every load balancer pool that matches the Service is exhausted (a)",
+			name:   "RequireDualStack without an IPv6 IP: no IPv4 either",
+			allocs: []*specs.IPAllocationSpec{lbFailed("ipv4", "dual-stack-incomplete", "RequireDualStack: no ipv6 IP: "+exhausted), lbFailed("ipv6", "pools-exhausted", exhausted)},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonDualStackIncomplete, "ipv4: RequireDualStack: no ipv6 IP: "+exhausted+"; ipv6: "+exhausted),
 		},
 		{
-			name:    "the cause decides, not the wording of the reason",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "pools-exhausted", Reason: "no load balancer pool has a free IP"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonPoolsExhausted,
-			message: "ipv4: no load balancer pool has a free IP",
+			name:   "the cause decides, not the wording of the reason",
+			allocs: []*specs.IPAllocationSpec{lbFailed("ipv4", "pools-exhausted", "no load balancer pool has a free IP")},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonPoolsExhausted, "ipv4: no load balancer pool has a free IP"),
 		},
 		{
-			name:    "a request refused by its cause, whatever its origin says",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Cause: "ip-rejected", Reason: "RequireDualStack: the requested IP is exhausted"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonIPRejected,
-			message: "ipv4: RequireDualStack: the requested IP is exhausted",
+			name:   "a request refused by its cause, whatever its origin says",
+			allocs: []*specs.IPAllocationSpec{lbFailed("ipv4", "ip-rejected", "RequireDualStack: the requested IP is exhausted")},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonIPRejected, "ipv4: RequireDualStack: the requested IP is exhausted"),
 		},
 		{
-			name:    "another failure",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "failed", OwnerUid: "u1", Reason: "something new"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonNotAllocated,
-			message: "ipv4: something new",
+			name:   "another failure",
+			allocs: []*specs.IPAllocationSpec{lbFailed("ipv4", "", "something new")},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonNotAllocated, "ipv4: something new"),
 		},
 		{
-			name:    "pending",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "pending", OwnerUid: "u1"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonAllocationPending,
-			message: "ipv4: waiting",
+			name:   "pending",
+			allocs: []*specs.IPAllocationSpec{{Family: "ipv4", State: "pending", OwnerUid: "u1"}},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonAllocationPending, "ipv4: waiting"),
 		},
 		{
-			name:    "the allocation of a Service re-created under the same name is not this one's",
-			allocs:  []*specs.IPAllocationSpec{{Family: "ipv4", State: "allocated", Address: "192.0.2.1", OwnerUid: "u0"}},
-			status:  metav1.ConditionFalse,
-			reason:  k8ssink.ReasonAllocationPending,
-			message: "ipv4: not decided yet",
+			name:   "the allocation of a Service re-created under the same name is not this one's",
+			allocs: []*specs.IPAllocationSpec{{Family: "ipv4", State: "allocated", Address: "192.0.2.1", OwnerUid: "u0"}},
+			want:   lbCondition(metav1.ConditionFalse, k8ssink.ReasonAllocationPending, "ipv4: not decided yet"),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,9 +147,7 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 			got := k8ssink.DesiredLoadBalancerStatus(tc.allocs, "u1")
 
 			assert.Equal(t, tc.ingress, got.Ingress)
-			assert.Equal(t, metav1.Condition{
-				Type: k8ssink.ConditionLoadBalancerIPAllocated, Status: tc.status, Reason: tc.reason, Message: tc.message,
-			}, got.Condition)
+			assert.Equal(t, tc.want, got.Condition)
 		})
 	}
 }
@@ -177,21 +159,16 @@ func TestDesiredLoadBalancerStatus(t *testing.T) {
 func TestServiceLBSink(t *testing.T) {
 	t.Parallel()
 
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
-		Status: corev1.ServiceStatus{Conditions: []metav1.Condition{
-			{Type: "example.com/Other", Status: metav1.ConditionTrue, Reason: "Theirs", LastTransitionTime: metav1.Now()},
-		}},
+	svc := webService()
+	svc.Status.Conditions = []metav1.Condition{
+		{Type: "example.com/Other", Status: metav1.ConditionTrue, Reason: "Theirs", LastTransitionTime: metav1.Now()},
 	}
 
 	client, lister, events, s := startServiceLBSink(t, svc)
 
-	mirror := kube.NewKubeService(kube.NamespaceName, "default/web")
-	mirror.TypedSpec().Value = &specs.KubeServiceSpec{Uid: "u1", Namespace: "default", Name: "web"}
 	alloc := allocatedIPv4()
 
-	s.Create(mirror, alloc)
+	s.Create(webMirror(nil, ""), alloc)
 
 	statusID := sink.ApplyStatusID(sink.KindService, "default/web")
 
@@ -256,19 +233,9 @@ func TestServiceLBSink(t *testing.T) {
 func TestServiceLBSinkPreferDualStack(t *testing.T) {
 	t.Parallel()
 
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
-	}
+	_, lister, _, s := startServiceLBSink(t, webService())
 
-	_, lister, _, s := startServiceLBSink(t, svc)
-
-	mirror := kube.NewKubeService(kube.NamespaceName, "default/web")
-	mirror.TypedSpec().Value = &specs.KubeServiceSpec{
-		Uid: "u1", Namespace: "default", Name: "web", IpFamilies: []string{"IPv4", "IPv6"}, IpFamilyPolicy: "PreferDualStack",
-	}
-
-	s.Create(mirror, allocatedIPv4())
+	s.Create(webMirror([]string{"IPv4", "IPv6"}, "PreferDualStack"), allocatedIPv4())
 
 	got := waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
 	assert.Equal(t, "192.0.2.10", got.Status.LoadBalancer.Ingress[0].IP)
@@ -298,6 +265,23 @@ func startServiceLBSink(t *testing.T, svc *corev1.Service) (*fake.Clientset, cor
 	s.Start()
 
 	return client, lister, events, s
+}
+
+// webService is the LoadBalancer Service default/web, of UID u1, that the sink tests write the status of.
+func webService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+	}
+}
+
+// webMirror is talos-ccm's mirror of default/web, of the IP families and family policy given (none: the
+// defaults).
+func webMirror(families []string, policy string) *kube.KubeService {
+	mirror := kube.NewKubeService(kube.NamespaceName, "default/web")
+	mirror.TypedSpec().Value = &specs.KubeServiceSpec{Uid: "u1", Namespace: "default", Name: "web", IpFamilies: families, IpFamilyPolicy: policy}
+
+	return mirror
 }
 
 // allocatedIPv4 is the allocation of 192.0.2.10 to default/web.
