@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -184,17 +185,23 @@ func KubeletStatus(m Machine, kubeletVersion string, now time.Time) corev1.NodeS
 	return status
 }
 
-// bareStatus is status without what a decision of talos-ccm never reads and earlier simulated kubelets
-// did not post: the images, the runtime's handlers and features, the huge pages.
-func bareStatus(status corev1.NodeStatus) corev1.NodeStatus {
+// BareKubeletStatus is status (a KubeletStatus) without what earlier simulated kubelets did not post
+// and no decision of talos-ccm reads: the images, the runtime's handlers and features, the huge pages.
+// Measurements made on such Nodes compare with it.
+func BareKubeletStatus(status corev1.NodeStatus) corev1.NodeStatus {
 	status.Images, status.RuntimeHandlers, status.Features = nil, nil, nil
-
-	for _, list := range []corev1.ResourceList{status.Capacity, status.Allocatable} {
-		delete(list, "hugepages-1Gi")
-		delete(list, "hugepages-2Mi")
-	}
+	status.Capacity, status.Allocatable = withoutHugePages(status.Capacity), withoutHugePages(status.Allocatable)
 
 	return status
+}
+
+func withoutHugePages(list corev1.ResourceList) corev1.ResourceList {
+	out := maps.Clone(list)
+	maps.DeleteFunc(out, func(name corev1.ResourceName, _ resource.Quantity) bool {
+		return strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
+	})
+
+	return out
 }
 
 // readyCondition is the Ready condition a kubelet posts (without its times).

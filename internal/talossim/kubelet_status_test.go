@@ -124,3 +124,23 @@ func conditionTexts(status corev1.NodeStatus) map[corev1.NodeConditionType]strin
 
 	return out
 }
+
+func TestBareKubeletStatus(t *testing.T) {
+	t.Parallel()
+
+	full := talossim.KubeletStatus(talossim.Generate(1, 1)[0], talossim.DefaultKubeletVersion, time.Now())
+	bare := talossim.BareKubeletStatus(full)
+
+	assert.Empty(t, bare.Images)
+	assert.Empty(t, bare.RuntimeHandlers)
+	assert.Nil(t, bare.Features)
+	assert.NotContains(t, bare.Capacity, corev1.ResourceName("hugepages-2Mi"))
+	assert.NotContains(t, bare.Allocatable, corev1.ResourceName("hugepages-1Gi"))
+	assert.Contains(t, full.Capacity, corev1.ResourceName("hugepages-2Mi"), "the kubelet's status is left alone")
+	assert.Equal(t, full.Conditions, bare.Conditions)
+	assert.Equal(t, full.NodeInfo, bare.NodeInfo)
+
+	bareJSON, err := json.Marshal(bare)
+	require.NoError(t, err)
+	assert.Less(t, len(bareJSON), 2_500)
+}

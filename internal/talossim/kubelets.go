@@ -573,7 +573,7 @@ func newNode(m Machine) *corev1.Node {
 func setNodeStatus(node *corev1.Node, m Machine, opts KubeletOptions, now time.Time) {
 	status := KubeletStatus(m, opts.KubeletVersion, now)
 	if opts.BareStatus {
-		status = bareStatus(status)
+		status = BareKubeletStatus(status)
 	}
 
 	conditions := status.Conditions

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -228,24 +227,12 @@ func startFloodCCM(ctx context.Context, opts options, cp *testenv.Env, work stri
 	// No talosconfig: the approver runs alone, and its decisions are all there is to measure.
 	ccm.Env = append(os.Environ(), "TALOSCONFIG=")
 
-	logFile, err := os.Create(filepath.Join(opts.outDir, "talos-ccm-flood.log"))
+	_, stop, err := startCCM(ccm, filepath.Join(opts.outDir, "talos-ccm-flood.log"))
 	if err != nil {
 		return nil, "", 0, err
 	}
 
-	ccm.Stdout, ccm.Stderr = logFile, logFile
-
-	if err = ccm.Start(); err != nil {
-		logFile.Close() //nolint:errcheck
-
-		return nil, "", 0, fmt.Errorf("failed to start %s (make build first): %w", opts.ccmBin, err)
-	}
-
-	return func() {
-		ccm.Process.Signal(syscall.SIGTERM) //nolint:errcheck
-		ccm.Wait()                          //nolint:errcheck
-		logFile.Close()                     //nolint:errcheck
-	}, metricsAddr, ccm.Process.Pid, nil
+	return stop, metricsAddr, ccm.Process.Pid, nil
 }
 
 // createFloodNode creates an initialized Node (uninitialized with the taint) whose only address is its

@@ -27,6 +27,8 @@ type floorSpec struct {
 	// qps and burst are the client-side rate limit; qps 0 is none.
 	qps   float64
 	burst int
+	// bareNodes gives the floor's Nodes a bare status instead of a kubelet's (nodeStatus).
+	bareNodes bool
 }
 
 // floorWriteSets are the write sets the floor can issue per Node, by number of writes: what talos-ccm
@@ -40,7 +42,8 @@ var floorWriteSets = map[int]struct {
 }
 
 // measureFloor issues, on n Nodes of its own, the writes talos-ccm makes to initialize a Node, with a bare
-// client of the spec's concurrency and rate limit. The Nodes are created before and deleted after, untimed.
+// client of the spec's concurrency and rate limit. The Nodes are created before (with the status the
+// simulated kubelets post, which a Node's creation may carry) and deleted after, untimed.
 func measureFloor(ctx context.Context, admin *rest.Config, n int, spec floorSpec) (latencies, error) {
 	writeSet, ok := floorWriteSets[spec.writes]
 	if !ok {
@@ -58,10 +61,7 @@ func measureFloor(ctx context.Context, admin *rest.Config, n int, spec floorSpec
 	}
 
 	err = parallel(ctx, names, 64, func(ctx context.Context, name string) error {
-		_, err := setup.CoreV1().Nodes().Create(ctx, &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
-		}, metav1.CreateOptions{})
+		_, err := setup.CoreV1().Nodes().Create(ctx, floorNode(name, spec.bareNodes), metav1.CreateOptions{})
 
 		return err
 	})
@@ -107,6 +107,15 @@ func measureFloor(ctx context.Context, admin *rest.Config, n int, spec floorSpec
 	}
 
 	return res, nil
+}
+
+// floorNode is a Node of the floor as its kubelet registers it: uninitialized, with its status.
+func floorNode(name string, bare bool) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Status:     nodeStatus(name, bare),
+	}
 }
 
 // rateLimited is cfg with a client-side rate limit of qps and burst, or none when qps is 0 (a negative QPS

@@ -37,6 +37,8 @@ type options struct {
 	hostile int
 	// ccmArgs are added to talos-ccm's command line (--ccm-args), for experiments.
 	ccmArgs []string
+	// bareNodes gives the Nodes (the kubelets' and the floor's) a bare status instead of a kubelet's.
+	bareNodes bool
 
 	// floor is the floor without a client-side rate limit; throttled the same at talos-ccm's default rate
 	// limit (qps 0: not measured). Both are completed from talos-ccm's defaults in run.
@@ -63,10 +65,12 @@ func main() {
 	flag.DurationVar(&opts.cpuProfile, "cpu-profile", 20*time.Second, "how long the CPU profile of each scenario runs from talos-ccm's start (cpu-<scenario>.pprof)")
 	flag.StringVar(&opts.logLevel, "ccm-log-level", "info", "--log-level of talos-ccm (its log is written next to the results, and its lines per node are reported)")
 	flag.IntVar(&opts.flood, "flood", 1600, "also run the flood scenario: one node files this many CSRs, another node's approvals are timed (0: skip)")
+	flag.BoolVar(&opts.bareNodes, "bare-nodes", false, "give the Nodes (the simulated kubelets' and the floor's) a bare status: no images, no runtime handlers, no huge pages, as the bench's Nodes were before they carried a kubelet's status; to compare with measurements made on such Nodes")
 	flag.IntVar(&opts.hostile, "hostile", 8, "in the flood scenario, before the flood: this many kubelets file a CSR signed with an RSA key of over 65,536 bits each, another node's approval is timed, talos-ccm's CPU per request measured (0: skip)")
 	flag.Parse()
 
 	opts.ccmArgs = strings.Fields(ccmArgs)
+	opts.floor.bareNodes = opts.bareNodes
 
 	if _, ok := floorWriteSets[opts.floor.writes]; !ok {
 		fmt.Fprintf(os.Stderr, "bench: --floor-writes must be 2 or 3, not %d\n", opts.floor.writes)
@@ -165,7 +169,7 @@ func run(ctx context.Context, opts options, throttledFloor bool) error {
 	var out bytes.Buffer
 
 	reportHeader(&out, what, opts)
-	report(&out, results, opts)
+	report(&out, results, what, opts)
 
 	if flood != nil {
 		reportFlood(&out, flood)

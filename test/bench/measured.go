@@ -24,6 +24,8 @@ type measured struct {
 	concurrency int
 	qps         float64
 	burst       int
+	// binary is the talos-ccm binary's size.
+	binary binarySize
 }
 
 // inspect finds what a run measures. A failure to read the commit is no reason not to measure: it is
@@ -37,6 +39,10 @@ func inspect(ctx context.Context, ccmBin string) (measured, error) {
 	}
 
 	m.version = strings.TrimSpace(string(version))
+
+	if m.binary, err = readBinarySize(ccmBin); err != nil {
+		return m, err
+	}
 
 	// --help may exit with a non-zero status after printing the usage: the output is what counts.
 	help, _ := exec.CommandContext(ctx, ccmBin, "--help").CombinedOutput()

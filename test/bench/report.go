@@ -23,6 +23,8 @@ func reportHeader(w io.Writer, what measured, opts options) {
 		fmt.Fprintf(w, "talos-ccm: its default flags (%s) but %s\n", defaults, strings.Join(opts.ccmArgs, " "))
 	}
 
+	fmt.Fprintln(w, nodeStatusText(opts.bareNodes))
+
 	fmt.Fprintf(w, "FLOOR: %d Node writes per node (%s), %d Nodes at once, by a bare client without a client-side rate limit\n",
 		opts.floor.writes, floorWriteSets[opts.floor.writes].about, opts.floor.concurrency)
 
@@ -41,7 +43,7 @@ func throttledName(spec floorSpec) string {
 
 // report prints one block per scenario: each figure of talos-ccm next to the floors measured in the same
 // run, and the ratios between them.
-func report(w io.Writer, results []*result, opts options) {
+func report(w io.Writer, results []*result, what measured, opts options) {
 	if len(results) == 0 {
 		return
 	}
@@ -106,12 +108,18 @@ func report(w io.Writer, results []*result, opts options) {
 		row("peak RSS / per node", fmt.Sprintf("%s / %s", mib(float64(r.peakRSS)), kib(float64(r.peakRSS)/float64(r.nodes))), "-")
 		row("peak RSS: anonymous / binary's pages", fmt.Sprintf("%s / %s", mib(float64(r.peakResident.anon)), mib(float64(r.peakResident.file))),
 			"(sampled every "+residentSampling.String()+"; the binary's pages are the same at any size)")
+		row("binary: file / code / read-only data", what.binary.String(), "(its code and read-only data are what the binary's pages above come from)")
 		row("after init: heap / per node", fmt.Sprintf("%s / %s", mib(r.heapBytes), kib(r.heapBytes/float64(r.nodes))), "-")
 		row("after init: stacks / goroutines", fmt.Sprintf("%s / %.0f", mib(r.stackBytes), r.goroutines), "-")
+		row("after init: goroutines per machine", fmt.Sprintf("%.2f", perMachine(r.goroutines, r.baselineGoroutines, r.nodes)),
+			fmt.Sprintf("((%.0f - %.0f) / %d: the goroutines after init minus those of a talos-ccm started before any Node existed, per node)",
+				r.goroutines, r.baselineGoroutines, r.nodes))
 
 		idle := fmt.Sprintf("idle %s:", r.idle)
 		row(idle+" Node / other writes per minute", fmt.Sprintf("%.1f / %.1f", total(r.idleRequests.nodeWrites), r.idleRequests.writes()-total(r.idleRequests.nodeWrites)), "-")
 		row(idle+" Talos calls per minute", talosIdleText(r.idleTalos), "-")
+		row(idle+" live heap growth", fmt.Sprintf("%+.1f MiB", (r.idleHeapEnd-r.idleHeapStart)/(1<<20)),
+			fmt.Sprintf("(the heap after a forced collection at the window's end minus at its start, %.1f MiB)", r.idleHeapStart/(1<<20)))
 		row("kubelet registration (not talos-ccm)", round(r.registration).String(), "-")
 		row("CSR seen by a watch p50 / p99 (not talos-ccm)", fmt.Sprintf("%s / %s", round(r.csrWatch.p50), round(r.csrWatch.p99)), "-")
 	}
@@ -182,6 +190,8 @@ func writeCSV(path string, results []*result, what measured, opts options) error
 		"peak_rss_mib", "peak_rss_kib_per_node", "peak_anon_mib", "peak_file_mib", "cpu_s", "cpu_ms_per_node", "heap_mib", "heap_kib_per_node", "stack_mib", "goroutines",
 		"idle_min", "idle_node_writes_per_min", "idle_other_writes_per_min", "idle_talos_calls_per_min", "idle_talos_calls_by_resource",
 		"registration_s", "csr_watch_p50_s", "csr_watch_p99_s",
+		"node_status", "binary_bytes", "binary_code_bytes", "binary_rodata_bytes", "goroutines_baseline", "goroutines_per_machine",
+		"idle_live_heap_start_mib", "idle_live_heap_growth_mib",
 	}}
 
 	for _, r := range results {
@@ -209,6 +219,9 @@ func writeCSV(path string, results []*result, what measured, opts options) error
 			fmt.Sprintf("%.2f", r.idleRequests.writes()-total(r.idleRequests.nodeWrites)),
 			fmt.Sprintf("%.2f", total(r.idleTalos)), countsText(r.idleTalos, "%.2f"),
 			secs(r.registration), secs(r.csrWatch.p50), secs(r.csrWatch.p99),
+			nodeStatusName(opts.bareNodes), fmt.Sprint(what.binary.file), fmt.Sprint(what.binary.code), fmt.Sprint(what.binary.rodata),
+			fmt.Sprintf("%.0f", r.baselineGoroutines), fmt.Sprintf("%.3f", perMachine(r.goroutines, r.baselineGoroutines, r.nodes)),
+			fmt.Sprintf("%.2f", r.idleHeapStart/(1<<20)), fmt.Sprintf("%.2f", (r.idleHeapEnd-r.idleHeapStart)/(1<<20)),
 		})
 	}
 

@@ -92,6 +92,10 @@ type result struct {
 
 	// After initialization: goroutines, and the bytes of their stacks and of the heap.
 	goroutines, stackBytes, heapBytes float64
+	// baselineGoroutines are a talos-ccm's before any Node exists (baselineGoroutines).
+	baselineGoroutines float64
+	// idleHeapStart and idleHeapEnd are the live heap at the idle window's start and end (readLiveHeap).
+	idleHeapStart, idleHeapEnd float64
 
 	scenario
 	csrSubmitted int
@@ -179,9 +183,21 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	defer watch.stop()
 
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err = cp.WriteKubeconfig(kubeconfig); err != nil {
+		return nil, err
+	}
+
+	step("baseline: talos-ccm's goroutines before any Node exists")
+
+	if res.baselineGoroutines, err = baselineGoroutines(ctx, opts, kubeconfig, work,
+		filepath.Join(opts.outDir, "talos-ccm-"+sc.slug()+"-baseline.log"), "--talosconfig", srv.TalosconfigPath()); err != nil {
+		return nil, err
+	}
+
 	step(fmt.Sprintf("registering %d Nodes as their kubelets do", sc.nodes))
 
-	kubelets, err := talossim.NewKubelets(cp.Config, machines, talossim.KubeletOptions{})
+	kubelets, err := talossim.NewKubelets(cp.Config, machines, talossim.KubeletOptions{BareStatus: opts.bareNodes})
 	if err != nil {
 		return nil, err
 	}
@@ -203,44 +219,22 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	step(fmt.Sprintf("registered in %s; starting talos-ccm", res.registration.Round(time.Millisecond)))
 
-	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err = cp.WriteKubeconfig(kubeconfig); err != nil {
-		return nil, err
-	}
-
 	metricsAddr, err := freeAddress()
 	if err != nil {
 		return nil, err
 	}
 
 	ccm := ccmCommand(ctx, opts, kubeconfig, work, metricsAddr, "--talosconfig", srv.TalosconfigPath(), "--profiling")
+	logPath := filepath.Join(opts.outDir, "talos-ccm-"+sc.slug()+".log")
 
-	logFile, err := os.Create(filepath.Join(opts.outDir, "talos-ccm-"+sc.slug()+".log"))
+	ccmStart, initCPU := time.Now(), readCPUShares()
+
+	exited, stopCCM, err := startCCM(ccm, logPath)
 	if err != nil {
 		return nil, err
 	}
 
-	defer logFile.Close() //nolint:errcheck
-
-	ccm.Stdout, ccm.Stderr = logFile, logFile
-
-	ccmStart, initCPU := time.Now(), readCPUShares()
-
-	if err = ccm.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start %s (make build first): %w", opts.ccmBin, err)
-	}
-
-	exited := make(chan struct{})
-
-	go func() {
-		ccm.Wait() //nolint:errcheck
-		close(exited)
-	}()
-
-	defer func() {
-		ccm.Process.Signal(syscall.SIGTERM) //nolint:errcheck
-		<-exited
-	}()
+	defer stopCCM()
 
 	sampling, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
@@ -296,7 +290,12 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.stateWrites = sum(before, "talos_ccm_state_writes_total") / float64(sc.nodes)
 	res.runtimeWork = readRuntimeWork(metricsAddr, sc.nodes)
 	res.runtimeWork.resumes = sum(before, "talos_ccm_state_watch_resumes_total")
-	res.logLines = countLogLines(logFile.Name()) / float64(sc.nodes)
+	res.logLines = countLogLines(logPath) / float64(sc.nodes)
+
+	// Read after the metrics above: the collection it runs leaves them alone.
+	if res.idleHeapStart, err = readLiveHeap(metricsAddr); err != nil {
+		return nil, err
+	}
 
 	step(fmt.Sprintf("idle for %s", opts.idle))
 
@@ -308,6 +307,10 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 
 	after, err := scrape(metricsAddr)
 	if err != nil {
+		return nil, err
+	}
+
+	if res.idleHeapEnd, err = readLiveHeap(metricsAddr); err != nil {
 		return nil, err
 	}
 
@@ -345,6 +348,36 @@ func ccmCommand(ctx context.Context, opts options, kubeconfig, work, metricsAddr
 	ccm.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
 	return ccm
+}
+
+// startCCM starts talos-ccm with its output to a new log at logPath, and returns a channel closed when it
+// has exited and how to stop it (SIGTERM, then its exit awaited).
+func startCCM(ccm *exec.Cmd, logPath string) (exited <-chan struct{}, stop func(), err error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	ccm.Stdout, ccm.Stderr = logFile, logFile
+
+	if err = ccm.Start(); err != nil {
+		logFile.Close() //nolint:errcheck
+
+		return nil, nil, fmt.Errorf("failed to start %s (make build first): %w", ccm.Path, err)
+	}
+
+	done := make(chan struct{})
+
+	go func() {
+		ccm.Wait()      //nolint:errcheck
+		logFile.Close() //nolint:errcheck
+		close(done)
+	}()
+
+	return done, func() {
+		ccm.Process.Signal(syscall.SIGTERM) //nolint:errcheck
+		<-done
+	}, nil
 }
 
 func step(msg string) {
