@@ -2,6 +2,8 @@ package testcsr_test
 
 import (
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -57,4 +59,44 @@ func TestMultiPrimeKeySignsSHA256Only(t *testing.T) {
 
 	_, err = key.Sign(rand.Reader, make([]byte, crypto.SHA1.Size()), crypto.SHA1)
 	assert.Error(t, err)
+}
+
+// A padded request is still a well-signed serving request of its node, larger by the padding: the
+// extension carries it, and nothing else changes.
+func TestServingRequestWithPadding(t *testing.T) {
+	t.Parallel()
+
+	const pad = 10_000
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+
+	plain, err := testcsr.ServingRequest("node-1", key)
+	require.NoError(t, err)
+
+	raw, err := testcsr.ServingRequest("node-1", key, testcsr.WithPadding(pad))
+	require.NoError(t, err)
+
+	// PEM spends four bytes on every three.
+	assert.Greater(t, len(raw)-len(plain), pad*4/3)
+
+	block, _ := pem.Decode(raw)
+	require.NotNil(t, block)
+
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	require.NoError(t, err)
+	require.NoError(t, req.CheckSignature())
+
+	assert.Equal(t, "system:node:node-1", req.Subject.CommonName)
+	assert.Equal(t, []string{"node-1"}, req.DNSNames)
+
+	var padding []byte
+
+	for _, ext := range req.Extensions {
+		if ext.Id.Equal(testcsr.PaddingExtension) {
+			padding = ext.Value
+		}
+	}
+
+	assert.Len(t, padding, pad)
 }

@@ -5,10 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/asn1"
-	"encoding/pem"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -119,7 +115,12 @@ func TestHostileCSRMemory(t *testing.T) {
 	startCSRApprover(t, warm, app.Options{APIListen: socket})
 	st := stateClient(t, socket)
 
-	request := paddedCSR(t, flooder, padBytes)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+
+	request, err := testcsr.ServingRequest(flooder, key, testcsr.WithPadding(padBytes))
+	require.NoError(t, err)
+
 	before := heapAlloc()
 
 	names := make([]string, requests)
@@ -231,24 +232,6 @@ func createCSRNode(t *testing.T, name string, uninitialized bool) {
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
 	_, err = env.Clientset().CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{})
 	require.NoError(t, err)
-}
-
-// paddedCSR is a kubelet serving request of node for its own name, made larger by an extension of pad
-// bytes.
-func paddedCSR(t *testing.T, node string, pad int) []byte {
-	t.Helper()
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:         pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		DNSNames:        []string{node},
-		ExtraExtensions: []pkix.Extension{{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 99999, 1}, Value: make([]byte, pad)}},
-	}, key)
-	require.NoError(t, err)
-
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
 // createRawCSR files a kubelet serving request with the given PEM bytes as node (impersonated, so that the
