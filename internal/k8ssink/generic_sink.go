@@ -2,25 +2,55 @@ package k8ssink
 
 import (
 	"context"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
 // SinkController applies every Input to Kubernetes and records the outcome of each pass in the Input's
 // ApplyStatus (sink.ApplyStatusID of the sink's kind and the Input's ID), its only output, shared by the
 // sinks. Every sink is one, built by newSinkController from what differs between sinks.
-type SinkController[Input generic.ResourceWithRD] = qtransform.QController[Input, *sink.ApplyStatus]
+//
+// It declares what a qtransform controller of the same settings declares (the input as the primary input,
+// on which it keeps a finalizer named after itself, the ApplyStatuses to learn when one may be destroyed,
+// the extra inputs, the outputs), so the dependency graph, the finalizers and the persisted ApplyStatuses
+// are those of the qtransform sinks it replaces; but it runs its passes itself, from a keyed queue of its
+// own. A sink's queue holds an entry per object waiting for the apiserver, thousands while a cluster
+// joins, and the runtime's queue costs in proportion to its length at every step (it scans and shifts a
+// slice), where a keyed queue costs the same at any length.
+//
+// The runtime tells which resources changed only to queued controllers (a plain controller learns that
+// something changed, not what), and a controller of its own cannot watch the state without the runtime's
+// access checks. So the sink is a queued controller to the runtime, whose Reconcile and MapInput only put
+// the key in the sink's queue and return: the runtime's queue is emptied as fast as it fills, by one
+// worker, and stays short. The passes run in the sink's run hook, at most Concurrency at once.
+type SinkController[Input generic.ResourceWithRD] struct {
+	// declared is a qtransform controller of the sink's settings that never runs: it declares the inputs
+	// and outputs, and maps the extra inputs with the sink's mappers.
+	declared *qtransform.QController[Input, *sink.ApplyStatus]
+	// queue holds the IDs of the inputs to apply.
+	queue *keyed.Queue[resource.ID]
+
+	apply       applyWritingFunc[Input]
+	teardown    func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
+	name        string
+	kind        sink.Kind
+	object      string
+	concurrency int
+}
 
 // applyFunc applies one input, given its ApplyStatus as last recorded (to read, not to change), and says how
-// the pass ended. An error leaves the ApplyStatus as it was and the runtime retries: it is for failures to
-// read the state, not for failed writes to Kubernetes (see failed).
+// the pass ended. An error leaves the ApplyStatus as it was and the pass is retried after a backoff: it is for
+// failures to read the state, not for failed writes to Kubernetes (see failed).
 type applyFunc[Input generic.ResourceWithRD] func(
 	ctx context.Context, r controller.Reader, logger *zap.Logger, in Input, last *specs.ApplyStatusSpec,
 ) (outcome, error)
@@ -53,16 +83,13 @@ type sinkSettings[Input generic.ResourceWithRD] struct {
 	Teardown func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
 	// Concurrency bounds the inputs applied at once (at least one).
 	Concurrency uint
-	// ExtraInputs are the qtransform.WithExtraMappedInput options of the sink's other inputs.
+	// ExtraInputs are the qtransform.WithExtraMappedInput options of the sink's other inputs: each change
+	// of one of them applies the inputs its mapper names.
 	ExtraInputs []qtransform.ControllerOption
 }
 
 // newSinkController builds a sink from its settings.
 func newSinkController[Input generic.ResourceWithRD](s sinkSettings[Input]) *SinkController[Input] {
-	var zero Input
-
-	inputNamespace := zero.ResourceDefinition().DefaultNamespace
-
 	apply := s.ApplyWriting
 	if apply == nil {
 		apply = func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input, last *specs.ApplyStatusSpec) (outcome, error) {
@@ -70,39 +97,92 @@ func newSinkController[Input generic.ResourceWithRD](s sinkSettings[Input]) *Sin
 		}
 	}
 
-	return qtransform.NewQController(
+	var zero Input
+
+	inputNamespace := zero.ResourceDefinition().DefaultNamespace
+
+	// The declaring controller is built as the qtransform sinks were, so that it declares what they did.
+	// Only its settings and its mappers of the extra inputs are used: the sink runs its passes itself.
+	declared := qtransform.NewQController(
 		qtransform.Settings[Input, *sink.ApplyStatus]{
 			Name: s.Name,
 			MapMetadataFunc: func(in Input) *sink.ApplyStatus {
 				return sink.NewApplyStatus(sink.NamespaceName, sink.ApplyStatusID(s.Kind, in.Metadata().ID()))
 			},
 			UnmapMetadataFunc: func(out *sink.ApplyStatus) Input {
-				id := out.Metadata().ID()
-
-				// Another sink's ApplyStatus maps to an input of its whole ID, which does not exist.
-				if kind, name, ok := sink.ParseApplyStatusID(id); ok && kind == s.Kind {
-					id = name
-				}
-
-				return s.NewInput(inputNamespace, id)
+				return s.NewInput(inputNamespace, out.Metadata().ID())
 			},
-			TransformExtraOutputFunc: func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input, out *sink.ApplyStatus) error {
-				status := out.TypedSpec().Value
-				status.Object = s.Object + "/" + in.Metadata().ID()
-
-				o, err := apply(ctx, rw, logger, in, status)
-				if err != nil {
-					return err
-				}
-
-				return recordOutcome(status, in.Metadata().Version(), o)
+			TransformExtraOutputFunc: func(context.Context, controller.ReaderWriter, *zap.Logger, Input, *sink.ApplyStatus) error {
+				panic("the declaring controller of a sink never runs")
 			},
-			FinalizerRemovalExtraOutputFunc: s.Teardown,
 		},
 		append([]qtransform.ControllerOption{
 			qtransform.WithOutputKind(controller.OutputShared),
-			qtransform.WithConcurrency(max(s.Concurrency, 1)),
 			qtransform.WithExtraOutputs(s.ExtraOutputs...),
 		}, s.ExtraInputs...)...,
 	)
+
+	return &SinkController[Input]{
+		declared:    declared,
+		queue:       keyed.New[resource.ID](nil),
+		apply:       apply,
+		teardown:    s.Teardown,
+		name:        s.Name,
+		kind:        s.Kind,
+		object:      s.Object,
+		concurrency: int(max(s.Concurrency, 1)), //nolint:gosec // a count of workers.
+	}
+}
+
+// Name implements controller.QController.
+func (c *SinkController[Input]) Name() string {
+	return c.name
+}
+
+// Settings implements controller.QController: the inputs and outputs of a qtransform sink, one runtime
+// worker (it only queues keys), and the run hook that runs the passes.
+func (c *SinkController[Input]) Settings() controller.QSettings {
+	settings := c.declared.Settings()
+
+	settings.Concurrency = optional.Some[uint](1)
+	settings.RunHook = c.run
+
+	return settings
+}
+
+// Reconcile implements controller.QController: it queues the input.
+func (c *SinkController[Input]) Reconcile(_ context.Context, _ *zap.Logger, _ controller.QRuntime, ptr resource.Pointer) error {
+	c.queue.Add(ptr.ID())
+
+	return nil
+}
+
+// MapInput implements controller.QController: it queues the inputs a change of an extra input or of an
+// ApplyStatus ready to be destroyed concerns, and returns none for the runtime's queue.
+func (c *SinkController[Input]) MapInput(ctx context.Context, logger *zap.Logger, r controller.QRuntime, md controller.ReducedResourceMetadata) ([]resource.Pointer, error) {
+	if md.Type() == sink.ApplyStatusType {
+		// Another sink's ApplyStatus is not about an input of this one.
+		if kind, name, ok := sink.ParseApplyStatusID(md.ID()); ok && kind == c.kind {
+			c.queue.Add(name)
+		}
+
+		return nil, nil
+	}
+
+	ptrs, err := c.declared.MapInput(ctx, logger, r, md)
+
+	for _, ptr := range ptrs {
+		c.queue.Add(ptr.ID())
+	}
+
+	return nil, err
+}
+
+// run is the run hook: it applies the queued inputs until ctx is done.
+func (c *SinkController[Input]) run(ctx context.Context, logger *zap.Logger, r controller.QRuntime) error {
+	c.queue.Run(ctx, c.concurrency, func(ctx context.Context, id resource.ID) (time.Duration, error) {
+		return c.pass(ctx, logger, r, id)
+	})
+
+	return nil
 }

@@ -1,0 +1,188 @@
+package k8ssink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/gen/xerrors"
+	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+)
+
+// pass applies the input of id, or lets it go if it is torn down, and says when to run it again: after a
+// wait (a failed write's backoff, which the ApplyStatus records), after the queue's backoff (an error), or
+// when something changes (neither).
+func (c *SinkController[Input]) pass(ctx context.Context, logger *zap.Logger, r controller.QRuntime, id resource.ID) (after time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sink %q panicked: %v\n\n%s", c.name, p, debug.Stack())
+		}
+
+		var requeue *controller.RequeueError
+
+		if errors.As(err, &requeue) {
+			after, err = requeue.Interval(), requeue.Err()
+		}
+
+		switch {
+		case err == nil:
+		case errors.Is(err, context.Canceled):
+			after, err = 0, nil
+		case xerrors.TagIs[qtransform.SkipReconcileTag](err):
+			logger.Debug("sink pass skipped", zap.String("id", id), zap.String("reason", err.Error()))
+
+			after, err = 0, nil
+		default:
+			logger.Error("sink pass failed", zap.String("id", id), zap.Error(err))
+		}
+	}()
+
+	in, err := safe.ReaderGetByID[Input](ctx, r, id)
+	if err != nil {
+		if state.IsNotFoundError(err) {
+			return 0, nil
+		}
+
+		return 0, fmt.Errorf("failed to read the sink's input: %w", err)
+	}
+
+	if in.Metadata().Phase() == resource.PhaseTearingDown {
+		return 0, c.letGo(ctx, logger, r, in)
+	}
+
+	return 0, c.applyInput(ctx, logger, r, in)
+}
+
+// applyInput applies a running input and writes its ApplyStatus if the pass changed it. It returns the
+// RequeueError of recordOutcome after a failed write.
+func (c *SinkController[Input]) applyInput(ctx context.Context, logger *zap.Logger, r controller.QRuntime, in Input) error {
+	if !in.Metadata().Finalizers().Has(c.name) {
+		if err := r.AddFinalizer(ctx, in.Metadata(), c.name); err != nil {
+			return fmt.Errorf("failed to add the sink's finalizer: %w", err)
+		}
+	}
+
+	statusID := sink.ApplyStatusID(c.kind, in.Metadata().ID())
+
+	current, err := safe.ReaderGetByID[*sink.ApplyStatus](ctx, r, statusID)
+	if err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("failed to read the apply status: %w", err)
+	}
+
+	if current != nil && current.Metadata().Phase() == resource.PhaseTearingDown {
+		// An ApplyStatus torn down by someone else goes once nobody holds it: it comes back here when it is
+		// ready to be destroyed, and a new one is written.
+		if !current.Metadata().Finalizers().Empty() {
+			return nil
+		}
+
+		if err = r.Destroy(ctx, current.Metadata()); err != nil && !state.IsNotFoundError(err) {
+			return fmt.Errorf("failed to destroy the apply status: %w", err)
+		}
+
+		current = nil
+	}
+
+	// The state shares what it stores with its readers: the pass changes a copy, and writes it only if it
+	// differs, so that a pass that changes nothing writes nothing.
+	var last *specs.ApplyStatusSpec
+	if current != nil {
+		last = current.TypedSpec().Value
+	}
+
+	status := last.CloneVT()
+	if status == nil {
+		status = &specs.ApplyStatusSpec{}
+	}
+
+	status.Object = c.object + "/" + in.Metadata().ID()
+
+	o, err := c.apply(ctx, r, logger, in, status)
+	if err != nil {
+		return err
+	}
+
+	requeue := recordOutcome(status, in.Metadata().Version(), o)
+
+	if current != nil && status.EqualVT(last) {
+		return requeue
+	}
+
+	if err = c.writeStatus(ctx, r, current, statusID, status); err != nil {
+		return err
+	}
+
+	return requeue
+}
+
+// writeStatus writes status as the ApplyStatus of statusID, current as read before the pass (nil if none).
+func (c *SinkController[Input]) writeStatus(ctx context.Context, r controller.QRuntime, current *sink.ApplyStatus, statusID resource.ID, status *specs.ApplyStatusSpec) error {
+	if current == nil {
+		next := sink.NewApplyStatus(sink.NamespaceName, statusID)
+		next.TypedSpec().Value = status
+
+		if err := r.Create(ctx, next); err != nil {
+			return fmt.Errorf("failed to create the apply status: %w", err)
+		}
+
+		return nil
+	}
+
+	next := current.DeepCopy().(*sink.ApplyStatus) //nolint:forcetypeassert,errcheck // a copy has the type of its original.
+	next.TypedSpec().Value = status
+
+	if err := r.Update(ctx, next); err != nil {
+		// Torn down since it was read: it comes back when it is ready to be destroyed.
+		if state.IsPhaseConflictError(err) {
+			return nil
+		}
+
+		return fmt.Errorf("failed to update the apply status: %w", err)
+	}
+
+	return nil
+}
+
+// letGo runs the sink's teardown of an input torn down, destroys its ApplyStatus once nobody else holds it,
+// and then removes the sink's finalizer from the input.
+func (c *SinkController[Input]) letGo(ctx context.Context, logger *zap.Logger, r controller.QRuntime, in Input) error {
+	if c.teardown != nil {
+		if err := c.teardown(ctx, r, logger, in); err != nil {
+			return err
+		}
+	}
+
+	statusMD := sink.NewApplyStatus(sink.NamespaceName, sink.ApplyStatusID(c.kind, in.Metadata().ID())).Metadata()
+
+	ready, err := r.Teardown(ctx, statusMD)
+	if err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("failed to tear down the apply status: %w", err)
+	}
+
+	if err == nil {
+		if !ready {
+			// Held by someone else: it comes back here when it is ready to be destroyed.
+			return nil
+		}
+
+		if err = r.Destroy(ctx, statusMD); err != nil && !state.IsNotFoundError(err) {
+			return fmt.Errorf("failed to destroy the apply status: %w", err)
+		}
+	}
+
+	if err = r.RemoveFinalizer(ctx, in.Metadata(), c.name); err != nil {
+		return fmt.Errorf("failed to remove the sink's finalizer: %w", err)
+	}
+
+	return nil
+}
