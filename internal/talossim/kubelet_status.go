@@ -252,9 +252,9 @@ func machineImages(name string) []corev1.ContainerImage {
 // machineGenerator is a generator seeded by a machine's name and a purpose, the same on every run.
 func machineGenerator(name string, purpose uint64) *generator {
 	h := fnv.New64a()
-	h.Write([]byte(name)) //nolint:errcheck // a hash's Write never fails
+	h.Write([]byte(name))
 
-	return &generator{rng: rand.New(rand.NewPCG(h.Sum64(), purpose))} //nolint:gosec // simulation data, not secrets
+	return &generator{rng: rand.New(rand.NewPCG(h.Sum64(), purpose))}
 }
 
 // bootID is a fresh boot ID, as /proc/sys/kernel/random/boot_id gives one per boot.
