@@ -136,7 +136,7 @@ func KubeletStatus(m Machine, kubeletVersion string, now time.Time) corev1.NodeS
 			corev1.ResourceCPU:              resource.MustParse("3950m"),
 			corev1.ResourceMemory:           resource.MustParse("16087212Ki"),
 			corev1.ResourcePods:             resource.MustParse("110"),
-			corev1.ResourceEphemeralStorage: resource.MustParse("93210377553"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("93210337280"),
 			"hugepages-1Gi":                 resource.MustParse("0"),
 			"hugepages-2Mi":                 resource.MustParse("0"),
 		},
