@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
-	"github.com/siderolabs/talos/pkg/machinery/client"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -259,7 +259,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	}
 
 	var (
-		talosClient *client.Client
+		talosConn   *grpc.ClientConn
 		contextName string
 		// apis are the APIs whose loss makes talos-ccm unready.
 		apis = []*reachability{apiServer.reachability}
@@ -268,17 +268,17 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	if err == nil {
 		endpoint := &talosEndpoint{reachability: newReachability("talos", logger)}
 
-		talosClient, contextName, err = newTalosClient(ctx, talosPath, opts.TalosEndpoints, endpoint)
+		talosConn, contextName, err = newTalosConn(talosPath, opts.TalosEndpoints, endpoint)
 		if err != nil {
 			return err
 		}
 
-		defer talosClient.Close() //nolint:errcheck
+		defer talosConn.Close() //nolint:errcheck
 
 		followCtx, stopFollowing := context.WithCancel(ctx)
 		defer stopFollowing()
 
-		go endpoint.follow(followCtx, talosClient.Conn())
+		go endpoint.follow(followCtx, talosConn)
 
 		apis = append(apis, endpoint.reachability)
 	}
@@ -340,8 +340,8 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		NodeIPAM: nodeIPAM,
 	}
 
-	if talosClient != nil {
-		ccmOpts.Talos = talosClient.COSI
+	if talosConn != nil {
+		ccmOpts.Talos = talosConn
 	}
 
 	pipeline, err := ccm.Register(ctx, rt, st, ccmOpts)

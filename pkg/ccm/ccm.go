@@ -12,6 +12,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -50,11 +51,13 @@ type Options struct {
 	// Controllers selects the controllers with the syntax of --controllers ("*", "name", "-name"); empty
 	// means "*": cloud-node, csr-approval and node-lifecycle.
 	Controllers []string
-	// Talos is the COSI state of the Talos API (the COSI field of a Talos machinery client), which the
-	// Talos source reads every machine's facts from. Nil turns the Talos source off: the host then writes
+	// Talos is the connection to the Talos API (apid), which the Talos source reads every machine's facts
+	// from: a host passes the connection it already holds, such as its machinery client's Conn(). The source
+	// calls COSI's State service over it and names the machine of each call in the "node" metadata, as the
+	// machinery client's WithNode does. Nil turns the Talos source off: the host then writes
 	// PlatformMetadata and MachineAddresses (and, for node-lifecycle, MachineStatus) into the state itself,
 	// and no Talos API is ever contacted.
-	Talos state.State
+	Talos grpc.ClientConnInterface
 	// TalosTimeout bounds every Talos API call; zero means 10s.
 	TalosTimeout time.Duration
 	// HostFacts says that the host writes MachineAddresses while the Talos source is off: the CSR approver

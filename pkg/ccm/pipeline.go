@@ -39,7 +39,7 @@ func (c *CCM) registerSources() error {
 
 	if c.opts.Talos != nil {
 		err = errors.Join(err, c.runtime.RegisterController(&talosctrl.MachineSourceController{
-			COSI:    c.opts.Talos,
+			Talos:   c.opts.Talos,
 			Options: talosctrl.MachineSourceOptions{CallTimeout: c.opts.TalosTimeout},
 		}))
 	}
@@ -172,7 +172,7 @@ func (c *CCM) registerNodeIPAM() error {
 
 	if len(opts.ClusterCIDRs) == 0 {
 		if err := c.runtime.RegisterController(&talosctrl.ControllerManagerConfigSourceController{
-			COSI:    c.opts.Talos,
+			Talos:   c.opts.Talos,
 			Options: talosctrl.ControllerManagerConfigSourceOptions{CallTimeout: c.opts.TalosTimeout},
 		}); err != nil {
 			return err

@@ -28,7 +28,7 @@ func (c *CCM) registerReservedSources() (serviceCIDRsFromTalos bool, err error) 
 	// node-ipam registers the same source when it has no cluster CIDRs (registerNodeIPAM): once is enough.
 	if !c.nodeIPAMReadsControllerManagerConfig() {
 		err = c.runtime.RegisterController(&talosctrl.ControllerManagerConfigSourceController{
-			COSI:    c.opts.Talos,
+			Talos:   c.opts.Talos,
 			Options: talosctrl.ControllerManagerConfigSourceOptions{CallTimeout: c.opts.TalosTimeout},
 		})
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/siderolabs/talos/pkg/machinery/client"
-	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	k8spb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/k8s"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -21,7 +19,7 @@ type cmcFacts struct {
 // cmcReaderSpec is the task that reads one control-plane Node's machine; a new IP restarts it
 // (machineWorker).
 type cmcReaderSpec struct {
-	cosi state.State
+	api talosAPI
 	machineRef
 	opts ControllerManagerConfigSourceOptions
 }
@@ -57,35 +55,33 @@ func (spec cmcReaderSpec) RunTask(ctx context.Context, _ *zap.Logger, in workerI
 
 // read reads the ControllerManagerConfig of the machine; nil when it has none.
 func (spec cmcReaderSpec) read(ctx context.Context) (*specs.ControllerManagerConfigSpec, error) {
-	res, err := getResource(client.WithNode(ctx, spec.ip), spec.cosi, k8s.NewControllerManagerConfig().Metadata(), spec.opts.CallTimeout)
+	cmc := &k8spb.ControllerManagerConfigSpec{}
+
+	found, err := spec.api.get(withNode(ctx, spec.ip), controllerManagerCfg, cmc, spec.opts.CallTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read controller manager config: %w", err)
 	}
 
-	if res == nil {
+	if !found {
 		return nil, nil
 	}
 
-	typed, ok := res.(*k8s.ControllerManagerConfig)
-	if !ok {
-		return nil, fmt.Errorf("unexpected resource %T for the controller manager config", res)
-	}
-
-	return controllerManagerConfigFacts(typed.TypedSpec(), spec.ip), nil
+	return controllerManagerConfigFacts(cmc, spec.ip), nil
 }
 
 // controllerManagerConfigFacts converts Talos's ControllerManagerConfig into a ControllerManagerConfigSpec,
 // bounded like every fact from a machine.
-func controllerManagerConfigFacts(cmc *k8s.ControllerManagerConfigSpec, ip string) *specs.ControllerManagerConfigSpec {
+func controllerManagerConfigFacts(cmc *k8spb.ControllerManagerConfigSpec, ip string) *specs.ControllerManagerConfigSpec {
 	out := &specs.ControllerManagerConfigSpec{NodeIp: ip}
+	podCIDRs, serviceCIDRs := cmc.GetPodCidRs(), cmc.GetServiceCidRs()
 
-	for _, c := range cmc.PodCIDRs[:min(len(cmc.PodCIDRs), 4)] {
+	for _, c := range podCIDRs[:min(len(podCIDRs), 4)] {
 		if len(c) <= maxFieldLength {
 			out.PodCidrs = append(out.PodCidrs, clean(c))
 		}
 	}
 
-	for _, c := range cmc.ServiceCIDRs[:min(len(cmc.ServiceCIDRs), 4)] {
+	for _, c := range serviceCIDRs[:min(len(serviceCIDRs), 4)] {
 		if len(c) <= maxFieldLength {
 			out.ServiceCidrs = append(out.ServiceCidrs, clean(c))
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/task"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -36,11 +37,11 @@ type ControllerManagerConfigSourceOptions struct {
 
 // ControllerManagerConfigSourceController reads Talos's ControllerManagerConfig (the pod and Service ranges
 // Talos gives kube-controller-manager) from the machine of every control-plane Node, one request per machine
-// through client.WithNode, and mirrors it into a ControllerManagerConfig. Each machine is read on its own,
+// addressed to it in the "node" metadata, and mirrors it into a ControllerManagerConfig. Each machine is read on its own,
 // so an unreachable one delays no other. It decides nothing: the pod CIDR allocator picks which one to use.
 type ControllerManagerConfigSourceController struct {
-	// COSI is the Talos API's resource state, as the machinery client exposes it.
-	COSI    state.State
+	// Talos is the connection to the Talos API; every call names its machine in the "node" metadata.
+	Talos   grpc.ClientConnInterface
 	Options ControllerManagerConfigSourceOptions
 }
 
@@ -114,6 +115,7 @@ func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
 	}
 
 	wanted := map[task.ID]cmcReaderSpec{}
+	api := newTalosAPI(ctrl.Talos)
 
 	for n := range nodes.All() {
 		spec := n.TypedSpec().Value
@@ -124,7 +126,7 @@ func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
 
 		if ips, _ := nodeaddress.NodeIPs(spec, "", preferIPv6); len(ips) > 0 {
 			ref := machineRef{node: n.Metadata().ID(), ip: ips[0].String()}
-			wanted[ref.node] = cmcReaderSpec{cosi: ctrl.COSI, machineRef: ref, opts: opts}
+			wanted[ref.node] = cmcReaderSpec{api: api, machineRef: ref, opts: opts}
 		}
 	}
 

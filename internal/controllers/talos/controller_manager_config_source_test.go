@@ -29,7 +29,7 @@ func TestControllerManagerConfigSource(t *testing.T) {
 
 	s := ctest.New(t)
 	s.Register(&talosctrl.ControllerManagerConfigSourceController{
-		COSI:    api,
+		Talos:   api.conn(t),
 		Options: talosctrl.ControllerManagerConfigSourceOptions{RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond},
 	})
 	s.Start()

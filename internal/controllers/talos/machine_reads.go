@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/siderolabs/talos/pkg/machinery/resources/config"
-	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
-	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	configpb "github.com/siderolabs/talos/pkg/machinery/api/resource/config"
+	hwpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/hardware"
+	k8spb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/k8s"
+	rtpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/runtime"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
@@ -29,18 +29,14 @@ func (e *otherMachineError) Error() string {
 // readIdentity reads the Kubernetes node name the machine says it is, and fails with an
 // otherMachineError unless it is the session's Node.
 func (s *machineSession) readIdentity(ctx context.Context) error {
-	res, err := s.get(ctx, k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID).Metadata())
-	if err != nil {
+	var spec k8spb.NodenameSpec
+
+	if _, err := s.get(ctx, nodenameResource, &spec); err != nil {
 		return fmt.Errorf("failed to read the machine's node name: %w", err)
 	}
 
-	nodename := ""
-
-	if typed, ok := res.(*k8s.Nodename); ok {
-		nodename = typed.TypedSpec().Nodename
-	}
-
-	if nodename != s.node {
+	// A machine without a Nodename names itself no node.
+	if nodename := spec.GetNodename(); nodename != s.node {
 		return &otherMachineError{ip: s.ip, node: s.node, nodename: clean(nodename[:min(len(nodename), maxFieldLength)])}
 	}
 
@@ -50,20 +46,20 @@ func (s *machineSession) readIdentity(ctx context.Context) error {
 // readPlatform reads PlatformMetadata, SystemInformation and MachineType (each may be absent) of the machine
 // that said it is the session's Node.
 func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetadataSpec, error) {
-	var si *hardware.SystemInformationSpec
-
 	pm, err := s.readPlatformMetadata(ctx)
 	if err != nil {
 		return nil, err
 	}
 
-	res, err := s.get(ctx, hardware.NewSystemInformation(hardware.SystemInformationID).Metadata())
+	si := &hwpb.SystemInformationSpec{}
+
+	found, err := s.get(ctx, systemInfoResource, si)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read system information: %w", err)
 	}
 
-	if typed, ok := res.(*hardware.SystemInformation); ok {
-		si = typed.TypedSpec()
+	if !found {
+		si = nil
 	}
 
 	facts := platformFacts(pm, si, s.ip)
@@ -80,31 +76,29 @@ func (s *machineSession) readPlatform(ctx context.Context) (*specs.PlatformMetad
 // MachineType (a Talos that does not publish it, or no machine config yet) has none: the fact is absent,
 // and the call counter records the miss.
 func (s *machineSession) readMachineType(ctx context.Context) (string, error) {
-	res, err := s.get(ctx, config.NewMachineType().Metadata())
-	if err != nil {
+	var spec configpb.MachineTypeSpec
+
+	if _, err := s.get(ctx, machineTypeResource, &spec); err != nil {
 		return "", fmt.Errorf("failed to read machine type: %w", err)
 	}
 
-	typed, ok := res.(*config.MachineType)
-	if !ok {
-		return "", nil
-	}
-
-	return machineTypeFact(typed.MachineType()), nil
+	return machineTypeFact(int32(spec.GetMachineType())), nil
 }
 
 // readPlatformMetadata reads the machine's PlatformMetadata; a machine without one has none (nil).
-func (s *machineSession) readPlatformMetadata(ctx context.Context) (*runtime.PlatformMetadataSpec, error) {
-	res, err := s.get(ctx, runtime.NewPlatformMetadataSpec(runtime.NamespaceName, runtime.PlatformMetadataID).Metadata())
+func (s *machineSession) readPlatformMetadata(ctx context.Context) (*rtpb.PlatformMetadataSpec, error) {
+	pm := &rtpb.PlatformMetadataSpec{}
+
+	found, err := s.get(ctx, platformResource, pm)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read platform metadata: %w", err)
 	}
 
-	if typed, ok := res.(*runtime.PlatformMetadata); ok {
-		return typed.TypedSpec(), nil
+	if !found {
+		return nil, nil
 	}
 
-	return nil, nil
+	return pm, nil
 }
 
 // maxExcludedPrefixes bounds the prefixes kept of the machine's NodeIPConfig: its shared virtual IPs and
@@ -117,19 +111,15 @@ const maxExcludedPrefixes = 64
 // them is a Node address of the machine. A machine without a NodeIPConfig (no kubelet configured yet) has
 // none; what does not parse, or is beyond maxExcludedPrefixes, is left out.
 func (s *machineSession) readExcludedPrefixes(ctx context.Context) ([]string, error) {
-	res, err := s.get(ctx, k8s.NewNodeIPConfig(k8s.NamespaceName, k8s.KubeletID).Metadata())
-	if err != nil {
-		return nil, fmt.Errorf("failed to read node IP config: %w", err)
-	}
+	var spec k8spb.NodeIPConfigSpec
 
-	typed, ok := res.(*k8s.NodeIPConfig)
-	if !ok {
-		return nil, nil
+	if _, err := s.get(ctx, nodeIPConfigResource, &spec); err != nil {
+		return nil, fmt.Errorf("failed to read node IP config: %w", err)
 	}
 
 	var out []string
 
-	for _, entry := range typed.TypedSpec().ExcludeSubnets {
+	for _, entry := range spec.GetExcludeSubnets() {
 		if p, ok := nodeaddress.ExcludedPrefix(entry); ok && len(out) < maxExcludedPrefixes && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
@@ -140,19 +130,21 @@ func (s *machineSession) readExcludedPrefixes(ctx context.Context) ([]string, er
 
 // readStage reads the machine's stage; a machine without MachineStatus has none.
 func (s *machineSession) readStage(ctx context.Context) (string, error) {
-	res, err := s.get(ctx, runtime.NewMachineStatus().Metadata())
+	var spec rtpb.MachineStatusSpec
+
+	found, err := s.get(ctx, machineStatusResource, &spec)
 	if err != nil {
 		return "", fmt.Errorf("failed to read machine status: %w", err)
 	}
 
-	if ms, ok := res.(*runtime.MachineStatus); ok {
-		return stageName(ms.TypedSpec()), nil
+	if !found {
+		return "", nil
 	}
 
-	return "", nil
+	return stageText(int32(spec.GetStage())), nil
 }
 
-// get reads one resource of the machine with a deadline; a resource the machine does not have is nil.
-func (s *machineSession) get(ctx context.Context, ptr resource.Pointer) (resource.Resource, error) {
-	return getResource(ctx, s.cosi, ptr, s.opts.CallTimeout)
+// get reads one resource of the machine into spec with a deadline, and reports whether the machine has it.
+func (s *machineSession) get(ctx context.Context, r talosResource, spec proto.Message) (bool, error) {
+	return s.api.get(ctx, r, spec, s.opts.CallTimeout)
 }

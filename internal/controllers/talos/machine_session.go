@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/siderolabs/talos/pkg/machinery/client"
-	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+	"github.com/cosi-project/runtime/api/v1alpha1"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -54,7 +52,7 @@ const addressSettle = time.Second
 // condition, which a running session keeps.
 type machineSessionSpec struct {
 	condition *nodeCondition
-	cosi      state.State
+	api       talosAPI
 	machineRef
 	opts sessionOptions
 }
@@ -109,7 +107,7 @@ func (s *machineSession) run(ctx context.Context) {
 
 // session connects to the machine, then follows it until something fails: each event has its method.
 func (s *machineSession) session(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(client.WithNode(ctx, s.ip))
+	ctx, cancel := context.WithCancel(withNode(ctx, s.ip))
 	defer cancel()
 
 	c := newConnection(s)
@@ -184,16 +182,15 @@ type connection struct {
 
 	platform *specs.PlatformMetadataSpec
 	status   *specs.MachineStatusSpec
-	// addresses are copies of the specs of the machine's AddressStatuses: a pointer into a watch event's
-	// resource would keep the whole resource, its metadata too, for as long as the session lasts.
-	addresses map[resource.ID]network.AddressStatusSpec
+	// addresses are what the session keeps of the machine's AddressStatuses, by ID.
+	addresses map[string]addressStatus
 	// addressSet is the machine's addresses as last sent, nil before the first time.
 	addressSet []string
 	// excluded are the prefixes whose addresses are not the machine's own (its shared virtual IPs, the
 	// cluster's pod and service ranges), read once per session.
 	excluded []string
 
-	addressEvents chan state.Event
+	addressEvents chan addressEvent
 	probes        *probeSchedule
 	reread        *rereadSchedule
 }
@@ -201,7 +198,7 @@ type connection struct {
 func newConnection(s *machineSession) *connection {
 	return &connection{
 		machineSession: s,
-		addresses:      map[resource.ID]network.AddressStatusSpec{},
+		addresses:      map[string]addressStatus{},
 		probes:         newProbeSchedule(s.opts.ProbeInterval),
 		reread:         newRereadSchedule(),
 	}
@@ -264,13 +261,35 @@ func (c *connection) connect(ctx context.Context) error {
 func (c *connection) watchAddresses(ctx context.Context) error {
 	// A small buffer: a session drains its watch at once, and thousands of sessions each holding dozens of
 	// buffered events would cost more memory than the machines' facts themselves.
-	c.addressEvents = make(chan state.Event, 8)
-	err := c.cosi.WatchKind(ctx, network.NewAddressStatus(network.NamespaceName, "").Metadata(), c.addressEvents, state.WithBootstrapContents(true))
-	countWatch(network.AddressStatusType, err)
+	c.addressEvents = make(chan addressEvent, 8)
 
+	w, err := openAddressWatch(ctx, c.api, c.opts.RetryMin, c.opts.RetryMax)
 	if err != nil {
-		return fmt.Errorf("failed to watch addresses: %w", err)
+		return err
 	}
+
+	go func() {
+		for {
+			events, err := w.next(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					events = []addressEvent{{typ: v1alpha1.EventType_ERRORED, err: err}}
+				}
+			}
+
+			for _, ev := range events {
+				select {
+				case c.addressEvents <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+
+			if err != nil {
+				return
+			}
+		}
+	}()
 
 	return nil
 }
@@ -287,7 +306,7 @@ func (c *connection) awaitAddresses(ctx context.Context) error {
 		case <-timeout.C:
 			return fmt.Errorf("no address list from the machine within %s", c.opts.CallTimeout)
 		case ev := <-c.addressEvents:
-			if ev.Type == state.Bootstrapped {
+			if ev.typ == v1alpha1.EventType_BOOTSTRAPPED {
 				return nil
 			}
 
@@ -299,8 +318,8 @@ func (c *connection) awaitAddresses(ctx context.Context) error {
 }
 
 // addressEvent applies one event of the address watch, and sends the addresses it changed.
-func (c *connection) addressEvent(ctx context.Context, ev state.Event) error {
-	if ev.Type == state.Bootstrapped || ev.Type == state.Noop {
+func (c *connection) addressEvent(ctx context.Context, ev addressEvent) error {
+	if ev.typ == v1alpha1.EventType_BOOTSTRAPPED || ev.typ == v1alpha1.EventType_NOOP {
 		return nil
 	}
 
@@ -319,23 +338,23 @@ func (c *connection) addressEvent(ctx context.Context, ev state.Event) error {
 // holds every Service IP of the cluster, and the others nodeaddress.ForeignLink names) are never kept:
 // they are not the machine's, and a Service created or deleted would otherwise change every machine's
 // addresses.
-func (c *connection) applyAddressEvent(ev state.Event) (bool, error) {
-	switch ev.Type {
-	case state.Errored:
-		return false, fmt.Errorf("address watch failed: %w", ev.Error)
-	case state.Created, state.Updated:
-		if as, ok := ev.Resource.(*network.AddressStatus); ok && !nodeaddress.ForeignLink(as.TypedSpec().LinkName) {
-			c.addresses[as.Metadata().ID()] = *as.TypedSpec()
+func (c *connection) applyAddressEvent(ev addressEvent) (bool, error) {
+	switch ev.typ {
+	case v1alpha1.EventType_ERRORED:
+		return false, ev.err
+	case v1alpha1.EventType_CREATED, v1alpha1.EventType_UPDATED:
+		if !nodeaddress.ForeignLink(ev.address.link) {
+			c.addresses[ev.id] = ev.address
 
 			return true, nil
 		}
-	case state.Destroyed:
-		if _, ok := c.addresses[ev.Resource.Metadata().ID()]; ok {
-			delete(c.addresses, ev.Resource.Metadata().ID())
+	case v1alpha1.EventType_DESTROYED:
+		if _, ok := c.addresses[ev.id]; ok {
+			delete(c.addresses, ev.id)
 
 			return true, nil
 		}
-	case state.Bootstrapped, state.Noop:
+	case v1alpha1.EventType_BOOTSTRAPPED, v1alpha1.EventType_NOOP:
 	}
 
 	return false, nil
@@ -344,12 +363,7 @@ func (c *connection) applyAddressEvent(ev state.Event) (bool, error) {
 // sendAddresses sends the machine's addresses. A changed address set (not a changed flag) also calls for
 // a read of PlatformMetadata: the platform that gives a machine a new address may have moved it.
 func (c *connection) sendAddresses(ctx context.Context) {
-	list := make([]*network.AddressStatusSpec, 0, len(c.addresses))
-	for _, a := range c.addresses {
-		list = append(list, &a)
-	}
-
-	addrs := addressFacts(list, c.ip)
+	addrs := addressFacts(slices.Collect(maps.Values(c.addresses)), c.ip)
 	addrs.Nodename = c.node
 	addrs.ExcludedPrefixes = c.excluded
 

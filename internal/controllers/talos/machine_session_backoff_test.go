@@ -40,7 +40,7 @@ func TestSessionBackoffCapped(t *testing.T) {
 	updates := make(chan machineFacts, attempts)
 	spec := machineSessionSpec{
 		condition:  newNodeCondition(false, false),
-		cosi:       unreachableState{State: state.WrapCore(namespaced.NewState(inmem.Build))},
+		api:        newTalosAPI(serveTalos(t, unreachableState{State: state.WrapCore(namespaced.NewState(inmem.Build))})),
 		machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
 		opts: sessionOptions{
 			CallTimeout:     time.Second,

@@ -77,8 +77,8 @@ func (s *countingState) WatchKind(ctx context.Context, kind resource.Kind, ch ch
 	return s.State.WatchKind(ctx, kind, ch, opts...)
 }
 
-// startSession runs the session of node m1 at 10.0.0.5 over st until the test ends, and returns the facts
-// it sends.
+// startSession runs the session of node m1 at 10.0.0.5 over st, served as the Talos API serves it, until
+// the test ends, and returns the facts it sends.
 func startSession(t *testing.T, st state.State, condition *nodeCondition, refresh time.Duration) <-chan machineFacts {
 	t.Helper()
 
@@ -88,7 +88,7 @@ func startSession(t *testing.T, st state.State, condition *nodeCondition, refres
 
 	spec := machineSessionSpec{
 		condition:  condition,
-		cosi:       st,
+		api:        newTalosAPI(serveTalos(t, st)),
 		machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
 		opts: sessionOptions{
 			CallTimeout:     5 * time.Second,
@@ -138,13 +138,13 @@ func sessionMachine(platform, providerID string) talossim.Machine {
 }
 
 var (
-	nodenameGet    = "get " + k8s.NodenameType
-	platformGet    = "get " + talosruntime.PlatformMetadataType
-	systemInfoGet  = "get " + hardware.SystemInformationType
-	machineTypeGet = "get " + talosconfig.MachineTypeType
-	nodeIPConfGet  = "get " + k8s.NodeIPConfigType
-	stageGet       = "get " + talosruntime.MachineStatusType
-	addressWatch   = "watch " + network.AddressStatusType
+	nodenameGet      = "get " + k8s.NodenameType
+	platformGet      = "get " + talosruntime.PlatformMetadataType
+	systemInfoGet    = "get " + hardware.SystemInformationType
+	machineTypeGet   = "get " + talosconfig.MachineTypeType
+	nodeIPConfGet    = "get " + k8s.NodeIPConfigType
+	stageGet         = "get " + talosruntime.MachineStatusType
+	addressWatchCall = "watch " + network.AddressStatusType
 )
 
 // TestSessionCallsAtStart checks what a session costs: six Talos calls and one watch for a Ready Node's
@@ -159,12 +159,12 @@ func TestSessionCallsAtStart(t *testing.T) {
 	}{
 		{
 			name:      "Ready node",
-			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, nodeIPConfGet: 1, addressWatch: 1},
+			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, nodeIPConfGet: 1, addressWatchCall: 1},
 		},
 		{
 			name:      "NotReady node: its stage too",
 			notReady:  true,
-			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, nodeIPConfGet: 1, addressWatch: 1, stageGet: 1},
+			wantCalls: map[string]int{nodenameGet: 1, platformGet: 1, systemInfoGet: 1, machineTypeGet: 1, nodeIPConfGet: 1, addressWatchCall: 1, stageGet: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

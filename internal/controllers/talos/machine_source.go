@@ -12,6 +12,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/task"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -37,7 +38,7 @@ type MachineSourceOptions struct {
 }
 
 // MachineSourceController reads every Node's machine through the Talos API (one request per node,
-// addressed with client.WithNode to the node's IP) and mirrors its facts into PlatformMetadata,
+// addressed to the node's IP in the "node" metadata, as the machinery client's WithNode does) and mirrors its facts into PlatformMetadata,
 // MachineAddresses and MachineStatus. Each machine has its own session, so one slow or unreachable
 // machine never delays another; the sessions' first reads pass an intake (sessionIntake) that paces them
 // while thousands of Nodes join. It decides nothing.
@@ -47,8 +48,9 @@ type MachineSourceOptions struct {
 // only in exceptional cases, is read again when something suggests it may have changed (see
 // machineSession), not watched, and the stage only for NotReady Nodes.
 type MachineSourceController struct {
-	// COSI is the Talos API's resource state, as the machinery client exposes it.
-	COSI    state.State
+	// Talos is the connection to the Talos API; every call names its machine in the "node" metadata, as
+	// apid routes it.
+	Talos   grpc.ClientConnInterface
 	Options MachineSourceOptions
 }
 
@@ -197,7 +199,7 @@ func (ctrl *MachineSourceController) sessionSpec(
 		return running
 	}
 
-	return machineSessionSpec{condition: newNodeCondition(notReady, uninitialized), cosi: ctrl.COSI, machineRef: ref, opts: opts}
+	return machineSessionSpec{condition: newNodeCondition(notReady, uninitialized), api: newTalosAPI(ctrl.Talos), machineRef: ref, opts: opts}
 }
 
 // writeFacts mirrors what a session learned into the resources of its machine.

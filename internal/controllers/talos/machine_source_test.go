@@ -26,7 +26,7 @@ func startMachineSource(t *testing.T, api *talosAPI, opts talosctrl.MachineSourc
 	t.Helper()
 
 	s := ctest.New(t)
-	s.Register(&talosctrl.MachineSourceController{COSI: api, Options: opts})
+	s.Register(&talosctrl.MachineSourceController{Talos: api.conn(t), Options: opts})
 	s.Start()
 	s.Create(activeConfig())
 

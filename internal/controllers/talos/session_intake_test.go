@@ -70,10 +70,12 @@ func intakeSessions(t *testing.T, st state.State, intake *sessionIntake, conditi
 
 	var wg sync.WaitGroup
 
+	api := newTalosAPI(serveTalos(t, st))
+
 	for i, condition := range conditions {
 		spec := machineSessionSpec{
 			condition:  condition,
-			cosi:       st,
+			api:        api,
 			machineRef: machineRef{node: "m1", ip: fmt.Sprintf("10.0.0.%d", 10+i)},
 			opts: sessionOptions{
 				CallTimeout: 5 * time.Second, RetryMin: time.Second, RetryMax: time.Second,

@@ -12,13 +12,16 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
-// talosAPI serves the Talos resources of machines by IP, as apid routes a request on the node of
-// client.WithNode. It serves reads and watches only; an IP without a machine refuses the connection.
+// talosAPI serves the Talos resources of machines by IP, as apid routes a request on its "node" metadata,
+// over COSI's gRPC server (conn). It serves reads and watches only; an IP without a machine refuses the
+// connection.
 type talosAPI struct {
 	state.State
 
@@ -49,7 +52,7 @@ func (a *talosAPI) add(t *testing.T, ip string, m talossim.Machine) state.State 
 }
 
 func (a *talosAPI) machine(ctx context.Context) (state.State, error) {
-	md, _ := metadata.FromOutgoingContext(ctx)
+	md, _ := metadata.FromIncomingContext(ctx)
 
 	nodes := md.Get("node")
 	if len(nodes) != 1 {
@@ -92,6 +95,14 @@ func (a *talosAPI) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- 
 	}
 
 	return st.WatchKind(ctx, kind, ch, opts...)
+}
+
+// conn serves the machines over the Talos API's protocol, until the test ends, and returns a connection to
+// them. Called after the suite started: its check for leaked goroutines sees the server stopped.
+func (a *talosAPI) conn(t *testing.T) grpc.ClientConnInterface {
+	t.Helper()
+
+	return talosctrl.ServeTalos(t, a)
 }
 
 // modifyMachine changes a resource the machine serves.

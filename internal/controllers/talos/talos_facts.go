@@ -7,11 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/siderolabs/talos/pkg/machinery/config/machine"
-	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
-	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
-	"github.com/siderolabs/talos/pkg/machinery/resources/network"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	hwpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/hardware"
+	rtpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/runtime"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -65,35 +62,35 @@ func (w *warnings) field(name, value string) string {
 
 // platformFacts converts Talos PlatformMetadata and SystemInformation (either may be nil: absent on
 // some metal machines and in containers) into a PlatformMetadataSpec.
-func platformFacts(pm *runtime.PlatformMetadataSpec, si *hardware.SystemInformationSpec, nodeIP string) *specs.PlatformMetadataSpec {
+func platformFacts(pm *rtpb.PlatformMetadataSpec, si *hwpb.SystemInformationSpec, nodeIP string) *specs.PlatformMetadataSpec {
 	out := &specs.PlatformMetadataSpec{NodeIp: nodeIP}
 
 	var w warnings
 
 	if pm != nil {
 		out.HasPlatformMetadata = true
-		out.Platform = w.field("platformMetadata.platform", pm.Platform)
-		out.Hostname = w.field("platformMetadata.hostname", pm.Hostname)
-		out.Region = w.field("platformMetadata.region", pm.Region)
-		out.Zone = w.field("platformMetadata.zone", pm.Zone)
-		out.InstanceType = w.field("platformMetadata.instanceType", pm.InstanceType)
-		out.InstanceId = w.field("platformMetadata.instanceID", pm.InstanceID)
-		out.ProviderId = w.field("platformMetadata.providerID", pm.ProviderID)
-		out.Spot = pm.Spot
-		out.InternalDns = w.field("platformMetadata.internalDNS", pm.InternalDNS)
-		out.ExternalDns = w.field("platformMetadata.externalDNS", pm.ExternalDNS)
-		out.Tags = tagFacts(pm.Tags, &w)
+		out.Platform = w.field("platformMetadata.platform", pm.GetPlatform())
+		out.Hostname = w.field("platformMetadata.hostname", pm.GetHostname())
+		out.Region = w.field("platformMetadata.region", pm.GetRegion())
+		out.Zone = w.field("platformMetadata.zone", pm.GetZone())
+		out.InstanceType = w.field("platformMetadata.instanceType", pm.GetInstanceType())
+		out.InstanceId = w.field("platformMetadata.instanceID", pm.GetInstanceId())
+		out.ProviderId = w.field("platformMetadata.providerID", pm.GetProviderId())
+		out.Spot = pm.GetSpot()
+		out.InternalDns = w.field("platformMetadata.internalDNS", pm.GetInternalDns())
+		out.ExternalDns = w.field("platformMetadata.externalDNS", pm.GetExternalDns())
+		out.Tags = tagFacts(pm.GetTags(), &w)
 	}
 
 	if si != nil {
 		out.HasSystemInformation = true
-		out.Manufacturer = w.field("systemInformation.manufacturer", si.Manufacturer)
-		out.ProductName = w.field("systemInformation.productName", si.ProductName)
-		out.Version = w.field("systemInformation.version", si.Version)
-		out.SerialNumber = w.field("systemInformation.serialNumber", si.SerialNumber)
-		out.Uuid = w.field("systemInformation.uuid", si.UUID)
-		out.WakeUpType = w.field("systemInformation.wakeUpType", si.WakeUpType)
-		out.SkuNumber = w.field("systemInformation.skuNumber", si.SKUNumber)
+		out.Manufacturer = w.field("systemInformation.manufacturer", si.GetManufacturer())
+		out.ProductName = w.field("systemInformation.productName", si.GetProductName())
+		out.Version = w.field("systemInformation.version", si.GetVersion())
+		out.SerialNumber = w.field("systemInformation.serialNumber", si.GetSerialNumber())
+		out.Uuid = w.field("systemInformation.uuid", si.GetUuid())
+		out.WakeUpType = w.field("systemInformation.wakeUpType", si.GetWakeUpType())
+		out.SkuNumber = w.field("systemInformation.skuNumber", si.GetSkuNumber())
 	}
 
 	out.Warnings = w.result()
@@ -101,7 +98,7 @@ func platformFacts(pm *runtime.PlatformMetadataSpec, si *hardware.SystemInformat
 	return out
 }
 
-// Machine type facts, as Talos names the types (machine.Type's String).
+// Machine type facts, as Talos names the types (machinery's machine.Type String).
 const (
 	machineTypeControlPlane = "controlplane"
 	machineTypeWorker       = "worker"
@@ -109,11 +106,11 @@ const (
 
 // machineTypeFact is the machineType fact of a Talos machine type: "controlplane" for the control plane
 // (the init machine that bootstrapped it too), "worker", or "" (absent) while the type is unknown.
-func machineTypeFact(t machine.Type) string {
-	switch {
-	case t.IsControlPlane():
+func machineTypeFact(t int32) string {
+	switch t {
+	case talosMachineTypeInit, talosMachineTypeControlPlane:
 		return machineTypeControlPlane
-	case t == machine.TypeWorker:
+	case talosMachineTypeWorker:
 		return machineTypeWorker
 	default:
 		return ""
@@ -155,7 +152,7 @@ func tagFacts(tags map[string]string, w *warnings) map[string]string {
 
 // withPlatformMetadata returns facts with the PlatformMetadata part replaced by pm (nil: the machine has
 // none any more) and the SystemInformation part and the machine type kept.
-func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *runtime.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
+func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *rtpb.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
 	out := platformFacts(pm, nil, facts.GetNodeIp())
 
 	out.HasSystemInformation = facts.GetHasSystemInformation()
@@ -181,7 +178,7 @@ func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *runtime.Platfor
 
 // addressFacts converts Talos AddressStatuses into a MachineAddressesSpec, sorted for a stable result, with
 // warnings for the invalid entries and for those beyond maxAddresses, which are left out.
-func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.MachineAddressesSpec {
+func addressFacts(statuses []addressStatus, nodeIP string) *specs.MachineAddressesSpec {
 	out := &specs.MachineAddressesSpec{NodeIp: nodeIP}
 
 	var (
@@ -190,27 +187,23 @@ func addressFacts(statuses []*network.AddressStatusSpec, nodeIP string) *specs.M
 	)
 
 	for _, s := range statuses {
-		if s == nil {
-			continue
-		}
-
-		if !s.Address.IsValid() || len(s.LinkName) > maxFieldLength {
-			invalid = append(invalid, clean(s.LinkName))
+		if !s.prefix.IsValid() || len(s.link) > maxFieldLength {
+			invalid = append(invalid, clean(s.link))
 
 			continue
 		}
 
-		prefix := s.Address
+		prefix := s.prefix
 		if prefix.Addr().Is4In6() {
 			prefix = netip.PrefixFrom(prefix.Addr().Unmap(), max(prefix.Bits()-96, 0))
 		}
 
 		out.Addresses = append(out.Addresses, &specs.MachineAddress{
 			Address:  prefix.String(),
-			LinkName: clean(s.LinkName),
-			Scope:    s.Scope.String(),
-			Family:   s.Family.String(),
-			Flags:    addressFlagNames(s.Flags),
+			LinkName: clean(s.link),
+			Scope:    scopeText(s.scope),
+			Family:   familyText(s.family),
+			Flags:    addressFlagList(s.flags),
 		})
 	}
 
@@ -253,26 +246,6 @@ func addressSet(facts *specs.MachineAddressesSpec) []string {
 // yet: a Node waits for it, so its PlatformMetadata is worth reading again.
 func providerIDToCome(facts *specs.PlatformMetadataSpec) bool {
 	return facts.GetHasPlatformMetadata() && facts.GetProviderId() == "" && talos.PlatformHasProviderID(facts.GetPlatform())
-}
-
-// addressFlagNames lists the names of the flags set in flags (nethelpers' own names: permanent, temporary,
-// deprecated...), nil for none.
-func addressFlagNames(flags nethelpers.AddressFlags) []string {
-	names := flags.String()
-	if names == "" {
-		return nil
-	}
-
-	return strings.Split(names, ",")
-}
-
-// stageName is the Talos machine stage as a lowercase name ("running", "shutting down").
-func stageName(ms *runtime.MachineStatusSpec) string {
-	if ms == nil {
-		return ""
-	}
-
-	return ms.Stage.String()
 }
 
 // clean strips from a string of the machine what is not printable. Callers bound its length first.

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
-	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -14,13 +13,13 @@ import (
 func TestAddressFactsKeepFlags(t *testing.T) {
 	t.Parallel()
 
-	out := addressFacts([]*network.AddressStatusSpec{
-		{Address: netip.MustParsePrefix("2001:db8:1::10/64"), LinkName: "eth0", Flags: nethelpers.AddressFlags(nethelpers.AddressPermanent)},
-		{Address: netip.MustParsePrefix("2001:db8:1::beef/64"), LinkName: "eth0", Flags: nethelpers.AddressFlags(nethelpers.AddressTemporary)},
-		{Address: netip.MustParsePrefix("2001:db8:1::dead/64"), LinkName: "eth0", Flags: nethelpers.AddressFlags(nethelpers.AddressDeprecated | nethelpers.AddressPermanent)},
-		{Address: netip.MustParsePrefix("10.0.0.5/24"), LinkName: "eth0"},
+	out := addressFacts([]addressStatus{
+		{prefix: netip.MustParsePrefix("2001:db8:1::10/64"), link: "eth0", flags: uint32(nethelpers.AddressPermanent)},
+		{prefix: netip.MustParsePrefix("2001:db8:1::beef/64"), link: "eth0", flags: uint32(nethelpers.AddressTemporary)},
+		{prefix: netip.MustParsePrefix("2001:db8:1::dead/64"), link: "eth0", flags: uint32(nethelpers.AddressDeprecated | nethelpers.AddressPermanent)},
+		{prefix: netip.MustParsePrefix("10.0.0.5/24"), link: "eth0"},
 		// Bits nethelpers has no name for are no flags.
-		{Address: netip.MustParsePrefix("10.0.0.6/24"), LinkName: "eth0", Flags: nethelpers.AddressFlags(1 << 30)},
+		{prefix: netip.MustParsePrefix("10.0.0.6/24"), link: "eth0", flags: uint32(1 << 30)},
 	}, "10.0.0.5")
 
 	got := map[string][]string{}

@@ -4,10 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
-	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
-	"github.com/siderolabs/talos/pkg/machinery/resources/network"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	hwpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/hardware"
+	rtpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/runtime"
 )
 
 // FuzzTalosFacts feeds arbitrary machine data to the conversion of Talos facts: it must never panic, and
@@ -18,10 +16,10 @@ func FuzzTalosFacts(f *testing.F) {
 	f.Add("metal\x00", "\xff\xfe", "k=v;x", "\n", "\t", "2001:db8::1/64", "kubespan", uint8(200))
 
 	f.Fuzz(func(t *testing.T, platform, hostname, tagKey, tagValue, serial, address, link string, scope uint8) {
-		pm := &runtime.PlatformMetadataSpec{
+		pm := &rtpb.PlatformMetadataSpec{
 			Platform: platform, Hostname: hostname, Tags: map[string]string{tagKey: tagValue},
 		}
-		si := &hardware.SystemInformationSpec{SerialNumber: serial}
+		si := &hwpb.SystemInformationSpec{SerialNumber: serial}
 
 		out := platformFacts(pm, si, address)
 		if len(out.GetHostname()) > maxFieldLength || len(out.GetTags()) > maxTags {
@@ -30,7 +28,7 @@ func FuzzTalosFacts(f *testing.F) {
 
 		prefix, _ := netip.ParsePrefix(address) // An invalid prefix is part of the input space.
 
-		addrs := addressFacts([]*network.AddressStatusSpec{{Address: prefix, LinkName: link, Scope: nethelpers.Scope(scope)}, nil}, address)
+		addrs := addressFacts([]addressStatus{{prefix: prefix, link: link, scope: uint32(scope)}}, address)
 		for _, a := range addrs.GetAddresses() {
 			if _, err := netip.ParsePrefix(a.GetAddress()); err != nil {
 				t.Fatalf("kept an unparseable address %q: %v", a.GetAddress(), err)

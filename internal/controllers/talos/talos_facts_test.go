@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	hwpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/hardware"
+	rtpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/runtime"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
-	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
-	"github.com/siderolabs/talos/pkg/machinery/resources/network"
-	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -29,10 +28,10 @@ func TestPlatformFacts(t *testing.T) {
 
 	tags[strings.Repeat("long", 300)] = "v"
 
-	out = platformFacts(&runtime.PlatformMetadataSpec{
-		Platform: " aws\n", Hostname: strings.Repeat("h", 5000), Tags: tags, ProviderID: "aws:///" + strings.Repeat("i", 2000),
+	out = platformFacts(&rtpb.PlatformMetadataSpec{
+		Platform: " aws\n", Hostname: strings.Repeat("h", 5000), Tags: tags, ProviderId: "aws:///" + strings.Repeat("i", 2000),
 		Region: "us-east-1",
-	}, &hardware.SystemInformationSpec{SerialNumber: "SN\x00123", UUID: "uuid-1", ProductName: strings.Repeat("p", 1025)}, "10.0.0.1")
+	}, &hwpb.SystemInformationSpec{SerialNumber: "SN\x00123", Uuid: "uuid-1", ProductName: strings.Repeat("p", 1025)}, "10.0.0.1")
 
 	assert.Equal(t, "aws", out.GetPlatform())
 	assert.Equal(t, "us-east-1", out.GetRegion())
@@ -53,12 +52,12 @@ func TestPlatformFacts(t *testing.T) {
 	assert.Contains(t, warnings, "platformMetadata.tags: 395 of 651 tags left out")
 
 	// The warnings themselves are bounded.
-	many := &runtime.PlatformMetadataSpec{}
-	for _, f := range []*string{&many.Platform, &many.Hostname, &many.Region, &many.Zone, &many.InstanceType, &many.InstanceID, &many.ProviderID, &many.InternalDNS, &many.ExternalDNS} {
+	many := &rtpb.PlatformMetadataSpec{}
+	for _, f := range []*string{&many.Platform, &many.Hostname, &many.Region, &many.Zone, &many.InstanceType, &many.InstanceId, &many.ProviderId, &many.InternalDns, &many.ExternalDns} {
 		*f = strings.Repeat("x", maxFieldLength+1)
 	}
 
-	out = platformFacts(many, &hardware.SystemInformationSpec{Manufacturer: strings.Repeat("m", maxFieldLength+1)}, "10.0.0.1")
+	out = platformFacts(many, &hwpb.SystemInformationSpec{Manufacturer: strings.Repeat("m", maxFieldLength+1)}, "10.0.0.1")
 	require.Len(t, out.GetWarnings(), maxWarnings+1)
 	assert.Equal(t, "and 2 more", out.GetWarnings()[maxWarnings])
 }
@@ -66,12 +65,11 @@ func TestPlatformFacts(t *testing.T) {
 func TestAddressFacts(t *testing.T) {
 	t.Parallel()
 
-	out := addressFacts([]*network.AddressStatusSpec{
-		{Address: netip.MustParsePrefix("10.0.0.5/24"), LinkName: "eth0", Scope: nethelpers.ScopeGlobal, Family: nethelpers.FamilyInet4},
-		nil,
-		{LinkName: "eth1"}, // no address at all
-		{Address: netip.MustParsePrefix("::ffff:203.0.113.1/120"), LinkName: "external", Scope: nethelpers.ScopeGlobal},
-		{Address: netip.MustParsePrefix("127.0.0.1/8"), LinkName: "lo", Scope: nethelpers.ScopeHost},
+	out := addressFacts([]addressStatus{
+		{prefix: netip.MustParsePrefix("10.0.0.5/24"), link: "eth0", scope: uint32(nethelpers.ScopeGlobal), family: uint32(nethelpers.FamilyInet4)},
+		{link: "eth1"}, // no address at all
+		{prefix: netip.MustParsePrefix("::ffff:203.0.113.1/120"), link: "external", scope: uint32(nethelpers.ScopeGlobal)},
+		{prefix: netip.MustParsePrefix("127.0.0.1/8"), link: "lo", scope: uint32(nethelpers.ScopeHost)},
 	}, "10.0.0.5")
 
 	require.Len(t, out.GetAddresses(), 3)
@@ -80,9 +78,9 @@ func TestAddressFacts(t *testing.T) {
 	assert.Equal(t, "host", out.GetAddresses()[2].GetScope())
 	assert.Equal(t, []string{"1 address entries left out: no valid address (links eth1)"}, out.GetWarnings())
 
-	var many []*network.AddressStatusSpec
+	var many []addressStatus
 	for i := range maxAddresses + 10 {
-		many = append(many, &network.AddressStatusSpec{Address: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32), LinkName: "eth0"})
+		many = append(many, addressStatus{prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 32), link: "eth0"})
 	}
 
 	out = addressFacts(many, "10.0.0.5")
@@ -93,21 +91,21 @@ func TestAddressFacts(t *testing.T) {
 func TestWithPlatformMetadata(t *testing.T) {
 	t.Parallel()
 
-	before := platformFacts(&runtime.PlatformMetadataSpec{Platform: "gcp", Zone: "a"}, &hardware.SystemInformationSpec{SerialNumber: "s1", UUID: "u1"}, "10.0.0.1")
+	before := platformFacts(&rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "a"}, &hwpb.SystemInformationSpec{SerialNumber: "s1", Uuid: "u1"}, "10.0.0.1")
 
-	after := withPlatformMetadata(before, &runtime.PlatformMetadataSpec{Platform: "gcp", Zone: "b", Spot: true})
+	after := withPlatformMetadata(before, &rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "b", Spot: true})
 	assert.Equal(t, "b", after.GetZone())
 	assert.True(t, after.GetSpot())
 	assert.Equal(t, "s1", after.GetSerialNumber(), "SystemInformation is kept")
 	assert.True(t, after.GetHasSystemInformation())
 	assert.Equal(t, "10.0.0.1", after.GetNodeIp())
 
-	same := withPlatformMetadata(before, &runtime.PlatformMetadataSpec{Platform: "gcp", Zone: "a"})
+	same := withPlatformMetadata(before, &rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "a"})
 	assert.True(t, proto.Equal(before, same), "the same PlatformMetadata gives the same facts")
 
 	// What was left out of SystemInformation is still said.
-	long := platformFacts(nil, &hardware.SystemInformationSpec{Version: strings.Repeat("v", maxFieldLength+1)}, "10.0.0.1")
-	assert.Equal(t, long.GetWarnings(), withPlatformMetadata(long, &runtime.PlatformMetadataSpec{Platform: "gcp"}).GetWarnings())
+	long := platformFacts(nil, &hwpb.SystemInformationSpec{Version: strings.Repeat("v", maxFieldLength+1)}, "10.0.0.1")
+	assert.Equal(t, long.GetWarnings(), withPlatformMetadata(long, &rtpb.PlatformMetadataSpec{Platform: "gcp"}).GetWarnings())
 
 	gone := withPlatformMetadata(before, nil)
 	assert.False(t, gone.GetHasPlatformMetadata())

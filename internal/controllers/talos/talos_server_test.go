@@ -1,0 +1,50 @@
+package talos
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// serveTalos serves st with COSI's State service over an in-memory listener, as the Talos API serves a
+// machine's resources (apid routes a request on its "node" metadata, which st finds in the incoming
+// context), and returns a connection to it: the sources are tested over the real protocol, their specs
+// encoded by the machinery's own resources. Server and connection end with the test; a test that checks
+// for leaked goroutines serves after it started checking.
+func serveTalos(t testing.TB, st state.CoreState) *grpc.ClientConn {
+	t.Helper()
+
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	v1alpha1.RegisterStateServer(srv, server.NewState(st))
+
+	served := make(chan struct{})
+
+	go func() {
+		defer close(served)
+
+		_ = srv.Serve(lis) //nolint:errcheck // Serve ends with Stop.
+	}()
+
+	conn, err := grpc.NewClient("passthrough:///talos",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	)
+	require.NoError(t, err)
+
+	t.Cleanup(func() {
+		require.NoError(t, conn.Close())
+		srv.Stop()
+		<-served
+	})
+
+	return conn
+}
