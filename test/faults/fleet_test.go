@@ -45,30 +45,11 @@ func machineNames(machines []talossim.Machine) []string {
 }
 
 // joinKubelets registers the machines' Nodes and serves their kubelet certificate requests until the test
-// ends, as kubelets started with --cloud-provider=external do.
+// ends, as kubelets started with --cloud-provider=external do; then it deletes their Nodes.
 func joinKubelets(t *testing.T, c cluster, machines []talossim.Machine) *talossim.Kubelets {
 	t.Helper()
 
-	kubelets, err := talossim.NewKubelets(c.config, machines, talossim.KubeletOptions{})
-	if err != nil {
-		t.Fatalf("failed to create kubelets: %v", err)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-
-	go func() {
-		defer close(done)
-
-		kubelets.Run(ctx) //nolint:errcheck // Run ends only with ctx.
-	}()
-
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-
-	return kubelets
+	return talossim.RunTestKubelets(t, c.config, machines)
 }
 
 // cleanupPrefix deletes, when the test ends, every Node whose name starts with PREFIX- and every certificate
