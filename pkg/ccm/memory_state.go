@@ -7,12 +7,21 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 )
 
-// inMemoryHistory is how many events each in-memory collection keeps for its watchers. Every event holds
-// the version of the resource it made, and the one it replaced: the history keeps up to twice that many
-// versions of each type alive (at 8,192, a fifth of talos-ccm's heap after 5,000 Nodes joined). A watcher
-// that falls further behind is resumed (see resumingState): a burst longer than the history costs a fresh
-// read of the type and a reconcile of each resource it changed, not a failure.
-const inMemoryHistory = 1024
+// inMemoryHistory is how many events each in-memory collection keeps for its watchers, and
+// inMemoryHistoryGap how many of them a watch may not start from (a bookmark or the tail must lie at least
+// that far inside the history; it must stay below inMemoryHistoryInitial).
+// Every event holds the version of the resource it made and the one it replaced, so the history keeps up
+// to twice that many versions of each type alive: at 1,024, 26 MiB of peak memory more than at 128 while
+// 1,000 Nodes joined. A watcher that falls further behind is resumed (see resumingState): a burst longer
+// than the history costs a fresh read of the type and a reconcile of each resource it changed, not a
+// failure, so the history is sized for memory. A collection starts with inMemoryHistoryInitial events and
+// grows to the full history only when its type is written that often: a cluster whose types barely
+// change (an idle cluster of a host's) does not hold the full ring of every type.
+const (
+	inMemoryHistory        = 256
+	inMemoryHistoryGap     = 16
+	inMemoryHistoryInitial = 64
+)
 
 // MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) whose watches are
 // resumed when they fall behind the history (see resumingState), and whose reads share the stored resources
@@ -40,8 +49,8 @@ func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
 // the bursts of a large cluster without that; use MemoryStateBuilder, with the host's options as arguments.
 func MemoryStateOptions() []inmem.StateOption {
 	return []inmem.StateOption{
-		inmem.WithHistoryInitialCapacity(inMemoryHistory),
+		inmem.WithHistoryInitialCapacity(inMemoryHistoryInitial),
 		inmem.WithHistoryMaxCapacity(inMemoryHistory),
-		inmem.WithHistoryGap(64),
+		inmem.WithHistoryGap(inMemoryHistoryGap),
 	}
 }

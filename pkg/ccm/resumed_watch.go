@@ -38,11 +38,47 @@ func (s *resumingState) WatchKindAggregated(ctx context.Context, kind resource.K
 		return s.CoreState.WatchKindAggregated(ctx, kind, ch, opts...)
 	}
 
+	return s.resume(ctx, kind, options, func(ctx context.Context, events []state.Event) bool {
+		return channel.SendWithContext(ctx, ch, events)
+	}, opts)
+}
+
+// WatchKind implements state.CoreState: a watch from the present is the resumed aggregated watch of
+// WatchKindAggregated, handed on one event at a time (ccmctl's watches come this way through talos-ccm's
+// API, and a watcher reading over the network falls behind a burst more easily than the runtime's own);
+// one from a bookmark or the history's tail is the state's own.
+func (s *resumingState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- state.Event, opts ...state.WatchKindOption) error {
+	var options state.WatchKindOptions
+
+	for _, opt := range opts {
+		opt(&options)
+	}
+
+	if options.TailEvents > 0 || options.StartFromBookmark != nil {
+		return s.CoreState.WatchKind(ctx, kind, ch, opts...)
+	}
+
+	return s.resume(ctx, kind, options, func(ctx context.Context, events []state.Event) bool {
+		for _, ev := range events {
+			if !channel.SendWithContext(ctx, ch, ev) {
+				return false
+			}
+		}
+
+		return true
+	}, opts)
+}
+
+// resume starts a watch of kind that is resumed after it fell behind, whose events send hands on.
+func (s *resumingState) resume(
+	ctx context.Context, kind resource.Kind, options state.WatchKindOptions,
+	send func(context.Context, []state.Event) bool, opts []state.WatchKindOption,
+) error {
 	w := &resumedWatch{
 		state:    s.CoreState,
 		kind:     kind,
 		filters:  sameFilters(options),
-		out:      ch,
+		out:      send,
 		contents: options.BootstrapContents,
 	}
 
@@ -62,7 +98,8 @@ type resumedWatch struct {
 	state   state.CoreState
 	kind    resource.Kind
 	filters state.WatchKindOption
-	out     chan<- []state.Event
+	// out hands events on to the watcher; false when ctx ended first.
+	out func(context.Context, []state.Event) bool
 	// contents says whether the watcher asked for the initial contents.
 	contents bool
 	// known are the resources the watcher was told of and not told are gone, as it was last told of each.
@@ -137,7 +174,7 @@ func (w *resumedWatch) forward(ctx context.Context, events []state.Event) bool {
 
 // send hands events on, unless there are none; false when ctx ended first.
 func (w *resumedWatch) send(ctx context.Context, events []state.Event) bool {
-	return len(events) == 0 || channel.SendWithContext(ctx, w.out, events)
+	return len(events) == 0 || w.out(ctx, events)
 }
 
 // resume starts the inner watch afresh after it failed with failure, and tells the watcher what changed

@@ -10,6 +10,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/siderolabs/gen/channel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -212,4 +213,44 @@ func boolToInt(b bool) int {
 	}
 
 	return 0
+}
+
+// TestResumedWatchOneEventAtATime: a watch that takes one event at a time (ccmctl's, through talos-ccm's
+// API) is resumed as the aggregated one is, instead of failing when it falls behind the history.
+func TestResumedWatchOneEventAtATime(t *testing.T) {
+	t.Parallel()
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	st := shortHistoryState()
+	createNodes(ctx, t, st, 0, 3)
+
+	single := make(chan state.Event)
+	require.NoError(t, st.WatchKind(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), single, state.WithBootstrapContents(true)))
+
+	// Nobody reads while the state changes far more than its history holds.
+	createNodes(ctx, t, st, 3, 60)
+
+	ch := make(chan []state.Event)
+
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-single:
+				if !channel.SendWithContext(ctx, ch, []state.Event{ev}) {
+					return
+				}
+			}
+		}
+	}()
+
+	want := contents(ctx, t, st)
+	view := &watchedView{versions: map[resource.ID]string{}}
+	view.readUntil(t, ch, func() bool { return assert.ObjectsAreEqual(want, view.versions) }, "the watcher ends with the state's contents")
+
+	assert.Empty(t, view.errors, "the watcher was not failed")
+	assert.Equal(t, 1, view.bootstrapped)
 }
