@@ -130,7 +130,7 @@ func newSinkController[Input generic.ResourceWithRD](s sinkSettings[Input]) *Sin
 		name:        s.Name,
 		kind:        s.Kind,
 		object:      s.Object,
-		concurrency: int(max(s.Concurrency, 1)), //nolint:gosec // a count of workers.
+		concurrency: int(max(s.Concurrency, 1)),
 	}
 }
 

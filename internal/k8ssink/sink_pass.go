@@ -138,7 +138,7 @@ func (c *SinkController[Input]) writeStatus(ctx context.Context, r controller.QR
 		return nil
 	}
 
-	next := current.DeepCopy().(*sink.ApplyStatus) //nolint:forcetypeassert,errcheck // a copy has the type of its original.
+	next := current.DeepCopy().(*sink.ApplyStatus) //nolint:forcetypeassert // a copy has the type of its original.
 	next.TypedSpec().Value = status
 
 	if err := r.Update(ctx, next); err != nil {

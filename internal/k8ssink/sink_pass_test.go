@@ -62,20 +62,35 @@ func nodeSinkWithPasses(t *testing.T, s *ctest.Suite, concurrency uint, nodes ..
 	return passes
 }
 
+// undecided is the NodeTransform of an incomplete decision about the Node name, which the node sink records
+// without writing anything to the Node; it carries finalizers.
+func undecided(name string, finalizers ...string) *node.NodeTransform {
+	nt := node.NewNodeTransform(node.NamespaceName, name)
+	nt.TypedSpec().Value = &specs.NodeTransformSpec{}
+
+	for _, f := range finalizers {
+		nt.Metadata().Finalizers().Add(f)
+	}
+
+	return nt
+}
+
+// w1 is a Node the sink tests apply their decisions to.
+func w1() *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1"}}
+}
+
 // A pass that changes nothing writes nothing: a change of the Node's mirror runs the node sink again, and
 // the ApplyStatus it would write is the one it holds.
 func TestSinkWritesOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
 
 	s := ctest.New(t, ctest.WithoutLeakCheck())
-	passes := nodeSinkWithPasses(t, s, 4, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1"}})
+	passes := nodeSinkWithPasses(t, s, 4, w1())
 
 	// A decision that is not complete applies nothing: the pass records that the Node is initialized. The
 	// decision carries the sink's finalizer, as the decision controller writes it: no pass for adding it.
-	nt := node.NewNodeTransform(node.NamespaceName, "w1")
-	nt.TypedSpec().Value = &specs.NodeTransformSpec{}
-	nt.Metadata().Finalizers().Add("k8ssink.NodeSinkController")
-	s.Create(nt)
+	s.Create(undecided("w1", "k8ssink.NodeSinkController"))
 
 	require.Equal(t, "w1", <-passes)
 
@@ -136,10 +151,9 @@ func TestSinkLetsGoOnceItsStatusIsFree(t *testing.T) {
 	t.Parallel()
 
 	s := ctest.New(t, ctest.WithoutLeakCheck())
-	passes := nodeSinkWithPasses(t, s, 4, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1"}})
+	passes := nodeSinkWithPasses(t, s, 4, w1())
 
-	nt := node.NewNodeTransform(node.NamespaceName, "w1")
-	nt.TypedSpec().Value = &specs.NodeTransformSpec{}
+	nt := undecided("w1")
 	s.Create(nt)
 
 	<-passes
@@ -188,7 +202,7 @@ func TestSinkAppliesManyAndLeavesNothing(t *testing.T) {
 	passes := nodeSinkWithPasses(t, s, 8, nodes...)
 
 	go func() {
-		for range passes { //nolint:revive // drained so that passes never block.
+		for range passes { // Drained so that the passes never block.
 		}
 	}()
 
@@ -199,9 +213,7 @@ func TestSinkAppliesManyAndLeavesNothing(t *testing.T) {
 	}()
 
 	for _, n := range nodes {
-		nt := node.NewNodeTransform(node.NamespaceName, n.Name)
-		nt.TypedSpec().Value = &specs.NodeTransformSpec{}
-		s.Create(nt)
+		s.Create(undecided(n.Name))
 	}
 
 	ctest.AssertResources(s, ids, func(as *sink.ApplyStatus, a *assert.Assertions) {

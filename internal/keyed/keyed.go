@@ -254,7 +254,7 @@ func (q *Queue[K]) pop(now time.Time) *entry[K] {
 // promote queues the waiting entries that are due at now. q.mu is held.
 func (q *Queue[K]) promote(now time.Time) {
 	for len(q.later) > 0 && !q.later[0].due.After(now) {
-		q.push(heap.Pop(&q.later).(*entry[K])) //nolint:forcetypeassert,errcheck // the heap holds entries only.
+		q.push(heap.Pop(&q.later).(*entry[K])) //nolint:forcetypeassert // the heap holds entries only.
 	}
 }
 
@@ -314,7 +314,7 @@ func (h laterHeap[K]) Swap(i, j int) {
 }
 
 func (h *laterHeap[K]) Push(x any) {
-	e := x.(*entry[K]) //nolint:forcetypeassert,errcheck // the heap holds entries only.
+	e := x.(*entry[K]) //nolint:forcetypeassert // the heap holds entries only.
 	e.index = len(*h)
 	*h = append(*h, e)
 }
