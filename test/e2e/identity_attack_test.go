@@ -60,14 +60,10 @@ func TestAttackNewNodeWithVictimIP(t *testing.T) {
 	machines := fleet(prefix, 2, 61)
 	victim := machines[0]
 
-	_, srv := talossim.StartTest(t, machines)
 	socket := filepath.Join(socketDir(t), "ccm.sock")
-	startCCM(t, srv, app.Options{APIListen: socket})
+	kubelets := startScene(t, prefix, machines, app.Options{APIListen: socket})
 	st := stateClient(t, socket)
 
-	watchProviderIDs(t, prefix+"-")
-
-	kubelets := joinNodes(t, machines)
 	waitNodes(t, names(machines), 60*time.Second, initialized)
 	waitKubeletCSRApproved(t, kubelets, victim.Name)
 
@@ -253,14 +249,10 @@ func TestMachineIdentityNotProven(t *testing.T) {
 	silent.NoNodename = true
 	liar.Nodename = victim.Name
 
-	_, srv := talossim.StartTest(t, machines)
 	socket := filepath.Join(socketDir(t), "ccm.sock")
-	startCCM(t, srv, app.Options{APIListen: socket})
+	kubelets := startScene(t, prefix, machines, app.Options{APIListen: socket})
 	st := stateClient(t, socket)
 
-	watchProviderIDs(t, prefix+"-")
-
-	kubelets := joinNodes(t, machines)
 	waitNodes(t, []string{victim.Name}, 60*time.Second, initialized)
 	waitKubeletCSRApproved(t, kubelets, victim.Name)
 
@@ -296,12 +288,7 @@ func attackScene(t *testing.T, prefix string, seed int64, opts app.Options) (vic
 
 	machines := fleet(prefix, 2, seed)
 
-	_, srv := talossim.StartTest(t, machines)
-	startCCM(t, srv, opts)
-
-	watchProviderIDs(t, prefix+"-")
-
-	kubelets = joinNodes(t, machines)
+	kubelets = startScene(t, prefix, machines, opts)
 	waitNodes(t, names(machines), 60*time.Second, initialized)
 
 	for _, m := range machines {
@@ -309,6 +296,19 @@ func attackScene(t *testing.T, prefix string, seed int64, opts app.Options) (vic
 	}
 
 	return machines[0], machines[1], kubelets
+}
+
+// startScene serves the machines (named PREFIX-...) to talos-ccm, started with opts, with a watch that fails
+// the test when two Nodes ever share a providerID, and joins their kubelets.
+func startScene(t *testing.T, prefix string, machines []talossim.Machine, opts app.Options) *talossim.Kubelets {
+	t.Helper()
+
+	_, srv := talossim.StartTest(t, machines)
+	startCCM(t, srv, opts)
+
+	watchProviderIDs(t, prefix+"-")
+
+	return joinNodes(t, machines)
 }
 
 // kubeletClientset returns a clientset that acts as the node's kubelet, as a stolen kubelet credential does.

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -39,10 +38,7 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 	socket := filepath.Join(socketDir(t), "ccm.sock")
 
 	start := func(name string) *exec.Cmd {
-		logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-		require.NoError(t, err)
-
-		cmd := exec.Command(bin,
+		return startCCMProcess(t, bin, name,
 			"--kubeconfig", kubeconfig,
 			"--talosconfig", srv.TalosconfigPath(),
 			"--state-dir", stateDir,
@@ -56,22 +52,6 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 			// Slow writes, so that the kill lands while Nodes are still waiting for their pod CIDRs.
 			"--kube-api-qps", "60", "--kube-api-burst", "5",
 		)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		require.NoError(t, cmd.Start())
-
-		t.Cleanup(func() {
-			cmd.Process.Kill() //nolint:errcheck
-			cmd.Wait()         //nolint:errcheck
-			logFile.Close()    //nolint:errcheck
-
-			if t.Failed() {
-				b, _ := os.ReadFile(logFile.Name())
-				t.Logf("%s log:\n%s", name, tail(string(b), 40))
-			}
-		})
-
-		return cmd
 	}
 
 	withPodCIDRs := func() map[string][]string {

@@ -156,7 +156,15 @@ func TestRestartWithSameStateWritesNothing(t *testing.T) {
 
 	// It wrote nothing because nothing differed, not because it is idle: a label of talos-ccm's removed by
 	// someone else comes back.
-	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), machines[0].Name, metav1.GetOptions{})
+	waitLabelRestored(t, machines[0].Name, 10*time.Second)
+}
+
+// waitLabelRestored removes a label of talos-ccm's from node, as someone else would, and waits until talos-ccm
+// puts it back, or fails the test after timeout.
+func waitLabelRestored(t *testing.T, node string, timeout time.Duration) {
+	t.Helper()
+
+	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	require.NoError(t, err)
 
 	delete(n.Labels, "node.cloudprovider.kubernetes.io/platform")
@@ -164,7 +172,7 @@ func TestRestartWithSameStateWritesNothing(t *testing.T) {
 	_, err = env.Clientset().CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	waitNodes(t, []string{machines[0].Name}, 10*time.Second, func(n *corev1.Node) bool {
+	waitNodes(t, []string{node}, timeout, func(n *corev1.Node) bool {
 		return n.Labels["node.cloudprovider.kubernetes.io/platform"] != ""
 	})
 }

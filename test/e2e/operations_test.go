@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
@@ -137,6 +136,34 @@ func buildCCM(t *testing.T) string {
 	return bin
 }
 
+// startCCMProcess runs the talos-ccm binary bin with args, its output in a log file named after name; the
+// process is killed when the test ends (and with the test process), and if the test failed, the end of its
+// log is shown.
+func startCCMProcess(t *testing.T, bin, name string, args ...string) *exec.Cmd {
+	t.Helper()
+
+	logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	require.NoError(t, err)
+
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+
+	t.Cleanup(func() {
+		cmd.Process.Kill() //nolint:errcheck
+		cmd.Wait()         //nolint:errcheck
+		logFile.Close()    //nolint:errcheck
+
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("%s log:\n%s", name, tail(string(b), 40))
+		}
+	})
+
+	return cmd
+}
+
 func TestLeaderElectionFailover(t *testing.T) {
 	machines := fleet("leader", 5, 51)
 	_, srv := talossim.StartTest(t, machines)
@@ -146,10 +173,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	lease := "talos-ccm-failover"
 
 	start := func(name string) *exec.Cmd {
-		logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-		require.NoError(t, err)
-
-		cmd := exec.Command(bin,
+		return startCCMProcess(t, bin, name,
 			"--kubeconfig", kubeconfig,
 			"--talosconfig", srv.TalosconfigPath(),
 			"--state-dir", "",
@@ -162,22 +186,6 @@ func TestLeaderElectionFailover(t *testing.T) {
 			"--leader-elect-renew-deadline", "3s",
 			"--leader-elect-retry-period", "500ms",
 		)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		require.NoError(t, cmd.Start())
-
-		t.Cleanup(func() {
-			cmd.Process.Kill() //nolint:errcheck
-			cmd.Wait()         //nolint:errcheck
-			logFile.Close()    //nolint:errcheck
-
-			if t.Failed() {
-				b, _ := os.ReadFile(logFile.Name())
-				t.Logf("%s log:\n%s", name, tail(string(b), 40))
-			}
-		})
-
-		return cmd
 	}
 
 	first := start("first")
@@ -226,17 +234,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	})
 
 	// And it works: a label of talos-ccm's removed by someone else comes back.
-	n, err := env.Clientset().CoreV1().Nodes().Get(t.Context(), machines[0].Name, metav1.GetOptions{})
-	require.NoError(t, err)
-
-	delete(n.Labels, "node.cloudprovider.kubernetes.io/platform")
-
-	_, err = env.Clientset().CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
-	require.NoError(t, err)
-
-	waitNodes(t, []string{machines[0].Name}, 15*time.Second, func(n *corev1.Node) bool {
-		return n.Labels["node.cloudprovider.kubernetes.io/platform"] != ""
-	})
+	waitLabelRestored(t, machines[0].Name, 15*time.Second)
 }
 
 func tail(s string, lines int) string {
