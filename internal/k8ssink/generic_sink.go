@@ -28,9 +28,9 @@ import (
 // joins, and the runtime's queue costs in proportion to its length at every step (it scans and shifts a
 // slice), where a keyed queue costs the same at any length.
 //
-// The runtime tells which resources changed only to queued controllers (a plain controller learns that
-// something changed, not what), and a controller of its own cannot watch the state without the runtime's
-// access checks. So the sink is a queued controller to the runtime, whose Reconcile and MapInput only put
+// The runtime tells which resources changed only to queued controllers: a plain controller learns that
+// something changed, not what, and would have to watch the state itself, past the runtime's access checks
+// and with goroutines of its own for each watch. So the sink is a queued controller to the runtime, whose Reconcile and MapInput only put
 // the key in the sink's queue and return: the runtime's queue is emptied as fast as it fills, by one
 // worker, and stays short. The passes run in the sink's run hook, at most Concurrency at once.
 type SinkController[Input generic.ResourceWithRD] struct {
