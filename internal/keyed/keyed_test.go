@@ -381,3 +381,28 @@ func TestRunRetries(t *testing.T) {
 		assert.Equal(t, 1, q.Len())
 	})
 }
+
+// BenchmarkQueue adds, takes and finishes a key with backlog keys queued ahead of it: the cost per key is
+// the same at any backlog (the runtime's queue scans its backlog at each step).
+func BenchmarkQueue(b *testing.B) {
+	for _, backlog := range []int{10, 10_000} {
+		b.Run(fmt.Sprint(backlog), func(b *testing.B) {
+			q := keyed.New[int](nil)
+
+			for i := range backlog {
+				q.Add(i)
+			}
+
+			next := backlog
+
+			for b.Loop() {
+				q.Add(next)
+
+				key, _ := q.Take()
+				q.Done(key, 0, nil)
+
+				next++
+			}
+		})
+	}
+}
