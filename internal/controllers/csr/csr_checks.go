@@ -46,31 +46,49 @@ const (
 	usageServerAuth       = "server auth"
 )
 
-// Check identifies one approval check: its number and a short name. The README, every decision's reason
-// and the CSRRuleResults a CSRDecision records call them "rule N (name)": those words are part of the
-// output and stay; in the code they are checks, and "rules" are the transformation rules only.
+// Check is one approval check. The README, every decision's reason and the CSRRuleResults a CSRDecision
+// records call them "rule N (name)": those words are part of the output and stay; in the code they are
+// checks, and "rules" are the transformation rules only.
 type Check struct {
-	Name   string
+	// run evaluates the check on one request.
+	run func(*decider) outcome
+	// Name is the check's short name, as the decisions and the failure metric name it.
+	Name string
+	// Number is the check's number: the checks run in this order.
 	Number int32
+	// Denies says that a failure of the check denies the request. A failure of any other check only
+	// waits: the Node may not be initialized yet, or the Talos facts may lag behind.
+	Denies bool
 }
 
-// The approval checks, in order. Every one must pass (rule 8 may be skipped) for a request to be approved.
-var (
-	CheckRequester        = Check{Number: 1, Name: "requester"}
-	CheckRequest          = Check{Number: 2, Name: "request"}
-	CheckSubject          = Check{Number: 3, Name: "subject"}
-	CheckUsages           = Check{Number: 4, Name: "usages"}
-	CheckExpiration       = Check{Number: 5, Name: "expiration"}
-	CheckNode             = Check{Number: 6, Name: "node"}
-	CheckNodeAddresses    = Check{Number: 7, Name: "node-addresses"}
-	CheckMachineAddresses = Check{Number: 8, Name: "machine-addresses"}
-	CheckReserved         = Check{Number: 9, Name: "reserved"}
-	CheckOperator         = Check{Number: 10, Name: "operator"}
-)
+// checks is the one definition of the approval checks, in the order they run: the order, the set of checks
+// that deny, the names in the decisions and the failure metric's labels are all read from it. Every check
+// must pass (or be skipped) for a request to be approved. A new check is one entry here with its method on
+// decider; TestChecksTable keeps the table and the README's table of rules in step.
+var checks = []Check{
+	{Number: 1, Name: "requester", Denies: true, run: (*decider).requester},
+	{Number: 2, Name: "request", Denies: true, run: (*decider).request},
+	{Number: 3, Name: "subject", Denies: true, run: (*decider).subject},
+	{Number: 4, Name: "usages", Denies: true, run: (*decider).usages},
+	{Number: 5, Name: "expiration", Denies: true, run: (*decider).expiration},
+	{Number: 6, Name: "node", Denies: false, run: (*decider).node},
+	{Number: 7, Name: "node-addresses", Denies: true, run: (*decider).nodeAddresses},
+	{Number: 8, Name: "machine-addresses", Denies: false, run: (*decider).machineAddresses},
+	{Number: 9, Name: "reserved", Denies: true, run: (*decider).reserved},
+	{Number: 10, Name: "operator", Denies: true, run: (*decider).operator},
+}
 
-// denying lists the rules whose failure denies a request. A failure of any other rule only waits: the
-// Node may not be initialized yet, or the Talos facts may lag behind.
-var denying = map[int32]bool{1: true, 2: true, 3: true, 4: true, 5: true, 7: true, 9: true, 10: true}
+// Checks returns the approval checks, in the order they run.
+func Checks() []Check {
+	return slices.Clone(checks)
+}
+
+// denies says whether a failure of the check numbered number denies the request.
+func denies(number int32) bool {
+	i := slices.IndexFunc(checks, func(c Check) bool { return c.Number == number })
+
+	return i >= 0 && checks[i].Denies
+}
 
 // DecisionInput is everything the decision about one request depends on.
 type DecisionInput struct {
@@ -166,10 +184,9 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 		}
 	}
 
-	for _, check := range []func() *specs.CSRRuleResult{
-		d.requester, d.request, d.subject, d.usages, d.expiration, d.node, d.nodeAddresses, d.machineAddresses, d.reserved, d.operator,
-	} {
-		out.Rules = append(out.Rules, check())
+	for _, check := range checks {
+		o := check.run(&d)
+		out.Rules = append(out.Rules, &specs.CSRRuleResult{Number: check.Number, Name: check.Name, Result: o.result, Reason: o.reason})
 	}
 
 	out.Verdict, out.Reason = verdict(out.Rules)
@@ -210,7 +227,7 @@ func verdict(rules []*specs.CSRRuleResult) (string, string) {
 		line := fmt.Sprintf("rule %d (%s): %s", r.GetNumber(), r.GetName(), r.GetReason())
 
 		switch {
-		case r.GetResult() == csrres.ResultFail && denying[r.GetNumber()]:
+		case r.GetResult() == csrres.ResultFail && denies(r.GetNumber()):
 			denied = append(denied, line)
 		case r.GetResult() == csrres.ResultFail || r.GetResult() == csrres.ResultWait:
 			waiting = append(waiting, line)
@@ -244,24 +261,22 @@ type decider struct {
 	isNode      bool
 }
 
-func pass(check Check, format string, args ...any) *specs.CSRRuleResult {
-	return result(check, csrres.ResultPass, format, args...)
+// outcome is what one check found of one request: its result (pass, fail, wait or skip) and why.
+type outcome struct {
+	result string
+	reason string
 }
 
-func fail(check Check, format string, args ...any) *specs.CSRRuleResult {
-	return result(check, csrres.ResultFail, format, args...)
-}
+func pass(format string, args ...any) outcome { return result(csrres.ResultPass, format, args...) }
 
-func wait(check Check, format string, args ...any) *specs.CSRRuleResult {
-	return result(check, csrres.ResultWait, format, args...)
-}
+func fail(format string, args ...any) outcome { return result(csrres.ResultFail, format, args...) }
 
-func skip(check Check, format string, args ...any) *specs.CSRRuleResult {
-	return result(check, csrres.ResultSkip, format, args...)
-}
+func wait(format string, args ...any) outcome { return result(csrres.ResultWait, format, args...) }
 
-func result(check Check, res, format string, args ...any) *specs.CSRRuleResult {
-	return &specs.CSRRuleResult{Number: check.Number, Name: check.Name, Result: res, Reason: clean(fmt.Sprintf(format, args...))}
+func skip(format string, args ...any) outcome { return result(csrres.ResultSkip, format, args...) }
+
+func result(res, format string, args ...any) outcome {
+	return outcome{result: res, reason: clean(fmt.Sprintf(format, args...))}
 }
 
 // clean keeps text from a request printable in a decision (protobuf strings must be valid UTF-8) and
@@ -278,37 +293,37 @@ func clean(s string) string {
 }
 
 // requester is rule 1: the requester is a node.
-func (d *decider) requester() *specs.CSRRuleResult {
+func (d *decider) requester() outcome {
 	username := d.csr.GetUsername()
 
 	if !d.isNode {
-		return fail(CheckRequester, "the requester %q is not a node (%sNAME)", username, NodeUserPrefix)
+		return fail("the requester %q is not a node (%sNAME)", username, NodeUserPrefix)
 	}
 
 	if errs := validation.IsDNS1123Subdomain(d.nodeName); len(errs) > 0 {
-		return fail(CheckRequester, "the node name %q is not a DNS-1123 subdomain", d.nodeName)
+		return fail("the node name %q is not a DNS-1123 subdomain", d.nodeName)
 	}
 
 	if !slices.Contains(d.csr.GetGroups(), NodesGroup) {
-		return fail(CheckRequester, "the requester %q is not in the group %s", username, NodesGroup)
+		return fail("the requester %q is not in the group %s", username, NodesGroup)
 	}
 
-	return pass(CheckRequester, "%s in the group %s", username, NodesGroup)
+	return pass("%s in the group %s", username, NodesGroup)
 }
 
 // request is rule 2: the request parses, its size and SAN count are bounded, its key is strong and not too
 // large, and its signature verifies. ParseRequest checks them in this order and verifies the signature last.
-func (d *decider) request() *specs.CSRRuleResult {
+func (d *decider) request() outcome {
 	switch {
 	case d.req == nil:
-		return fail(CheckRequest, "%s", d.parseErr)
+		return fail("%s", d.parseErr)
 	case d.refused != "":
-		return fail(CheckRequest, "%s (the signature is not verified)", d.refused)
+		return fail("%s (the signature is not verified)", d.refused)
 	case d.signatureErr != nil:
-		return fail(CheckRequest, "the signature does not verify: %v", d.signatureErr)
+		return fail("the signature does not verify: %v", d.signatureErr)
 	}
 
-	return pass(CheckRequest, "%d bytes, %s key, signature verified", len(d.csr.GetRequest()), d.key)
+	return pass("%d bytes, %s key, signature verified", len(d.csr.GetRequest()), d.key)
 }
 
 // keyDescription describes a public key and says whether it is accepted.
@@ -339,9 +354,9 @@ func keyDescription(key any) (string, bool) {
 
 // subject is rule 3: O is exactly system:nodes, CN is the requester, and the SANs are DNS names and IP
 // addresses only, at least one.
-func (d *decider) subject() *specs.CSRRuleResult {
+func (d *decider) subject() outcome {
 	if d.req == nil {
-		return skip(CheckSubject, "the request does not parse")
+		return skip("the request does not parse")
 	}
 
 	var problems []string
@@ -385,14 +400,14 @@ func (d *decider) subject() *specs.CSRRuleResult {
 	}
 
 	if len(problems) > 0 {
-		return fail(CheckSubject, "%s", strings.Join(problems, "; "))
+		return fail("%s", strings.Join(problems, "; "))
 	}
 
-	return pass(CheckSubject, "O=%s, CN=%s, %d DNS names, %d IP addresses", NodesGroup, subject.CommonName, len(d.req.DNSNames), len(d.req.IPAddresses))
+	return pass("O=%s, CN=%s, %d DNS names, %d IP addresses", NodesGroup, subject.CommonName, len(d.req.DNSNames), len(d.req.IPAddresses))
 }
 
 // usages is rule 4: digital signature and server auth, optionally key encipherment, nothing else.
-func (d *decider) usages() *specs.CSRRuleResult {
+func (d *decider) usages() outcome {
 	usages := d.csr.GetUsages()
 
 	var extra []string
@@ -413,18 +428,18 @@ func (d *decider) usages() *specs.CSRRuleResult {
 
 	switch {
 	case len(extra) > 0 && len(missing) > 0:
-		return fail(CheckUsages, "usages %q not allowed and %q missing", extra, missing)
+		return fail("usages %q not allowed and %q missing", extra, missing)
 	case len(extra) > 0:
-		return fail(CheckUsages, "usages %q not allowed (only %s, %s and %s)", extra, usageDigitalSignature, usageServerAuth, usageKeyEncipherment)
+		return fail("usages %q not allowed (only %s, %s and %s)", extra, usageDigitalSignature, usageServerAuth, usageKeyEncipherment)
 	case len(missing) > 0:
-		return fail(CheckUsages, "usages %q missing", missing)
+		return fail("usages %q missing", missing)
 	}
 
-	return pass(CheckUsages, "%s", strings.Join(usages, ", "))
+	return pass("%s", strings.Join(usages, ", "))
 }
 
 // expiration is rule 5: the requested lifetime, when set, is at most the configured maximum.
-func (d *decider) expiration() *specs.CSRRuleResult {
+func (d *decider) expiration() outcome {
 	maxSeconds := d.in.Config.GetCsrApproval().GetMaxExpirationSeconds()
 	if maxSeconds <= 0 {
 		maxSeconds = int64(config.DefaultCSRMaxExpiration / time.Second)
@@ -434,12 +449,12 @@ func (d *decider) expiration() *specs.CSRRuleResult {
 
 	switch {
 	case requested == 0:
-		return pass(CheckExpiration, "no expirationSeconds: the signer's default lifetime")
+		return pass("no expirationSeconds: the signer's default lifetime")
 	case requested < 0 || requested > maxSeconds:
-		return fail(CheckExpiration, "expirationSeconds %d is more than the maximum %d", requested, maxSeconds)
+		return fail("expirationSeconds %d is more than the maximum %d", requested, maxSeconds)
 	}
 
-	return pass(CheckExpiration, "expirationSeconds %d, at most %d", requested, maxSeconds)
+	return pass("expirationSeconds %d, at most %d", requested, maxSeconds)
 }
 
 // kubeletClaim marks the reasons of decisions made without Talos facts.
@@ -447,30 +462,30 @@ const kubeletClaim = "evidence: the Node's status, the kubelet's own claim (no T
 
 // node is rule 6: the Node exists and talos-ccm initialized it from its machine's verified facts (without
 // Talos facts: the Node exists and has no uninitialized taint). It waits, never fails.
-func (d *decider) node() *specs.CSRRuleResult {
+func (d *decider) node() outcome {
 	switch {
 	case !d.isNode:
-		return skip(CheckNode, "the requester is not a node")
+		return skip("the requester is not a node")
 	case d.in.Node == nil:
-		return wait(CheckNode, "Node %q does not exist yet", d.nodeName)
+		return wait("Node %q does not exist yet", d.nodeName)
 	case d.in.Node.GetUninitialized():
-		return wait(CheckNode, "Node %q is not initialized yet", d.nodeName)
+		return wait("Node %q is not initialized yet", d.nodeName)
 	case !d.in.TalosFacts:
-		return pass(CheckNode, "Node %q exists and is initialized (%s)", d.nodeName, kubeletClaim)
+		return pass("Node %q exists and is initialized (%s)", d.nodeName, kubeletClaim)
 	case !d.in.Verified && d.in.Unverified != "":
-		return wait(CheckNode, "Node %q is not bound to its machine: %s", d.nodeName, d.in.Unverified)
+		return wait("Node %q is not bound to its machine: %s", d.nodeName, d.in.Unverified)
 	case !d.in.Verified:
-		return wait(CheckNode, "Node %q is not initialized by talos-ccm from its machine's verified facts yet", d.nodeName)
+		return wait("Node %q is not initialized by talos-ccm from its machine's verified facts yet", d.nodeName)
 	}
 
-	return pass(CheckNode, "Node %q is initialized by talos-ccm from its machine's verified facts", d.nodeName)
+	return pass("Node %q is initialized by talos-ccm from its machine's verified facts", d.nodeName)
 }
 
 // nodeAddresses is rule 7: every DNS name is one of the Node's Hostname, InternalDNS or ExternalDNS
 // addresses, every IP one of its InternalIP or ExternalIP addresses; no wildcards.
-func (d *decider) nodeAddresses() *specs.CSRRuleResult {
+func (d *decider) nodeAddresses() outcome {
 	if d.req == nil {
-		return skip(CheckNodeAddresses, "the request does not parse")
+		return skip("the request does not parse")
 	}
 
 	var wildcards []string
@@ -482,15 +497,15 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	}
 
 	if len(wildcards) > 0 {
-		return fail(CheckNodeAddresses, "wildcard DNS names %q", wildcards)
+		return fail("wildcard DNS names %q", wildcards)
 	}
 
 	if !d.isNode {
-		return skip(CheckNodeAddresses, "the requester is not a node")
+		return skip("the requester is not a node")
 	}
 
 	if d.in.Node == nil || d.in.Node.GetUninitialized() {
-		return wait(CheckNodeAddresses, "the Node's addresses are not final until it is initialized")
+		return wait("the Node's addresses are not final until it is initialized")
 	}
 
 	// With Talos facts, the names and IPs are compared with the addresses talos-ccm computed from the
@@ -499,7 +514,7 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	if !d.in.TalosFacts {
 		addresses, evidence = d.in.Node.GetAddresses(), "the addresses of Node %q ("+kubeletClaim+")"
 	} else if !d.in.Verified {
-		return wait(CheckNodeAddresses, "Node %q is not bound to its machine: no verified addresses", d.nodeName)
+		return wait("Node %q is not bound to its machine: no verified addresses", d.nodeName)
 	}
 
 	evidence = fmt.Sprintf(evidence, d.nodeName)
@@ -535,7 +550,7 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 	}
 
 	if len(foreign) == 0 {
-		return pass(CheckNodeAddresses, "every name and IP is among %s", evidence)
+		return pass("every name and IP is among %s", evidence)
 	}
 
 	message := fmt.Sprintf("%s not among %s", strings.Join(foreign, ", "), evidence)
@@ -544,30 +559,30 @@ func (d *decider) nodeAddresses() *specs.CSRRuleResult {
 		if until := created.AsTime().Add(AddressSettle); until.After(d.in.Now) {
 			d.settleUntil = until
 
-			return wait(CheckNodeAddresses, "%s yet (denied unless they are by %s)", message, until.UTC().Format(time.RFC3339))
+			return wait("%s yet (denied unless they are by %s)", message, until.UTC().Format(time.RFC3339))
 		}
 	}
 
-	return fail(CheckNodeAddresses, "%s", message)
+	return fail("%s", message)
 }
 
 // machineAddresses is rule 8: every IP is also one of the machine's own addresses as Talos reports them
 // (nodeaddress.OwnAddresses).
 // It never denies: Talos facts can lag behind.
-func (d *decider) machineAddresses() *specs.CSRRuleResult {
+func (d *decider) machineAddresses() outcome {
 	switch {
 	case !d.in.TalosFacts:
-		return skip(CheckMachineAddresses, "no Talos API access: the out-of-band address check is off")
+		return skip("no Talos API access: the out-of-band address check is off")
 	case d.req == nil:
-		return skip(CheckMachineAddresses, "the request does not parse")
+		return skip("the request does not parse")
 	case len(d.ips) == 0:
-		return pass(CheckMachineAddresses, "no IP addresses to check")
+		return pass("no IP addresses to check")
 	case !d.isNode:
-		return skip(CheckMachineAddresses, "the requester is not a node")
+		return skip("the requester is not a node")
 	case d.in.Machine == nil:
-		return wait(CheckMachineAddresses, "the Talos facts of machine %q are not read yet", d.nodeName)
+		return wait("the Talos facts of machine %q are not read yet", d.nodeName)
 	case d.in.Machine.GetNodename() != d.nodeName:
-		return wait(CheckMachineAddresses, "the machine addresses filed under %q are not of a machine that names itself %q", d.nodeName, d.nodeName)
+		return wait("the machine addresses filed under %q are not of a machine that names itself %q", d.nodeName, d.nodeName)
 	}
 
 	var own []netip.Addr
@@ -591,10 +606,10 @@ func (d *decider) machineAddresses() *specs.CSRRuleResult {
 	}
 
 	if len(foreign) > 0 {
-		return fail(CheckMachineAddresses, "IP %s not among the addresses Talos reports for machine %q", strings.Join(foreign, ", "), d.nodeName)
+		return fail("IP %s not among the addresses Talos reports for machine %q", strings.Join(foreign, ", "), d.nodeName)
 	}
 
-	return pass(CheckMachineAddresses, "every IP is an address Talos reports for machine %q", d.nodeName)
+	return pass("every IP is an address Talos reports for machine %q", d.nodeName)
 }
 
 // ReservedName says whether a DNS name belongs to the cluster's own services: kubernetes, kubernetes.*,
@@ -620,9 +635,9 @@ func normalizeName(name string) string {
 }
 
 // operator is rule 10: the operator's narrowing from the configuration, when there is one.
-func (d *decider) operator() *specs.CSRRuleResult {
+func (d *decider) operator() outcome {
 	if d.req == nil {
-		return skip(CheckOperator, "the request does not parse")
+		return skip("the request does not parse")
 	}
 
 	cfg := d.in.Config.GetCsrApproval()
@@ -630,7 +645,7 @@ func (d *decider) operator() *specs.CSRRuleResult {
 	pattern := cfg.GetDnsNameRegex()
 
 	if len(prefixesText) == 0 && pattern == "" {
-		return pass(CheckOperator, "no narrowing configured")
+		return pass("no narrowing configured")
 	}
 
 	var problems []string
@@ -641,7 +656,7 @@ func (d *decider) operator() *specs.CSRRuleResult {
 		for _, text := range prefixesText {
 			prefix, err := netip.ParsePrefix(strings.TrimSpace(text))
 			if err != nil {
-				return wait(CheckOperator, "the allowed IP prefix %q in the configuration is invalid", text)
+				return wait("the allowed IP prefix %q in the configuration is invalid", text)
 			}
 
 			prefixes = append(prefixes, prefix.Masked())
@@ -657,7 +672,7 @@ func (d *decider) operator() *specs.CSRRuleResult {
 	if pattern != "" {
 		re, err := regexp.Compile("^(?:" + pattern + ")$")
 		if err != nil {
-			return wait(CheckOperator, "the DNS name regex in the configuration is invalid: %v", err)
+			return wait("the DNS name regex in the configuration is invalid: %v", err)
 		}
 
 		for _, name := range d.dnsNames {
@@ -668,10 +683,10 @@ func (d *decider) operator() *specs.CSRRuleResult {
 	}
 
 	if len(problems) > 0 {
-		return fail(CheckOperator, "%s", strings.Join(problems, ", "))
+		return fail("%s", strings.Join(problems, ", "))
 	}
 
-	return pass(CheckOperator, "within the configured prefixes and DNS name pattern")
+	return pass("within the configured prefixes and DNS name pattern")
 }
 
 // newer orders two requests of one requester: the later created, and among those created in the same

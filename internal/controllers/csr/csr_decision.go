@@ -295,7 +295,7 @@ func countDecision(decision *specs.CSRDecisionSpec) {
 	}
 
 	for _, rule := range decision.GetRules() {
-		if rule.GetResult() == csrres.ResultFail && denying[rule.GetNumber()] {
+		if rule.GetResult() == csrres.ResultFail && denies(rule.GetNumber()) {
 			metrics.CSRRuleFailures.WithLabelValues(strconv.Itoa(int(rule.GetNumber())) + "-" + rule.GetName()).Inc()
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 )
 
@@ -72,9 +71,9 @@ func LocalName(name string) bool {
 // reserved is rule 9: no name of the local host or of the cluster's own services, no IP that can never be a
 // node's (loopback, link-local, unspecified, multicast, broadcast), no IP in the Service ranges, and no IP of
 // the apiserver unless it is the requesting node's own.
-func (d *decider) reserved() *specs.CSRRuleResult {
+func (d *decider) reserved() outcome {
 	if d.req == nil {
-		return skip(CheckReserved, "the request does not parse")
+		return skip("the request does not parse")
 	}
 
 	domain := normalizeName(d.in.Config.GetClusterDomain())
@@ -128,12 +127,12 @@ func (d *decider) reserved() *specs.CSRRuleResult {
 
 	switch {
 	case len(found) > 0:
-		return fail(CheckReserved, "reserved: %s", strings.Join(found, ", "))
+		return fail("reserved: %s", strings.Join(found, ", "))
 	case len(waiting) > 0:
-		return wait(CheckReserved, "%s", strings.Join(waiting, "; "))
+		return wait("%s", strings.Join(waiting, "; "))
 	}
 
-	return pass(CheckReserved, "no reserved name or IP (cluster domain %s; %s; %d apiserver IPs)", domain, rangesFrom, len(apiServer))
+	return pass("no reserved name or IP (cluster domain %s; %s; %d apiserver IPs)", domain, rangesFrom, len(apiServer))
 }
 
 // serviceRanges returns the Service ranges and where they come from, or why rule 9 waits for them: from the
