@@ -20,6 +20,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // Change actions of a config dry run.
@@ -122,7 +123,7 @@ type DryRun struct {
 // TestConfig runs the transformation of the Node name with the config file's settings cfg on the facts
 // that talos-ccm holds about the Node, and compares the result with the decision in force.
 func TestConfig(ctx context.Context, st state.State, cfg *specs.ConfigSpec, name string, now time.Time) (DryRun, error) {
-	kn, err := getOptional[*kube.KubeNode](ctx, st, name)
+	kn, err := stateread.Optional[*kube.KubeNode](ctx, st, name)
 	if err != nil {
 		return DryRun{}, err
 	}
@@ -131,27 +132,27 @@ func TestConfig(ctx context.Context, st state.State, cfg *specs.ConfigSpec, name
 		return DryRun{}, fmt.Errorf("node %q not found: talos-ccm has not seen a Node of that name", name)
 	}
 
-	pm, err := getOptional[*talos.PlatformMetadata](ctx, st, name)
+	pm, err := stateread.Optional[*talos.PlatformMetadata](ctx, st, name)
 	if err != nil {
 		return DryRun{}, err
 	}
 
-	ma, err := getOptional[*talos.MachineAddresses](ctx, st, name)
+	ma, err := stateread.Optional[*talos.MachineAddresses](ctx, st, name)
 	if err != nil {
 		return DryRun{}, err
 	}
 
-	ms, err := getOptional[*talos.MachineStatus](ctx, st, name)
+	ms, err := stateread.Optional[*talos.MachineStatus](ctx, st, name)
 	if err != nil {
 		return DryRun{}, err
 	}
 
-	live, err := getOptional[*config.Config](ctx, st, config.ActiveID)
+	live, err := stateread.Optional[*config.Config](ctx, st, config.ActiveID)
 	if err != nil {
 		return DryRun{}, err
 	}
 
-	cur, err := getOptional[*node.NodeTransform](ctx, st, name)
+	cur, err := stateread.Optional[*node.NodeTransform](ctx, st, name)
 	if err != nil {
 		return DryRun{}, err
 	}

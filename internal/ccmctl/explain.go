@@ -10,9 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/controller/generic"
-	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -20,6 +17,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // NodeResources are the resources of what talos-ccm knows and decided about one Node; a nil field is a
@@ -40,7 +38,7 @@ type NodeResources struct {
 func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeResources, error) {
 	facts := NodeResources{Name: name}
 
-	nt, err := getOptional[*node.NodeTransform](ctx, st, name)
+	nt, err := stateread.Optional[*node.NodeTransform](ctx, st, name)
 	if err != nil {
 		return facts, err
 	}
@@ -50,7 +48,7 @@ func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeRe
 		facts.TransformVersion = nt.Metadata().Version().String()
 	}
 
-	kn, err := getOptional[*kube.KubeNode](ctx, st, name)
+	kn, err := stateread.Optional[*kube.KubeNode](ctx, st, name)
 	if err != nil {
 		return facts, err
 	}
@@ -63,7 +61,7 @@ func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeRe
 		return facts, fmt.Errorf("node %q not found: talos-ccm has neither seen a Node of that name nor decided about one", name)
 	}
 
-	ms, err := getOptional[*talos.MachineStatus](ctx, st, name)
+	ms, err := stateread.Optional[*talos.MachineStatus](ctx, st, name)
 	if err != nil {
 		return facts, err
 	}
@@ -72,7 +70,7 @@ func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeRe
 		facts.Machine = ms.TypedSpec().Value
 	}
 
-	nl, err := getOptional[*node.NodeLifecycle](ctx, st, name)
+	nl, err := stateread.Optional[*node.NodeLifecycle](ctx, st, name)
 	if err != nil {
 		return facts, err
 	}
@@ -81,7 +79,7 @@ func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeRe
 		facts.Lifecycle = nl.TypedSpec().Value
 	}
 
-	as, err := getOptional[*sink.ApplyStatus](ctx, st, sink.ApplyStatusID(sink.KindNode, name))
+	as, err := stateread.Optional[*sink.ApplyStatus](ctx, st, sink.ApplyStatusID(sink.KindNode, name))
 	if err != nil {
 		return facts, err
 	}
@@ -91,22 +89,6 @@ func ReadNodeResources(ctx context.Context, st state.State, name string) (NodeRe
 	}
 
 	return facts, nil
-}
-
-// getOptional reads a resource in its type's default namespace; a missing one is nil.
-func getOptional[R generic.ResourceWithRD](ctx context.Context, st state.State, id resource.ID) (R, error) {
-	r, err := safe.StateGetByID[R](ctx, st, id)
-	if state.IsNotFoundError(err) {
-		var zero R
-
-		return zero, nil
-	}
-
-	if err != nil {
-		return r, fmt.Errorf("failed to read %q: %w", id, err)
-	}
-
-	return r, nil
 }
 
 // WriteExplanation writes, for one Node, the state of its initialization, what is pending and why, and

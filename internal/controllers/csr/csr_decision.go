@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -19,12 +18,14 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/mappers"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // CSRDecisionOptions tune the CSRDecision controller.
@@ -57,6 +58,10 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 
 	d := &csrDecider{opts: opts, index: newRequesterIndex(opts.Now), parsed: newParsedRequests(maxParsedRequests), budgets: newRequestBudgets()}
 
+	// byRequester maps a node's resource to its newest request, everyHead every requester's newest request.
+	byRequester := func(id resource.ID) []resource.Pointer { return d.index.requests(NodeUserPrefix + id) }
+	everyHead := func(resource.ID) []resource.Pointer { return d.index.requests("") }
+
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
 			Name: "csr.CSRDecisionController",
@@ -74,39 +79,23 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 				return nil
 			},
 		},
-		qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperFuncFromTyped[*kube.KubeNode](
-			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, n *kube.KubeNode) ([]resource.Pointer, error) {
-				return d.index.requests(NodeUserPrefix + n.Metadata().ID()), nil
-			})),
-		qtransform.WithExtraMappedInput[*noderes.NodeTransform](qtransform.MapperFuncFromTyped[*noderes.NodeTransform](
-			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, n *noderes.NodeTransform) ([]resource.Pointer, error) {
-				return d.index.requests(NodeUserPrefix + n.Metadata().ID()), nil
-			})),
-		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperFuncFromTyped[*talos.MachineAddresses](
-			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, m *talos.MachineAddresses) ([]resource.Pointer, error) {
-				return d.index.requests(NodeUserPrefix + m.Metadata().ID()), nil
-			})),
-		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](
-			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
-				return d.index.requests(""), nil
-			})),
-		// The facts of rule 9 are the same for every request: a change decides every head again.
-		qtransform.WithExtraMappedInput[*talos.ControllerManagerConfig](qtransform.MapperFuncFromTyped[*talos.ControllerManagerConfig](
-			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, _ *talos.ControllerManagerConfig) ([]resource.Pointer, error) {
-				return d.index.requests(""), nil
-			})),
-		qtransform.WithExtraMappedInput[*kube.KubeAPIServer](qtransform.MapperFuncFromTyped[*kube.KubeAPIServer](
-			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, _ *kube.KubeAPIServer) ([]resource.Pointer, error) {
-				return d.index.requests(""), nil
-			})),
-		qtransform.WithExtraMappedInput[*kube.KubeSync](qtransform.MapperFuncFromTyped[*kube.KubeSync](
-			func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, s *kube.KubeSync) ([]resource.Pointer, error) {
-				if s.Metadata().ID() != kube.APIServerSyncID {
-					return nil, nil
-				}
+		// A change of a node's Node, NodeTransform or machine addresses decides that node's newest request
+		// again.
+		mappers.Keys[*kube.KubeNode](byRequester),
+		mappers.Keys[*noderes.NodeTransform](byRequester),
+		mappers.Keys[*talos.MachineAddresses](byRequester),
+		// The configuration and the facts of rule 9 are the same for every request: a change decides every
+		// head again.
+		mappers.Keys[*config.Config](everyHead),
+		mappers.Keys[*talos.ControllerManagerConfig](everyHead),
+		mappers.Keys[*kube.KubeAPIServer](everyHead),
+		mappers.Keys[*kube.KubeSync](func(id resource.ID) []resource.Pointer {
+			if id != kube.APIServerSyncID {
+				return nil
+			}
 
-				return d.index.requests(""), nil
-			})),
+			return everyHead(id)
+		}),
 		// Decisions are independent of each other (a request and its siblings are re-decided when either
 		// changes), and each is persisted: several at once keep approvals fast while thousands of nodes join.
 		qtransform.WithConcurrency(decisionConcurrency),
@@ -236,7 +225,7 @@ func (d *csrDecider) readFacts(ctx context.Context, r controller.Reader, input *
 		return nil
 	}
 
-	node, err := getRunning[*kube.KubeNode](ctx, r, nodeName)
+	node, err := stateread.Running[*kube.KubeNode](ctx, r, nodeName)
 	if err != nil {
 		return err
 	}
@@ -249,7 +238,7 @@ func (d *csrDecider) readFacts(ctx context.Context, r controller.Reader, input *
 		return nil
 	}
 
-	machine, err := getRunning[*talos.MachineAddresses](ctx, r, nodeName)
+	machine, err := stateread.Running[*talos.MachineAddresses](ctx, r, nodeName)
 	if err != nil {
 		return err
 	}
@@ -258,7 +247,7 @@ func (d *csrDecider) readFacts(ctx context.Context, r controller.Reader, input *
 		input.Machine = machine.TypedSpec().Value
 	}
 
-	transform, err := getRunning[*noderes.NodeTransform](ctx, r, nodeName)
+	transform, err := stateread.Running[*noderes.NodeTransform](ctx, r, nodeName)
 	if err != nil || transform == nil {
 		return err
 	}
@@ -321,24 +310,4 @@ func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name
 	}
 
 	return by, nil
-}
-
-// getRunning reads a resource that may not exist; a missing one, or one being torn down, is nil.
-func getRunning[R generic.ResourceWithRD](ctx context.Context, r controller.Reader, id resource.ID) (R, error) {
-	var zero R
-
-	res, err := safe.ReaderGetByID[R](ctx, r, id)
-	if err != nil {
-		if state.IsNotFoundError(err) {
-			return zero, nil
-		}
-
-		return zero, fmt.Errorf("failed to read %s: %w", id, err)
-	}
-
-	if res.Metadata().Phase() != resource.PhaseRunning {
-		return zero, nil
-	}
-
-	return res, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // maxTalosServiceCIDRs bounds the Service ranges merged from the control-plane machines.
@@ -46,12 +47,12 @@ func (d *csrDecider) reservedFacts(ctx context.Context, r controller.Reader, cfg
 	}
 
 	if facts.APIServerSource {
-		synced, err := getRunning[*kube.KubeSync](ctx, r, kube.APIServerSyncID)
+		synced, err := stateread.Running[*kube.KubeSync](ctx, r, kube.APIServerSyncID)
 		if err != nil {
 			return facts, err
 		}
 
-		apiServer, err := getRunning[*kube.KubeAPIServer](ctx, r, kube.KubeAPIServerID)
+		apiServer, err := stateread.Running[*kube.KubeAPIServer](ctx, r, kube.KubeAPIServerID)
 		if err != nil {
 			return facts, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // NodeLifecycleController computes a NodeLifecycle for every KubeNode from its machine's MachineStatus
@@ -42,12 +43,12 @@ func NewNodeLifecycleController(opts LifecycleOptions) *NodeLifecycleController 
 func transformLifecycle(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, out *node.NodeLifecycle, opts LifecycleOptions) error {
 	id := in.Metadata().ID()
 
-	status, err := getOptional[*talos.MachineStatus](ctx, r, id)
+	status, err := stateread.Optional[*talos.MachineStatus](ctx, r, id)
 	if err != nil {
 		return err
 	}
 
-	platform, err := getOptional[*talos.PlatformMetadata](ctx, r, id)
+	platform, err := stateread.Optional[*talos.PlatformMetadata](ctx, r, id)
 	if err != nil {
 		return err
 	}

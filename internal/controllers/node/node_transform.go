@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -23,6 +22,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // NodeTransformController computes a NodeTransform for every KubeNode from the machine's Talos facts and
@@ -89,17 +89,17 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, lo
 
 	id := in.Metadata().ID()
 
-	pm, err := getOptional[*talos.PlatformMetadata](ctx, r, id)
+	pm, err := stateread.Optional[*talos.PlatformMetadata](ctx, r, id)
 	if err != nil {
 		return err
 	}
 
-	ma, err := getOptional[*talos.MachineAddresses](ctx, r, id)
+	ma, err := stateread.Optional[*talos.MachineAddresses](ctx, r, id)
 	if err != nil {
 		return err
 	}
 
-	ms, err := getOptional[*talos.MachineStatus](ctx, r, id)
+	ms, err := stateread.Optional[*talos.MachineStatus](ctx, r, id)
 	if err != nil {
 		return err
 	}
@@ -192,16 +192,6 @@ func claimOf(name string, kn *specs.KubeNodeSpec, spec *specs.NodeTransformSpec,
 	}
 
 	return claim
-}
-
-// getOptional reads a resource of the node's that may not exist yet; a missing one is nil, not an error.
-func getOptional[R generic.ResourceWithRD](ctx context.Context, r controller.Reader, id resource.ID) (R, error) {
-	res, err := safe.ReaderGetByID[R](ctx, r, id)
-	if err != nil && !state.IsNotFoundError(err) {
-		return res, fmt.Errorf("failed to read %s: %w", id, err)
-	}
-
-	return res, nil
 }
 
 func allKubeNodes(ctx context.Context, _ *zap.Logger, r controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
