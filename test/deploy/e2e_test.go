@@ -105,38 +105,22 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 		return err
 	})
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-
-	go func() {
-		done <- app.Run(ctx, app.Options{
-			RestConfig:  identity,
-			TalosConfig: srv.TalosconfigPath(),
-			ConfigFile:  configFile,
-			StateDir:    t.TempDir(),
-			Controllers: strings.Split(args["--controllers"], ","),
-			LeaderElection: app.LeaderElection{
-				Enabled:   true,
-				Namespace: args["--leader-elect-resource-namespace"],
-				Name:      args["--leader-elect-resource-name"],
-			},
-			DeleteStaleNodes:         args["--delete-stale-nodes"] == "true",
-			DeletePreemptedSpotNodes: args["--delete-preempted-spot-nodes"] == "true",
-			// Off: the ports would collide with other tests; the probes are not under test here.
-			MetricsBindAddress:     "0",
-			HealthProbeBindAddress: "0",
-		}, zaptest.NewLogger(t))
-	}()
-
-	t.Cleanup(func() {
-		cancel()
-
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("talos-ccm did not stop within 30s")
-		}
+	runTalosCCM(t, app.Options{
+		RestConfig:  identity,
+		TalosConfig: srv.TalosconfigPath(),
+		ConfigFile:  configFile,
+		StateDir:    t.TempDir(),
+		Controllers: strings.Split(args["--controllers"], ","),
+		LeaderElection: app.LeaderElection{
+			Enabled:   true,
+			Namespace: args["--leader-elect-resource-namespace"],
+			Name:      args["--leader-elect-resource-name"],
+		},
+		DeleteStaleNodes:         args["--delete-stale-nodes"] == "true",
+		DeletePreemptedSpotNodes: args["--delete-preempted-spot-nodes"] == "true",
+		// Off: the ports would collide with other tests; the probes are not under test here.
+		MetricsBindAddress:     "0",
+		HealthProbeBindAddress: "0",
 	})
 
 	kubelets := talossim.RunTestKubelets(t, env.Config, machines)
@@ -212,6 +196,27 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 
 	err = client.CoreV1().Nodes().Delete(t.Context(), machines[0].Name, metav1.DeleteOptions{})
 	require.True(t, apierrors.IsForbidden(err), "deleting a Node with deletion off must be forbidden, got %v", err)
+}
+
+// runTalosCCM runs talos-ccm in this process with opts until the test ends; it must stop within 30s.
+func runTalosCCM(t *testing.T, opts app.Options) {
+	t.Helper()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+
+	go func() { done <- app.Run(ctx, opts, zaptest.NewLogger(t)) }()
+
+	t.Cleanup(func() {
+		cancel()
+
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("talos-ccm did not stop within 30s")
+		}
+	})
 }
 
 // csrApproved returns nil when the certificate request is approved, an error while it is pending, and fails

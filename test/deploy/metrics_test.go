@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,28 +48,12 @@ func TestSecureMetricsWithTheChartRBAC(t *testing.T) {
 
 	metricsAddr, healthAddr := freeLocalAddress(t), freeLocalAddress(t)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-
-	go func() {
-		done <- app.Run(ctx, app.Options{
-			RestConfig:             identity,
-			Controllers:            []string{"csr-approval"},
-			MetricsBindAddress:     metricsAddr,
-			HealthProbeBindAddress: healthAddr,
-			MetricsInsecure:        args["--metrics-secure"] == "false",
-		}, zaptest.NewLogger(t))
-	}()
-
-	t.Cleanup(func() {
-		cancel()
-
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("talos-ccm did not stop within 30s")
-		}
+	runTalosCCM(t, app.Options{
+		RestConfig:             identity,
+		Controllers:            []string{"csr-approval"},
+		MetricsBindAddress:     metricsAddr,
+		HealthProbeBindAddress: healthAddr,
+		MetricsInsecure:        args["--metrics-secure"] == "false",
 	})
 
 	checkSecureMetrics(t, env, namespace, metricsAddr, healthAddr)
