@@ -1,0 +1,189 @@
+package kubeclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Client is a Kubernetes client of the resources talos-ccm reads and writes. As client-go's Clientset, it
+// sends every request of every group through one HTTP client and one client-side rate limiter, those of the
+// configuration it was built from.
+type Client struct {
+	core, certificates, coordination, discovery, authentication, authorization rest.Interface
+}
+
+// NewForConfig returns a client of cfg: its server, credentials, transport, content types, user agent (client-go's
+// default when empty) and rate limit (QPS and Burst, or RateLimiter), as kubernetes.NewForConfig would.
+func NewForConfig(cfg *rest.Config) (*Client, error) {
+	shared := *cfg
+
+	if shared.UserAgent == "" {
+		shared.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+
+	// One limiter for every group, as in a Clientset: a client's QPS is the client's, whichever group it asks.
+	if shared.RateLimiter == nil && shared.QPS > 0 {
+		if shared.Burst <= 0 {
+			return nil, errors.New("failed to create Kubernetes client: burst must be positive when QPS is")
+		}
+
+		shared.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(shared.QPS, shared.Burst)
+	}
+
+	httpClient, err := rest.HTTPClientFor(&shared)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
+	}
+
+	c := &Client{}
+
+	for _, g := range []struct {
+		client *rest.Interface
+		gv     schema.GroupVersion
+	}{
+		{&c.core, corev1.SchemeGroupVersion},
+		{&c.certificates, certificatesv1.SchemeGroupVersion},
+		{&c.coordination, coordinationv1.SchemeGroupVersion},
+		{&c.discovery, discoveryv1.SchemeGroupVersion},
+		{&c.authentication, authenticationv1.SchemeGroupVersion},
+		{&c.authorization, authorizationv1.SchemeGroupVersion},
+	} {
+		groupConfig := shared
+		groupConfig.GroupVersion = &g.gv
+		groupConfig.APIPath = "/apis"
+
+		if g.gv.Group == "" {
+			groupConfig.APIPath = "/api"
+		}
+
+		groupConfig.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()
+
+		if *g.client, err = rest.RESTClientForConfigAndClient(&groupConfig, httpClient); err != nil {
+			return nil, fmt.Errorf("failed to create Kubernetes client of %s: %w", g.gv, err)
+		}
+	}
+
+	return c, nil
+}
+
+// Typed clients of the resources talos-ccm uses. Their methods are those of client-go's typed clients
+// (gentype's), with the same signatures.
+type (
+	// NodeClient reads and writes Nodes.
+	NodeClient = gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
+	// ServiceClient reads and writes the Services of one namespace.
+	ServiceClient = gentype.ClientWithList[*corev1.Service, *corev1.ServiceList]
+	// EventClient writes the Events of one namespace.
+	EventClient = gentype.Client[*corev1.Event]
+	// LeaseClient reads and writes the Leases of one namespace.
+	LeaseClient = gentype.Client[*coordinationv1.Lease]
+	// EndpointSliceClient reads the EndpointSlices of one namespace.
+	EndpointSliceClient = gentype.ClientWithList[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
+	// TokenReviewClient creates TokenReviews.
+	TokenReviewClient = gentype.Client[*authenticationv1.TokenReview]
+	// SubjectAccessReviewClient creates SubjectAccessReviews.
+	SubjectAccessReviewClient = gentype.Client[*authorizationv1.SubjectAccessReview]
+)
+
+// Nodes returns the client of Nodes.
+func (c *Client) Nodes() *NodeClient {
+	return withList[corev1.Node, corev1.NodeList](c.core, "nodes", "")
+}
+
+// Services returns the client of the Services of namespace ("" for every namespace, to list and watch).
+func (c *Client) Services(namespace string) *ServiceClient {
+	return withList[corev1.Service, corev1.ServiceList](c.core, "services", namespace)
+}
+
+// Events returns the client of the Events of namespace.
+func (c *Client) Events(namespace string) *EventClient {
+	return single[corev1.Event](c.core, "events", namespace)
+}
+
+// CertificateSigningRequests returns the client of CertificateSigningRequests.
+func (c *Client) CertificateSigningRequests() CSRClient {
+	return CSRClient{withList[certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList](
+		c.certificates, "certificatesigningrequests", "")}
+}
+
+// Leases returns the client of the Leases of namespace.
+func (c *Client) Leases(namespace string) *LeaseClient {
+	return single[coordinationv1.Lease](c.coordination, "leases", namespace)
+}
+
+// EndpointSlices returns the client of the EndpointSlices of namespace.
+func (c *Client) EndpointSlices(namespace string) *EndpointSliceClient {
+	return withList[discoveryv1.EndpointSlice, discoveryv1.EndpointSliceList](c.discovery, "endpointslices", namespace)
+}
+
+// TokenReviews returns the client of TokenReviews.
+func (c *Client) TokenReviews() *TokenReviewClient {
+	return single[authenticationv1.TokenReview](c.authentication, "tokenreviews", "")
+}
+
+// SubjectAccessReviews returns the client of SubjectAccessReviews.
+func (c *Client) SubjectAccessReviews() *SubjectAccessReviewClient {
+	return single[authorizationv1.SubjectAccessReview](c.authorization, "subjectaccessreviews", "")
+}
+
+// CSRClient reads CertificateSigningRequests and approves or denies them.
+type CSRClient struct {
+	*gentype.ClientWithList[*certificatesv1.CertificateSigningRequest, *certificatesv1.CertificateSigningRequestList]
+}
+
+// UpdateApproval writes the approval subresource of the request name: its Approved or Denied condition.
+func (c CSRClient) UpdateApproval(
+	ctx context.Context, name string, csr *certificatesv1.CertificateSigningRequest, opts metav1.UpdateOptions,
+) (*certificatesv1.CertificateSigningRequest, error) {
+	result := &certificatesv1.CertificateSigningRequest{}
+	err := c.GetClient().Put().
+		UseProtobufAsDefault().
+		Resource("certificatesigningrequests").
+		Name(name).
+		SubResource("approval").
+		VersionedParams(&opts, ParameterCodec).
+		Body(csr).
+		Do(ctx).
+		Into(result)
+
+	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
+}
+
+// object is a pointer to a Kubernetes object type E.
+type object[E any] interface {
+	*E
+	runtime.Object
+	metav1.Object
+}
+
+// list is a pointer to a Kubernetes list type L.
+type list[L any] interface {
+	*L
+	runtime.Object
+}
+
+// withList returns gentype's client of resource, with lists and watches, in namespace ("" for the resources
+// of the cluster, or of every namespace).
+func withList[E, L any, PE object[E], PL list[L]](rc rest.Interface, resource, namespace string) *gentype.ClientWithList[PE, PL] {
+	return gentype.NewClientWithList[PE, PL](resource, rc, ParameterCodec, namespace,
+		func() PE { return new(E) }, func() PL { return new(L) }, gentype.PrefersProtobuf[PE]())
+}
+
+// single returns gentype's client of resource, without lists, in namespace.
+func single[E any, PE object[E]](rc rest.Interface, resource, namespace string) *gentype.Client[PE] {
+	return gentype.NewClient[PE](resource, rc, ParameterCodec, namespace, func() PE { return new(E) }, gentype.PrefersProtobuf[PE]())
+}

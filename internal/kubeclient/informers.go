@@ -1,0 +1,171 @@
+package kubeclient
+
+import (
+	"context"
+	"sync"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Informers are shared informers over one client, started, synced and stopped together, as client-go's
+// SharedInformerFactory does for its own: an informer is made on first use, Start starts those not started
+// yet, and Shutdown waits until the started ones have stopped. No informer resyncs: talos-ccm's controllers
+// resync from their own state.
+type Informers struct {
+	client *Client
+
+	mu        sync.Mutex
+	informers map[string]cache.SharedIndexInformer
+	started   map[string]bool
+	stopping  bool
+	running   sync.WaitGroup
+}
+
+// NewInformers returns the informers of client; none is made yet.
+func NewInformers(client *Client) *Informers {
+	return &Informers{client: client, informers: map[string]cache.SharedIndexInformer{}, started: map[string]bool{}}
+}
+
+// For returns the informer named key, made by newInformer on first use.
+func (f *Informers) For(key string, newInformer func(*Client) cache.SharedIndexInformer) cache.SharedIndexInformer { //nolint:ireturn
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	informer, ok := f.informers[key]
+	if !ok {
+		informer = newInformer(f.client)
+		f.informers[key] = informer
+	}
+
+	return informer
+}
+
+// Nodes returns the informer of every Node.
+func (f *Informers) Nodes() cache.SharedIndexInformer { //nolint:ireturn
+	return f.For("nodes", func(c *Client) cache.SharedIndexInformer {
+		return NewInformer(c.Nodes(), &corev1.Node{}, nil, nil)
+	})
+}
+
+// NodeLister reads the Nodes informer's cache.
+func (f *Informers) NodeLister() corelisters.NodeLister { //nolint:ireturn
+	return corelisters.NewNodeLister(f.Nodes().GetIndexer())
+}
+
+// CertificateSigningRequests returns the informer of every CertificateSigningRequest.
+func (f *Informers) CertificateSigningRequests() cache.SharedIndexInformer { //nolint:ireturn
+	return f.For("certificatesigningrequests", func(c *Client) cache.SharedIndexInformer {
+		return NewInformer(c.CertificateSigningRequests(), &certificatesv1.CertificateSigningRequest{}, nil, nil)
+	})
+}
+
+// CertificateSigningRequestLister reads the CertificateSigningRequests informer's cache.
+func (f *Informers) CertificateSigningRequestLister() certlisters.CertificateSigningRequestLister { //nolint:ireturn
+	return certlisters.NewCertificateSigningRequestLister(f.CertificateSigningRequests().GetIndexer())
+}
+
+// Services returns the informer of the Services of every namespace.
+func (f *Informers) Services() cache.SharedIndexInformer { //nolint:ireturn
+	return f.For("services", func(c *Client) cache.SharedIndexInformer {
+		// The lister's Services(namespace) reads through the namespace index.
+		return NewInformer(c.Services(metav1.NamespaceAll), &corev1.Service{}, nil,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
+}
+
+// ServiceLister reads the Services informer's cache.
+func (f *Informers) ServiceLister() corelisters.ServiceLister { //nolint:ireturn
+	return corelisters.NewServiceLister(f.Services().GetIndexer())
+}
+
+// Start starts the informers not started yet, until ctx ends; after Shutdown it starts nothing.
+func (f *Informers) Start(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	if f.stopping {
+		return
+	}
+
+	for key, informer := range f.informers {
+		if !f.started[key] {
+			f.started[key] = true
+
+			f.running.Go(func() { informer.RunWithContext(ctx) })
+		}
+	}
+}
+
+// WaitForCacheSync waits until every started informer has synced, and reports whether they have (false when
+// ctx ends first).
+func (f *Informers) WaitForCacheSync(ctx context.Context) bool {
+	f.mu.Lock()
+
+	checkers := make([]cache.DoneChecker, 0, len(f.started))
+	informers := make([]cache.SharedIndexInformer, 0, len(f.started))
+
+	for key := range f.started {
+		checkers = append(checkers, f.informers[key].HasSyncedChecker())
+		informers = append(informers, f.informers[key])
+	}
+
+	f.mu.Unlock()
+
+	cache.WaitFor(ctx, "", checkers...)
+
+	for _, informer := range informers {
+		if !informer.HasSynced() {
+			return false
+		}
+	}
+
+	return true
+}
+
+// Shutdown waits until the started informers have stopped (their context ended), and keeps any other from
+// starting.
+func (f *Informers) Shutdown() {
+	f.mu.Lock()
+	f.stopping = true
+	f.mu.Unlock()
+
+	f.running.Wait()
+}
+
+// ListWatcher lists and watches one resource: a typed client with lists (Client.Nodes, for one).
+type ListWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// NewInformer returns a shared informer of the objects of client (example is one of them) that tweak, if
+// set, narrows (with a field selector, say), indexed by indexers (nil for none), which never resyncs.
+func NewInformer[L runtime.Object](client ListWatcher[L], example runtime.Object, tweak func(*metav1.ListOptions), indexers cache.Indexers) cache.SharedIndexInformer { //nolint:ireturn
+	if tweak == nil {
+		tweak = func(*metav1.ListOptions) {}
+	}
+
+	if indexers == nil {
+		indexers = cache.Indexers{}
+	}
+
+	return cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			tweak(&opts)
+
+			return client.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			tweak(&opts)
+
+			return client.Watch(ctx, opts)
+		},
+	}, example, cache.SharedIndexInformerOptions{Indexers: indexers})
+}
