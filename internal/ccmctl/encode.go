@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"go.yaml.in/yaml/v4"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -23,7 +25,7 @@ type document struct {
 // yamlNode renders a resource as a YAML node: metadata, then the spec with the names the specs declare
 // for YAML (lower camel case).
 func yamlNode(event string, r resource.Resource) (*yaml.Node, error) {
-	b, err := yaml.Marshal(&document{Event: event, Metadata: r.Metadata(), Spec: r.Spec()})
+	b, err := yaml.Marshal(&document{Event: event, Metadata: r.Metadata(), Spec: shownSpec(r)})
 	if err != nil {
 		return nil, fmt.Errorf("failed to marshal %s %s: %w", r.Metadata().Type(), r.Metadata().ID(), err)
 	}
@@ -79,6 +81,53 @@ func (y *YAMLWriter) Write(event string, r resource.Resource) error {
 	return nil
 }
 
+// shownSpec is the spec as every output shows it. A ResourceDefinition's alias lists repeat names (COSI
+// adds the singular name and the initials, which definitions often declare already): each is shown once,
+// where it first appears.
+func shownSpec(r resource.Resource) any {
+	rd, ok := r.(*meta.ResourceDefinition)
+	if !ok {
+		return r.Spec()
+	}
+
+	spec := rd.TypedSpec().DeepCopy()
+	spec.Aliases = unique(spec.Aliases)
+	spec.AllAliases = unique(spec.AllAliases)
+
+	return &spec
+}
+
+// unique keeps the first of equal strings, in order.
+func unique[S ~[]E, E ~string](list S) S {
+	seen := make(map[E]bool, len(list))
+
+	return slices.DeleteFunc(slices.Clone(list), func(s E) bool {
+		if seen[s] {
+			return true
+		}
+
+		seen[s] = true
+
+		return false
+	})
+}
+
+// documentJSON is a resource in its JSON form, compact.
+func documentJSON(event string, r resource.Resource) ([]byte, error) {
+	node, err := yamlNode(event, r)
+	if err != nil {
+		return nil, err
+	}
+
+	var compact bytes.Buffer
+
+	if err = writeJSON(&compact, node); err != nil {
+		return nil, err
+	}
+
+	return compact.Bytes(), nil
+}
+
 // JSONWriter writes resources as a stream of indented JSON objects, one per resource, with the same
 // fields in the same order as the YAML output.
 type JSONWriter struct {
@@ -90,20 +139,14 @@ func NewJSONWriter(w io.Writer) *JSONWriter { return &JSONWriter{w: w} }
 
 // Write writes one resource; event is empty outside watch mode.
 func (j *JSONWriter) Write(event string, r resource.Resource) error {
-	node, err := yamlNode(event, r)
+	compact, err := documentJSON(event, r)
 	if err != nil {
-		return err
-	}
-
-	var compact bytes.Buffer
-
-	if err = writeJSON(&compact, node); err != nil {
 		return err
 	}
 
 	var out bytes.Buffer
 
-	if err = json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
+	if err = json.Indent(&out, compact, "", "  "); err != nil {
 		return fmt.Errorf("failed to indent JSON: %w", err)
 	}
 
@@ -195,7 +238,7 @@ func specValue(r resource.Resource) (any, error) {
 	if m, ok := protoMessage(r.Spec()); ok {
 		b, err = protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
 	} else {
-		b, err = yaml.Marshal(r.Spec())
+		b, err = yaml.Marshal(shownSpec(r))
 	}
 
 	if err != nil {

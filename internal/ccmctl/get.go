@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
@@ -17,6 +18,8 @@ const (
 	OutputTable = "table"
 	OutputYAML  = "yaml"
 	OutputJSON  = "json"
+	// OutputJSONPath is the prefix of -o jsonpath=TEMPLATE.
+	OutputJSONPath = "jsonpath="
 )
 
 // Event names of get --watch.
@@ -32,10 +35,12 @@ type GetOptions struct {
 	Type string
 	// Namespace overrides the type's default namespace.
 	Namespace string
-	// Output is OutputTable, OutputYAML or OutputJSON.
+	// Output is OutputTable, OutputYAML, OutputJSON or OutputJSONPath followed by a template.
 	Output string
 	// IDs select resources; none means all of the type.
 	IDs []string
+	// Labels selects resources by their labels (see ParseSelector); no terms select all.
+	Labels resource.LabelQuery
 	// Watch streams changes after the current resources, until ctx is done.
 	Watch bool
 }
@@ -84,7 +89,7 @@ func Get(ctx context.Context, st state.State, opts GetOptions, out io.Writer) er
 	kind := resource.NewMetadata(ns, spec.Type, "", resource.VersionUndefined)
 
 	if opts.Watch {
-		return watch(ctx, st, kind, opts.IDs, w)
+		return watch(ctx, st, kind, newSelection(opts.IDs, opts.Labels), w)
 	}
 
 	var (
@@ -93,12 +98,19 @@ func Get(ctx context.Context, st state.State, opts GetOptions, out io.Writer) er
 	)
 
 	if len(opts.IDs) == 0 {
-		list, listErr := st.List(ctx, kind)
+		var listOpts []state.ListOption
+
+		// The state filters by labels, and so does ccmctl, for a state that ignores the query.
+		if len(opts.Labels.Terms) > 0 {
+			listOpts = append(listOpts, state.WithLabelQuery(resource.RawLabelQuery(opts.Labels)))
+		}
+
+		list, listErr := st.List(ctx, kind, listOpts...)
 		if listErr != nil {
 			return fmt.Errorf("failed to list %s: %w", spec.Type, listErr)
 		}
 
-		items = list.Items
+		items = slices.DeleteFunc(list.Items, func(r resource.Resource) bool { return !opts.Labels.Matches(*r.Metadata().Labels()) })
 	}
 
 	for _, id := range opts.IDs {
@@ -120,16 +132,20 @@ func Get(ctx context.Context, st state.State, opts GetOptions, out io.Writer) er
 		}
 	}
 
-	if f, ok := w.(flusher); ok {
-		if err = f.Flush(); err != nil {
-			return err
-		}
+	if err = flush(w); err != nil {
+		return err
 	}
 
 	return errors.Join(missing...)
 }
 
 func newWriter(out io.Writer, spec *meta.ResourceDefinitionSpec, opts GetOptions) (writer, error) {
+	if template, ok := strings.CutPrefix(opts.Output, OutputJSONPath); ok {
+		// As kubectl does, one resource asked for by its ID is the template's object; otherwise the
+		// template sees a list with the resources as items.
+		return NewJSONPathWriter(out, template, !opts.Watch && len(opts.IDs) != 1)
+	}
+
 	switch opts.Output {
 	case OutputTable, "":
 		return NewTable(out, spec, opts.Watch)
@@ -138,31 +154,38 @@ func newWriter(out io.Writer, spec *meta.ResourceDefinitionSpec, opts GetOptions
 	case OutputJSON:
 		return NewJSONWriter(out), nil
 	default:
-		return nil, fmt.Errorf("unknown output format %q (want table, yaml or json)", opts.Output)
+		return nil, fmt.Errorf("unknown output format %q (want table, yaml, json or jsonpath=TEMPLATE)", opts.Output)
 	}
 }
 
-// watch writes the current resources of kind as created, then every change, until ctx is done. With ids,
-// only those resources are shown.
-func watch(ctx context.Context, st state.State, kind resource.Kind, ids []string, w writer) error {
+// flush writes what a buffering writer holds.
+func flush(w writer) error {
+	if f, ok := w.(flusher); ok {
+		return f.Flush()
+	}
+
+	return nil
+}
+
+// watch writes the current resources of kind as created, then every change, until ctx is done; sel picks
+// the events shown.
+func watch(ctx context.Context, st state.State, kind resource.Kind, sel *selection, w writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	events := make(chan state.Event)
 
-	if err := st.WatchKind(ctx, kind, events, state.WithBootstrapContents(true)); err != nil {
+	watchOpts := []state.WatchKindOption{state.WithBootstrapContents(true)}
+	if len(sel.query.Terms) > 0 {
+		watchOpts = append(watchOpts, state.WatchWithLabelQuery(resource.RawLabelQuery(sel.query)))
+	}
+
+	err := st.WatchKind(ctx, kind, events, watchOpts...)
+	if err != nil {
 		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
 	}
 
 	bootstrapped := false
-
-	flush := func() error {
-		if f, ok := w.(flusher); ok {
-			return f.Flush()
-		}
-
-		return nil
-	}
 
 	for {
 		var ev state.Event
@@ -173,20 +196,12 @@ func watch(ctx context.Context, st state.State, kind resource.Kind, ids []string
 		case ev = <-events:
 		}
 
-		var name string
-
 		switch ev.Type {
-		case state.Created:
-			name = EventCreated
-		case state.Updated:
-			name = EventUpdated
-		case state.Destroyed:
-			name = EventDestroyed
 		case state.Bootstrapped:
 			// The current resources are all written: align them as one table.
 			bootstrapped = true
 
-			if err := flush(); err != nil {
+			if err = flush(w); err != nil {
 				return err
 			}
 
@@ -197,20 +212,22 @@ func watch(ctx context.Context, st state.State, kind resource.Kind, ids []string
 			}
 
 			return fmt.Errorf("watch of %s failed: %w", kind.Type(), ev.Error)
-		default:
+		case state.Noop:
+			continue
+		case state.Created, state.Updated, state.Destroyed:
+		}
+
+		name, show := sel.event(ev)
+		if !show {
 			continue
 		}
 
-		if len(ids) > 0 && !slices.Contains(ids, ev.Resource.Metadata().ID()) {
-			continue
-		}
-
-		if err := w.Write(name, ev.Resource); err != nil {
+		if err = w.Write(name, ev.Resource); err != nil {
 			return err
 		}
 
 		if bootstrapped {
-			if err := flush(); err != nil {
+			if err = flush(w); err != nil {
 				return err
 			}
 		}

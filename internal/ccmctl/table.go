@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
@@ -15,6 +15,9 @@ import (
 // emptyCell stands for a column without a value, so that columns stay readable.
 const emptyCell = "-"
 
+// columnGap is the space between two columns.
+const columnGap = 3
+
 // column is a print column of a resource definition with its parsed JSONPath.
 type column struct {
 	path *jsonpath.JSONPath
@@ -22,26 +25,37 @@ type column struct {
 }
 
 // Table writes resources as a table: namespace, type, ID, version and the print columns of their
-// definition; in watch mode an event column comes first. Rows are aligned among those written between
-// two calls of Flush.
+// definition; in watch mode an event column comes first. Each column is as wide as its widest value among
+// the rows of the first Flush, the header's included. Later rows (a watch's events, written one at a time)
+// keep those widths, so that they stay under the header: a longer value takes the space before the next
+// column, and only its own row moves.
 type Table struct {
-	tw         *tabwriter.Writer
+	out        io.Writer
 	displayTyp string
 	columns    []column
+	rows       [][]string
+	widths     []int
 	watch      bool
 	header     bool
+	flushed    bool
 }
 
 // NewTable returns a table of resources of the type rd defines.
 func NewTable(w io.Writer, rd *meta.ResourceDefinitionSpec, watch bool) (*Table, error) {
 	t := &Table{
-		tw:         tabwriter.NewWriter(w, 0, 8, 3, ' ', 0),
+		out:        w,
 		displayTyp: rd.DisplayType,
 		watch:      watch,
 	}
 
 	if t.displayTyp == "" {
 		t.displayTyp = rd.Type
+	}
+
+	if watch {
+		// The event column is as wide as the longest event from the start, so that a later event does
+		// not push its row out of line.
+		t.widths = []int{max(len(EventCreated), len(EventUpdated), len(EventDestroyed))}
 	}
 
 	for _, pc := range rd.PrintColumns {
@@ -71,9 +85,7 @@ func (t *Table) Write(event string, r resource.Resource) error {
 			head = append(head, strings.ToUpper(c.name))
 		}
 
-		if err := t.writeRow(head); err != nil {
-			return err
-		}
+		t.addRow(head)
 	}
 
 	md := r.Metadata()
@@ -100,24 +112,75 @@ func (t *Table) Write(event string, r resource.Resource) error {
 		}
 	}
 
-	return t.writeRow(row)
+	t.addRow(row)
+
+	return nil
 }
 
 // Flush writes the buffered rows.
 func (t *Table) Flush() error {
-	if err := t.tw.Flush(); err != nil {
+	var buf bytes.Buffer
+
+	for _, row := range t.rows {
+		writeRow(&buf, row, t.widths)
+	}
+
+	t.rows = nil
+	t.flushed = true
+
+	if _, err := t.out.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("failed to write output: %w", err)
 	}
 
 	return nil
 }
 
-func (t *Table) writeRow(cells []string) error {
-	if _, err := fmt.Fprintln(t.tw, strings.Join(cells, "\t")); err != nil {
-		return fmt.Errorf("failed to write output: %w", err)
+func (t *Table) addRow(cells []string) {
+	if !t.flushed {
+		t.widths = columnWidths(t.widths, cells)
 	}
 
-	return nil
+	t.rows = append(t.rows, cells)
+}
+
+// columnWidths widens the columns of widths that cells need to. A width is counted in characters (runes),
+// not bytes, so that a value with accents does not push its column out of line.
+func columnWidths(widths []int, cells []string) []int {
+	for i, c := range cells {
+		if i == len(widths) {
+			widths = append(widths, 0)
+		}
+
+		widths[i] = max(widths[i], utf8.RuneCountInString(c))
+	}
+
+	return widths
+}
+
+// writeRow writes cells in columns of widths, columnGap apart. A cell longer than its column pushes the
+// next one right, by at least one space, and the row catches up with the columns where it can; the last
+// cell is not padded, so that no line ends in spaces.
+func writeRow(buf *bytes.Buffer, cells []string, widths []int) {
+	pos, start := 0, 0
+
+	for i, c := range cells {
+		if i > 0 {
+			pad := max(start-pos, 1)
+			buf.WriteString(strings.Repeat(" ", pad))
+			pos += pad
+		}
+
+		buf.WriteString(c)
+		pos += utf8.RuneCountInString(c)
+
+		if i < len(widths) {
+			start += widths[i] + columnGap
+		} else {
+			start = pos + columnGap
+		}
+	}
+
+	buf.WriteByte('\n')
 }
 
 // cell keeps a value on one line and in its column.

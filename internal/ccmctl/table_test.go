@@ -14,6 +14,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/ccmctl"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
@@ -63,6 +64,10 @@ func TestTable(t *testing.T) {
 	rdRes, err := meta.NewResourceDefinition(node.NodeTransformExtension{}.ResourceDefinition())
 	require.NoError(t, err)
 
+	// ApplyStatuses declares "as" and "applystatus", which COSI adds again.
+	asRes, err := meta.NewResourceDefinition(sink.ApplyStatusExtension{}.ResourceDefinition())
+	require.NoError(t, err)
+
 	for _, tc := range []struct {
 		name  string
 		rd    *meta.ResourceDefinitionSpec
@@ -88,8 +93,8 @@ node        NodeTransform   gcp-2   1         -                       gcp       
 			watch: true,
 			event: "updated",
 			want: `
-EVENT     NAMESPACE   TYPE            ID      VERSION   PROVIDER ID             PLATFORM   INITIALIZE   PENDING
-updated   node        NodeTransform   aws-1   1         aws:///eu-west-1a/i-1   aws        true         -
+EVENT       NAMESPACE   TYPE            ID      VERSION   PROVIDER ID             PLATFORM   INITIALIZE   PENDING
+updated     node        NodeTransform   aws-1   1         aws:///eu-west-1a/i-1   aws        true         -
 `,
 		},
 		{
@@ -111,12 +116,26 @@ talos       PlatformMetadata   metal-3   undefined   metal      -        -      
 `,
 		},
 		{
-			name: "resource definitions (a spec that is not protobuf)",
+			name: "resource definitions (a spec that is not protobuf), each alias once",
 			rd:   rds,
-			rows: []resource.Resource{rdRes},
+			rows: []resource.Resource{asRes, rdRes},
 			want: `
 NAMESPACE   TYPE                 ID                             VERSION     ALIASES
-meta        ResourceDefinition   nodetransforms.node.tccm.dev   undefined   nt nodetransform nodetransform nt nts
+meta        ResourceDefinition   applystatuses.sink.tccm.dev    undefined   as applystatus
+meta        ResourceDefinition   nodetransforms.node.tccm.dev   undefined   nt nodetransform nts
+`,
+		},
+		{
+			name: "widths counted in characters",
+			rd:   definition(t, node.NodeTransformExtension{}),
+			rows: []resource.Resource{
+				nodeTransform("zürich-1", &specs.NodeTransformSpec{Platform: "métal"}),
+				nodeTransform("paris-10", &specs.NodeTransformSpec{Platform: "metal"}),
+			},
+			want: `
+NAMESPACE   TYPE            ID         VERSION   PROVIDER ID   PLATFORM   INITIALIZE   PENDING
+node        NodeTransform   zürich-1   1         -             métal      false        -
+node        NodeTransform   paris-10   1         -             metal      false        -
 `,
 		},
 	} {
@@ -136,6 +155,36 @@ meta        ResourceDefinition   nodetransforms.node.tccm.dev   undefined   nt n
 			assert.Equal(t, strings.TrimPrefix(tc.want, "\n"), buf.String())
 		})
 	}
+}
+
+// TestTableWidthsKeptAcrossFlushes is a watch: the current resources are flushed as one table, then each
+// event alone; the later rows stay under the header, and a longer value moves only its own row, as little
+// as it can.
+func TestTableWidthsKeptAcrossFlushes(t *testing.T) {
+	t.Parallel()
+
+	var buf bytes.Buffer
+
+	table, err := ccmctl.NewTable(&buf, definition(t, node.NodeTransformExtension{}), true)
+	require.NoError(t, err)
+
+	require.NoError(t, table.Write("created", nodeTransform("worker-1", &specs.NodeTransformSpec{Platform: "gcp", ProviderId: "gce://p/z/worker-1"})))
+	require.NoError(t, table.Flush())
+	require.NoError(t, table.Write("updated", nodeTransform("w-2", &specs.NodeTransformSpec{Platform: "aws"})))
+	require.NoError(t, table.Flush())
+	require.NoError(t, table.Write("destroyed", nodeTransform("worker-100", &specs.NodeTransformSpec{Platform: "gcp"})))
+	require.NoError(t, table.Flush())
+	require.NoError(t, table.Write("created", nodeTransform("a-much-longer-name", &specs.NodeTransformSpec{Platform: "gcp"})))
+	require.NoError(t, table.Write("created", nodeTransform("w-3", &specs.NodeTransformSpec{Platform: "gcp"})))
+	require.NoError(t, table.Flush())
+
+	assert.Equal(t, `EVENT       NAMESPACE   TYPE            ID         VERSION   PROVIDER ID          PLATFORM   INITIALIZE   PENDING
+created     node        NodeTransform   worker-1   1         gce://p/z/worker-1   gcp        false        -
+updated     node        NodeTransform   w-2        1         -                    aws        false        -
+destroyed   node        NodeTransform   worker-100 1         -                    gcp        false        -
+created     node        NodeTransform   a-much-longer-name 1 -                    gcp        false        -
+created     node        NodeTransform   w-3        1         -                    gcp        false        -
+`, buf.String())
 }
 
 func TestTableBadColumn(t *testing.T) {
