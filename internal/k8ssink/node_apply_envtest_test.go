@@ -162,6 +162,20 @@ func applyExpectingNoRequest(t *testing.T, applier *recordKeeper, counter *teste
 	return result
 }
 
+// applyWritingOnce applies desired to the Node as the apiserver holds it now, and checks that the applier
+// made one write.
+func applyWritingOnce(t *testing.T, applier *recordKeeper, counter *testenv.RequestCounter, clientset kubernetes.Interface, desired k8ssink.NodeDesired) k8ssink.NodeApplyResult {
+	t.Helper()
+
+	result, err := applier.Apply(t.Context(), getNode(t, clientset, desired.Name), desired)
+	require.NoError(t, err)
+
+	_, writes := counter.Take()
+	assert.EqualValues(t, 1, writes)
+
+	return result
+}
+
 func TestNodeApplierEnvtest(t *testing.T) {
 	t.Parallel()
 
@@ -238,11 +252,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 	t.Run("label dropped", func(t *testing.T) {
 		desired.Labels = map[string]string{"node.cloudprovider.kubernetes.io/platform": "metal"}
 
-		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
-		require.NoError(t, err)
-
-		_, writes := counter.Take()
-		assert.EqualValues(t, 1, writes)
+		result := applyWritingOnce(t, applier, counter, clientset, desired)
 		assert.True(t, result.MetadataApplied)
 
 		node := getNode(t, clientset, name)
@@ -276,11 +286,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 	t.Run("taint dropped", func(t *testing.T) {
 		desired.Taints = nil
 
-		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
-		require.NoError(t, err)
-
-		_, writes := counter.Take()
-		assert.EqualValues(t, 1, writes)
+		result := applyWritingOnce(t, applier, counter, clientset, desired)
 		assert.True(t, result.SpecUpdated)
 
 		node := getNode(t, clientset, name)
@@ -298,11 +304,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 			{Type: corev1.NodeExternalIP, Address: "203.0.113.7"},
 		}
 
-		result, err := applier.Apply(t.Context(), getNode(t, clientset, name), desired)
-		require.NoError(t, err)
-
-		_, writes := counter.Take()
-		assert.EqualValues(t, 1, writes)
+		result := applyWritingOnce(t, applier, counter, clientset, desired)
 		assert.True(t, result.AddressesUpdated)
 		assert.Equal(t, desired.Addresses, getNode(t, clientset, name).Status.Addresses)
 
