@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -80,10 +81,15 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-// rejections records the rejected config changes.
+// rejections records the rejected config changes, and tells of each as it comes.
 type rejections struct {
-	mu   sync.Mutex
-	errs []error
+	reported chan struct{}
+	errs     []error
+	mu       sync.Mutex
+}
+
+func newRejections() *rejections {
+	return &rejections{reported: make(chan struct{}, 16)}
 }
 
 func (r *rejections) ConfigRejected(_ string, err error) {
@@ -91,6 +97,25 @@ func (r *rejections) ConfigRejected(_ string, err error) {
 	defer r.mu.Unlock()
 
 	r.errs = append(r.errs, err)
+
+	select {
+	case r.reported <- struct{}{}:
+	default: // The test fails on the count anyway.
+	}
+}
+
+// await waits for the next report, at most the suite's assertion timeout.
+func (r *rejections) await(t *testing.T, s *ctest.Suite) {
+	t.Helper()
+
+	ctx, cancel := context.WithTimeout(s.Ctx(), ctest.DefaultAssertionTimeout)
+	defer cancel()
+
+	select {
+	case <-r.reported:
+	case <-ctx.Done():
+		t.Fatalf("no config change was rejected: %v", ctx.Err())
+	}
 }
 
 func (r *rejections) count() int {
@@ -176,7 +201,7 @@ func TestConfigSourceReloads(t *testing.T) {
 			initial, err := configfile.Load(path)
 			require.NoError(t, err)
 
-			rejected := &rejections{}
+			rejected := newRejections()
 			rt := ctest.New(t, ctest.WithTimeout(30*time.Second))
 			rt.Register(&configctrl.ConfigSourceController{
 				Flags:    &specs.ConfigSpec{ClusterName: "flag", Source: "flags", ProviderIdWaitSeconds: 60},
@@ -214,17 +239,18 @@ func TestConfigSourceReloads(t *testing.T) {
 			failures := counterValue(t)
 
 			write(configBad)
-			require.Eventually(t, func() bool { return rejected.count() == 1 }, 10*time.Second, 20*time.Millisecond)
+			rejected.await(t, rt)
 			assert.ErrorContains(t, rejected.last(), path+":5: rule \"web\": nodeSelector[0].matchExpressions[0]: invalid regular expression")
 			assert.Equal(t, failures+1, counterValue(t))
 
-			// The last good config stays; the same bad content is reported once.
-			time.Sleep(500 * time.Millisecond)
+			// The last good config stays.
 			assertConfig("c2", "db")
-			assert.Equal(t, 1, rejected.count())
 
+			// The same bad content is reported once: the file is read one notification at a time, in order,
+			// so a second report of it would have come before the next content is applied.
 			write(configV3)
 			assertConfig("c3")
+			assert.Equal(t, 1, rejected.count())
 			assert.Equal(t, failures+1, counterValue(t))
 		})
 	}
@@ -237,7 +263,7 @@ func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(path, []byte(configV1), 0o600))
 
-	rejected := &rejections{}
+	rejected := newRejections()
 	rt := ctest.New(t, ctest.WithTimeout(30*time.Second))
 	// No Initial: the controller reads the file itself.
 	rt.Register(&configctrl.ConfigSourceController{
@@ -254,13 +280,10 @@ func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
 	})
 
 	require.NoError(t, os.Remove(path))
-	require.Eventually(t, func() bool { return rejected.count() == 1 }, 10*time.Second, 20*time.Millisecond)
+	rejected.await(t, rt)
 	assert.ErrorContains(t, rejected.last(), "failed to read config file")
 
-	// Polled again and again: still one report, still the last good config.
-	time.Sleep(500 * time.Millisecond)
-	assert.Equal(t, 1, rejected.count())
-
+	// Still the last good config.
 	ctest.AssertResource(rt, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("c1", c.TypedSpec().Value.GetClusterName())
 	})
@@ -270,6 +293,11 @@ func TestConfigSourcePollsAndSurvivesRemoval(t *testing.T) {
 	ctest.AssertResource(rt, config.ActiveID, func(c *config.Config, a *assert.Assertions) {
 		a.Equal("c2", c.TypedSpec().Value.GetClusterName())
 	})
+
+	// Reads of the missing file after the first (each poll, each notification) report nothing: the file is
+	// read one poll or notification at a time, in order, so another report would have come before the new
+	// content was applied.
+	assert.Equal(t, 1, rejected.count())
 }
 
 func TestConfigSourceFlagsOnly(t *testing.T) {

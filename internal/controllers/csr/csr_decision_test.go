@@ -2,6 +2,7 @@ package csr_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -170,65 +171,69 @@ func TestCSRDecisionController(t *testing.T) {
 // A newer request that was decided and then left (approved, so no longer mirrored) before an older sibling
 // was decided again still supersedes that sibling: the older one must not be approved as well.
 func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
-	s, valid := startDecider(t, csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }})
+	// In a bubble: synctest.Wait tells when the controller is done with what it was given.
+	synctest.Test(t, func(t *testing.T) {
+		s, valid := startDecider(t, csrctrl.CSRDecisionOptions{Now: func() time.Time { return now }})
 
-	node := kube.NewKubeNode(kube.NamespaceName, "w1")
-	node.TypedSpec().Value = proto.CloneOf(valid.Node)
-	node.TypedSpec().Value.Uninitialized = true
-	s.Create(node)
+		node := kube.NewKubeNode(kube.NamespaceName, "w1")
+		node.TypedSpec().Value = proto.CloneOf(valid.Node)
+		node.TypedSpec().Value.Uninitialized = true
+		s.Create(node)
 
-	// The older request is decided alone: it waits for the Node.
-	older := kube.NewKubeCSR(kube.NamespaceName, "csr-older")
-	older.TypedSpec().Value = proto.CloneOf(valid.CSR)
-	kube.LabelRequester(older)
-	s.Create(older)
+		// The older request is decided alone: it waits for the Node.
+		older := kube.NewKubeCSR(kube.NamespaceName, "csr-older")
+		older.TypedSpec().Value = proto.CloneOf(valid.CSR)
+		kube.LabelRequester(older)
+		s.Create(older)
 
-	ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
-		a.Empty(d.TypedSpec().Value.GetSupersededBy())
-	})
+		ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
+			a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
+			a.Empty(d.TypedSpec().Value.GetSupersededBy())
+		})
 
-	// The controller puts its finalizer on the request, which reconciles it once more: let that pass, so
-	// that nothing but the Node change below decides the older request again.
-	ctest.AssertResource(s, "csr-older", func(r *kube.KubeCSR, a *assert.Assertions) {
-		a.False(r.Metadata().Finalizers().Empty())
-	})
-	time.Sleep(200 * time.Millisecond)
+		// The controller puts its finalizer on the request, which reconciles it once more: let that pass (the
+		// controller is idle once every goroutine of the bubble is blocked), so that nothing but the Node
+		// change below decides the older request again.
+		ctest.AssertResource(s, "csr-older", func(r *kube.KubeCSR, a *assert.Assertions) {
+			a.False(r.Metadata().Finalizers().Empty())
+		})
+		synctest.Wait()
 
-	// A newer one comes, is decided, and leaves before anything re-decides the older one.
-	newer := kube.NewKubeCSR(kube.NamespaceName, "csr-newer")
-	newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
-	newer.TypedSpec().Value.Created = timestamppb.New(now)
-	kube.LabelRequester(newer)
-	s.Create(newer)
+		// A newer one comes, is decided, and leaves before anything re-decides the older one.
+		newer := kube.NewKubeCSR(kube.NamespaceName, "csr-newer")
+		newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
+		newer.TypedSpec().Value.Created = timestamppb.New(now)
+		kube.LabelRequester(newer)
+		s.Create(newer)
 
-	ctest.AssertResource(s, "csr-newer", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
-	})
+		ctest.AssertResource(s, "csr-newer", func(d *csrres.CSRDecision, a *assert.Assertions) {
+			a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
+		})
 
-	ctest.Destroy[*kube.KubeCSR](s, "csr-newer")
-	ctest.AssertNoResource[*csrres.CSRDecision](s, "csr-newer")
+		ctest.Destroy[*kube.KubeCSR](s, "csr-newer")
+		ctest.AssertNoResource[*csrres.CSRDecision](s, "csr-newer")
 
-	// The Node is initialized: the older request is decided again, and stays superseded.
-	node.TypedSpec().Value.Uninitialized = false
-	s.Update(node)
+		// The Node is initialized: the older request is decided again, and stays superseded.
+		node.TypedSpec().Value.Uninitialized = false
+		s.Update(node)
 
-	ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
-		a.Equal("csr-newer", d.TypedSpec().Value.GetSupersededBy())
-	})
+		ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
+			a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+			a.Equal("csr-newer", d.TypedSpec().Value.GetSupersededBy())
+		})
 
-	// A request that comes after the newer one left was never pending beside it: it is decided, even when
-	// it was created in the same second and sorts before it.
-	later := kube.NewKubeCSR(kube.NamespaceName, "csr-a-later")
-	later.TypedSpec().Value = proto.CloneOf(valid.CSR)
-	later.TypedSpec().Value.Created = timestamppb.New(now)
-	kube.LabelRequester(later)
-	s.Create(later)
+		// A request that comes after the newer one left was never pending beside it: it is decided, even when
+		// it was created in the same second and sorts before it.
+		later := kube.NewKubeCSR(kube.NamespaceName, "csr-a-later")
+		later.TypedSpec().Value = proto.CloneOf(valid.CSR)
+		later.TypedSpec().Value.Created = timestamppb.New(now)
+		kube.LabelRequester(later)
+		s.Create(later)
 
-	ctest.AssertResource(s, "csr-a-later", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
-		a.Empty(d.TypedSpec().Value.GetSupersededBy())
+		ctest.AssertResource(s, "csr-a-later", func(d *csrres.CSRDecision, a *assert.Assertions) {
+			a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+			a.Empty(d.TypedSpec().Value.GetSupersededBy())
+		})
 	})
 }
 

@@ -6,8 +6,10 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/stretchr/testify/assert"
@@ -80,31 +82,76 @@ func allocations(ctx context.Context, t *testing.T, st state.State) map[string]s
 }
 
 // waitAllocations waits until the allocated pod CIDRs are exactly those of every family of the named
-// Nodes, checking for duplicates each time.
+// Nodes, following the allocations' watch events, and returns them, failing on a duplicate.
 func waitAllocations(ctx context.Context, t *testing.T, st state.State, families []string, names ...string) map[string]string {
 	t.Helper()
 
-	var got map[string]string
+	want := map[resource.ID]bool{}
 
-	require.Eventually(t, func() bool {
-		got = allocations(ctx, t, st)
+	for _, name := range names {
+		for _, family := range families {
+			want[ipamres.NodeAllocationID(name, family)] = true
+		}
+	}
 
-		if len(got) != len(names)*len(families) {
-			return false
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+
+	events := make(chan state.Event)
+	require.NoError(t, st.WatchKind(ctx, ipamres.NewIPAllocation(ipamres.NamespaceName, "").Metadata(), events, state.WithBootstrapContents(true)))
+
+	// allocated holds the IDs of the allocations in state allocated; wanted counts those of want among them.
+	allocated := map[resource.ID]bool{}
+	wanted, bootstrapped := 0, false
+
+	for !bootstrapped || wanted != len(want) || len(allocated) != len(want) {
+		var ev state.Event
+
+		select {
+		case <-ctx.Done():
+			t.Fatalf("expected %d allocations, %d of them and %d others are allocated", len(want), wanted, len(allocated)-wanted)
+		case ev = <-events:
 		}
 
-		for _, name := range names {
-			for _, family := range families {
-				if _, ok := got[ipamres.NodeAllocationID(name, family)]; !ok {
-					return false
-				}
+		switch ev.Type {
+		case state.Bootstrapped:
+			bootstrapped = true
+
+			continue
+		case state.Errored:
+			require.NoError(t, ev.Error)
+		case state.Created, state.Updated, state.Destroyed, state.Noop:
+		}
+
+		if ev.Resource == nil {
+			continue
+		}
+
+		id := ev.Resource.Metadata().ID()
+		was := allocated[id]
+
+		is := ev.Type != state.Destroyed
+		if alloc, ok := ev.Resource.(*ipamres.IPAllocation); ok && is {
+			is = alloc.TypedSpec().Value.GetState() == ipamres.StateAllocated
+		}
+
+		switch {
+		case is && !was:
+			allocated[id] = true
+
+			if want[id] {
+				wanted++
+			}
+		case !is && was:
+			delete(allocated, id)
+
+			if want[id] {
+				wanted--
 			}
 		}
+	}
 
-		return true
-	}, 60*time.Second, 50*time.Millisecond, "expected %d allocations", len(names)*len(families))
-
-	return got
+	return allocations(ctx, t, st)
 }
 
 // TestNodeCIDRAllocatorConcurrent creates, applies and deletes 1,000 Nodes from many goroutines at once:
@@ -244,55 +291,59 @@ func TestNodeCIDRAllocatorConcurrent(t *testing.T) {
 // one on the same state: nothing is decided before the Node mirror is complete again, the Nodes deleted
 // meanwhile release their CIDRs, the others keep theirs, and new Nodes get free ones.
 func TestNodeCIDRAllocatorRestart(t *testing.T) {
-	opts := ipam.NodeCIDROptions{ClusterCIDRs: prefixes("10.0.0.0/20")}
+	// In a bubble: synctest.Wait tells when the allocator is idle, to show that it decides nothing.
+	synctest.Test(t, func(t *testing.T) {
+		opts := ipam.NodeCIDROptions{ClusterCIDRs: prefixes("10.0.0.0/20")}
 
-	first := startAllocator(t, opts, ctest.WithTimeout(time.Minute))
-	ctx, st := first.Ctx(), first.State
+		first := startAllocator(t, opts, ctest.WithTimeout(time.Minute))
+		ctx, st := first.Ctx(), first.State
 
-	first.Create(config.NewConfig(config.NamespaceName, config.ActiveID))
-	setSynced(first, kube.NodesSyncID)
+		first.Create(config.NewConfig(config.NamespaceName, config.ActiveID))
+		setSynced(first, kube.NodesSyncID)
 
-	for i := range 10 {
-		require.NoError(t, createNode(ctx, st, fmt.Sprintf("n%d", i), i))
-	}
-
-	v4 := []string{ipamres.FamilyIPv4}
-	before := waitAllocations(ctx, t, st, v4, "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9")
-
-	first.Stop()
-
-	// While it is down: the Node mirror is rebuilt from scratch (as after a restart), three Nodes are gone
-	// and two are new. The second suite's context outlives the first's.
-	second := ctest.New(t, ctest.WithState(st), ctest.WithTimeout(time.Minute))
-	ctx = second.Ctx()
-
-	ctest.Destroy[*kube.KubeSync](second, kube.NodesSyncID)
-	ctest.Destroy[*kube.KubeNode](second, "n1", "n4", "n7")
-
-	second.Register(&ipam.NodeCIDRAllocatorController{Options: opts})
-	second.Start()
-
-	for _, name := range []string{"x1", "x2"} {
-		require.NoError(t, createNode(ctx, st, name, 100))
-	}
-
-	// Before the mirror is complete, nothing is released or allocated.
-	time.Sleep(300 * time.Millisecond)
-	assert.Equal(t, before, allocations(ctx, t, st))
-
-	setSynced(second, kube.NodesSyncID)
-
-	after := waitAllocations(ctx, t, st, v4, "n0", "n2", "n3", "n5", "n6", "n8", "n9", "x1", "x2")
-
-	for id, addr := range before {
-		_, name, _, _ := ipamres.ParseAllocationID(id)
-		if name == "n1" || name == "n4" || name == "n7" {
-			assert.NotContains(t, after, id)
-		} else {
-			assert.Equal(t, addr, after[id], id)
+		for i := range 10 {
+			require.NoError(t, createNode(ctx, st, fmt.Sprintf("n%d", i), i))
 		}
-	}
 
-	assert.Contains(t, after, ipamres.NodeAllocationID("x1", ipamres.FamilyIPv4))
-	assert.Contains(t, after, ipamres.NodeAllocationID("x2", ipamres.FamilyIPv4))
+		v4 := []string{ipamres.FamilyIPv4}
+		before := waitAllocations(ctx, t, st, v4, "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9")
+
+		first.Stop()
+
+		// While it is down: the Node mirror is rebuilt from scratch (as after a restart), three Nodes are gone
+		// and two are new. The second suite's context outlives the first's.
+		second := ctest.New(t, ctest.WithState(st), ctest.WithTimeout(time.Minute))
+		ctx = second.Ctx()
+
+		ctest.Destroy[*kube.KubeSync](second, kube.NodesSyncID)
+		ctest.Destroy[*kube.KubeNode](second, "n1", "n4", "n7")
+
+		second.Register(&ipam.NodeCIDRAllocatorController{Options: opts})
+		second.Start()
+
+		for _, name := range []string{"x1", "x2"} {
+			require.NoError(t, createNode(ctx, st, name, 100))
+		}
+
+		// Before the mirror is complete, nothing is released or allocated: once the allocator is idle (every
+		// goroutine of the bubble blocked), the allocations are those of before.
+		synctest.Wait()
+		assert.Equal(t, before, allocations(ctx, t, st))
+
+		setSynced(second, kube.NodesSyncID)
+
+		after := waitAllocations(ctx, t, st, v4, "n0", "n2", "n3", "n5", "n6", "n8", "n9", "x1", "x2")
+
+		for id, addr := range before {
+			_, name, _, _ := ipamres.ParseAllocationID(id)
+			if name == "n1" || name == "n4" || name == "n7" {
+				assert.NotContains(t, after, id)
+			} else {
+				assert.Equal(t, addr, after[id], id)
+			}
+		}
+
+		assert.Contains(t, after, ipamres.NodeAllocationID("x1", ipamres.FamilyIPv4))
+		assert.Contains(t, after, ipamres.NodeAllocationID("x2", ipamres.FamilyIPv4))
+	})
 }
