@@ -10,8 +10,9 @@ import (
 
 	"go.uber.org/zap"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
 // Timing of the apiserver gate.
@@ -56,23 +57,15 @@ func newAPIServerGate(ctx context.Context, cfg *rest.Config, logger *zap.Logger)
 	probeConfig.Timeout = apiServerProbeTimeout
 	probeConfig.QPS, probeConfig.Burst = -1, 0
 
-	client, err := kubernetes.NewForConfig(probeConfig)
+	probe, err := kubeclient.NewReadyzProbe(probeConfig)
 	if err != nil {
-		return nil, err
+		return nil, err //nolint:wrapcheck // It says what failed.
 	}
 
 	return &apiServerGate{
 		reachability: newReachability("kubernetes", logger),
-		probe: func(ctx context.Context) (bool, error) {
-			result := client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx)
-
-			var status int
-
-			result.StatusCode(&status)
-
-			return status != 0, result.Error()
-		},
-		ctx: ctx,
+		probe:        probe,
+		ctx:          ctx,
 	}, nil
 }
 

@@ -13,13 +13,13 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -235,9 +235,9 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	restConfig.Wrap(apiServer.wrap)
 
 	// The lease is renewed with a client of its own: nothing else waits in its rate limiter.
-	leaseClient, err := kubernetes.NewForConfig(restConfig)
+	leaseClient, err := kubeclient.NewForConfig(restConfig)
 	if err != nil {
-		return fmt.Errorf("failed to create Kubernetes client: %w", err)
+		return err //nolint:wrapcheck // It says what failed.
 	}
 
 	enabled, err := EnabledControllers(opts.Controllers)
@@ -386,7 +386,7 @@ type kubeClients struct {
 	// config builds the clients: the metrics port's reviews have one of their own.
 	config *rest.Config
 	// lease renews the leader lease.
-	lease kubernetes.Interface
+	lease *kubeclient.Client
 }
 
 // runControllers serves health and metrics, and runs the controllers: at once, or while leading. /readyz
@@ -414,7 +414,7 @@ func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, client
 			return err
 		}
 
-		h.leader = le.watchdog
+		h.leader = le.elector
 	}
 
 	if err := startHTTP(ctx, opts, h, clients.config, logger); err != nil {

@@ -3,18 +3,14 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
 
@@ -34,62 +30,51 @@ type LeaderElection struct {
 
 // leaderElector runs work only while this process holds the Lease.
 type leaderElector struct {
-	elector  *leaderelection.LeaderElector
-	watchdog *leaderelection.HealthzAdaptor
+	// elector is also the watchdog of /healthz: it fails when a leader stops renewing its Lease.
+	elector *kubeclient.LeaseElector
 	// leading is set once this process started leading: work runs, and its result must be waited for.
 	leading  *atomic.Bool
 	identity string
 }
 
-func newLeaderElector(cfg LeaderElection, client kubernetes.Interface, logger *zap.Logger, work func(context.Context) error, result chan<- error) (*leaderElector, error) {
+func newLeaderElector(cfg LeaderElection, client *kubeclient.Client, logger *zap.Logger, work func(context.Context) error, result chan<- error) (*leaderElector, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "talos-ccm"
 	}
 
 	identity := host + "_" + uuid.NewString()
-	watchdog := leaderelection.NewLeaderHealthzAdaptor(cfg.RenewDeadline)
 	leading := &atomic.Bool{}
 
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
-			Client:     client.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-		},
-		LeaseDuration:   cfg.LeaseDuration,
-		RenewDeadline:   cfg.RenewDeadline,
-		RetryPeriod:     cfg.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            "talos-ccm",
-		WatchDog:        watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				leading.Store(true)
-				metrics.LeaderElectionMaster.Set(1)
-				logger.Info("leading: controllers start", zap.String("identity", identity))
+	elector, err := kubeclient.NewLeaseElector(kubeclient.LeaseElectorConfig{
+		Leases:        client.Leases(cfg.Namespace),
+		Name:          cfg.Name,
+		Identity:      identity,
+		LeaseDuration: cfg.LeaseDuration,
+		RenewDeadline: cfg.RenewDeadline,
+		RetryPeriod:   cfg.RetryPeriod,
+		Logger:        logger.With(zap.String("namespace", cfg.Namespace)),
+		OnStartedLeading: func(ctx context.Context) {
+			leading.Store(true)
+			metrics.LeaderElectionMaster.Set(1)
+			logger.Info("leading: controllers start", zap.String("identity", identity))
 
-				result <- work(ctx)
-			},
-			OnStoppedLeading: func() {
-				metrics.LeaderElectionMaster.Set(0)
-			},
-			OnNewLeader: func(leader string) {
-				if leader != identity {
-					logger.Info("following", zap.String("leader", leader))
-				}
-			},
+			result <- work(ctx)
+		},
+		OnStoppedLeading: func() {
+			metrics.LeaderElectionMaster.Set(0)
+		},
+		OnNewLeader: func(leader string) {
+			if leader != identity {
+				logger.Info("following", zap.String("leader", leader))
+			}
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to set up leader election: %w", err)
+		return nil, err //nolint:wrapcheck // It says what failed.
 	}
 
-	// Only leaderelection.RunOrDie ties the watchdog to its elector: without this, /healthz would never see
-	// a leader that stopped renewing its Lease.
-	watchdog.SetLeaderElection(elector)
-
-	return &leaderElector{elector: elector, watchdog: watchdog, leading: leading, identity: identity}, nil
+	return &leaderElector{elector: elector, leading: leading, identity: identity}, nil
 }
 
 // runLeaderElected campaigns for the Lease and runs work while leading. It returns work's result when ctx

@@ -27,9 +27,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
 // Defaults of Options: the TTL and timeout are those of kube-controller-manager's delegated authentication
@@ -69,10 +70,23 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// TokenReviewer creates TokenReviews: kubeclient.Client's TokenReviews, or client-go's
+// AuthenticationV1().TokenReviews().
+type TokenReviewer interface {
+	Create(ctx context.Context, review *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error)
+}
+
+// AccessReviewer creates SubjectAccessReviews: kubeclient.Client's SubjectAccessReviews, or client-go's
+// AuthorizationV1().SubjectAccessReviews().
+type AccessReviewer interface {
+	Create(ctx context.Context, review *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
+}
+
 // Guard authenticates and authorizes requests with the apiserver's TokenReview and SubjectAccessReview.
 type Guard struct {
-	client kubernetes.Interface
-	opts   Options
+	tokenReviews  TokenReviewer
+	accessReviews AccessReviewer
+	opts          Options
 
 	// tokens are the authenticated tokens, unknown those the apiserver did not authenticate.
 	tokens    cache[tokenResult]
@@ -88,9 +102,9 @@ type tokenResult struct {
 	user          authenticationv1.UserInfo
 }
 
-// New returns a Guard that asks the apiserver of client. NewForConfig is the one to use beside other
-// clients of the same apiserver.
-func New(client kubernetes.Interface, opts Options) *Guard {
+// New returns a Guard that asks the apiserver through tokenReviews and accessReviews. NewForConfig is the one
+// to use beside other clients of the same apiserver.
+func New(tokenReviews TokenReviewer, accessReviews AccessReviewer, opts Options) *Guard {
 	if opts.CacheTTL <= 0 {
 		opts.CacheTTL = DefaultCacheTTL
 	}
@@ -116,10 +130,11 @@ func New(client kubernetes.Interface, opts Options) *Guard {
 	}
 
 	return &Guard{
-		client:  client,
-		opts:    opts,
-		unknown: cache[struct{}]{max: maxNegativeCacheEntries},
-		reviews: flowcontrol.NewTokenBucketRateLimiter(opts.ReviewsPerSecond, opts.ReviewBurst),
+		tokenReviews:  tokenReviews,
+		accessReviews: accessReviews,
+		opts:          opts,
+		unknown:       cache[struct{}]{max: maxNegativeCacheEntries},
+		reviews:       flowcontrol.NewTokenBucketRateLimiter(opts.ReviewsPerSecond, opts.ReviewBurst),
 	}
 }
 
@@ -140,12 +155,12 @@ func NewForConfig(cfg *rest.Config, opts Options) (*Guard, error) {
 		own.UserAgent += "/metrics-auth"
 	}
 
-	client, err := kubernetes.NewForConfig(own)
+	client, err := kubeclient.NewForConfig(own)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the metrics authentication client: %w", err)
 	}
 
-	return New(client, opts), nil
+	return New(client.TokenReviews(), client.SubjectAccessReviews(), opts), nil
 }
 
 // Wrap serves next only to callers allowed to: 401 without a valid bearer token, 403 when its user may not
@@ -222,7 +237,7 @@ func (g *Guard) authenticate(ctx context.Context, token string) (authenticationv
 	ctx, cancel := context.WithTimeout(ctx, g.opts.ReviewTimeout)
 	defer cancel()
 
-	review, err := g.client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+	review, err := g.tokenReviews.Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -258,7 +273,7 @@ func (g *Guard) authorize(ctx context.Context, user authenticationv1.UserInfo, p
 	ctx, cancel := context.WithTimeout(ctx, g.opts.ReviewTimeout)
 	defer cancel()
 
-	review, err := g.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+	review, err := g.accessReviews.Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:                  user.Username,
 			UID:                   user.UID,

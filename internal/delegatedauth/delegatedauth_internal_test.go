@@ -97,7 +97,7 @@ func TestNegativeCache(t *testing.T) {
 	t.Parallel()
 
 	client, reviews := reviewCounter(t)
-	g := New(client, Options{NegativeCacheTTL: time.Hour})
+	g := New(client.AuthenticationV1().TokenReviews(), client.AuthorizationV1().SubjectAccessReviews(), Options{NegativeCacheTTL: time.Hour})
 
 	for range 100 {
 		require.Equal(t, http.StatusUnauthorized, authenticateStatus(t, g, "bad"))
@@ -105,7 +105,7 @@ func TestNegativeCache(t *testing.T) {
 
 	assert.Equal(t, int32(1), reviews.Load())
 
-	expired := New(client, Options{NegativeCacheTTL: time.Nanosecond})
+	expired := New(client.AuthenticationV1().TokenReviews(), client.AuthorizationV1().SubjectAccessReviews(), Options{NegativeCacheTTL: time.Nanosecond})
 
 	for range 3 {
 		require.Equal(t, http.StatusUnauthorized, authenticateStatus(t, expired, "bad"))
@@ -127,7 +127,7 @@ func TestReviewRateLimit(t *testing.T) {
 
 	client, reviews := reviewCounter(t)
 	// A rate so low that no token comes back during the test.
-	g := New(client, Options{ReviewsPerSecond: 0.001, ReviewBurst: 5})
+	g := New(client.AuthenticationV1().TokenReviews(), client.AuthorizationV1().SubjectAccessReviews(), Options{ReviewsPerSecond: 0.001, ReviewBurst: 5})
 
 	var throttled int
 

@@ -73,7 +73,7 @@ func TestGuard(t *testing.T) {
 	require.NoError(t, err)
 
 	// A short cache, so that the wait for the RBAC informers below is not stretched by a cached denial.
-	guard := delegatedauth.New(admin, delegatedauth.Options{CacheTTL: 100 * time.Millisecond, Logger: zaptest.NewLogger(t)})
+	guard := delegatedauth.New(admin.AuthenticationV1().TokenReviews(), admin.AuthorizationV1().SubjectAccessReviews(), delegatedauth.Options{CacheTTL: 100 * time.Millisecond, Logger: zaptest.NewLogger(t)})
 
 	srv := httptest.NewServer(guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "secret numbers")

@@ -13,8 +13,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -24,6 +22,7 @@ import (
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
@@ -202,10 +201,10 @@ type CCM struct {
 	conns *connections
 	// credentials follows the credentials (ClientConfig); nil with a fixed RestConfig.
 	credentials *credentials
-	informers   informers.SharedInformerFactory
+	informers   *kubeclient.Informers
 	// requestInformers watches certificate requests on a connection of its own (connections): their
 	// events never wait behind the Node watch's.
-	requestInformers informers.SharedInformerFactory
+	requestInformers *kubeclient.Informers
 	opts             Options
 	enabled          map[string]bool
 	logger           *zap.Logger
@@ -281,26 +280,26 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 
 	c.conns = newConnections(base, c.credentials.unauthorized)
 
-	clientset, err := c.client("")
+	client, err := c.client("")
 	if err != nil {
 		c.conns.close()
 
 		return nil, err
 	}
 
-	requestClientset, err := c.client("")
+	requestClient, err := c.client("")
 	if err != nil {
 		c.conns.close()
 
 		return nil, err
 	}
 
-	c.informers = informers.NewSharedInformerFactory(clientset, 0)
-	c.requestInformers = informers.NewSharedInformerFactory(requestClientset, 0)
+	c.informers = kubeclient.NewInformers(client)
+	c.requestInformers = kubeclient.NewInformers(requestClient)
 
 	// Nodes are cached without what talos-ccm never reads (images, other managers' managedFields): on a
 	// large cluster that is most of a Node's size.
-	if err = c.informers.Core().V1().Nodes().Informer().SetTransform(k8ssink.TrimNode); err != nil {
+	if err = c.informers.Nodes().SetTransform(k8ssink.TrimNode); err != nil {
 		return nil, fmt.Errorf("failed to set up the node informer: %w", err)
 	}
 
@@ -347,7 +346,7 @@ func (c *CCM) NodeLister() corelisters.NodeLister { //nolint:ireturn
 		return runsNodeLister{runs: c.runs}
 	}
 
-	return c.informers.Core().V1().Nodes().Lister()
+	return c.informers.NodeLister()
 }
 
 // Start starts the Kubernetes informers that the sources and sinks read, and the follower of the
@@ -370,8 +369,8 @@ func (c *CCM) Start(ctx context.Context) {
 
 // startInformers starts the Kubernetes informers until ctx is done or Close.
 func (c *CCM) startInformers(ctx context.Context) {
-	c.informers.Start(ctx.Done())
-	c.requestInformers.Start(ctx.Done())
+	c.informers.Start(ctx)
+	c.requestInformers.Start(ctx)
 }
 
 // WaitForCacheSync waits until the informers have their caches, and reports whether they do (false when
@@ -382,11 +381,9 @@ func (c *CCM) WaitForCacheSync(ctx context.Context) bool {
 		return c.runs.waitForCacheSync(ctx)
 	}
 
-	for _, factory := range []informers.SharedInformerFactory{c.informers, c.requestInformers} {
-		for _, synced := range factory.WaitForCacheSync(ctx.Done()) {
-			if !synced {
-				return false
-			}
+	for _, informers := range []*kubeclient.Informers{c.informers, c.requestInformers} {
+		if !informers.WaitForCacheSync(ctx) {
+			return false
 		}
 	}
 
@@ -414,7 +411,7 @@ func (c *CCM) Close() {
 // eventRecorder returns the recorder of Kubernetes Events shared by the sinks.
 func (c *CCM) eventRecorder() record.EventRecorder {
 	if c.events == nil {
-		c.events, c.stopEvents = k8ssink.NewEventRecorder(c.writer("events"), c.logger)
+		c.events, c.stopEvents = k8ssink.NewEventRecorder(c.writer("events").EventSink(), kubeclient.Scheme, c.logger)
 	}
 
 	return c.events
@@ -423,7 +420,7 @@ func (c *CCM) eventRecorder() record.EventRecorder {
 // writer returns the client one controller writes with. As in kube-controller-manager, every controller
 // has its own client, with its own rate limit, so that approving certificates or posting events never
 // waits behind a burst of Node writes, and the other way around; and its own connection (connections).
-func (c *CCM) writer(name string) kubernetes.Interface {
+func (c *CCM) writer(name string) *kubeclient.Client {
 	client, err := c.client(name)
 	if err != nil {
 		// The same configuration already built the informers' clients: this cannot fail.
@@ -434,18 +431,13 @@ func (c *CCM) writer(name string) kubernetes.Interface {
 }
 
 // client returns a client with a connection of its own, named for its user agent ("talos-ccm/<name>").
-func (c *CCM) client(name string) (*kubernetes.Clientset, error) {
+func (c *CCM) client(name string) (*kubeclient.Client, error) {
 	cfg, err := c.conns.config(name)
 	if err != nil {
 		return nil, err
 	}
 
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
-	}
-
-	return client, nil
+	return kubeclient.NewForConfig(cfg) //nolint:wrapcheck // It says what failed.
 }
 
 // newConfigSource returns the config source: Options.Config, and the config file followed for changes.

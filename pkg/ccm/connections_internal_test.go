@@ -14,8 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
 // tokenServer is an HTTP/2 apiserver stand-in that lists no Nodes for the bearer token it accepts and
@@ -84,10 +85,10 @@ func (s *tokenServer) accept(token string) {
 func listNodes(t *testing.T, cfg *rest.Config) error {
 	t.Helper()
 
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeclient.NewForConfig(cfg)
 	require.NoError(t, err)
 
-	_, err = client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	_, err = client.Nodes().List(t.Context(), metav1.ListOptions{})
 
 	return err //nolint:wrapcheck // The test looks at the apiserver's answer.
 }

@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
 // sentRequest is what a client sent: its content type, what it accepts, and its body.
@@ -91,17 +91,15 @@ func TestConnectionsSpeakProtobuf(t *testing.T) {
 			cfg, err := conns.config("nodes")
 			require.NoError(t, err)
 
-			client, err := kubernetes.NewForConfig(cfg)
+			client, err := kubeclient.NewForConfig(cfg)
 			require.NoError(t, err)
 
-			nodes := client.CoreV1().Nodes()
+			nodes := client.Nodes()
 
 			_, err = nodes.Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 
-			events := &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}
-
-			_, err = events.Create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "n1.1", Namespace: "default"}})
+			_, err = client.EventSink().Create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "n1.1", Namespace: "default"}})
 			require.NoError(t, err)
 
 			patch := `{"metadata":{"labels":{"a":"b"}}}`

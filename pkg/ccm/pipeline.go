@@ -30,7 +30,7 @@ var controllerGroups = map[string]func(*CCM) error{
 // registerSources registers the controllers that mirror outside facts: the config, the Nodes and, when
 // the Talos API is given, every machine's facts.
 func (c *CCM) registerSources() error {
-	c.nodeMirror = &kubectrl.KubeNodeController{Informer: c.informers.Core().V1().Nodes().Informer()}
+	c.nodeMirror = &kubectrl.KubeNodeController{Informer: c.informers.Nodes()}
 
 	err := errors.Join(
 		c.runtime.RegisterController(c.newConfigSource()),
@@ -80,9 +80,9 @@ func (c *CCM) holdMirrors() {
 
 // registerCloudNode registers Node initialization: the transform and the node sink.
 func (c *CCM) registerCloudNode() error {
-	applier := k8ssink.NewNodeApplier(c.writer(ControllerCloudNode).CoreV1().Nodes(), c.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
+	applier := k8ssink.NewNodeApplier(c.writer(ControllerCloudNode).Nodes(), c.logger.Named("node-applier"), k8ssink.NodeApplierOptions{})
 
-	sink := k8ssink.NewNodeSinkController(applier, c.informers.Core().V1().Nodes().Lister(), uint(c.opts.Concurrency),
+	sink := k8ssink.NewNodeSinkController(applier, c.informers.NodeLister(), uint(c.opts.Concurrency),
 		k8ssink.WithRuleEvents(k8ssink.NewNodeRuleEvents(c.eventRecorder())))
 
 	transform := nodectrl.NewNodeTransformController(c.held(node.NodeTransformType, sink)...)
@@ -95,11 +95,11 @@ func (c *CCM) registerCloudNode() error {
 // decisions and the CSR sink. Without machine addresses (no Talos source, no host facts), rule 8, the
 // check against the machine's own addresses, is skipped and every decision says so.
 func (c *CCM) registerCSRApproval() error {
-	requests := c.requestInformers.Certificates().V1().CertificateSigningRequests()
+	requests := c.requestInformers.CertificateSigningRequests()
 	talosFacts := c.opts.Talos != nil || c.opts.HostFacts
 
 	// Requests are cached without their managedFields, which talos-ccm never reads.
-	if err := requests.Informer().SetTransform(k8ssink.TrimCSR); err != nil {
+	if err := requests.SetTransform(k8ssink.TrimCSR); err != nil {
 		return fmt.Errorf("failed to set up the certificate request informer: %w", err)
 	}
 
@@ -120,11 +120,11 @@ func (c *CCM) registerCSRApproval() error {
 		return err
 	}
 
-	c.csrMirror = &kubectrl.KubeCSRController{Informer: requests.Informer()}
+	c.csrMirror = &kubectrl.KubeCSRController{Informer: requests}
 
 	sink := k8ssink.NewCSRSinkController(
-		k8ssink.NewCSRApplier(c.writer(ControllerCSRApproval).CertificatesV1().CertificateSigningRequests()),
-		requests.Lister(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
+		k8ssink.NewCSRApplier(c.writer(ControllerCSRApproval).CertificateSigningRequests()),
+		c.requestInformers.CertificateSigningRequestLister(), c.informers.NodeLister(), c.eventRecorder(),
 	)
 
 	decisions := csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
@@ -143,7 +143,7 @@ func (c *CCM) registerCSRApproval() error {
 // registerNodeLifecycle registers the shutdown and stale-node verdicts and their sink.
 func (c *CCM) registerNodeLifecycle() error {
 	sink := k8ssink.NewNodeLifecycleSinkController(
-		c.writer(ControllerNodeLifecycle).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(),
+		c.writer(ControllerNodeLifecycle).Nodes(), c.informers.NodeLister(), c.eventRecorder(),
 	)
 
 	lifecycle := nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
@@ -180,7 +180,7 @@ func (c *CCM) registerNodeIPAM() error {
 	}
 
 	sink := k8ssink.NewPodCIDRSinkController(
-		c.writer(ControllerNodeIPAM).CoreV1().Nodes(), c.informers.Core().V1().Nodes().Lister(), c.eventRecorder(), uint(c.opts.Concurrency),
+		c.writer(ControllerNodeIPAM).Nodes(), c.informers.NodeLister(), c.eventRecorder(), uint(c.opts.Concurrency),
 	)
 	c.held(kube.KubeNodeType, sink)
 
@@ -193,15 +193,14 @@ func (c *CCM) registerNodeIPAM() error {
 // registerServiceLB registers LoadBalancer IP allocation: the Service mirror, the allocator, and the sink
 // that writes status.loadBalancer.ingress.
 func (c *CCM) registerServiceLB() error {
-	services := c.informers.Core().V1().Services()
 	writer := c.writer(ControllerServiceLB)
 
 	return errors.Join(
-		c.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: services.Informer()}),
+		c.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: c.informers.Services()}),
 		c.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
 		c.runtime.RegisterQController(k8ssink.NewServiceLBSinkController(
-			func(namespace string) k8ssink.ServiceStatusClient { return writer.CoreV1().Services(namespace) },
-			services.Lister(), c.eventRecorder(), 8,
+			func(namespace string) k8ssink.ServiceStatusClient { return writer.Services(namespace) },
+			c.informers.ServiceLister(), c.eventRecorder(), 8,
 		)),
 	)
 }

@@ -1,21 +1,19 @@
 package ccm
 
 import (
-	discoveryv1 "k8s.io/api/discovery/v1"
-
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
 )
 
 // registerReservedSources registers what rule 9 of CSR approval reads beyond the configuration: the
-// apiserver's endpoints (the EndpointSlice of default/kubernetes, through the shared informer factory, so
-// that it is started and synced with the others) and, with the Talos API, the Service ranges from the
+// apiserver's endpoints (the EndpointSlice of default/kubernetes, among the shared informers, so that it is
+// started and synced with the others) and, with the Talos API, the Service ranges from the
 // control-plane machines' ControllerManagerConfig. The decisions use those ranges only while the
 // configuration has no serviceCIDRs, which can change at any time (the file is reloaded), so the source runs
 // whenever the Talos API is available: a few reads per control-plane machine. It returns the decision
 // options that say which sources run.
 func (c *CCM) registerReservedSources() (serviceCIDRsFromTalos bool, err error) {
-	informer := c.informers.InformerFor(&discoveryv1.EndpointSlice{}, kubectrl.NewAPIServerInformer)
+	informer := c.informers.For("apiserver-endpointslices", kubectrl.NewAPIServerInformer)
 
 	if err = c.runtime.RegisterController(&kubectrl.KubeAPIServerController{Informer: informer}); err != nil {
 		return false, err

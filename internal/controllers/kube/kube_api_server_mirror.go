@@ -4,16 +4,14 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
 // The Service whose endpoints are the apiserver's own: the apiserver keeps its EndpointSlice, of the same
@@ -28,12 +26,12 @@ const maxAPIServerIPs = 1000
 
 // NewAPIServerInformer returns an informer on the EndpointSlice of the default/kubernetes Service alone
 // (it needs get, list and watch on endpointslices in the namespace default only). Pass it to a
-// SharedInformerFactory's InformerFor, so that the factory starts it.
-func NewAPIServerInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-	return discoveryinformers.NewFilteredEndpointSliceInformer(client, APIServerNamespace, resync, cache.Indexers{},
+// kubeclient.Informers' For, so that it is started and synced with the others.
+func NewAPIServerInformer(client *kubeclient.Client) cache.SharedIndexInformer { //nolint:ireturn
+	return kubeclient.NewInformer(client.EndpointSlices(APIServerNamespace), &discoveryv1.EndpointSlice{},
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", APIServerService).String()
-		})
+		}, nil)
 }
 
 // MirrorAPIServer extracts the endpoint IPs of the default/kubernetes Service's EndpointSlice, ready or
