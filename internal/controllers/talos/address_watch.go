@@ -17,8 +17,6 @@ type addressEvent struct {
 	id string
 	// address is the AddressStatus (Created, Updated).
 	address addressStatus
-	// err is why the watch ended (Errored).
-	err error
 }
 
 // addressWatch follows a machine's AddressStatuses over one watch stream: its contents first, then every

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cosi-project/runtime/api/v1alpha1"
@@ -72,8 +73,9 @@ func (spec machineSessionSpec) RunTask(ctx context.Context, _ *zap.Logger, in wo
 // from its boot, is read at the session's start and again only when something suggests it changed: a
 // probe of the NotReady Node's machine (a reboot, a migration), a change of the machine's address set,
 // and, every PlatformRefresh, while the Node waits for a providerID its platform has not reported yet. A
-// machine that reboots or stops answering for long breaks the watch, which starts the session over. The
-// stage is read only for NotReady Nodes, the only ones whose verdicts it is part of.
+// watch broken by a machine that stopped answering resumes once it answers again; one broken by a reboot
+// cannot (its bookmark names a state the machine no longer has), which starts the session over. The stage
+// is read only for NotReady Nodes, the only ones whose verdicts it is part of.
 type machineSession struct {
 	machineSessionSpec
 	workerInput[machineFacts]
@@ -105,45 +107,33 @@ func (s *machineSession) run(ctx context.Context) {
 	}
 }
 
-// session connects to the machine, then follows it until something fails: each event has its method.
+// session connects to the machine, then reads its address watch until something fails. The session's
+// goroutine is the only one it keeps: what it does besides reading the watch (probes, reads of
+// PlatformMetadata, its Node's changes of condition, the intake's hold) runs when due, on a goroutine that
+// lasts as long as that work (see waking), so that an idle machine costs one goroutine, blocked on
+// its watch stream, beside the one gRPC keeps for the stream.
 func (s *machineSession) session(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(withNode(ctx, s.ip))
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(withNode(ctx, s.ip))
 
-	c := newConnection(s)
+	c := newConnection(s, ctx, cancel)
 	defer c.close()
 
-	admitted, err := s.opts.Intake.admit(ctx, func() error { return c.connect(ctx) })
-	defer admitted.release()
+	admitted, err := s.opts.Intake.admit(ctx, func() error { return c.connect(ctx) }, c.wake)
+	c.admit(admitted)
 
 	if err != nil {
 		return err
 	}
 
+	c.start()
+
 	for {
-		// A Node initialized gives its place in the intake to the next.
-		if !s.condition.uninitialized.Load() {
-			admitted.release()
-		}
-
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case ev := <-c.addressEvents:
-			err = c.addressEvent(ctx, ev)
-		case <-s.condition.changed:
-			err = c.conditionChanged(ctx)
-		case <-admitted.expired():
-			admitted.release()
-		case <-c.probes.due():
-			err = c.probeMachine(ctx)
-		case <-c.reread.due():
-			err = c.rereadPlatform(ctx)
-		}
-
+		events, err := c.watch.next(ctx)
 		if err != nil {
-			return err
+			return c.endedBy(err)
 		}
+
+		c.addressEvents(ctx, events)
 	}
 }
 
@@ -176,9 +166,20 @@ func (s *machineSession) ended(ctx context.Context, err error) {
 }
 
 // connection is one session's hold on its machine: the facts it sent, the watch that keeps the addresses
-// current, and when to probe or read PlatformMetadata again.
+// current, and when to probe or read PlatformMetadata again. Its session's goroutine reads the watch; the
+// work due besides runs on a goroutine of its own (waking); mu makes them take turns.
 type connection struct {
 	*machineSession
+
+	// ctx is the session's; cancel ends it, with the cause the session returns.
+	ctx    context.Context //nolint:containedctx // The session's work due runs on timers, outside its calls.
+	cancel context.CancelCauseFunc
+
+	waking
+
+	// mu guards what follows: the session's goroutine holds it while it connects and while it applies
+	// events of the watch, the work due while it runs.
+	mu sync.Mutex
 
 	platform *specs.PlatformMetadataSpec
 	status   *specs.MachineStatusSpec
@@ -190,29 +191,112 @@ type connection struct {
 	// cluster's pod and service ranges), read once per session.
 	excluded []string
 
-	addressEvents chan addressEvent
-	probes        *probeSchedule
-	reread        *rereadSchedule
+	watch    *addressWatch
+	admitted *admission
+	probes   *probeSchedule
+	reread   *rereadSchedule
 }
 
-func newConnection(s *machineSession) *connection {
-	return &connection{
+func newConnection(s *machineSession, ctx context.Context, cancel context.CancelCauseFunc) *connection { //nolint:revive // ctx is the session's, kept.
+	c := &connection{
 		machineSession: s,
+		ctx:            ctx,
+		cancel:         cancel,
 		addresses:      map[string]addressStatus{},
-		probes:         newProbeSchedule(s.opts.ProbeInterval),
-		reread:         newRereadSchedule(),
 	}
+
+	c.work = func() {
+		if err := c.due(); err != nil {
+			c.cancel(err)
+		}
+	}
+	c.probes = newProbeSchedule(s.opts.ProbeInterval, c.wake)
+	c.reread = newRereadSchedule(c.wake)
+
+	return c
 }
 
+// admit keeps the session's place in the intake, until its Node is initialized or the intake's hold passed.
+func (c *connection) admit(a *admission) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	c.admitted = a
+}
+
+// start lets the Node's changes of condition wake the session, and looks at the condition once: it may have
+// changed while the session connected.
+func (c *connection) start() {
+	c.condition.follow(c.wake)
+	c.wake()
+}
+
+// close ends the session's context, waits for its work due, and lets its timers and its place in the intake
+// go.
 func (c *connection) close() {
+	c.cancel(nil)
+	c.condition.follow(nil)
+	c.stopWaking()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
 	c.probes.stop()
 	c.reread.stop()
+	c.admitted.release()
+}
+
+// endedBy is why the session ended when its watch failed with err: what ended its context, if anything did
+// (a probe that found another machine, a failed read of PlatformMetadata, the session stopped), else err.
+func (c *connection) endedBy(err error) error {
+	if c.ctx.Err() != nil {
+		return context.Cause(c.ctx)
+	}
+
+	return err
+}
+
+// due runs the work due: the Node initialized, or holding its place in the intake for too long, gives it to
+// the next; a change of the Node's condition is acted on; a probe or a read of PlatformMetadata due is made.
+func (c *connection) due() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	ctx := c.ctx
+	if ctx.Err() != nil {
+		return nil
+	}
+
+	if !c.condition.uninitialized.Load() || c.admitted.expired(time.Now()) {
+		c.admitted.release()
+	}
+
+	if c.condition.takeChange() {
+		if err := c.conditionChanged(ctx); err != nil {
+			return err
+		}
+	}
+
+	if c.probes.isDue(time.Now()) {
+		if err := c.probeMachine(ctx); err != nil {
+			return err
+		}
+	}
+
+	if c.reread.isDue(time.Now()) {
+		return c.rereadPlatform(ctx)
+	}
+
+	return nil
 }
 
 // connect reads the machine, starts the watch that keeps its addresses current, waits for the addresses,
 // and sends the facts. The machine's facts are read only once it said it is the session's Node: the
 // address the session asks through is the kubelet's claim, and may lead to any machine.
 func (c *connection) connect(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
 	if err := c.readIdentity(ctx); err != nil {
 		return err
 	}
@@ -229,12 +313,22 @@ func (c *connection) connect(ctx context.Context) error {
 	c.platform = platform
 	c.status = &specs.MachineStatusSpec{Reachable: true, NodeIp: c.ip, MachineUuid: platform.GetUuid(), Nodename: c.node, NodenameRead: true}
 
-	if err = c.watchAddresses(ctx); err != nil {
-		return err
+	// The watch of the machine's addresses: an address change reaches the Node within seconds, and an idle
+	// machine costs no Talos call and no timer. Its opening and its first contents must come within
+	// CallTimeout: a stream has no deadline of its own, so the session's context ends at it.
+	timeout := time.AfterFunc(c.opts.CallTimeout, func() {
+		c.cancel(fmt.Errorf("%w within %s", errNoAddressList, c.opts.CallTimeout))
+	})
+
+	c.watch, err = openAddressWatch(ctx, c.api, c.opts.RetryMin, c.opts.RetryMax)
+	if err == nil {
+		err = c.awaitAddresses(ctx)
 	}
 
-	if err = c.awaitAddresses(ctx); err != nil {
-		return err
+	timeout.Stop()
+
+	if err != nil {
+		return c.endedBy(err)
 	}
 
 	// The stage matters only while the Node is NotReady (lifecycle verdicts): only then is it read, and
@@ -256,81 +350,41 @@ func (c *connection) connect(ctx context.Context) error {
 	return nil
 }
 
-// watchAddresses starts the watch of the machine's addresses: an address change reaches the Node within
-// seconds, and an idle machine costs no Talos call and no timer.
-func (c *connection) watchAddresses(ctx context.Context) error {
-	// A small buffer: a session drains its watch at once, and thousands of sessions each holding dozens of
-	// buffered events would cost more memory than the machines' facts themselves.
-	c.addressEvents = make(chan addressEvent, 8)
+// errNoAddressList ends a session whose machine did not send its addresses within CallTimeout.
+var errNoAddressList = errors.New("no address list from the machine")
 
-	w, err := openAddressWatch(ctx, c.api, c.opts.RetryMin, c.opts.RetryMax)
-	if err != nil {
-		return err
-	}
-
-	go func() {
-		for {
-			events, err := w.next(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					events = []addressEvent{{typ: v1alpha1.EventType_ERRORED, err: err}}
-				}
-			}
-
-			for _, ev := range events {
-				select {
-				case c.addressEvents <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-
-			if err != nil {
-				return
-			}
-		}
-	}()
-
-	return nil
-}
-
-// awaitAddresses takes in the address watch's first contents, which must come within CallTimeout.
+// awaitAddresses takes in the address watch's first contents.
 func (c *connection) awaitAddresses(ctx context.Context) error {
-	timeout := time.NewTimer(c.opts.CallTimeout)
-	defer timeout.Stop()
-
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout.C:
-			return fmt.Errorf("no address list from the machine within %s", c.opts.CallTimeout)
-		case ev := <-c.addressEvents:
+		events, err := c.watch.next(ctx)
+		if err != nil {
+			return c.endedBy(err)
+		}
+
+		for _, ev := range events {
 			if ev.typ == v1alpha1.EventType_BOOTSTRAPPED {
 				return nil
 			}
 
-			if _, err := c.applyAddressEvent(ev); err != nil {
-				return err
-			}
+			c.applyAddressEvent(ev)
 		}
 	}
 }
 
-// addressEvent applies one event of the address watch, and sends the addresses it changed.
-func (c *connection) addressEvent(ctx context.Context, ev addressEvent) error {
-	if ev.typ == v1alpha1.EventType_BOOTSTRAPPED || ev.typ == v1alpha1.EventType_NOOP {
-		return nil
+// addressEvents applies events of the address watch, and sends the addresses if they changed.
+func (c *connection) addressEvents(ctx context.Context, events []addressEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	changed := false
+
+	for _, ev := range events {
+		changed = c.applyAddressEvent(ev) || changed
 	}
 
-	changed, err := c.applyAddressEvent(ev)
-	if err != nil || !changed {
-		return err
+	if changed {
+		c.sendAddresses(ctx)
 	}
-
-	c.sendAddresses(ctx)
-
-	return nil
 }
 
 // applyAddressEvent applies one event of the address watch to the addresses the connection knows, and
@@ -338,26 +392,24 @@ func (c *connection) addressEvent(ctx context.Context, ev addressEvent) error {
 // holds every Service IP of the cluster, and the others nodeaddress.ForeignLink names) are never kept:
 // they are not the machine's, and a Service created or deleted would otherwise change every machine's
 // addresses.
-func (c *connection) applyAddressEvent(ev addressEvent) (bool, error) {
+func (c *connection) applyAddressEvent(ev addressEvent) bool {
 	switch ev.typ {
-	case v1alpha1.EventType_ERRORED:
-		return false, ev.err
 	case v1alpha1.EventType_CREATED, v1alpha1.EventType_UPDATED:
 		if !nodeaddress.ForeignLink(ev.address.link) {
 			c.addresses[ev.id] = ev.address
 
-			return true, nil
+			return true
 		}
 	case v1alpha1.EventType_DESTROYED:
 		if _, ok := c.addresses[ev.id]; ok {
 			delete(c.addresses, ev.id)
 
-			return true, nil
+			return true
 		}
-	case v1alpha1.EventType_BOOTSTRAPPED, v1alpha1.EventType_NOOP:
+	case v1alpha1.EventType_BOOTSTRAPPED, v1alpha1.EventType_NOOP, v1alpha1.EventType_ERRORED: // next fails on Errored.
 	}
 
-	return false, nil
+	return false
 }
 
 // sendAddresses sends the machine's addresses. A changed address set (not a changed flag) also calls for

@@ -82,13 +82,21 @@ func (s *countingState) WatchKind(ctx context.Context, kind resource.Kind, ch ch
 func startSession(t *testing.T, st state.State, condition *nodeCondition, refresh time.Duration) <-chan machineFacts {
 	t.Helper()
 
+	return runSession(t, newTalosAPI(serveTalos(t, st)), condition, refresh)
+}
+
+// runSession runs the session of node m1 at 10.0.0.5 over api until the test ends, and returns the facts it
+// sends.
+func runSession(t *testing.T, api talosAPI, condition *nodeCondition, refresh time.Duration) <-chan machineFacts {
+	t.Helper()
+
 	facts := make(chan machineFacts, 64)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 
 	spec := machineSessionSpec{
 		condition:  condition,
-		api:        newTalosAPI(serveTalos(t, st)),
+		api:        api,
 		machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
 		opts: sessionOptions{
 			CallTimeout:     5 * time.Second,

@@ -44,9 +44,10 @@ type MachineSourceOptions struct {
 // while thousands of Nodes join. It decides nothing.
 //
 // A session costs six Talos calls (the machine's Nodename, PlatformMetadata, SystemInformation,
-// MachineType and NodeIPConfig, and a watch of its addresses) and one watch stream: PlatformMetadata, which changes on a running machine
-// only in exceptional cases, is read again when something suggests it may have changed (see
-// machineSession), not watched, and the stage only for NotReady Nodes.
+// MachineType and NodeIPConfig, and a watch of its addresses), one watch stream and, idle, two goroutines
+// (its own, which reads the stream, and gRPC's for the stream): PlatformMetadata, which changes on a
+// running machine only in exceptional cases, is read again when something suggests it may have changed
+// (see machineSession), not watched, and the stage only for NotReady Nodes.
 type MachineSourceController struct {
 	// Talos is the connection to the Talos API; every call names its machine in the "node" metadata, as
 	// apid routes it.

@@ -7,33 +7,48 @@ import "sync/atomic"
 // is still to come). The controller's passes set it; a change wakes the session, so that thousands of idle
 // sessions need no ticker each.
 type nodeCondition struct {
-	changed       chan struct{}
 	notReady      atomic.Bool
 	uninitialized atomic.Bool
+	// changed is set by a change the session has not looked at yet.
+	changed atomic.Bool
+	// wake wakes the session following the condition; nil while none does.
+	wake atomic.Pointer[func()]
 }
 
 func newNodeCondition(notReady, uninitialized bool) *nodeCondition {
-	c := &nodeCondition{changed: make(chan struct{}, 1)}
+	c := &nodeCondition{}
 	c.notReady.Store(notReady)
 	c.uninitialized.Store(uninitialized)
 
 	return c
 }
 
-// set records the Node's condition; a change signals the session (at most one signal waits).
+// set records the Node's condition; a change wakes the session.
 func (c *nodeCondition) set(notReady, uninitialized bool) {
 	readyChanged := c.notReady.Swap(notReady) != notReady
 	initChanged := c.uninitialized.Swap(uninitialized) != uninitialized
 
 	if readyChanged || initChanged {
-		c.signal()
+		c.changed.Store(true)
+
+		if wake := c.wake.Load(); wake != nil {
+			(*wake)()
+		}
 	}
 }
 
-// signal wakes the session to look at the condition.
-func (c *nodeCondition) signal() {
-	select {
-	case c.changed <- struct{}{}:
-	default:
+// follow makes changes call wake (nil: nothing); a change the session has not looked at yet stays.
+func (c *nodeCondition) follow(wake func()) {
+	if wake == nil {
+		c.wake.Store(nil)
+
+		return
 	}
+
+	c.wake.Store(&wake)
+}
+
+// takeChange reports whether the condition changed since the session last looked, and forgets it.
+func (c *nodeCondition) takeChange() bool {
+	return c.changed.Swap(false)
 }

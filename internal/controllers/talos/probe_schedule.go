@@ -4,27 +4,25 @@ import "time"
 
 // probeSchedule says when a session probes its machine: at once when the machine's Node turns NotReady,
 // then every interval while it stays NotReady. It holds a timer only while a probe is scheduled: thousands
-// of idle sessions hold none.
+// of idle sessions hold none. The timer wakes the session, which asks isDue.
 type probeSchedule struct {
-	// timer fires when the next probe is due; nil while none is.
-	timer    *time.Timer
+	// timer wakes the session when the next probe is due; nil while none is.
+	timer *time.Timer
+	// at is when the next probe is due, zero while none is.
+	at       time.Time
 	interval time.Duration
+	wake     func()
 	// active is set while the Node is NotReady, as far as the session knows.
 	active bool
 }
 
-func newProbeSchedule(interval time.Duration) *probeSchedule {
-	return &probeSchedule{interval: interval}
+func newProbeSchedule(interval time.Duration, wake func()) *probeSchedule {
+	return &probeSchedule{interval: interval, wake: wake}
 }
 
-// due fires when the interval since the last probe of a NotReady Node's machine passed; nil (never) while no
-// probe is scheduled.
-func (p *probeSchedule) due() <-chan time.Time {
-	if p.timer == nil {
-		return nil
-	}
-
-	return p.timer.C
+// isDue reports whether the interval since the last probe of a NotReady Node's machine passed at now.
+func (p *probeSchedule) isDue(now time.Time) bool {
+	return !p.at.IsZero() && !now.Before(p.at)
 }
 
 // want records whether probes are wanted, and reports whether that changed: a change to wanted calls for a
@@ -46,8 +44,10 @@ func (p *probeSchedule) probed() {
 		return
 	}
 
+	p.at = time.Now().Add(p.interval)
+
 	if p.timer == nil {
-		p.timer = time.NewTimer(p.interval)
+		p.timer = time.AfterFunc(p.interval, p.wake)
 
 		return
 	}
@@ -61,4 +61,6 @@ func (p *probeSchedule) stop() {
 		p.timer.Stop()
 		p.timer = nil
 	}
+
+	p.at = time.Time{}
 }

@@ -4,27 +4,25 @@ import "time"
 
 // rereadSchedule says when a session reads its machine's PlatformMetadata again: addressSettle after the
 // machine's address set changed, and within PlatformRefresh while its Node waits for a providerID. It holds
-// a timer only while a read is due, so an idle machine has none.
+// a timer only while a read is due, so an idle machine has none. The timer wakes the session, which asks
+// isDue.
 type rereadSchedule struct {
-	// timer fires when the read is due; nil while none is.
+	// timer wakes the session when the read is due; nil while none is.
 	timer *time.Timer
-	// at is when timer fires, zero while none is due.
-	at time.Time
+	// at is when the read is due, zero while none is.
+	at   time.Time
+	wake func()
 	// forAddresses is set while a read is due for a changed address set.
 	forAddresses bool
 }
 
-func newRereadSchedule() *rereadSchedule {
-	return &rereadSchedule{}
+func newRereadSchedule(wake func()) *rereadSchedule {
+	return &rereadSchedule{wake: wake}
 }
 
-// due fires when a read is due; nil (never) while none is.
-func (r *rereadSchedule) due() <-chan time.Time {
-	if r.timer == nil {
-		return nil
-	}
-
-	return r.timer.C
+// isDue reports whether a read is due at now.
+func (r *rereadSchedule) isDue(now time.Time) bool {
+	return !r.at.IsZero() && !now.Before(r.at)
 }
 
 // within makes a read due within d; one due earlier stays.
@@ -36,7 +34,7 @@ func (r *rereadSchedule) within(d time.Duration) {
 	r.at = time.Now().Add(d)
 
 	if r.timer == nil {
-		r.timer = time.NewTimer(d)
+		r.timer = time.AfterFunc(d, r.wake)
 
 		return
 	}
@@ -62,7 +60,6 @@ func (r *rereadSchedule) cancelWaiting() {
 func (r *rereadSchedule) fired() {
 	r.timer = nil
 	r.at = time.Time{}
-	r.forAddresses = false
 }
 
 // stop cancels the due read.

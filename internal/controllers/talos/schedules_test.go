@@ -9,13 +9,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fires says whether ch delivers within a second.
-func fires(ch <-chan time.Time) bool {
-	select {
-	case <-ch:
-		return true
-	case <-time.After(time.Second):
-		return false
+// wakes returns a wake function for a schedule, and a check that it was called within a second: then the
+// schedule says a wake is due.
+func wakes() (func(), func(isDue func(time.Time) bool) bool) {
+	woken := make(chan struct{}, 1)
+
+	wake := func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	}
+
+	return wake, func(isDue func(time.Time) bool) bool {
+		select {
+		case <-woken:
+			return isDue(time.Now())
+		case <-time.After(time.Second):
+			return false
+		}
 	}
 }
 
@@ -23,9 +35,10 @@ func fires(ch <-chan time.Time) bool {
 func TestProbeScheduleHoldsATimerOnlyWhileProbing(t *testing.T) {
 	t.Parallel()
 
-	p := newProbeSchedule(10 * time.Millisecond)
+	wake, woken := wakes()
+	p := newProbeSchedule(10*time.Millisecond, wake)
 	assert.Nil(t, p.timer)
-	assert.Nil(t, p.due())
+	assert.False(t, p.isDue(time.Now().Add(time.Hour)))
 
 	p.probed()
 	assert.Nil(t, p.timer, "a Ready Node's machine is not probed")
@@ -33,30 +46,32 @@ func TestProbeScheduleHoldsATimerOnlyWhileProbing(t *testing.T) {
 	require.True(t, p.want(true))
 	p.probed()
 	require.NotNil(t, p.timer)
-	assert.True(t, fires(p.due()))
+	assert.True(t, woken(p.isDue))
 
 	p.probed()
-	assert.True(t, fires(p.due()), "probes go on while the Node is NotReady")
+	assert.False(t, p.isDue(time.Now()), "probed: the next probe is an interval away")
+	assert.True(t, woken(p.isDue), "probes go on while the Node is NotReady")
 
 	require.True(t, p.want(false))
 	assert.Nil(t, p.timer)
-	assert.Nil(t, p.due())
+	assert.False(t, p.isDue(time.Now().Add(time.Hour)))
 	assert.False(t, p.want(false))
 }
 
 func TestRereadScheduleHoldsATimerOnlyWhileAReadIsDue(t *testing.T) {
 	t.Parallel()
 
-	r := newRereadSchedule()
-	assert.Nil(t, r.due())
+	wake, woken := wakes()
+	r := newRereadSchedule(wake)
+	assert.False(t, r.isDue(time.Now().Add(time.Hour)))
 
 	r.within(10 * time.Millisecond)
 	require.NotNil(t, r.timer)
-	assert.True(t, fires(r.due()))
+	assert.True(t, woken(r.isDue))
 
 	r.fired()
 	assert.Nil(t, r.timer, "a fired read lets its timer go")
-	assert.Nil(t, r.due())
+	assert.False(t, r.isDue(time.Now().Add(time.Hour)))
 
 	// A read for a changed address set stays when the wait for a providerID ends; the wait's own does not.
 	r.within(time.Hour)
@@ -77,11 +92,12 @@ func TestAdmissionLetsItsTimerGo(t *testing.T) {
 
 	in := newSessionIntake(1, 1, time.Minute, time.Hour)
 
-	a, err := in.admit(context.Background(), func() error { return nil })
+	a, err := in.admit(context.Background(), func() error { return nil }, func() {})
 	require.NoError(t, err)
-	require.NotNil(t, a.expired())
+	require.NotNil(t, a.timer)
+	assert.True(t, a.expired(time.Now().Add(time.Hour)))
 
 	a.release()
 	assert.Nil(t, a.timer)
-	assert.Nil(t, a.expired())
+	assert.False(t, a.expired(time.Now().Add(time.Hour)))
 }

@@ -29,8 +29,9 @@ func newSessionIntake(reading, waiting int, slowRead, hold time.Duration) *sessi
 }
 
 // admit runs connect once the session may read its machine, and returns its admission, to be released once
-// its Node is initialized. A nil intake admits at once.
-func (in *sessionIntake) admit(ctx context.Context, connect func() error) (*admission, error) {
+// its Node is initialized; expiry is called once the admission held its place for the intake's hold. A nil
+// intake admits at once.
+func (in *sessionIntake) admit(ctx context.Context, connect func() error, expiry func()) (*admission, error) {
 	if in == nil {
 		return nil, connect()
 	}
@@ -55,7 +56,8 @@ func (in *sessionIntake) admit(ctx context.Context, connect func() error) (*admi
 	once.Do(in.reading.release)
 
 	if err == nil {
-		a.timer = time.NewTimer(in.hold)
+		a.expires = time.Now().Add(in.hold)
+		a.timer = time.AfterFunc(in.hold, expiry)
 	}
 
 	return a, err
@@ -64,8 +66,10 @@ func (in *sessionIntake) admit(ctx context.Context, connect func() error) (*admi
 // admission is a session's place among the waiting ones.
 type admission struct {
 	intake *sessionIntake
-	timer  *time.Timer
-	held   bool
+	// timer calls the session when the place expires; nil once released.
+	timer   *time.Timer
+	expires time.Time
+	held    bool
 }
 
 // release gives the place to the next session; only the first call counts.
@@ -84,13 +88,9 @@ func (a *admission) release() {
 	}
 }
 
-// expired fires when the session held its place for the intake's hold; never once released.
-func (a *admission) expired() <-chan time.Time {
-	if a == nil || !a.held || a.timer == nil {
-		return nil
-	}
-
-	return a.timer.C
+// expired reports whether the session held its place for the intake's hold at now; never once released.
+func (a *admission) expired(now time.Time) bool {
+	return a != nil && a.held && a.timer != nil && !now.Before(a.expires)
 }
 
 // slots is a counting semaphore whose waiters are served in order.

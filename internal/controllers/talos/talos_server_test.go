@@ -18,12 +18,12 @@ import (
 // machine's resources (apid routes a request on its "node" metadata, which st finds in the incoming
 // context), and returns a connection to it: the sources are tested over the real protocol, their specs
 // encoded by the machinery's own resources. Server and connection end with the test; a test that checks
-// for leaked goroutines serves after it started checking.
-func serveTalos(t testing.TB, st state.CoreState) *grpc.ClientConn {
+// for leaked goroutines serves after it started checking. opts are the server's (interceptors).
+func serveTalos(t testing.TB, st state.CoreState, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
 
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	v1alpha1.RegisterStateServer(srv, server.NewState(st))
 
 	served := make(chan struct{})

@@ -1,0 +1,100 @@
+package talos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+)
+
+// TestSessionGoroutinesPerMachine checks what an idle session costs in goroutines: two at most, its own,
+// blocked on its watch stream, and the one gRPC keeps for the stream. Only the sessions' goroutines are
+// counted (those that inherit their label), not the in-process server's.
+func TestSessionGoroutinesPerMachine(t *testing.T) {
+	t.Parallel()
+
+	const machines = 40
+
+	api := newTalosAPI(serveTalos(t, newCountingState(t, sessionMachine("metal", ""))))
+	facts := make(chan machineFacts, 4*machines)
+	ctx, cancel := context.WithCancel(t.Context())
+
+	var wg sync.WaitGroup
+
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+
+	pprof.Do(ctx, pprof.Labels(sessionsLabel, t.Name()), func(ctx context.Context) {
+		for i := range machines {
+			spec := machineSessionSpec{
+				condition:  newNodeCondition(false, false),
+				api:        api,
+				machineRef: machineRef{node: "m1", ip: fmt.Sprintf("10.0.1.%d", i)},
+				opts:       sessionOptions{CallTimeout: 5 * time.Second, RetryMin: time.Second, RetryMax: time.Second, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
+			}
+
+			wg.Go(func() {
+				_ = spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)}) //nolint:errcheck // Always nil.
+			})
+		}
+	})
+
+	connected := map[string]bool{}
+	timeout := time.After(10 * time.Second)
+
+	for len(connected) < machines {
+		select {
+		case f := <-facts:
+			if f.addresses != nil {
+				connected[f.ip] = true
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d sessions connected within 10s", len(connected), machines)
+		}
+	}
+
+	// Settled (a session's first work, looking at its Node's condition once, ends at once): at most two each.
+	require.Eventually(t, func() bool { return labeledGoroutines(t, t.Name()) <= 2*machines }, 5*time.Second, 10*time.Millisecond,
+		"goroutines of %d idle sessions: %d, more than two each", machines, labeledGoroutines(t, t.Name()))
+	t.Logf("%d idle sessions: %d goroutines", machines, labeledGoroutines(t, t.Name()))
+}
+
+// sessionsLabel is the profiler label of the goroutines a test counts.
+const sessionsLabel = "talos_sessions"
+
+// labeledGoroutines counts the goroutines labelled sessionsLabel=value.
+func labeledGoroutines(t *testing.T, value string) int {
+	t.Helper()
+
+	var profile bytes.Buffer
+
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&profile, 1))
+
+	label := fmt.Sprintf("%q:%q", sessionsLabel, value)
+	total, group := 0, 0
+
+	// Each group of identical goroutines starts with "N @ pc...", followed by its labels, if any.
+	for line := range strings.Lines(profile.String()) {
+		if n, _, ok := strings.Cut(line, " @ "); ok {
+			group, _ = strconv.Atoi(n) //nolint:errcheck // A line that is no count counts none.
+
+			continue
+		}
+
+		if strings.HasPrefix(line, "# labels: ") && strings.Contains(line, label) {
+			total += group
+		}
+	}
+
+	return total
+}
