@@ -88,7 +88,7 @@ test-fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzParseLoadBalancer$$' ./internal/configfile
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzPlanServiceIPs$$' ./internal/controllers/ipam
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzTalosFacts$$' ./internal/controllers/talos
-	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzRenderTemplate$$' ./internal/controllers/node
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzRenderTemplate$$' ./internal/rules
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzPlanObjectIgnoresCopies$$' ./internal/k8ssink
 
 ## generate: regenerate protobuf Go code from api/proto.

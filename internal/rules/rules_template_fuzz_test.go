@@ -1,16 +1,15 @@
-package node_test
+package rules_test
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
@@ -23,9 +22,9 @@ const protectedFuzzKey = "node-role.kubernetes.io/fuzz"
 // FuzzRenderTemplate renders arbitrary templates on arbitrary machine facts, the way transformation rules
 // render them per node: as a label, an annotation, a taint and a platformMetadata override (read by a later
 // rule). Neither validating nor rendering may panic or hang, whatever loops, recursion or growing values the
-// template tries, the result must not depend on the run, what reaches the NodeTransform must be valid for
-// Kubernetes (a rule whose output is not is skipped, with a reason), and a protected label key is written
-// as any other. The seed corpus is in testdata/fuzz/FuzzRenderTemplate.
+// template tries, the result must not depend on the run, what the rules give must be valid for Kubernetes
+// (a rule whose output is not is skipped, with a reason), and a protected label key is written as any
+// other. The seed corpus is in testdata/fuzz/FuzzRenderTemplate.
 func FuzzRenderTemplate(f *testing.F) {
 	seeds := []string{
 		"",
@@ -111,28 +110,20 @@ func FuzzRenderTemplate(f *testing.F) {
 			Uuid:                uuid,
 		}
 
-		in := node.TransformInput{
-			Now:       time.Unix(1_800_000_000, 0),
-			NodeName:  "n1",
-			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}, Created: timestamppb.New(time.Unix(1_799_999_000, 0))},
-			Platform:  pm,
-			Addresses: &specs.MachineAddressesSpec{Nodename: "n1", Addresses: []*specs.MachineAddress{{Address: "10.0.0.5/24", LinkName: "eth0", Scope: "global"}}},
-			Config: &specs.ConfigSpec{Transformations: []*specs.TransformationRule{
-				{Name: "label", Labels: map[string]string{fuzzKey: tmpl}},
-				{Name: "annotation", Annotations: map[string]string{fuzzKey: tmpl}},
-				{Name: "taint", Taints: map[string]string{fuzzKey: tmpl}},
-				{Name: "override", PlatformMetadata: map[string]string{"Zone": tmpl}},
-				// A later rule sees the overridden fact.
-				{Name: "after-override", Annotations: map[string]string{"example.com/zone": "{{ .Zone }}"}},
-				// A protected label key is written as any other: applied or skipped on its value alone.
-				{Name: "protected", Labels: map[string]string{protectedFuzzKey: tmpl}},
-			}},
+		transformations := []*specs.TransformationRule{
+			{Name: "label", Labels: map[string]string{fuzzKey: tmpl}},
+			{Name: "annotation", Annotations: map[string]string{fuzzKey: tmpl}},
+			{Name: "taint", Taints: map[string]string{fuzzKey: tmpl}},
+			{Name: "override", PlatformMetadata: map[string]string{"Zone": tmpl}},
+			// A later rule sees the overridden fact.
+			{Name: "after-override", Annotations: map[string]string{"example.com/zone": "{{ .Zone }}"}},
+			// A protected label key is written as any other: applied or skipped on its value alone.
+			{Name: "protected", Labels: map[string]string{protectedFuzzKey: tmpl}},
 		}
 
-		out, _ := node.BuildNodeTransform(in)
+		out := rules.Apply(transformations, pm)
 
-		again, _ := node.BuildNodeTransform(in)
-		if !proto.Equal(out, again) {
+		if again := rules.Apply(transformations, pm); !sameResult(out, again) {
 			t.Fatalf("two renders of the same template on the same facts differ:\n%v\n%v", out, again)
 		}
 
@@ -140,42 +131,42 @@ func FuzzRenderTemplate(f *testing.F) {
 	})
 }
 
-// checkRendered checks that every output in the NodeTransform is valid for Kubernetes, and that every rule
-// was either applied or skipped with a reason.
-func checkRendered(t *testing.T, out *specs.NodeTransformSpec) {
+// checkRendered checks that every output of the rules is valid for Kubernetes, and that every rule was
+// either applied or skipped with a reason.
+func checkRendered(t *testing.T, out rules.Result) {
 	t.Helper()
 
-	for k, v := range out.GetLabels() {
+	for k, v := range out.Labels {
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 			t.Fatalf("label %s=%q is invalid: %s", k, v, errs[0])
 		}
 	}
 
-	for k, v := range out.GetAnnotations() {
+	for k, v := range out.Annotations {
 		if len(v) > 64<<10 {
 			t.Fatalf("annotation %s is %d bytes long", k, len(v))
 		}
 	}
 
-	for _, taint := range out.GetTaints() {
+	for key, taint := range out.Taints {
 		switch taint.GetEffect() {
 		case "NoSchedule", "PreferNoSchedule", "NoExecute":
 		default:
-			t.Fatalf("taint %s has effect %q", taint.GetKey(), taint.GetEffect())
+			t.Fatalf("taint %s has effect %q", key, taint.GetEffect())
 		}
 
 		if errs := validation.IsValidLabelValue(taint.GetValue()); len(errs) > 0 {
-			t.Fatalf("taint %s has value %q: %s", taint.GetKey(), taint.GetValue(), errs[0])
+			t.Fatalf("taint %s has value %q: %s", key, taint.GetValue(), errs[0])
 		}
 	}
 
 	decided := map[string]bool{}
 
-	for _, name := range out.GetMatchedRules() {
+	for _, name := range out.Matched {
 		decided[name] = true
 	}
 
-	for _, s := range out.GetSkippedRules() {
+	for _, s := range out.Skipped {
 		if decided[s.GetRule()] {
 			t.Fatalf("rule %s is both applied and skipped", s.GetRule())
 		}
@@ -194,15 +185,37 @@ func checkRendered(t *testing.T, out *specs.NodeTransformSpec) {
 	}
 
 	for rule, key := range map[string]string{"label": fuzzKey, "protected": protectedFuzzKey} {
-		_, labeled := out.GetLabels()[key]
+		_, labeled := out.Labels[key]
 		if applied := !isSkipped(out, rule); labeled != applied {
 			t.Fatalf("rule %s applied=%t but the label is there=%t", rule, applied, labeled)
 		}
 	}
 }
 
-func isSkipped(out *specs.NodeTransformSpec, rule string) bool {
-	for _, s := range out.GetSkippedRules() {
+// sameResult compares two results of the rules, their messages with proto.Equal.
+func sameResult(a, b rules.Result) bool {
+	if !proto.Equal(a.Facts, b.Facts) || len(a.Taints) != len(b.Taints) || len(a.Skipped) != len(b.Skipped) {
+		return false
+	}
+
+	for k, taint := range a.Taints {
+		if !proto.Equal(taint, b.Taints[k]) {
+			return false
+		}
+	}
+
+	for i, s := range a.Skipped {
+		if !proto.Equal(s, b.Skipped[i]) {
+			return false
+		}
+	}
+
+	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) && maps.Equal(a.Origins, b.Origins) &&
+		slices.Equal(a.Matched, b.Matched) && a.PublicIPDiscovery == b.PublicIPDiscovery
+}
+
+func isSkipped(out rules.Result, rule string) bool {
+	for _, s := range out.Skipped {
 		if s.GetRule() == rule {
 			return true
 		}
