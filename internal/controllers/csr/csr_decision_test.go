@@ -42,6 +42,20 @@ func startDecider(t *testing.T, opts csrctrl.CSRDecisionOptions) (*ctest.Suite, 
 	return s, valid
 }
 
+// fileRequest creates the mirror of the request id with a copy of spec, labelled with its requester as the
+// Kubernetes source labels it; created, unless zero, is when the request was created.
+func fileRequest(s *ctest.Suite, id string, spec *specs.KubeCSRSpec, created time.Time) {
+	request := kube.NewKubeCSR(kube.NamespaceName, id)
+	request.TypedSpec().Value = proto.CloneOf(spec)
+
+	if !created.IsZero() {
+		request.TypedSpec().Value.Created = timestamppb.New(created)
+	}
+
+	kube.LabelRequester(request)
+	s.Create(request)
+}
+
 func TestCSRDecisionController(t *testing.T) {
 	approvals := counterValue(t, metrics.CSRDecisions.WithLabelValues(csrres.VerdictApprove))
 	ruleTenFailures := counterValue(t, metrics.CSRRuleFailures.WithLabelValues("10-operator"))
@@ -52,10 +66,7 @@ func TestCSRDecisionController(t *testing.T) {
 	require.NoError(t, err)
 
 	// A request that comes before its Node waits.
-	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
-	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
-	kube.LabelRequester(request)
-	s.Create(request)
+	fileRequest(s, "csr-1", valid.CSR, time.Time{})
 
 	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
@@ -109,11 +120,7 @@ func TestCSRDecisionController(t *testing.T) {
 	})
 
 	// A newer request of the same node supersedes it once its inputs change; the newer one is decided.
-	newer := kube.NewKubeCSR(kube.NamespaceName, "csr-2")
-	newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
-	newer.TypedSpec().Value.Created = timestamppb.New(now)
-	kube.LabelRequester(newer)
-	s.Create(newer)
+	fileRequest(s, "csr-2", valid.CSR, now)
 
 	ctest.AssertResource(s, "csr-2", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict())
@@ -181,10 +188,7 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 		s.Create(node)
 
 		// The older request is decided alone: it waits for the Node.
-		older := kube.NewKubeCSR(kube.NamespaceName, "csr-older")
-		older.TypedSpec().Value = proto.CloneOf(valid.CSR)
-		kube.LabelRequester(older)
-		s.Create(older)
+		fileRequest(s, "csr-older", valid.CSR, time.Time{})
 
 		ctest.AssertResource(s, "csr-older", func(d *csrres.CSRDecision, a *assert.Assertions) {
 			a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
@@ -200,11 +204,7 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 		synctest.Wait()
 
 		// A newer one comes, is decided, and leaves before anything re-decides the older one.
-		newer := kube.NewKubeCSR(kube.NamespaceName, "csr-newer")
-		newer.TypedSpec().Value = proto.CloneOf(valid.CSR)
-		newer.TypedSpec().Value.Created = timestamppb.New(now)
-		kube.LabelRequester(newer)
-		s.Create(newer)
+		fileRequest(s, "csr-newer", valid.CSR, now)
 
 		ctest.AssertResource(s, "csr-newer", func(d *csrres.CSRDecision, a *assert.Assertions) {
 			a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
@@ -224,11 +224,7 @@ func TestCSRDecisionControllerRemembersNewerRequests(t *testing.T) {
 
 		// A request that comes after the newer one left was never pending beside it: it is decided, even when
 		// it was created in the same second and sorts before it.
-		later := kube.NewKubeCSR(kube.NamespaceName, "csr-a-later")
-		later.TypedSpec().Value = proto.CloneOf(valid.CSR)
-		later.TypedSpec().Value.Created = timestamppb.New(now)
-		kube.LabelRequester(later)
-		s.Create(later)
+		fileRequest(s, "csr-a-later", valid.CSR, now)
 
 		ctest.AssertResource(s, "csr-a-later", func(d *csrres.CSRDecision, a *assert.Assertions) {
 			a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
@@ -244,10 +240,7 @@ func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
 	node.TypedSpec().Value = proto.CloneOf(valid.Node)
 	s.Create(node)
 
-	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
-	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
-	kube.LabelRequester(request)
-	s.Create(request)
+	fileRequest(s, "csr-1", valid.CSR, time.Time{})
 
 	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		spec := d.TypedSpec().Value
@@ -285,12 +278,9 @@ func TestCSRDecisionControllerThrottles(t *testing.T) {
 	}
 
 	create := func(id, node string, created time.Time) {
-		request := kube.NewKubeCSR(kube.NamespaceName, id)
-		request.TypedSpec().Value = proto.CloneOf(valid.CSR)
-		request.TypedSpec().Value.Username = csrctrl.NodeUserPrefix + node
-		request.TypedSpec().Value.Created = timestamppb.New(created)
-		kube.LabelRequester(request)
-		s.Create(request)
+		spec := proto.CloneOf(valid.CSR)
+		spec.Username = csrctrl.NodeUserPrefix + node
+		fileRequest(s, id, spec, created)
 	}
 
 	create("csr-1", "w1", now.Add(-time.Minute))

@@ -2,6 +2,7 @@ package csr_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/stretchr/testify/assert"
@@ -31,10 +32,7 @@ func TestCSRDecisionControllerReservedFacts(t *testing.T) {
 	node.TypedSpec().Value = proto.CloneOf(valid.Node)
 	s.Create(node)
 
-	request := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
-	request.TypedSpec().Value = proto.CloneOf(valid.CSR)
-	kube.LabelRequester(request)
-	s.Create(request)
+	fileRequest(s, "csr-1", valid.CSR, time.Time{})
 
 	rule9 := func(d *csrres.CSRDecision) string {
 		for _, r := range d.TypedSpec().Value.GetRules() {

@@ -35,16 +35,6 @@ func buildWithRules(pm *specs.PlatformMetadataSpec, rules ...*specs.Transformati
 	return spec
 }
 
-func selectorRule(key, op string, values ...string) *specs.TransformationRule {
-	return &specs.TransformationRule{
-		Name: "r",
-		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{
-			{Key: key, Operator: op, Values: values},
-		}}},
-		Labels: map[string]string{"example.com/matched": "yes"},
-	}
-}
-
 func TestRuleOrderAndOverrides(t *testing.T) {
 	t.Parallel()
 
@@ -143,7 +133,10 @@ func TestRulesOnMachineWithoutPlatformMetadata(t *testing.T) {
 	t.Parallel()
 
 	// The platform fact is the platform the labels show: metal when Talos has no PlatformMetadata.
-	spec := buildWithRules(&specs.PlatformMetadataSpec{}, selectorRule("platform", rules.OpIn, "metal"))
+	spec := buildWithRules(&specs.PlatformMetadataSpec{}, &specs.TransformationRule{
+		NodeSelector: []*specs.NodeSelectorTerm{{MatchExpressions: []*specs.NodeSelectorRequirement{{Key: "platform", Operator: rules.OpIn, Values: []string{"metal"}}}}},
+		Labels:       map[string]string{"example.com/matched": "yes"},
+	})
 
 	assert.Equal(t, "yes", spec.GetLabels()["example.com/matched"])
 	assert.Equal(t, "talos://metal/10.0.0.5", spec.GetProviderId())
