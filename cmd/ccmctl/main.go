@@ -31,19 +31,25 @@ const (
 const usage = `ccmctl inspects a running talos-ccm through its read-only API.
 
 Usage:
-  ccmctl get TYPE [ID...] [-o table|yaml|json] [--watch] [-n NAMESPACE]
+  ccmctl get TYPE [ID...] [-l SELECTOR] [-o table|yaml|json|jsonpath=TEMPLATE] [--watch] [-n NAMESPACE]
   ccmctl explain node NAME
   ccmctl config validate FILE
   ccmctl config test FILE --node NAME
+  ccmctl completion bash|zsh|fish
   ccmctl version
 
-TYPE is a resource type or any of its aliases (ccmctl get rd lists them).
+TYPE is a resource type or any of its aliases (ccmctl get rd lists them). SELECTOR and TEMPLATE are
+written as for kubectl: -l 'key=value,key!=value,key,!key,key in (a,b)', -o 'jsonpath={.items[*].metadata.id}'.
 
 Connection flags (before or after the command):
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+
+	stop()
+	os.Exit(code)
 }
 
 // usageError is a wrong command line: usage is printed with it.
@@ -51,10 +57,8 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
+// run runs the command line args until it is done or ctx is (which a watch waits for).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	conn := &connection{}
 
 	err := dispatch(ctx, conn, args, stdout)
@@ -113,6 +117,14 @@ func dispatch(ctx context.Context, conn *connection, args []string, stdout io.Wr
 		default:
 			return usageError{msg: fmt.Sprintf("unknown config subcommand %q (want validate or test)", rest[1])}
 		}
+	case "completion":
+		if len(rest) != 2 {
+			return usageError{msg: "usage: ccmctl completion bash|zsh|fish"}
+		}
+
+		return writeCompletionScript(stdout, rest[1])
+	case completeCommand:
+		return writeCompletions(ctx, conn, rest[1:], stdout)
 	case "version":
 		if len(rest) > 1 {
 			return usageError{msg: "usage: ccmctl version"}
@@ -146,13 +158,24 @@ func commandFlags(conn *connection, name string) *pflag.FlagSet {
 	return fs
 }
 
-func runGet(ctx context.Context, conn *connection, args []string, stdout io.Writer) error {
-	var opts ccmctl.GetOptions
-
+// getFlags is the flag set of get, which sets opts and selector.
+func getFlags(conn *connection, opts *ccmctl.GetOptions, selector *string) *pflag.FlagSet {
 	fs := commandFlags(conn, "get")
-	fs.StringVarP(&opts.Output, "output", "o", ccmctl.OutputTable, "output format: table, yaml or json")
+	fs.StringVarP(&opts.Output, "output", "o", ccmctl.OutputTable, "output format: table, yaml, json or jsonpath=TEMPLATE")
 	fs.BoolVarP(&opts.Watch, "watch", "w", false, "stream changes after the current resources")
 	fs.StringVarP(&opts.Namespace, "namespace", "n", "", "namespace (default: the type's)")
+	fs.StringVarP(selector, "selector", "l", "", "label selector: key=value, key!=value, key, !key, key in (a,b), key notin (a,b), comma-separated")
+
+	return fs
+}
+
+func runGet(ctx context.Context, conn *connection, args []string, stdout io.Writer) error {
+	var (
+		opts     ccmctl.GetOptions
+		selector string
+	)
+
+	fs := getFlags(conn, &opts, &selector)
 
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)
@@ -163,6 +186,16 @@ func runGet(ctx context.Context, conn *connection, args []string, stdout io.Writ
 	}
 
 	opts.Type, opts.IDs = fs.Arg(0), fs.Args()[1:]
+
+	if selector != "" && len(opts.IDs) > 0 {
+		return usageError{msg: "get takes IDs or a label selector (-l), not both"}
+	}
+
+	var err error
+
+	if opts.Labels, err = ccmctl.ParseSelector(selector); err != nil {
+		return usageError{msg: err.Error()}
+	}
 
 	st, closeConn, err := conn.open()
 	if err != nil {
@@ -226,11 +259,18 @@ func runConfigValidate(conn *connection, args []string, stdout io.Writer) error 
 	return nil
 }
 
+// configTestFlags is the flag set of config test, which sets nodeName.
+func configTestFlags(conn *connection, nodeName *string) *pflag.FlagSet {
+	fs := commandFlags(conn, "config test")
+	fs.StringVar(nodeName, "node", "", "the Node whose live facts the rules are tested on")
+
+	return fs
+}
+
 func runConfigTest(ctx context.Context, conn *connection, args []string, stdout io.Writer) error {
 	var nodeName string
 
-	fs := commandFlags(conn, "config test")
-	fs.StringVar(&nodeName, "node", "", "the Node whose live facts the rules are tested on")
+	fs := configTestFlags(conn, &nodeName)
 
 	if err := fs.Parse(args); err != nil {
 		return asUsage(err)

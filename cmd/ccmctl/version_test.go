@@ -13,9 +13,9 @@ func TestVersionCommand(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 
-	require.Equal(t, exitOK, run([]string{"version"}, &stdout, &stderr), stderr.String())
+	require.Equal(t, exitOK, run(t.Context(), []string{"version"}, &stdout, &stderr), stderr.String())
 	assert.Regexp(t, `^ccmctl \S+ \(commit \S+, go\S+, \S+/\S+\)\n$`, stdout.String())
 
 	stdout.Reset()
-	assert.Equal(t, exitUsage, run([]string{"version", "extra"}, &stdout, &stderr))
+	assert.Equal(t, exitUsage, run(t.Context(), []string{"version", "extra"}, &stdout, &stderr))
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
+
+	"github.com/talos-ccm/talos-ccm/internal/resources"
 )
 
 // UnknownTypeError is returned for a name that designates no registered type.
@@ -68,6 +70,28 @@ func ListDefinitions(ctx context.Context, st state.State) ([]*meta.ResourceDefin
 	}
 
 	return slices.Collect(list.All()), nil
+}
+
+// BuiltinDefinitions are the definitions of the types this ccmctl was built with: talos-ccm's own and
+// COSI's meta types, those a talos-ccm of the same version serves.
+func BuiltinDefinitions() ([]*meta.ResourceDefinition, error) {
+	providers := []meta.ResourceDefinitionProvider{&meta.ResourceDefinition{}, &meta.Namespace{}}
+	for _, r := range resources.All() {
+		providers = append(providers, r)
+	}
+
+	defs := make([]*meta.ResourceDefinition, 0, len(providers))
+
+	for _, p := range providers {
+		rd, err := meta.NewResourceDefinition(p.ResourceDefinition())
+		if err != nil {
+			return nil, fmt.Errorf("failed to build the definition of %s: %w", p.ResourceDefinition().Type, err)
+		}
+
+		defs = append(defs, rd)
+	}
+
+	return defs, nil
 }
 
 // resolve reads the definitions and resolves name among them.

@@ -8,26 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/talos-ccm/talos-ccm/internal/ccmctl"
-	"github.com/talos-ccm/talos-ccm/internal/resources"
 )
 
 // definitions are the resource definitions a talos-ccm registers: its own and COSI's meta types.
 func definitions(t *testing.T) []*meta.ResourceDefinition {
 	t.Helper()
 
-	providers := []meta.ResourceDefinitionProvider{&meta.ResourceDefinition{}, &meta.Namespace{}}
-	for _, r := range resources.All() {
-		providers = append(providers, r)
-	}
-
-	defs := make([]*meta.ResourceDefinition, 0, len(providers))
-
-	for _, p := range providers {
-		rd, err := meta.NewResourceDefinition(p.ResourceDefinition())
-		require.NoError(t, err)
-
-		defs = append(defs, rd)
-	}
+	defs, err := ccmctl.BuiltinDefinitions()
+	require.NoError(t, err)
 
 	return defs
 }
