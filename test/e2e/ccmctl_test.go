@@ -201,6 +201,26 @@ func TestCcmctl(t *testing.T) {
 		for _, typ := range []string{"nodetransforms.node.tccm.dev", "kubenodes.kube.tccm.dev", "applystatuses.sink.tccm.dev", "machinestatuses.talos.tccm.dev"} {
 			assert.Contains(t, r.stdout, typ)
 		}
+
+		// Each alias once ("as" and "applystatus" are declared, and added again by COSI).
+		assert.Regexp(t, `(?m)^meta +ResourceDefinition +applystatuses\.sink\.tccm\.dev +\d+ +as applystatus$`, r.stdout)
+	})
+
+	t.Run("get jsonpath and label selector", func(t *testing.T) {
+		ids := func(r result) []string {
+			t.Helper()
+			require.Equal(t, 0, r.code, r.stderr)
+
+			return strings.Fields(r.stdout)
+		}
+
+		all := names(machines)
+		slices.Sort(all)
+
+		assert.Equal(t, all, ids(runCcmctl(t, bin, endpoint, "get", "nt", "-o", "jsonpath={.items[*].metadata.id}")))
+		assert.Equal(t, all, ids(runCcmctl(t, bin, endpoint, "get", "nt", "-l", "!no-such-label", "-o", "jsonpath={.items[*].metadata.id}")))
+		assert.Empty(t, ids(runCcmctl(t, bin, endpoint, "get", "nt", "-l", "no-such-label", "-o", "jsonpath={.items[*].metadata.id}")))
+		assert.Equal(t, []string{want.providerID}, ids(runCcmctl(t, bin, endpoint, "get", "nt", target.Name, "-o", "jsonpath={.spec.providerID}")))
 	})
 
 	t.Run("explain", func(t *testing.T) {
