@@ -39,7 +39,9 @@ Usage:
   ccmctl version
 
 TYPE is a resource type or any of its aliases (ccmctl get rd lists them). SELECTOR and TEMPLATE are
-written as for kubectl: -l 'key=value,key!=value,key,!key,key in (a,b)', -o 'jsonpath={.items[*].metadata.id}'.
+written as for kubectl:
+  -l 'key=value,key!=value,key,!key,key in (a,b),key notin (a,b)'
+  -o 'jsonpath={range .items[*]}{.metadata.id}{"\n"}{end}'
 
 Connection flags (before or after the command):
 `

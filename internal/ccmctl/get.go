@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -110,7 +109,7 @@ func Get(ctx context.Context, st state.State, opts GetOptions, out io.Writer) er
 			return fmt.Errorf("failed to list %s: %w", spec.Type, listErr)
 		}
 
-		items = slices.DeleteFunc(list.Items, func(r resource.Resource) bool { return !opts.Labels.Matches(*r.Metadata().Labels()) })
+		items = list.Items
 	}
 
 	for _, id := range opts.IDs {
@@ -127,6 +126,10 @@ func Get(ctx context.Context, st state.State, opts GetOptions, out io.Writer) er
 	}
 
 	for _, r := range items {
+		if !opts.Labels.Matches(*r.Metadata().Labels()) {
+			continue
+		}
+
 		if err = w.Write("", r); err != nil {
 			return err
 		}
