@@ -84,7 +84,9 @@ func relabel(t *testing.T, st state.State, id, team, platform string) {
 	r, err := st.Get(t.Context(), node.NewNodeTransform(node.NamespaceName, id).Metadata())
 	require.NoError(t, err)
 
-	nt := r.(*node.NodeTransform) //nolint:forcetypeassert,errcheck
+	nt, ok := r.(*node.NodeTransform)
+	require.True(t, ok, "%T", r)
+
 	nt.Metadata().Labels().Set("team", team)
 	nt.TypedSpec().Value.Platform = platform
 	require.NoError(t, st.Update(t.Context(), nt))

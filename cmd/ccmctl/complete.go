@@ -44,7 +44,8 @@ func complete(conn *connection, words []string, c completer) []string {
 
 		switch {
 		case valueFlag != nil:
-			_ = valueFlag.Value.Set(w) //nolint:errcheck // a value being typed may be wrong: completion goes on.
+			// A value being typed may be wrong: completion goes on.
+			_ = valueFlag.Value.Set(w)
 			valueFlag = nil
 		case strings.HasPrefix(w, "-") && w != "-":
 			valueFlag = takesValue(fs, w)
@@ -101,7 +102,7 @@ func takesValue(fs *pflag.FlagSet, w string) *pflag.Flag {
 	}
 
 	if hasValue {
-		_ = f.Value.Set(value) //nolint:errcheck // as above.
+		_ = f.Value.Set(value)
 
 		return nil
 	}
