@@ -74,7 +74,6 @@ func newTalosConn(path string, endpoints []string, endpoint *talosEndpoint) (*gr
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(talosMaxMessage)),
-		grpc.WithSharedWriteBuffer(true),
 		grpc.WithInitialWindowSize(65535 * 32),
 		grpc.WithInitialConnWindowSize(65535 * 16),
 		// gRPC's default reconnect backoff grows to two minutes: after a Talos API outage, the machines

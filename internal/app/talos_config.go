@@ -150,7 +150,7 @@ func talosTarget(endpoints []string) (string, []grpc.DialOption, error) {
 
 	for _, e := range endpoints {
 		addr := talosEndpointAddress(e)
-		host, _, _ := net.SplitHostPort(addr) //nolint:errcheck // talosEndpointAddress gives host:port.
+		host, _, _ := net.SplitHostPort(addr)
 
 		addrs = append(addrs, resolver.Address{Addr: addr, ServerName: host})
 	}

@@ -121,8 +121,8 @@ func (w *addressWatch) resume(ctx context.Context, err error) (*v1alpha1.WatchRe
 type addressStatus struct {
 	prefix netip.Prefix
 	link   string
-	scope  uint32
-	family uint32
+	scope  uint8
+	family uint8
 	flags  uint32
 }
 
@@ -131,8 +131,8 @@ type addressStatus struct {
 func addressFromSpec(spec *netpb.AddressStatusSpec) addressStatus {
 	out := addressStatus{
 		link:   spec.GetLinkName(),
-		scope:  uint32(spec.GetScope()),  //nolint:gosec // Talos's scopes are a byte.
-		family: uint32(spec.GetFamily()), //nolint:gosec // Talos's families are a byte.
+		scope:  uint8(spec.GetScope()),  //nolint:gosec // Talos's scopes are a byte.
+		family: uint8(spec.GetFamily()), //nolint:gosec // Talos's families are a byte.
 		flags:  spec.GetFlags(),
 	}
 

@@ -44,7 +44,7 @@ func TestSessionGoroutinesPerMachine(t *testing.T) {
 			}
 
 			wg.Go(func() {
-				_ = spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)}) //nolint:errcheck // Always nil.
+				_ = spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
 			})
 		}
 	})
@@ -86,7 +86,7 @@ func labeledGoroutines(t *testing.T, value string) int {
 	// Each group of identical goroutines starts with "N @ pc...", followed by its labels, if any.
 	for line := range strings.Lines(profile.String()) {
 		if n, _, ok := strings.Cut(line, " @ "); ok {
-			group, _ = strconv.Atoi(n) //nolint:errcheck // A line that is no count counts none.
+			group, _ = strconv.Atoi(n)
 
 			continue
 		}

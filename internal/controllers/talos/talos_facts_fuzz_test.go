@@ -28,7 +28,7 @@ func FuzzTalosFacts(f *testing.F) {
 
 		prefix, _ := netip.ParsePrefix(address) // An invalid prefix is part of the input space.
 
-		addrs := addressFacts([]addressStatus{{prefix: prefix, link: link, scope: uint32(scope)}}, address)
+		addrs := addressFacts([]addressStatus{{prefix: prefix, link: link, scope: scope}}, address)
 		for _, a := range addrs.GetAddresses() {
 			if _, err := netip.ParsePrefix(a.GetAddress()); err != nil {
 				t.Fatalf("kept an unparseable address %q: %v", a.GetAddress(), err)

@@ -66,10 +66,10 @@ func TestAddressFacts(t *testing.T) {
 	t.Parallel()
 
 	out := addressFacts([]addressStatus{
-		{prefix: netip.MustParsePrefix("10.0.0.5/24"), link: "eth0", scope: uint32(nethelpers.ScopeGlobal), family: uint32(nethelpers.FamilyInet4)},
+		{prefix: netip.MustParsePrefix("10.0.0.5/24"), link: "eth0", scope: uint8(nethelpers.ScopeGlobal), family: uint8(nethelpers.FamilyInet4)},
 		{link: "eth1"}, // no address at all
-		{prefix: netip.MustParsePrefix("::ffff:203.0.113.1/120"), link: "external", scope: uint32(nethelpers.ScopeGlobal)},
-		{prefix: netip.MustParsePrefix("127.0.0.1/8"), link: "lo", scope: uint32(nethelpers.ScopeHost)},
+		{prefix: netip.MustParsePrefix("::ffff:203.0.113.1/120"), link: "external", scope: uint8(nethelpers.ScopeGlobal)},
+		{prefix: netip.MustParsePrefix("127.0.0.1/8"), link: "lo", scope: uint8(nethelpers.ScopeHost)},
 	}, "10.0.0.5")
 
 	require.Len(t, out.GetAddresses(), 3)

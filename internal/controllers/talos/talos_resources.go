@@ -44,19 +44,19 @@ func stageText(stage int32) string {
 }
 
 // familyText is the name of an address family, as machinery's nethelpers.Family prints it.
-func familyText(family uint32) string {
+func familyText(family uint8) string {
 	switch family {
 	case 2:
 		return "inet4"
 	case 10:
 		return "inet6"
 	default:
-		return fmt.Sprintf("Family(%d)", uint8(family))
+		return fmt.Sprintf("Family(%d)", family)
 	}
 }
 
 // scopeText is the name of an address scope, as machinery's nethelpers.Scope prints it.
-func scopeText(scope uint32) string {
+func scopeText(scope uint8) string {
 	switch scope {
 	case 0:
 		return "global"
@@ -69,7 +69,7 @@ func scopeText(scope uint32) string {
 	case 255:
 		return "nowhere"
 	default:
-		return fmt.Sprintf("Scope(%d)", uint8(scope))
+		return fmt.Sprintf("Scope(%d)", scope)
 	}
 }
 

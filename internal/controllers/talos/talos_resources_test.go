@@ -44,8 +44,8 @@ func TestTalosNamesAreMachinerys(t *testing.T) {
 	t.Parallel()
 
 	for v := range 256 {
-		assert.Equal(t, nethelpers.Scope(v).String(), scopeText(uint32(v)), "scope %d", v)
-		assert.Equal(t, nethelpers.Family(v).String(), familyText(uint32(v)), "family %d", v)
+		assert.Equal(t, nethelpers.Scope(v).String(), scopeText(uint8(v)), "scope %d", v)
+		assert.Equal(t, nethelpers.Family(v).String(), familyText(uint8(v)), "family %d", v)
 	}
 
 	for v := range int32(12) {

@@ -31,7 +31,7 @@ func serveTalos(t testing.TB, st state.CoreState, opts ...grpc.ServerOption) *gr
 	go func() {
 		defer close(served)
 
-		_ = srv.Serve(lis) //nolint:errcheck // Serve ends with Stop.
+		_ = srv.Serve(lis)
 	}()
 
 	conn, err := grpc.NewClient("passthrough:///talos",
