@@ -11,12 +11,25 @@ import (
 
 // unlinked are the packages talos-ccm's binary must not link: client-go's registry of every built-in API
 // group, and what only the Clientset and its informer factory bring (informers, apply configurations, the typed
-// clients). Their code is in every pod's resident memory; internal/kubeclient holds the groups talos-ccm uses.
+// clients); the Talos machinery client and its config (OpenPGP, CNI, API signatures), machinery's resources and
+// machine config (CEL, netlink). Their code is in every pod's resident memory; internal/kubeclient holds the
+// groups talos-ccm uses, and the Talos source reads the Talos API's COSI service with the generated
+// definitions of the resources.
 var unlinked = []string{
 	"k8s.io/client-go/kubernetes",
 	"k8s.io/client-go/informers",
 	"k8s.io/client-go/applyconfigurations",
 	"k8s.io/client-go/tools/leaderelection",
+	"github.com/siderolabs/talos/pkg/machinery/client",
+	"github.com/siderolabs/talos/pkg/machinery/resources",
+	"github.com/siderolabs/talos/pkg/machinery/config",
+	"github.com/siderolabs/talos/pkg/machinery/constants",
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers",
+	"github.com/google/cel-go",
+	"github.com/ProtonMail/gopenpgp",
+	"github.com/containerd/go-cni",
+	"github.com/siderolabs/go-api-signature",
+	"github.com/cloudflare/circl",
 }
 
 // TestBinaryLinksOnlyTheAPIGroupsUsed lists the packages the binary links (go list -deps) and fails on any in
