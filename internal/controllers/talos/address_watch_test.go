@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 )
 
@@ -80,4 +83,44 @@ func TestSessionWatchResumes(t *testing.T) {
 	calls := st.snapshot()
 	assert.Equal(t, 1, calls[nodenameGet], "the machine is not read again")
 	assert.Equal(t, 2, calls[addressWatchCall], "the watch opened again")
+}
+
+// silentWatchState answers reads, and opens watches that never send anything: a machine that hangs.
+type silentWatchState struct {
+	*countingState
+}
+
+func (silentWatchState) WatchKind(context.Context, resource.Kind, chan<- state.Event, ...state.WatchKindOption) error {
+	return nil
+}
+
+// TestSessionWatchContentsWithinCallTimeout checks that a session whose address watch sends no contents
+// within CallTimeout ends, and says why.
+func TestSessionWatchContentsWithinCallTimeout(t *testing.T) {
+	t.Parallel()
+
+	api := newTalosAPI(serveTalos(t, silentWatchState{newCountingState(t, sessionMachine("metal", ""))}))
+	facts := make(chan machineFacts, 8)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+
+	spec := machineSessionSpec{
+		condition:  newNodeCondition(false, false),
+		api:        api,
+		machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
+		opts:       sessionOptions{CallTimeout: 100 * time.Millisecond, RetryMin: time.Hour, RetryMax: time.Hour, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
+	}
+
+	go func() {
+		done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
+	}()
+
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	f := awaitFacts(t, facts, "the session's end", func(f machineFacts) bool { return f.status != nil })
+	assert.False(t, f.status.GetReachable())
+	assert.Equal(t, "no address list from the machine within 100ms", f.status.GetLastError())
 }

@@ -38,9 +38,9 @@ type MachineSourceOptions struct {
 }
 
 // MachineSourceController reads every Node's machine through the Talos API (one request per node,
-// addressed to the node's IP in the "node" metadata, as the machinery client's WithNode does) and mirrors its facts into PlatformMetadata,
-// MachineAddresses and MachineStatus. Each machine has its own session, so one slow or unreachable
-// machine never delays another; the sessions' first reads pass an intake (sessionIntake) that paces them
+// addressed to the node's IP in the "node" metadata, as the machinery client's WithNode does) and mirrors
+// its facts into PlatformMetadata, MachineAddresses and MachineStatus. Each machine has its own session,
+// so one slow or unreachable machine never delays another; the sessions' first reads pass an intake (sessionIntake) that paces them
 // while thousands of Nodes join. It decides nothing.
 //
 // A session costs six Talos calls (the machine's Nodename, PlatformMetadata, SystemInformation,
