@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,35 +19,13 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
-// shared is the control plane of the end-to-end tests of the package, started by the first test
-// that needs it, so that the unit tests alone never start (or build) one; TestMain stops it.
-var shared struct {
-	once sync.Once
-	env  *testenv.Env
-	stop func()
-	err  error
-}
+// shared is the control plane of the end-to-end tests of the package; TestMain stops it.
+var shared testenv.Lazy
 
 func sharedEnv(t *testing.T) *testenv.Env {
 	t.Helper()
 
-	if testing.Short() {
-		t.Skip("needs a control plane (kube-apiserver and etcd)")
-	}
-
-	shared.once.Do(func() {
-		shared.env, shared.stop, shared.err = testenv.StartShared()
-	})
-
-	require.NoError(t, shared.err)
-
-	return shared.env
-}
-
-func stopSharedEnv() {
-	if shared.stop != nil {
-		shared.stop()
-	}
+	return shared.Env(t)
 }
 
 // recordKeeper applies with the record of what talos-ccm owns on the Node kept from one Apply to the next,

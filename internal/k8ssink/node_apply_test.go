@@ -28,7 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 
-	stopSharedEnv()
+	shared.Stop()
 
 	if code == 0 {
 		if err := goleak.Find(

@@ -83,10 +83,7 @@ func startInformers(t *testing.T, informers *kubeclient.Informers) {
 func TestClientAgainstAPIServer(t *testing.T) {
 	t.Parallel()
 
-	env := sharedEnv(t)
-
-	client, err := kubeclient.NewForConfig(protobufConfig(env))
-	require.NoError(t, err)
+	env, client := sharedClient(t)
 
 	informers := kubeclient.NewInformers(client)
 	informers.Nodes()

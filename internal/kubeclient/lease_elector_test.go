@@ -68,8 +68,18 @@ func (l *leadership) lead(identity string) func(ctx context.Context) {
 	}
 }
 
+// channels returns the channels closed when identity starts and stops leading.
+func (l *leadership) channels(identity string) (started, stopped <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	return l.started[identity], l.stopped[identity]
+}
+
 // elector is a running LeaseElector.
 type elector struct {
+	*kubeclient.LeaseElector
+
 	identity string
 	stop     context.CancelFunc
 	// done is closed when Run returned.
@@ -102,7 +112,7 @@ func runElector(t *testing.T, l *leadership, leases kubeclient.LeaseReadWriter, 
 		<-done
 	})
 
-	return &elector{identity: identity, stop: cancel, done: done}
+	return &elector{LeaseElector: e, identity: identity, stop: cancel, done: done}
 }
 
 // waitClosed waits for ch, for 20s at most.
@@ -127,9 +137,7 @@ func firstOf(t *testing.T, l *leadership, electors ...*elector) *elector {
 
 	for _, e := range electors {
 		go func() {
-			l.mu.Lock()
-			started := l.started[e.identity]
-			l.mu.Unlock()
+			started, _ := l.channels(e.identity)
 
 			select {
 			case <-started:
@@ -167,9 +175,7 @@ func holder(t *testing.T, env *testenv.Env, name string) string {
 func TestLeaseElectorsTakeTurns(t *testing.T) {
 	t.Parallel()
 
-	env := sharedEnv(t)
-	client, err := kubeclient.NewForConfig(protobufConfig(env))
-	require.NoError(t, err)
+	env, client := sharedClient(t)
 
 	const name = "electors-take-turns"
 
@@ -208,9 +214,8 @@ func TestLeaseElectorsTakeTurns(t *testing.T) {
 	assert.NotEqual(t, leader.identity, got, "the stopped leader released the Lease")
 
 	next := firstOf(t, l, rest...)
-	l.mu.Lock()
-	takeover := waitClosed(t, l.started[next.identity], "the next leader")
-	l.mu.Unlock()
+	nextStarted, _ := l.channels(next.identity)
+	takeover := waitClosed(t, nextStarted, "the next leader")
 
 	assert.Less(t, takeover.Sub(stopped), testLeaseDuration, "a released Lease is taken without waiting for its term")
 }
@@ -246,9 +251,7 @@ func (f *failingLeases) Update(ctx context.Context, lease *coordinationv1.Lease,
 func TestLeaseElectorFollowerTakesOverExpiredLease(t *testing.T) {
 	t.Parallel()
 
-	env := sharedEnv(t)
-	client, err := kubeclient.NewForConfig(protobufConfig(env))
-	require.NoError(t, err)
+	env, client := sharedClient(t)
 
 	const name = "elector-expired"
 
@@ -256,9 +259,7 @@ func TestLeaseElectorFollowerTakesOverExpiredLease(t *testing.T) {
 	cutOff := &failingLeases{LeaseReadWriter: client.Leases("default")}
 	leader := runElector(t, l, cutOff, name, "leader")
 
-	l.mu.Lock()
-	started := l.started["leader"]
-	l.mu.Unlock()
+	started, oldStopped := l.channels("leader")
 	waitClosed(t, started, "the first elector to lead")
 
 	follower := runElector(t, l, client.Leases("default"), name, "follower")
@@ -266,9 +267,7 @@ func TestLeaseElectorFollowerTakesOverExpiredLease(t *testing.T) {
 	cutOff.cut.Store(true)
 	cut := time.Now()
 
-	l.mu.Lock()
-	oldStopped, newStarted := l.stopped["leader"], l.started[follower.identity]
-	l.mu.Unlock()
+	newStarted, _ := l.channels(follower.identity)
 
 	stoppedAt := waitClosed(t, oldStopped, "the cut-off leader to stop leading")
 	waitClosed(t, leader.done, "the cut-off leader's Run to return")
@@ -286,40 +285,16 @@ func TestLeaseElectorFollowerTakesOverExpiredLease(t *testing.T) {
 func TestLeaseElectorCheckFailsWhenRenewalsHang(t *testing.T) {
 	t.Parallel()
 
-	env := sharedEnv(t)
-	client, err := kubeclient.NewForConfig(protobufConfig(env))
-	require.NoError(t, err)
+	_, client := sharedClient(t)
 
 	hanging := &hangingLeases{LeaseReadWriter: client.Leases("default"), release: make(chan struct{})}
 
 	l := newLeadership(t)
+	e := runElector(t, l, hanging, "elector-hanging", "hanging")
+	// Registered after runElector's, so that it runs first: Run returns once the hanging requests do.
+	t.Cleanup(func() { close(hanging.release) })
 
-	e, err := kubeclient.NewLeaseElector(kubeclient.LeaseElectorConfig{
-		Leases: hanging, Name: "elector-hanging", Identity: "hanging",
-		LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod,
-		OnStartedLeading: l.lead("hanging"),
-	})
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-
-	go func() {
-		defer close(done)
-
-		e.Run(ctx)
-	}()
-
-	// Run returns once the hanging requests do.
-	t.Cleanup(func() {
-		close(hanging.release)
-		cancel()
-		<-done
-	})
-
-	l.mu.Lock()
-	started := l.started["hanging"]
-	l.mu.Unlock()
+	started, _ := l.channels("hanging")
 	waitClosed(t, started, "the elector to lead")
 	require.NoError(t, e.Check(nil))
 

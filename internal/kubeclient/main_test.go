@@ -3,38 +3,28 @@ package kubeclient_test
 import (
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
-// shared is the control plane of the package's end-to-end tests, started by the first test that needs it, so
-// that the unit tests alone never start (or build) one; TestMain stops it.
-var shared struct {
-	once sync.Once
-	env  *testenv.Env
-	stop func()
-	err  error
-}
+// shared is the control plane of the package's end-to-end tests.
+var shared testenv.Lazy
 
-func sharedEnv(t *testing.T) *testenv.Env {
+// sharedClient returns the shared control plane and a client of it, as the admin, speaking protobuf.
+func sharedClient(t *testing.T) (*testenv.Env, *kubeclient.Client) {
 	t.Helper()
 
-	if testing.Short() {
-		t.Skip("needs a control plane (kube-apiserver and etcd)")
-	}
+	env := shared.Env(t)
 
-	shared.once.Do(func() {
-		shared.env, shared.stop, shared.err = testenv.StartShared()
-	})
+	client, err := kubeclient.NewForConfig(protobufConfig(env))
+	require.NoError(t, err)
 
-	require.NoError(t, shared.err)
-
-	return shared.env
+	return env, client
 }
 
 // TestMain checks for leaked goroutines (informers, electors) once every test ran and the control plane is
@@ -42,9 +32,7 @@ func sharedEnv(t *testing.T) *testenv.Env {
 func TestMain(m *testing.M) {
 	code := m.Run()
 
-	if shared.stop != nil {
-		shared.stop()
-	}
+	shared.Stop()
 
 	if code == 0 {
 		if err := goleak.Find(
