@@ -2,14 +2,12 @@ package k8ssink_test
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,22 +24,7 @@ import (
 // TestMain checks for leaked goroutines once every test ran, after the control plane shared by
 // the end-to-end tests (started by the first of them, if any) is stopped.
 func TestMain(m *testing.M) {
-	code := m.Run()
-
-	shared.Stop()
-
-	if code == 0 {
-		if err := goleak.Find(
-			// klog's flush daemon runs for the life of the process once klog is used.
-			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-
-			code = 1
-		}
-	}
-
-	os.Exit(code)
+	os.Exit(shared.Run(m))
 }
 
 var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}

@@ -1,12 +1,10 @@
 package kubeclient_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -30,20 +28,5 @@ func sharedClient(t *testing.T) (*testenv.Env, *kubeclient.Client) {
 // TestMain checks for leaked goroutines (informers, electors) once every test ran and the control plane is
 // stopped.
 func TestMain(m *testing.M) {
-	code := m.Run()
-
-	shared.Stop()
-
-	if code == 0 {
-		if err := goleak.Find(
-			// klog's flush daemon runs for the life of the process once klog is used.
-			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-
-			code = 1
-		}
-	}
-
-	os.Exit(code)
+	os.Exit(shared.Run(m))
 }

@@ -1,8 +1,12 @@
 package testenv
 
 import (
+	"fmt"
+	"os"
 	"sync"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // Lazy is a control plane shared by the tests of one package, started by the first test that needs it, so
@@ -39,4 +43,25 @@ func (l *Lazy) Stop() {
 	if l.stop != nil {
 		l.stop()
 	}
+}
+
+// Run runs the tests of m, stops the control plane, and then, when the tests passed, fails on leaked
+// goroutines; it returns the exit code for os.Exit. It is the whole TestMain of a package that shares one.
+func (l *Lazy) Run(m *testing.M) int {
+	code := m.Run()
+
+	l.Stop()
+
+	if code == 0 {
+		if err := goleak.Find(
+			// klog's flush daemon runs for the life of the process once klog is used.
+			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+
+			code = 1
+		}
+	}
+
+	return code
 }
