@@ -73,7 +73,7 @@ func newAPIServerGate(ctx context.Context, cfg *rest.Config, logger *zap.Logger)
 func (g *apiServerGate) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		ctx := req.Context()
-		// A request whose context never ends (context.Background, as client-go's lease release on shutdown)
+		// A request whose context never ends (context.Background, as the event sink's posts)
 		// is not held: it would wait for as long as the outage lasts.
 		hold := ctx.Done() != nil
 		deadline := time.Now().Add(apiServerMaxHold)

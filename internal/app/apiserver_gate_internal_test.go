@@ -121,8 +121,8 @@ func TestAPIServerGateHoldsRequestsUntilReturn(t *testing.T) {
 	assert.Equal(t, zapcore.InfoLevel, back[0].Level)
 }
 
-// A request whose context never ends is not held: it would wait as long as the outage (client-go releases
-// the Lease on shutdown so).
+// A request whose context never ends is not held: it would wait as long as the outage (the event sink posts
+// Events so).
 func TestAPIServerGateFailsUnboundedRequests(t *testing.T) {
 	t.Parallel()
 

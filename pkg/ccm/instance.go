@@ -114,8 +114,8 @@ func (i *Instance) run(ctx context.Context, synced func()) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// The informers start before anything waits for their caches: an informer factory reports the informers
-	// it has not started as synced.
+	// The informers start before anything waits for their caches: the shared informers report those not
+	// started as synced.
 	i.ccm.startInformers(runCtx)
 
 	var (
