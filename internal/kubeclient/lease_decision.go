@@ -1,6 +1,7 @@
 package kubeclient
 
 import (
+	"math"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -60,7 +61,7 @@ type LeaseDecision struct {
 // leader election makes, so that talos-ccm's processes of either kind share a Lease during an upgrade.
 func DecideLease(in LeaseInput) LeaseDecision {
 	now := metav1.NewMicroTime(in.Now)
-	seconds := int32(in.Duration.Round(time.Second) / time.Second)
+	seconds := int32(min(in.Duration.Round(time.Second)/time.Second, math.MaxInt32)) //nolint:gosec // Bounded on the line.
 	own := coordinationv1.LeaseSpec{
 		HolderIdentity:       &in.Identity,
 		LeaseDurationSeconds: &seconds,

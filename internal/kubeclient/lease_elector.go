@@ -152,7 +152,7 @@ func (e *LeaseElector) acquire(ctx context.Context) bool {
 			return true
 		}
 
-		jitter := time.Duration(rand.Int64N(int64(e.cfg.RetryPeriod)*6/5 + 1)) //nolint:gosec // Jitter, not a secret.
+		jitter := time.Duration(rand.Int64N(int64(e.cfg.RetryPeriod)*6/5 + 1))
 
 		if !sleep(ctx, e.cfg.RetryPeriod+jitter) {
 			return false
