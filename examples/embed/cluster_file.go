@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1"
 )
 
@@ -61,7 +61,7 @@ func readClusterFiles(dir string) (map[string]*ClusterFile, map[string]error, er
 
 func readClusterFile(dir, base, name string) (*ClusterFile, error) {
 	// The name becomes the cluster's ID and namespace prefix in the host's state.
-	if err := ccm.ValidateNamespacePrefix(name + ccm.NamespacePrefixSeparator); err != nil {
+	if err := clusters.ValidateNamespacePrefix(name + clusters.NamespacePrefixSeparator); err != nil {
 		return nil, fmt.Errorf("cluster file %s: the name is no cluster name: %w", base, err)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1"
 )
 
@@ -61,7 +62,7 @@ func (k *kubeconfigs) names() []string {
 
 // FilesController is the example host's own controller. Every few seconds it reads the clusters directory
 // and makes the host's Cluster resources what the files declare: a new file adds a cluster, a changed one
-// changes it, a removed one removes it (it tears the Cluster down; talos-ccm's ClustersController stops the
+// changes it, a removed one removes it (it tears the Cluster down; talos-ccm's clusters.Controller stops the
 // pipeline and destroys the cluster's resources, then lets the Cluster go). It feeds every declared
 // cluster's machines into the cluster's prefixed talos namespace with the facts adapter (factsv1). A file
 // that cannot be read or parsed leaves its cluster as it was.
@@ -80,7 +81,7 @@ func (ctrl *FilesController) Inputs() []controller.Input { return nil }
 
 // Outputs implements controller.Controller.
 func (ctrl *FilesController) Outputs() []controller.Output {
-	return append(factsv1.Outputs(), controller.Output{Type: ccm.ClusterType, Kind: controller.OutputExclusive})
+	return append(factsv1.Outputs(), controller.Output{Type: clusters.ClusterType, Kind: controller.OutputExclusive})
 }
 
 // Run implements controller.Controller.
@@ -120,12 +121,12 @@ func (ctrl *FilesController) sync(ctx context.Context, r controller.Runtime, log
 		}
 	}
 
-	clusters, err := safe.ReaderList[*ccm.Cluster](ctx, r, ccm.NewCluster(ccm.ClustersNamespace, "").Metadata())
+	declared, err := safe.ReaderList[*clusters.Cluster](ctx, r, clusters.NewCluster(clusters.DefaultNamespace, "").Metadata())
 	if err != nil {
 		return fmt.Errorf("failed to list clusters: %w", err)
 	}
 
-	for cluster := range clusters.All() {
+	for cluster := range declared.All() {
 		name := cluster.Metadata().ID()
 		if _, ok := files[name]; ok || broken[name] != nil {
 			continue
@@ -141,13 +142,13 @@ func (ctrl *FilesController) sync(ctx context.Context, r controller.Runtime, log
 
 // declare writes the Cluster of a file, and its machines' facts.
 func (ctrl *FilesController) declare(ctx context.Context, r controller.Runtime, name string, file *ClusterFile) error {
-	cluster, err := safe.ReaderGetByID[*ccm.Cluster](ctx, r, name)
+	cluster, err := safe.ReaderGetByID[*clusters.Cluster](ctx, r, name)
 	if err == nil && cluster.Metadata().Phase() == resource.PhaseTearingDown {
 		// Removed a moment ago and back: it is declared again once it is gone.
 		return nil
 	}
 
-	if err = safe.WriterModify(ctx, r, ccm.NewCluster(ccm.ClustersNamespace, name), func(c *ccm.Cluster) error {
+	if err = safe.WriterModify(ctx, r, clusters.NewCluster(clusters.DefaultNamespace, name), func(c *clusters.Cluster) error {
 		c.TypedSpec().Value = file.Cluster
 
 		return nil
@@ -157,11 +158,11 @@ func (ctrl *FilesController) declare(ctx context.Context, r controller.Runtime, 
 
 	prefix := file.Cluster.GetNamespacePrefix()
 	if prefix == "" {
-		prefix = name + ccm.NamespacePrefixSeparator
+		prefix = name + clusters.NamespacePrefixSeparator
 	}
 
 	// Invalid machines keep the facts they had; the others are written.
-	return factsv1.Sync(ctx, r, ccm.HostNamespace(prefix, ccm.TalosNamespace), file.Machines) //nolint:wrapcheck // It names the machines.
+	return factsv1.Sync(ctx, r, clusters.HostNamespace(prefix, ccm.TalosNamespace), file.Machines) //nolint:wrapcheck // It names the machines.
 }
 
 // remove tears a Cluster down, and destroys it once talos-ccm let it go.

@@ -1,7 +1,7 @@
 // Command embed is an example host program that embeds talos-ccm, as a host such as Omni would: it has its
 // own COSI state and runtime, declares the clusters to serve as Cluster resources that talos-ccm's
-// ClustersController runs (one pipeline each, over the cluster's prefixed view of the host's state), and
-// feeds the machines' facts with the facts adapter (factsv1). No Talos API is contacted.
+// clusters controller (package clusters) runs (one pipeline each, over the cluster's prefixed view of the
+// host's state), and feeds the machines' facts with the facts adapter (factsv1). No Talos API is contacted.
 //
 // The clusters are the files of a directory, one per cluster, read again every few seconds: a new file adds a
 // cluster, a changed one changes it, a removed one removes it (its pipeline stops and its resources go).
@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
 )
 
 func main() {
@@ -64,10 +64,10 @@ func run(ctx context.Context, dir string, rotated <-chan os.Signal, logger *zap.
 
 	// The host's own state, which every cluster's pipeline shares through its prefixed view (in memory here;
 	// a host that keeps talos-ccm's decisions across restarts routes the persisted namespaces of
-	// ccm.PrefixedNamespaces to a database), and the host's runtime, where its own controllers run.
-	hostState := state.WrapCore(namespaced.NewState(ccm.MemoryStateBuilder()))
+	// clusters.PrefixedNamespaces to a database), and the host's runtime, where its own controllers run.
+	hostState := state.WrapCore(namespaced.NewState(clusters.MemoryStateBuilder()))
 
-	if err := ccm.RegisterClusterResources(ctx, hostState, ""); err != nil {
+	if err := clusters.RegisterResources(ctx, hostState, ""); err != nil {
 		return err
 	}
 
@@ -78,7 +78,7 @@ func run(ctx context.Context, dir string, rotated <-chan os.Signal, logger *zap.
 
 	paths := &kubeconfigs{paths: map[string]string{}}
 
-	clusters, err := ccm.NewClustersController(hostState, ccm.ClustersOptions{
+	ctrl, err := clusters.NewController(hostState, clusters.Options{
 		ClientConfig: func(_ context.Context, id string) (*rest.Config, error) {
 			path, ok := paths.get(id)
 			if !ok {
@@ -94,7 +94,7 @@ func run(ctx context.Context, dir string, rotated <-chan os.Signal, logger *zap.
 	}
 
 	if err = errors.Join(
-		host.RegisterController(clusters),
+		host.RegisterController(ctrl),
 		host.RegisterController(&FilesController{Dir: dir, Kubeconfigs: paths}),
 		host.RegisterController(&StatusLogController{}),
 	); err != nil {
@@ -108,7 +108,7 @@ func run(ctx context.Context, dir string, rotated <-chan os.Signal, logger *zap.
 				return
 			case <-rotated:
 				for _, id := range paths.names() {
-					clusters.RefreshCredentials(id)
+					ctrl.RefreshCredentials(id)
 				}
 			}
 		}

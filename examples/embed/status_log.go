@@ -8,7 +8,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"go.uber.org/zap"
 
-	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
 )
 
 // StatusLogController logs every change of a cluster's health, as a host's UI would show it.
@@ -19,7 +19,7 @@ func (ctrl *StatusLogController) Name() string { return "embed.StatusLogControll
 
 // Inputs implements controller.Controller.
 func (ctrl *StatusLogController) Inputs() []controller.Input {
-	return []controller.Input{{Namespace: ccm.ClustersNamespace, Type: ccm.ClusterStatusType, Kind: controller.InputWeak}}
+	return []controller.Input{{Namespace: clusters.DefaultNamespace, Type: clusters.ClusterStatusType, Kind: controller.InputWeak}}
 }
 
 // Outputs implements controller.Controller.
@@ -36,7 +36,7 @@ func (ctrl *StatusLogController) Run(ctx context.Context, r controller.Runtime, 
 		case <-r.EventCh():
 		}
 
-		statuses, err := safe.ReaderList[*ccm.ClusterStatus](ctx, r, ccm.NewClusterStatus(ccm.ClustersNamespace, "").Metadata())
+		statuses, err := safe.ReaderList[*clusters.ClusterStatus](ctx, r, clusters.NewClusterStatus(clusters.DefaultNamespace, "").Metadata())
 		if err != nil {
 			return fmt.Errorf("failed to list cluster statuses: %w", err)
 		}

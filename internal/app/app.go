@@ -4,13 +4,11 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
-	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
@@ -20,7 +18,6 @@ import (
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
-	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
@@ -308,11 +305,6 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		defer apiServer.Stop()
 	}
 
-	rt, err := runtime.NewRuntime(st, logging.RuntimeLogger(logger.Named("runtime")))
-	if err != nil {
-		return fmt.Errorf("failed to create controller runtime: %w", err)
-	}
-
 	nodeIPAM, err := opts.nodeCIDROptions()
 	if err != nil {
 		return err
@@ -344,20 +336,23 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		ccmOpts.Talos = talosConn
 	}
 
-	pipeline, err := ccm.Register(ctx, rt, st, ccmOpts)
+	// talos-ccm assembles itself as a host that runs one cluster does: New builds the pipeline and its
+	// runtime over talos-ccm's state, and Run runs it (while leading).
+	pipeline, err := ccm.New(ctx, st, ccmOpts)
 	if err != nil {
 		return err
 	}
 
 	// The pool metrics are the process's own: registered here, once, not with each cluster of a host.
 	if enabled[ControllerNodeIPAM] || enabled[ControllerServiceLB] {
-		if err = rt.RegisterController(&ipamctrl.IPPoolMetricsController{}); err != nil {
+		if err = pipeline.Runtime().RegisterController(&ipamctrl.IPPoolMetricsController{}); err != nil {
 			return fmt.Errorf("failed to register the ip pool metrics: %w", err)
 		}
 	}
 
 	// Close waits for the informers, which stop only when the context they started with ends: end it first,
-	// also when Run returns while ctx is still alive (a leader that lost its Lease exits).
+	// also when Run returns while ctx is still alive (a leader that lost its Lease exits). The informers
+	// start at once, so that a standby replica is ready to take over; the controllers run while leading.
 	informersCtx, stopInformers := context.WithCancel(ctx)
 
 	defer func() {
@@ -378,7 +373,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		zap.Bool("leader_elect", opts.LeaderElection.Enabled),
 	)
 
-	return runControllers(ctx, opts, pipeline, kubeClients{config: restConfig, lease: leaseClient}, rt, apis, logger)
+	return runControllers(ctx, opts, pipeline, kubeClients{config: restConfig, lease: leaseClient}, apis, logger)
 }
 
 // kubeClients are the Kubernetes clients of talos-ccm's own, beside the pipeline's.
@@ -391,14 +386,8 @@ type kubeClients struct {
 
 // runControllers serves health and metrics, and runs the controllers: at once, or while leading. /readyz
 // fails while one of apis cannot be reached.
-func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, clients kubeClients, rt *runtime.Runtime, apis []*reachability, logger *zap.Logger) error {
-	work := func(ctx context.Context) error {
-		if err := rt.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("controller runtime failed: %w", err)
-		}
-
-		return nil
-	}
+func runControllers(ctx context.Context, opts Options, pipeline *ccm.CCM, clients kubeClients, apis []*reachability, logger *zap.Logger) error {
+	work := pipeline.Run
 
 	h := &health{apis: apis}
 

@@ -17,8 +17,8 @@ import (
 	"github.com/cosi-project/state-sqlite/pkg/state/impl/sqlite"
 	"go.uber.org/zap"
 
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
-	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // StateFileName is the sqlite database in the state directory.
@@ -33,7 +33,7 @@ const StateFileName = "state.db"
 // Kubernetes and Talos (every allocator rebuilds its allocations from the Nodes and Services).
 func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger) (state.State, func(), error) {
 	// Mirrors and facts: in memory; a watch that falls behind the history is resumed.
-	memory := ccm.MemoryStateBuilder()
+	memory := cosistate.MemoryStateBuilder()
 
 	if dir == "" {
 		return state.WrapCore(namespaced.NewState(memory)), func() {}, nil
@@ -90,7 +90,7 @@ func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger)
 
 // memoryWithStore is the in-memory state of a persisted namespace, with the database as its backing store.
 func memoryWithStore(decisions *sqliteStore, ns resource.Namespace) state.CoreState {
-	return ccm.MemoryStateBuilder(inmem.WithBackingStore(decisions.namespace(ns)))(ns)
+	return cosistate.MemoryStateBuilder(inmem.WithBackingStore(decisions.namespace(ns)))(ns)
 }
 
 // persistedNamespaces are the namespaces whose resources are kept in the database.

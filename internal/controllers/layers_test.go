@@ -25,6 +25,18 @@ var assemblers = []string{module + "internal/app", module + "pkg/ccm", module + 
 // every group may use.
 var shared = []string{module + "internal/controllers/ctest", module + "internal/controllers/internal"}
 
+// reachesUp lists, for the packages of the embedding layers, the packages they must not import, in their
+// code or their tests (a path ending in "/" stands for everything under it): the COSI state wrappers sit
+// below every controller and every assembler; pkg/ccm, the embedding API, sits below the management of
+// many clusters, which builds every cluster's pipeline through pkg/ccm alone, never from controllers.
+var reachesUp = map[string][]string{
+	module + "internal/cosistate": {
+		module + "internal/controllers/", module + "internal/k8ssink", module + "internal/app", module + "pkg/",
+	},
+	module + "pkg/ccm":          {module + "pkg/ccm/clusters"},
+	module + "pkg/ccm/clusters": {module + "internal/controllers/", module + "internal/k8ssink", module + "internal/app"},
+}
+
 type listedPackage struct {
 	ImportPath   string
 	Imports      []string
@@ -65,6 +77,27 @@ func layerViolations(pkgs []listedPackage) []string {
 		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
 			if g := controllerGroup(imp); g != "" && g != own {
 				out = append(out, p.ImportPath+" imports "+imp)
+			}
+		}
+	}
+
+	slices.Sort(out)
+
+	return slices.Compact(out)
+}
+
+// upwardImports lists the imports that reachesUp forbids.
+func upwardImports(pkgs []listedPackage) []string {
+	var out []string
+
+	for _, p := range pkgs {
+		forbidden := reachesUp[p.ImportPath]
+
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			for _, f := range forbidden {
+				if imp == f || (strings.HasSuffix(f, "/") && strings.HasPrefix(imp, f)) {
+					out = append(out, p.ImportPath+" imports "+imp)
+				}
 			}
 		}
 	}
@@ -126,7 +159,12 @@ func TestLayers(t *testing.T) {
 	require.Contains(t, paths, module+"internal/k8ssink")
 	require.Contains(t, paths, module+"internal/controllers/node")
 
+	for path := range reachesUp {
+		require.Contains(t, paths, path)
+	}
+
 	assert.Empty(t, layerViolations(pkgs))
+	assert.Empty(t, upwardImports(pkgs))
 }
 
 // TestLayerViolations shows that the check finds what it is there to find.
@@ -147,4 +185,22 @@ func TestLayerViolations(t *testing.T) {
 		module + "internal/controllers/ipam imports " + module + "internal/controllers/node/sub",
 		module + "internal/k8ssink imports " + module + "internal/controllers/csr",
 	}, layerViolations(pkgs))
+}
+
+// TestUpwardImports shows that the check of the embedding layers finds what it is there to find.
+func TestUpwardImports(t *testing.T) {
+	t.Parallel()
+
+	pkgs := []listedPackage{
+		{ImportPath: module + "internal/cosistate", XTestImports: []string{module + "internal/controllers/node", module + "internal/resources/node"}},
+		{ImportPath: module + "pkg/ccm", Imports: []string{module + "internal/controllers/talos", module + "pkg/ccm/factsv1"}, TestImports: []string{module + "pkg/ccm/clusters"}},
+		{ImportPath: module + "pkg/ccm/clusters", Imports: []string{module + "pkg/ccm", module + "internal/cosistate", module + "internal/k8ssink"}},
+		{ImportPath: module + "internal/app", Imports: []string{module + "pkg/ccm/clusters"}},
+	}
+
+	assert.Equal(t, []string{
+		module + "internal/cosistate imports " + module + "internal/controllers/node",
+		module + "pkg/ccm imports " + module + "pkg/ccm/clusters",
+		module + "pkg/ccm/clusters imports " + module + "internal/k8ssink",
+	}, upwardImports(pkgs))
 }

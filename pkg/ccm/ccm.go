@@ -2,10 +2,12 @@ package ccm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
@@ -21,8 +23,10 @@ import (
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
+	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
@@ -43,9 +47,8 @@ type Options struct {
 	// apiserver switch every client over at once (open watches reconnect, caches are kept); a configuration
 	// that names another apiserver fails the pipeline's run, so that it is built again.
 	ClientConfig ClientConfigFunc
-	// Logger is the parent of the loggers of the Kubernetes writers and events; nil means no logs. The
-	// controllers log through the runtime's logger: with a namespace prefix, that of the pipeline's own
-	// runtime, a child of Logger named "runtime".
+	// Logger is the parent of the loggers of the pipeline; nil means no logs. The controllers log through
+	// the runtime's logger, a child of Logger named "runtime".
 	Logger *zap.Logger
 	// Controllers selects the controllers with the syntax of --controllers ("*", "name", "-name"); empty
 	// means "*": cloud-node, csr-approval and node-lifecycle.
@@ -75,12 +78,9 @@ type Options struct {
 	NodeLifecycle NodeLifecycleOptions
 	// NodeIPAM configures the node-ipam controller.
 	NodeIPAM NodeIPAMOptions
-	// NamespacePrefix, when set, runs the pipeline in a talos-ccm runtime of its own over a view of the
-	// host's state (the state given to Register or New) in which every talos-ccm namespace N is stored as
-	// NamespacePrefix+N, so that several clusters share one host state, and one host runtime, without
-	// reaching each other's resources (see NewPrefixedState). It is a DNS label followed by
-	// NamespacePrefixSeparator, such as "cluster-a:" (see ValidateNamespacePrefix).
-	NamespacePrefix string
+	// CredentialsChanged, if set, is called after every switch to new credentials and every failure to get
+	// or use them (see CCM.Credentials), so that a host can show them, as the clusters.Controller's status does.
+	CredentialsChanged func()
 }
 
 // ConfigFile is a talos-ccm config file (see the README) followed for changes.
@@ -188,12 +188,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// CCM is talos-ccm's pipeline for one cluster, registered into a runtime by Register. The runtime runs
-// the controllers; Start starts what feeds them from Kubernetes.
-//
-// With a namespace prefix, the CCM that Register returns is a handle on the pipeline that one controller
-// of the host's runtime builds and runs: that controller starts and stops the informers itself, at each of
-// its runs, and the handle reads the current run.
+// CCM is talos-ccm's pipeline for one cluster, in a COSI runtime of its own: what New builds and Run runs.
 type CCM struct {
 	runtime *runtime.Runtime
 	state   state.State
@@ -219,42 +214,35 @@ type CCM struct {
 	events     record.EventRecorder
 	stopEvents func()
 
-	// runs, set by Register with a namespace prefix, follows the runs of the pipeline controller; the
-	// fields above that feed the controllers (informers, events) are then unset.
-	runs *pipelineRuns
+	// ready is closed once Run's informers have synced and its controllers start.
+	ready chan struct{}
+	// closeOnce makes Close safe to call again (Run closes the pipeline, and so may its caller).
+	closeOnce sync.Once
 }
 
-// Register puts talos-ccm's pipeline for one cluster into the host's runtime rt, which must run over st.
-// Definitions already present in st are kept, so that Register may be called again on a state that
-// outlives a runtime.
+// New builds talos-ccm's pipeline for one cluster: a COSI runtime over st (nil means a new in-memory
+// state, which then belongs to this cluster alone), talos-ccm's namespaces and resource definitions in st
+// (those already there are kept, so that st may outlive a pipeline), and the controllers opts selects.
+// Every controller has a fixed name (such as "node.NodeTransformController"), so the runtime holds one
+// pipeline; a host adds its own controllers under other names (Runtime) before Run. Nothing reaches
+// Kubernetes before Start or Run. The caller calls Close when done.
 //
-// Without Options.NamespacePrefix, Register registers talos-ccm's namespaces and resource definitions into
-// st and the controllers that opts selects into rt. Every controller of one pipeline has a fixed name (such
-// as "node.NodeTransformController"): rt then holds at most one talos-ccm pipeline, and the host's own
-// controllers must use other names. The caller runs rt and calls Start (and Close when done); nothing
-// reaches Kubernetes before Start.
-//
-// With Options.NamespacePrefix, Register adds one controller to rt, named PipelineControllerName(prefix),
-// so that rt holds the pipelines of several clusters, one prefix each. The controllers address every
-// resource type in its definition's default namespace, so they cannot run in rt itself: at each of its runs,
-// that controller builds the cluster's pipeline as New does with the prefix (a talos-ccm runtime over the
-// prefixed view of st, the informers, the controllers), runs it until rt stops, and stops it before it
-// returns; when the pipeline fails, rt restarts the controller with its backoff. Register builds the
-// pipeline once to check opts, and registers the prefixed namespaces and definitions into st. The CCM it
-// returns is a handle: State is the prefixed view, NodeLister and WaitForCacheSync read the current run,
-// and Start and Close do nothing (rt starts and stops the pipeline).
-func Register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
-	if opts.NamespacePrefix != "" {
-		return registerPipelineController(ctx, rt, st, opts)
+// A host that runs many clusters side by side in one state of its own declares them to a
+// clusters.Controller (package clusters) instead, which builds each cluster's pipeline with New over the
+// cluster's share of the host's state.
+func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
+	if st == nil {
+		st = cosistate.NewMemoryState()
 	}
 
-	return register(ctx, rt, st, opts)
-}
-
-// register registers the pipeline's controllers into rt, over st, without looking at the namespace
-// prefix: st is already the prefixed view when there is one (New).
-func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Options) (*CCM, error) {
 	opts = opts.withDefaults()
+
+	// The runtime derives a logger With four fields for every item it reconciles: they are encoded only
+	// if it writes, and its routine lines (a reconcile that succeeded) are Debug.
+	rt, err := runtime.NewRuntime(st, logging.RuntimeLogger(logging.DeferFields(opts.Logger.Named("runtime"))))
+	if err != nil {
+		return nil, fmt.Errorf("failed to create controller runtime: %w", err)
+	}
 
 	enabled, err := EnabledControllers(opts.Controllers)
 	if err != nil {
@@ -267,6 +255,7 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 		opts:    opts,
 		enabled: enabled,
 		logger:  opts.Logger,
+		ready:   make(chan struct{}),
 	}
 
 	base, err := c.clientConfig(ctx)
@@ -300,6 +289,8 @@ func register(ctx context.Context, rt *runtime.Runtime, st state.State, opts Opt
 	// Nodes are cached without what talos-ccm never reads (images, other managers' managedFields): on a
 	// large cluster that is most of a Node's size.
 	if err = c.informers.Nodes().SetTransform(k8ssink.TrimNode); err != nil {
+		c.Close()
+
 		return nil, fmt.Errorf("failed to set up the node informer: %w", err)
 	}
 
@@ -331,56 +322,34 @@ func (c *CCM) Controllers() []string {
 	return slices.Sorted(maps.Keys(c.enabled))
 }
 
-// State returns the state the pipeline's controllers run over, in talos-ccm's own namespaces: the state
-// given to Register, or, with a namespace prefix, the prefixed view of it. The host reads the decisions
-// from it, and may write the facts into it.
+// State returns the state the pipeline's controllers run over. The host reads the decisions from it, and
+// may write the facts into it.
 func (c *CCM) State() state.State { //nolint:ireturn
 	return c.state
 }
 
-// NodeLister reads the cluster's Nodes from the informer cache the pipeline keeps (no API call), for
-// example to count them in a host's metrics. With a namespace prefix, it reads the cache of the current
-// run of the pipeline controller, and finds no Node between runs.
-func (c *CCM) NodeLister() corelisters.NodeLister { //nolint:ireturn
-	if c.runs != nil {
-		return runsNodeLister{runs: c.runs}
-	}
+// Runtime returns the pipeline's runtime, to register the host's own controllers into before Run.
+func (c *CCM) Runtime() *runtime.Runtime {
+	return c.runtime
+}
 
+// NodeLister reads the cluster's Nodes from the informer cache the pipeline keeps (no API call), for
+// example to count them in a host's metrics.
+func (c *CCM) NodeLister() corelisters.NodeLister { //nolint:ireturn
 	return c.informers.NodeLister()
 }
 
-// Start starts the Kubernetes informers that the sources and sinks read, and the follower of the
-// credentials (Options.ClientConfig), until ctx is done or Close. With a namespace prefix, it does nothing:
-// the pipeline controller starts them at each run.
+// Start starts the Kubernetes informers that the sources and sinks read, until ctx is done or Close,
+// without running the controllers: a standby replica keeps its caches warm this way, to take over at once.
+// Run starts them too; starting them again does nothing.
 func (c *CCM) Start(ctx context.Context) {
-	if c.runs != nil {
-		return
-	}
-
-	c.startInformers(ctx)
-
-	go func() {
-		// Without a namespace prefix nobody builds the pipeline again: a change of apiserver is only logged.
-		if err := c.followCredentials(ctx); err != nil {
-			c.logger.Error("stopped following the Kubernetes credentials", zap.Error(err))
-		}
-	}()
-}
-
-// startInformers starts the Kubernetes informers until ctx is done or Close.
-func (c *CCM) startInformers(ctx context.Context) {
 	c.informers.Start(ctx)
 	c.requestInformers.Start(ctx)
 }
 
 // WaitForCacheSync waits until the informers have their caches, and reports whether they do (false when
-// ctx ends first). With a namespace prefix, it waits for those of the current run of the pipeline
-// controller.
+// ctx ends first).
 func (c *CCM) WaitForCacheSync(ctx context.Context) bool {
-	if c.runs != nil {
-		return c.runs.waitForCacheSync(ctx)
-	}
-
 	for _, informers := range []*kubeclient.Informers{c.informers, c.requestInformers} {
 		if !informers.WaitForCacheSync(ctx) {
 			return false
@@ -390,22 +359,75 @@ func (c *CCM) WaitForCacheSync(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-// Close stops the informers and the event broadcaster. The runtime is the caller's to stop. With a
-// namespace prefix, it does nothing: the pipeline controller stops them when the host's runtime stops it.
+// Ready is closed once Run's informers have synced and its controllers start.
+func (c *CCM) Ready() <-chan struct{} {
+	return c.ready
+}
+
+// Run starts the informers and, once they have synced, runs the controllers, and follows the credentials
+// (Options.ClientConfig), until ctx is done (it returns nil then) or either fails. A pipeline runs once: a
+// host that runs a cluster again builds it again with New. The caller closes the pipeline once Run has
+// returned (Close): informers that Start started before Run keep running until Start's ctx ends.
+//
+// The controllers start once the informers have synced, as client-go's own controllers do: a pipeline built
+// again over a state that kept its resources reconciles them at once, and a sink that read an empty cache
+// then would take every Node for gone until something changed.
+func (c *CCM) Run(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The informers start before anything waits for their caches: the shared informers report those not
+	// started as synced.
+	c.Start(runCtx)
+
+	var (
+		wg          sync.WaitGroup
+		credentials error
+	)
+
+	wg.Go(func() {
+		if credentials = c.followCredentials(runCtx); credentials != nil {
+			cancel()
+		}
+	})
+
+	var err error
+
+	if c.WaitForCacheSync(runCtx) {
+		close(c.ready)
+
+		err = c.runtime.Run(runCtx)
+	}
+
+	cancel()
+	wg.Wait()
+
+	switch {
+	case credentials != nil:
+		return credentials
+	case ctx.Err() != nil:
+		return nil
+	case err == nil || errors.Is(err, context.Canceled):
+		return errors.New("talos-ccm runtime stopped on its own")
+	default:
+		return fmt.Errorf("talos-ccm runtime failed: %w", err)
+	}
+}
+
+// Close waits for the informers to stop (the ctx they were started with must be done), stops the event
+// broadcaster, and closes the connections. Calling it again does nothing.
 func (c *CCM) Close() {
-	if c.runs != nil {
-		return
-	}
+	c.closeOnce.Do(func() {
+		c.informers.Shutdown()
+		c.requestInformers.Shutdown()
 
-	c.informers.Shutdown()
-	c.requestInformers.Shutdown()
+		if c.stopEvents != nil {
+			c.stopEvents()
+		}
 
-	if c.stopEvents != nil {
-		c.stopEvents()
-	}
-
-	// The informers and the event broadcaster are stopped: nothing uses the connections any more.
-	c.conns.close()
+		// The informers and the event broadcaster are stopped: nothing uses the connections any more.
+		c.conns.close()
+	})
 }
 
 // eventRecorder returns the recorder of Kubernetes Events shared by the sinks.

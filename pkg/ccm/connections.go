@@ -17,7 +17,7 @@ import (
 // ClientConfigFunc returns a cluster's current Kubernetes client configuration. A host whose credentials
 // expire or rotate passes one (Options.ClientConfig) instead of a fixed RestConfig: talos-ccm calls it when
 // the pipeline starts, again when the apiserver answers 401 Unauthorized, and when the host signals a
-// rotation (ClustersController.RefreshCredentials).
+// rotation (CCM.RefreshCredentials, or clusters.Controller.RefreshCredentials).
 type ClientConfigFunc func(ctx context.Context) (*rest.Config, error)
 
 // errServerChanged says that new credentials name another apiserver: the clients already built address the

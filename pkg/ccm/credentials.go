@@ -22,7 +22,7 @@ type credentials struct {
 	logger *zap.Logger
 	// failed is signalled by 401 answers, refresh by the host.
 	failed, refresh chan struct{}
-	// changed, if set, is called after every rotation or failure (the host's status shows them).
+	// changed, if set, is called after every rotation or failure (Options.CredentialsChanged).
 	changed func()
 
 	mu sync.Mutex
@@ -49,6 +49,7 @@ func (c *CCM) clientConfig(ctx context.Context) (*rest.Config, error) {
 		logger:  c.logger.Named("credentials"),
 		failed:  make(chan struct{}, 1),
 		refresh: make(chan struct{}, 1),
+		changed: c.opts.CredentialsChanged,
 	}
 
 	return c.credentials.fetch(ctx)
@@ -96,17 +97,8 @@ func (cr *credentials) unauthorized() {
 }
 
 // RefreshCredentials asks Options.ClientConfig for the cluster's credentials again, without waiting: the
-// host's signal that it rotated them. With a fixed RestConfig it does nothing. With a namespace prefix it
-// reaches the current run of the pipeline, if any.
+// host's signal that it rotated them. With a fixed RestConfig it does nothing.
 func (c *CCM) RefreshCredentials() {
-	if c.runs != nil {
-		if current := c.runs.pipeline(); current != nil {
-			current.RefreshCredentials()
-		}
-
-		return
-	}
-
 	if c.credentials == nil {
 		return
 	}
@@ -117,18 +109,27 @@ func (c *CCM) RefreshCredentials() {
 	}
 }
 
-// credentialState reports the rotations so far, the last one's time, and the last failure to get or use
-// credentials since then.
-func (c *CCM) credentialState() (rotations int, rotatedAt time.Time, lastErr error) {
+// CredentialsState is what became of the credentials a pipeline follows (Options.ClientConfig).
+type CredentialsState struct {
+	// Rotations counts the new credentials the connections switched to, the last at RotatedAt.
+	Rotations int
+	RotatedAt time.Time
+	// LastError is the last failure to get or use credentials since then; nil if none.
+	LastError error
+}
+
+// Credentials reports the credential rotations so far, and the last failure to get or use credentials
+// since the last rotation. With a fixed RestConfig it is the zero value.
+func (c *CCM) Credentials() CredentialsState {
 	cr := c.credentials
 	if cr == nil {
-		return 0, time.Time{}, nil
+		return CredentialsState{}
 	}
 
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 
-	return cr.rotations, cr.rotatedAt, cr.lastErr
+	return CredentialsState{Rotations: cr.rotations, RotatedAt: cr.rotatedAt, LastError: cr.lastErr}
 }
 
 // followCredentials asks the provider again on every 401 answer (at most every CredentialsRetry) and on

@@ -15,10 +15,10 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
-	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // TestMemoryStateTakesARestartBurst: after a restart, the Node mirror re-creates every Node's mirror in one
@@ -32,7 +32,7 @@ func TestMemoryStateTakesARestartBurst(t *testing.T) {
 
 	const nodes = 10000
 
-	st := ccm.NewState()
+	st := cosistate.NewMemoryState()
 
 	rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	require.NoError(t, err)

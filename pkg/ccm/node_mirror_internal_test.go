@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -37,20 +36,18 @@ func TestNodeMirrorCarriesItsConsumersFinalizers(t *testing.T) {
 		t.Run(strings.Join(controllers, ","), func(t *testing.T) {
 			t.Parallel()
 
-			st := NewState()
-
-			rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t))
-			require.NoError(t, err)
-
-			c, err := register(t.Context(), rt, st, Options{
+			c, err := New(t.Context(), nil, Options{
 				RestConfig:  &rest.Config{Host: "https://127.0.0.1:1"},
+				Logger:      zaptest.NewLogger(t),
 				Controllers: controllers,
 				HostFacts:   true,
 				NodeIPAM:    NodeIPAMOptions{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
 			})
 			require.NoError(t, err)
 
-			graph, err := rt.GetDependencyGraph()
+			defer c.Close()
+
+			graph, err := c.Runtime().GetDependencyGraph()
 			require.NoError(t, err)
 
 			consumers := func(typ resource.Type) []string {

@@ -12,7 +12,8 @@ import (
 )
 
 // TestEmbedderNeedsNoInternalPackage: the example host (examples/embed, outside of this package's tests)
-// feeds facts and runs talos-ccm with pkg/ccm, its facts adapter pkg/ccm/factsv1 and api/proto/specs alone; an internal/ package of the module
+// feeds facts and runs talos-ccm with pkg/ccm, its clusters controller pkg/ccm/clusters, its facts adapter
+// pkg/ccm/factsv1 and api/proto/specs alone; an internal/ package of the module
 // would not be importable by a host in another module.
 func TestEmbedderNeedsNoInternalPackage(t *testing.T) {
 	t.Parallel()
@@ -35,7 +36,8 @@ func TestEmbedderNeedsNoInternalPackage(t *testing.T) {
 
 			if strings.HasPrefix(path, "github.com/talos-ccm/talos-ccm/") {
 				require.Contains(t, []string{
-					"github.com/talos-ccm/talos-ccm/pkg/ccm", "github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1", "github.com/talos-ccm/talos-ccm/api/proto/specs",
+					"github.com/talos-ccm/talos-ccm/pkg/ccm", "github.com/talos-ccm/talos-ccm/pkg/ccm/clusters", "github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1",
+					"github.com/talos-ccm/talos-ccm/api/proto/specs",
 				}, path,
 					"%s imports %s: an embedder outside the module cannot", file, path)
 			}

@@ -3,7 +3,6 @@ package ccm
 import (
 	"github.com/cosi-project/runtime/pkg/resource"
 
-	"github.com/talos-ccm/talos-ccm/internal/resources/host"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -38,14 +37,18 @@ type (
 	// NodeLifecycle is the shutdown and stale-node verdict about a Node, in NodeNamespace. Its spec is a
 	// specs.NodeLifecycleSpec.
 	NodeLifecycle = node.NodeLifecycle
+	// NodeOwnership records the labels, annotations and taints talos-ccm owns on a Node (what it set, so
+	// that it removes what it no longer wants), in NodeNamespace; its ID is the Node name. Its spec is a
+	// specs.NodeOwnershipSpec.
+	NodeOwnership = node.NodeOwnership
 	// ApplyStatus is what a sink last applied to Kubernetes for one object, in SinkNamespace. Its spec is
 	// a specs.ApplyStatusSpec.
 	ApplyStatus = sink.ApplyStatus
 )
 
 // Namespaces of talos-ccm's resources. Each resource type lives in one of them (its ResourceDefinition's
-// default namespace), as talos-ccm's controllers see it; a prefixed view of a host's state stores it under
-// the prefix (see HostNamespace and the package documentation for several clusters).
+// default namespace), as talos-ccm's controllers see it; a host that runs several clusters stores it under
+// each cluster's prefix (see package clusters).
 const (
 	// TalosNamespace holds the facts about machines: PlatformMetadata, MachineAddresses, MachineStatus.
 	TalosNamespace = talos.NamespaceName
@@ -65,6 +68,7 @@ const (
 	KubeNodeType         = kube.KubeNodeType
 	NodeTransformType    = node.NodeTransformType
 	NodeLifecycleType    = node.NodeLifecycleType
+	NodeOwnershipType    = node.NodeOwnershipType
 	ApplyStatusType      = sink.ApplyStatusType
 )
 
@@ -110,31 +114,4 @@ func NewMachineAddressesIn(ns resource.Namespace, id resource.ID) *MachineAddres
 // that writes the facts of a cluster into its own state, in HostNamespace(prefix, TalosNamespace).
 func NewMachineStatusIn(ns resource.Namespace, id resource.ID) *MachineStatus {
 	return talos.NewMachineStatus(ns, id)
-}
-
-// Cluster and ClusterStatus are the host's resources of a ClustersController.
-type (
-	// Cluster declares a cluster to serve; its ID is the cluster's ID. Its spec is a specs.ClusterSpec.
-	Cluster = host.Cluster
-	// ClusterStatus is the health of a cluster's pipeline; its ID is the cluster's ID. Its spec is a
-	// specs.ClusterStatusSpec.
-	ClusterStatus = host.ClusterStatus
-)
-
-// Types and default namespace of the host's resources of a ClustersController.
-const (
-	ClusterType       = host.ClusterType
-	ClusterStatusType = host.ClusterStatusType
-	// ClustersNamespace is the default namespace of Cluster and ClusterStatus resources.
-	ClustersNamespace = host.NamespaceName
-)
-
-// NewCluster returns an empty Cluster of the given ID in the namespace ns.
-func NewCluster(ns resource.Namespace, id resource.ID) *Cluster {
-	return host.NewCluster(ns, id)
-}
-
-// NewClusterStatus returns an empty ClusterStatus of the given ID in the namespace ns: a pointer to read one.
-func NewClusterStatus(ns resource.Namespace, id resource.ID) *ClusterStatus {
-	return host.NewClusterStatus(ns, id)
 }

@@ -1,4 +1,4 @@
-package ccm
+package clusters
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // clusterPrefix is the namespace prefix of a cluster: its spec's, or its ID followed by the separator.
@@ -19,34 +20,46 @@ func clusterPrefix(id resource.ID, spec *specs.ClusterSpec) string {
 	return id + NamespacePrefixSeparator
 }
 
+// clusterConfig is what a cluster's pipeline is built with: its options, and the namespace prefix under
+// which its resources live in the host's state.
+type clusterConfig struct {
+	ccm.Options
+
+	// NamespacePrefix stores every talos-ccm namespace N as NamespacePrefix+N in the host's state (see
+	// HostNamespace).
+	NamespacePrefix string
+}
+
 // clusterOptions are the pipeline options a Cluster declares, or an error that says what in it is wrong.
 // What a spec cannot carry (the logger, the client provider) is the host controller's to add.
-func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (Options, error) {
-	opts := Options{
+func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (clusterConfig, error) {
+	opts := clusterConfig{
 		NamespacePrefix: clusterPrefix(id, spec),
-		Controllers:     spec.GetControllers(),
-		HostFacts:       spec.GetHostFacts(),
-		Concurrency:     int(spec.GetConcurrency()),
+		Options: ccm.Options{
+			Controllers: spec.GetControllers(),
+			HostFacts:   spec.GetHostFacts(),
+			Concurrency: int(spec.GetConcurrency()),
+		},
 	}
 
 	if err := ValidateNamespacePrefix(opts.NamespacePrefix); err != nil {
 		if spec.GetNamespacePrefix() == "" {
-			return Options{}, fmt.Errorf("cluster ID %q is no namespace prefix, give one (namespacePrefix): %w", id, err)
+			return clusterConfig{}, fmt.Errorf("cluster ID %q is no namespace prefix, give one (namespacePrefix): %w", id, err)
 		}
 
-		return Options{}, err
+		return clusterConfig{}, err
 	}
 
-	if _, err := EnabledControllers(opts.Controllers); err != nil {
-		return Options{}, err
+	if _, err := ccm.EnabledControllers(opts.Controllers); err != nil {
+		return clusterConfig{}, err
 	}
 
 	if opts.Concurrency < 0 {
-		return Options{}, fmt.Errorf("invalid concurrency %d: want a positive number, or zero for the default", opts.Concurrency)
+		return clusterConfig{}, fmt.Errorf("invalid concurrency %d: want a positive number, or zero for the default", opts.Concurrency)
 	}
 
 	// The spec's config is merged over the defaults: a host sets only what it changes.
-	opts.Config = DefaultConfig()
+	opts.Config = ccm.DefaultConfig()
 	opts.Config.ClusterName = id
 
 	if cfg := spec.GetConfig(); cfg != nil {
@@ -54,21 +67,21 @@ func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (Options, error) {
 	}
 
 	lifecycle := spec.GetNodeLifecycle()
-	opts.NodeLifecycle = NodeLifecycleOptions{
+	opts.NodeLifecycle = ccm.NodeLifecycleOptions{
 		DeleteStaleNodes:         lifecycle.GetDeleteStaleNodes(),
 		DeletePreemptedSpotNodes: lifecycle.GetDeletePreemptedSpotNodes(),
 	}
 
 	if grace := lifecycle.GetStaleNodeGrace(); grace != nil {
 		if err := grace.CheckValid(); err != nil || grace.AsDuration() < 0 {
-			return Options{}, fmt.Errorf("invalid nodeLifecycle.staleNodeGrace %s: want a positive duration", grace)
+			return clusterConfig{}, fmt.Errorf("invalid nodeLifecycle.staleNodeGrace %s: want a positive duration", grace)
 		}
 
 		opts.NodeLifecycle.StaleNodeGrace = grace.AsDuration()
 	}
 
 	ipamSpec := spec.GetNodeIpam()
-	opts.NodeIPAM = NodeIPAMOptions{
+	opts.NodeIPAM = ccm.NodeIPAMOptions{
 		Mode:     ipamSpec.GetMode(),
 		MaskIPv4: int(ipamSpec.GetMaskIpv4()),
 		MaskIPv6: int(ipamSpec.GetMaskIpv6()),
@@ -77,7 +90,7 @@ func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (Options, error) {
 	for _, cidr := range ipamSpec.GetClusterCidrs() {
 		prefix, err := netip.ParsePrefix(cidr)
 		if err != nil {
-			return Options{}, fmt.Errorf("invalid nodeIPAM.clusterCIDRs entry %q: %w", cidr, err)
+			return clusterConfig{}, fmt.Errorf("invalid nodeIPAM.clusterCIDRs entry %q: %w", cidr, err)
 		}
 
 		opts.NodeIPAM.ClusterCIDRs = append(opts.NodeIPAM.ClusterCIDRs, prefix)

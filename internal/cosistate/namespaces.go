@@ -1,4 +1,4 @@
-package ccm
+package cosistate
 
 import (
 	"errors"
@@ -21,9 +21,8 @@ const NamespacePrefixSeparator = ":"
 // and ending with a letter or digit) followed by the separator.
 var namespacePrefixPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?` + regexp.QuoteMeta(NamespacePrefixSeparator) + `$`)
 
-// ValidateNamespacePrefix checks a namespace prefix (Options.NamespacePrefix): a DNS label, such as a
-// cluster name, followed by NamespacePrefixSeparator, as in "cluster-a:". The empty prefix is valid: no
-// prefix.
+// ValidateNamespacePrefix checks a namespace prefix: a DNS label, such as a cluster name, followed by
+// NamespacePrefixSeparator, as in "cluster-a:". The empty prefix is valid: no prefix.
 func ValidateNamespacePrefix(prefix string) error {
 	if prefix == "" || namespacePrefixPattern.MatchString(prefix) {
 		return nil
@@ -33,8 +32,8 @@ func ValidateNamespacePrefix(prefix string) error {
 		prefix, NamespacePrefixSeparator, NamespacePrefixSeparator)
 }
 
-// HostNamespace returns the namespace that stores talos-ccm's namespace ns (such as TalosNamespace) in the
-// host's state, for the pipeline of the given prefix: prefix followed by ns.
+// HostNamespace returns the namespace that stores talos-ccm's namespace ns (such as "talos") in the host's
+// state, for the pipeline of the given prefix: prefix followed by ns.
 func HostNamespace(prefix string, ns resource.Namespace) resource.Namespace {
 	return prefix + ns
 }
@@ -52,9 +51,8 @@ type PrefixedNamespace struct {
 	Persisted bool
 }
 
-// PrefixedNamespaces lists every namespace of the pipeline of the given prefix (see
-// Options.NamespacePrefix) as the host's state stores it, with whether it should be persisted, so that the
-// host's namespaced state builder can route each to a backend: persisted ones to a database, the others to
+// PrefixedNamespaces lists every namespace of the pipeline of the given prefix as the host's state stores
+// it, with whether it should be persisted, so that the host's namespaced state builder can route each to a backend: persisted ones to a database, the others to
 // memory, with a long watch history (see MemoryStateBuilder). The list includes "meta", where the pipeline
 // registers its namespace and resource definitions. The empty prefix lists talos-ccm's own namespaces.
 func PrefixedNamespaces(prefix string) ([]PrefixedNamespace, error) {

@@ -1,4 +1,4 @@
-package ccm_test
+package clusters_test
 
 import (
 	"context"
@@ -27,11 +27,14 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
 )
 
 // The host's own resource: one machine of one of its clusters, as an inventory such as Omni's knows it.
@@ -83,7 +86,7 @@ func (ctrl *factsController) Inputs() []controller.Input {
 	inputs := []controller.Input{{Namespace: hostNamespace, Type: hostMachineType, Kind: controller.InputWeak}}
 
 	if ctrl.clusters {
-		inputs = append(inputs, controller.Input{Namespace: ccm.ClustersNamespace, Type: ccm.ClusterType, Kind: controller.InputWeak})
+		inputs = append(inputs, controller.Input{Namespace: clusters.DefaultNamespace, Type: clusters.ClusterType, Kind: controller.InputWeak})
 	}
 
 	return inputs
@@ -125,7 +128,7 @@ func (ctrl *factsController) Run(ctx context.Context, r controller.Runtime, _ *z
 		}
 
 		for cluster, prefix := range prefixes {
-			if err = writeFacts(ctx, r, ccm.HostNamespace(prefix, ccm.TalosNamespace), wanted[cluster]); err != nil {
+			if err = writeFacts(ctx, r, clusters.HostNamespace(prefix, ccm.TalosNamespace), wanted[cluster]); err != nil {
 				return fmt.Errorf("failed to write the facts of cluster %s: %w", cluster, err)
 			}
 		}
@@ -143,19 +146,19 @@ func (ctrl *factsController) currentPrefixes(ctx context.Context, r controller.R
 		prefixes = map[string]string{}
 	}
 
-	clusters, err := safe.ReaderList[*ccm.Cluster](ctx, r, ccm.NewCluster(ccm.ClustersNamespace, "").Metadata())
+	declared, err := safe.ReaderList[*clusters.Cluster](ctx, r, clusters.NewCluster(clusters.DefaultNamespace, "").Metadata())
 	if err != nil {
 		return nil, fmt.Errorf("failed to list clusters: %w", err)
 	}
 
-	for cluster := range clusters.All() {
+	for cluster := range declared.All() {
 		if cluster.Metadata().Phase() != resource.PhaseRunning {
 			continue
 		}
 
 		prefix := cluster.TypedSpec().Value.GetNamespacePrefix()
 		if prefix == "" {
-			prefix = cluster.Metadata().ID() + ccm.NamespacePrefixSeparator
+			prefix = cluster.Metadata().ID() + clusters.NamespacePrefixSeparator
 		}
 
 		prefixes[cluster.Metadata().ID()] = prefix
@@ -262,10 +265,11 @@ func machineAddresses(m talossim.Machine) *specs.MachineAddressesSpec {
 
 // cluster is one embedded talos-ccm and its control plane.
 type cluster struct {
-	name     string
-	prefix   string
-	env      *testenv.Env
-	pipeline *ccm.CCM
+	name   string
+	prefix string
+	env    *testenv.Env
+	// view is the cluster's prefixed view of the host's state, as its pipeline sees it.
+	view     state.State
 	machines []talossim.Machine
 }
 
@@ -286,13 +290,13 @@ func newHostBackends(t *testing.T, prefixes ...string) *hostBackends {
 
 	b := &hostBackends{
 		persisted: map[resource.Namespace]bool{},
-		memory:    ccm.MemoryStateBuilder(),
+		memory:    clusters.MemoryStateBuilder(),
 		decisions: inmem.Build,
 		used:      map[resource.Namespace]bool{},
 	}
 
 	for _, prefix := range prefixes {
-		namespaces, err := ccm.PrefixedNamespaces(prefix)
+		namespaces, err := clusters.PrefixedNamespaces(prefix)
 		require.NoError(t, err)
 
 		for _, ns := range namespaces {
@@ -323,9 +327,8 @@ func (b *hostBackends) namespaces() map[resource.Namespace]bool {
 }
 
 // TestEmbedTwoClusters: a host with one state and one runtime of its own embeds talos-ccm for two
-// clusters with Register: each cluster's pipeline is one controller of the host's runtime, which runs it
-// in a talos-ccm runtime over the cluster's prefixed view of the host's state, next to the host's own
-// controller that feeds the facts of five machines per cluster into that cluster's prefixed talos
+// clusters with the clusters Controller: each cluster's pipeline runs in a talos-ccm runtime over the
+// cluster's prefixed view of the host's state, next to the host's own controller that feeds the facts of five machines per cluster into that cluster's prefixed talos
 // namespace. Both clusters have
 // Nodes of the same names, with different facts: each cluster's Nodes are initialized from its own facts
 // only. Removing a machine from the host's inventory destroys its facts, and its NodeTransform goes back to
@@ -339,22 +342,33 @@ func TestEmbedTwoClusters(t *testing.T) {
 
 	logger := zaptest.NewLogger(t)
 
-	clusters := []*cluster{{name: "alpha", prefix: "alpha:"}, {name: "beta", prefix: "beta:"}}
+	all := []*cluster{{name: "alpha", prefix: "alpha:"}, {name: "beta", prefix: "beta:"}}
 	prefixes := map[string]string{}
+	configs := map[string]*rest.Config{}
 
-	for _, c := range clusters {
+	for _, c := range all {
 		prefixes[c.name] = c.prefix
 	}
 
 	backends := newHostBackends(t, slices.Collect(maps.Values(prefixes))...)
 	hostState := state.WrapCore(namespaced.NewState(backends.build))
 
+	require.NoError(t, clusters.RegisterResources(ctx, hostState, ""))
+
 	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
 	require.NoError(t, err)
 	require.NoError(t, host.RegisterController(&factsController{prefixes: prefixes}))
 
-	for i, c := range clusters {
+	ctrl, err := clusters.NewController(hostState, clusters.Options{
+		ClientConfig: func(_ context.Context, id string) (*rest.Config, error) { return configs[id], nil },
+		Logger:       logger,
+	})
+	require.NoError(t, err)
+	require.NoError(t, host.RegisterController(ctrl))
+
+	for i, c := range all {
 		c.env = testenv.Start(t)
+		configs[c.name] = c.env.Config
 
 		// The same Node names in both clusters, with facts that tell the clusters apart.
 		c.machines = talossim.Generate(5, 42)
@@ -367,23 +381,18 @@ func TestEmbedTwoClusters(t *testing.T) {
 			m.NoPlatformMetadata = false
 		}
 
-		cfg := ccm.DefaultConfig()
-		cfg.ClusterName = c.name
-
-		c.pipeline, err = ccm.Register(ctx, host, hostState, ccm.Options{
-			RestConfig:      c.env.Config,
-			Logger:          logger.Named(c.name),
-			Config:          cfg,
-			HostFacts:       true,
-			NamespacePrefix: c.prefix,
-		})
+		c.view, err = cosistate.NewPrefixedState(hostState, c.prefix)
 		require.NoError(t, err)
+
+		declared := clusters.NewCluster(clusters.DefaultNamespace, c.name)
+		declared.TypedSpec().Value = &specs.ClusterSpec{HostFacts: true}
+		require.NoError(t, hostState.Create(ctx, declared))
 	}
 
 	var wg sync.WaitGroup
 
 	runCtx, stop := context.WithCancel(ctx)
-	errs := make(chan error, len(clusters)+1) // the host runtime, with every pipeline, and each cluster's kubelets
+	errs := make(chan error, len(all)+1) // the host runtime, with every pipeline, and each cluster's kubelets
 
 	run := func(f func(context.Context) error) {
 		wg.Add(1)
@@ -409,7 +418,7 @@ func TestEmbedTwoClusters(t *testing.T) {
 
 	run(host.Run)
 
-	for _, c := range clusters {
+	for _, c := range all {
 		for _, m := range c.machines {
 			require.NoError(t, hostState.Create(ctx, newHostMachine(c.name, m)))
 		}
@@ -426,7 +435,7 @@ func TestEmbedTwoClusters(t *testing.T) {
 		})
 	}
 
-	for _, c := range clusters {
+	for _, c := range all {
 		for _, m := range c.machines {
 			waitNode(ctx, t, c, m.Name, func(n *corev1.Node) error {
 				return checkNode(n, c.name, m)
@@ -435,26 +444,26 @@ func TestEmbedTwoClusters(t *testing.T) {
 	}
 
 	// The first machine of alpha leaves the host's inventory.
-	alpha, beta := clusters[0], clusters[1]
+	alpha, beta := all[0], all[1]
 	gone := alpha.machines[0].Name
 
 	require.NoError(t, hostState.Destroy(ctx, newHostMachine(alpha.name, alpha.machines[0]).Metadata()))
 
-	rtestutils.AssertNoResource[*ccm.PlatformMetadata](ctx, t, alpha.pipeline.State(), gone)
-	rtestutils.AssertNoResource[*ccm.MachineAddresses](ctx, t, alpha.pipeline.State(), gone)
-	rtestutils.AssertResource(ctx, t, alpha.pipeline.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
+	rtestutils.AssertNoResource[*ccm.PlatformMetadata](ctx, t, alpha.view, gone)
+	rtestutils.AssertNoResource[*ccm.MachineAddresses](ctx, t, alpha.view, gone)
+	rtestutils.AssertResource(ctx, t, alpha.view, gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
 		asrt.False(r.TypedSpec().Value.GetInitialize())
 		asrt.Contains(r.TypedSpec().Value.GetPending(), "waiting for the machine's Talos facts")
 	})
 
 	// The other cluster's machine of the same name keeps its facts and its decision.
-	rtestutils.AssertResource(ctx, t, beta.pipeline.State(), gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
+	rtestutils.AssertResource(ctx, t, beta.view, gone, func(r *ccm.NodeTransform, asrt *assert.Assertions) {
 		asrt.True(r.TypedSpec().Value.GetInitialize())
 		asrt.Empty(r.TypedSpec().Value.GetPending())
 		asrt.Equal(beta.machines[0].ProviderID, r.TypedSpec().Value.GetProviderId())
 	})
 
-	rtestutils.AssertResource(ctx, t, beta.pipeline.State(), gone, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
+	rtestutils.AssertResource(ctx, t, beta.view, gone, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
 		asrt.Equal(beta.name+"-region", r.TypedSpec().Value.GetRegion())
 	})
 
@@ -472,7 +481,7 @@ func TestEmbedTwoClusters(t *testing.T) {
 func checkIsolation(ctx context.Context, t *testing.T, hostState state.State, backends *hostBackends, alpha, beta *cluster) {
 	t.Helper()
 
-	view := alpha.pipeline.State()
+	view := alpha.view
 
 	facts, err := safe.StateListAll[*ccm.PlatformMetadata](ctx, view)
 	require.NoError(t, err)
@@ -482,8 +491,8 @@ func checkIsolation(ctx context.Context, t *testing.T, hostState state.State, ba
 		assert.Equal(t, alpha.name+"-region", r.TypedSpec().Value.GetRegion(), r.Metadata().ID())
 	}
 
-	betaFacts := ccm.HostNamespace(beta.prefix, ccm.TalosNamespace)
-	betaDecisions := ccm.HostNamespace(beta.prefix, ccm.NodeNamespace)
+	betaFacts := clusters.HostNamespace(beta.prefix, ccm.TalosNamespace)
+	betaDecisions := clusters.HostNamespace(beta.prefix, ccm.NodeNamespace)
 
 	for name, call := range map[string]func() error{
 		"read beta's facts": func() error {
@@ -512,20 +521,21 @@ func checkIsolation(ctx context.Context, t *testing.T, hostState state.State, ba
 		},
 	} {
 		err := call()
-		assert.ErrorIs(t, err, ccm.ErrNamespaceOutsideView, name)
+		assert.ErrorIs(t, err, cosistate.ErrNamespaceOutsideView, name)
 	}
 
 	_, err = hostState.Get(ctx, ccm.NewPlatformMetadataIn(betaFacts, "intruder").Metadata())
 	assert.True(t, state.IsNotFoundError(err), "alpha wrote into beta's namespace: %v", err)
 
-	rtestutils.AssertResource(ctx, t, beta.pipeline.State(), beta.machines[1].Name, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
+	rtestutils.AssertResource(ctx, t, beta.view, beta.machines[1].Name, func(r *ccm.PlatformMetadata, asrt *assert.Assertions) {
 		asrt.Equal(beta.name+"-region", r.TypedSpec().Value.GetRegion())
 	})
 
-	allowed := map[resource.Namespace]bool{hostNamespace: true}
+	// The host's own: its inventory, the Clusters, and the definitions of both.
+	allowed := map[resource.Namespace]bool{hostNamespace: true, clusters.DefaultNamespace: true, "meta": true}
 
 	for _, c := range []*cluster{alpha, beta} {
-		namespaces, err := ccm.PrefixedNamespaces(c.prefix)
+		namespaces, err := clusters.PrefixedNamespaces(c.prefix)
 		require.NoError(t, err)
 
 		for _, ns := range namespaces {
@@ -541,7 +551,7 @@ func checkIsolation(ctx context.Context, t *testing.T, hostState state.State, ba
 
 	for _, c := range []*cluster{alpha, beta} {
 		for _, ns := range []resource.Namespace{ccm.TalosNamespace, ccm.KubeNamespace, ccm.NodeNamespace, ccm.SinkNamespace, "meta"} {
-			assert.True(t, used[ccm.HostNamespace(c.prefix, ns)], "cluster %s never used %s", c.name, ns)
+			assert.True(t, used[clusters.HostNamespace(c.prefix, ns)], "cluster %s never used %s", c.name, ns)
 		}
 	}
 }

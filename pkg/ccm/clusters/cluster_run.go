@@ -1,4 +1,4 @@
-package ccm
+package clusters
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // Phases of a cluster's pipeline, as its ClusterStatus says.
@@ -50,7 +52,7 @@ type clusterRun struct {
 	// spec is the Cluster's spec the run was started with, version its resource version.
 	spec    *specs.ClusterSpec
 	version resource.Version
-	opts    Options
+	opts    clusterConfig
 	// controllers are the enabled controllers, sorted, for the status.
 	controllers []string
 	host        state.State
@@ -69,7 +71,7 @@ type clusterRun struct {
 	runningSince time.Time
 	restarts     int
 	// pipeline is the current run's, nil between runs.
-	pipeline *CCM
+	pipeline *ccm.CCM
 	// rotations counts the credential rotations of the runs that ended.
 	rotations int
 	rotatedAt time.Time
@@ -78,7 +80,7 @@ type clusterRun struct {
 }
 
 // startClusterRun starts running a Cluster's pipeline until ctx is done or stop.
-func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpec, version resource.Version, opts Options, host state.State, changed func()) *clusterRun {
+func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpec, version resource.Version, opts clusterConfig, host state.State, changed func()) *clusterRun {
 	ctx, cancel := context.WithCancel(ctx)
 
 	cr := &clusterRun{
@@ -87,7 +89,7 @@ func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpe
 	}
 
 	// The options were checked (clusterOptions): the controllers resolve.
-	if enabled, err := EnabledControllers(opts.Controllers); err == nil {
+	if enabled, err := ccm.EnabledControllers(opts.Controllers); err == nil {
 		cr.controllers = slices.Sorted(maps.Keys(enabled))
 	}
 
@@ -212,64 +214,79 @@ func (cr *clusterRun) destroyResources(ctx context.Context) {
 	cr.logger.Info("destroyed the resources of a removed cluster", zap.String("prefix", cr.opts.NamespacePrefix))
 }
 
-// runOnce builds the pipeline and runs it until ctx is done (nil) or it fails.
+// runOnce builds the pipeline over the cluster's prefixed view of the host's state and runs it until ctx
+// is done (nil) or it fails.
 func (cr *clusterRun) runOnce(ctx context.Context) error {
-	instance, err := New(ctx, cr.host, cr.opts)
+	view, err := cosistate.NewPrefixedState(cr.host, cr.opts.NamespacePrefix)
 	if err != nil {
 		return fmt.Errorf("failed to build the talos-ccm pipeline: %w", err)
 	}
 
-	if err = releaseStaleFinalizers(ctx, cr.host, cr.opts.NamespacePrefix, instance.Runtime()); err != nil {
-		instance.CCM().Close()
+	opts := cr.opts.Options
+	opts.CredentialsChanged = cr.changed
 
+	pipeline, err := ccm.New(ctx, view, opts)
+	if err != nil {
+		return fmt.Errorf("failed to build the talos-ccm pipeline: %w", err)
+	}
+
+	defer pipeline.Close()
+
+	if err = releaseStaleFinalizers(ctx, cr.host, cr.opts.NamespacePrefix, pipeline.Runtime()); err != nil {
 		return err
 	}
 
-	if instance.CCM().credentials != nil {
-		instance.CCM().credentials.changed = cr.changed
-	}
-
-	cr.setPipeline(instance.CCM())
+	cr.setPipeline(pipeline)
 	defer cr.setPipeline(nil)
 
-	countsCtx, stopCounts := context.WithCancel(ctx)
+	runCtx, stop := context.WithCancel(ctx)
 
 	var wg sync.WaitGroup
 
-	wg.Go(func() { cr.counts.run(countsCtx, instance.State(), cr.changed, cr.logger) })
-
-	err = instance.run(ctx, func() {
-		cr.mu.Lock()
-		if cr.phase == PhaseStarting || cr.phase == PhaseFailed {
-			cr.phase = PhaseRunning
+	wg.Go(func() { cr.counts.run(runCtx, view, cr.changed, cr.logger) })
+	wg.Go(func() {
+		select {
+		case <-runCtx.Done():
+		case <-pipeline.Ready():
+			cr.running(pipeline)
 		}
-
-		cr.runningSince = time.Now()
-		cr.lastErr, cr.lastErrAt = "", time.Time{}
-		cr.mu.Unlock()
-
-		cr.logger.Info("talos-ccm pipeline running", zap.Strings("controllers", instance.CCM().Controllers()))
-		cr.changed()
 	})
 
-	stopCounts()
+	err = pipeline.Run(ctx)
+
+	stop()
 	wg.Wait()
 
-	return pipelineRunError(ctx, err)
+	return err //nolint:wrapcheck // Run says what failed.
+}
+
+// running records that the pipeline's informers have synced and its controllers run.
+func (cr *clusterRun) running(pipeline *ccm.CCM) {
+	cr.mu.Lock()
+	if cr.phase == PhaseStarting || cr.phase == PhaseFailed {
+		cr.phase = PhaseRunning
+	}
+
+	cr.runningSince = time.Now()
+	cr.lastErr, cr.lastErrAt = "", time.Time{}
+	cr.mu.Unlock()
+
+	cr.logger.Info("talos-ccm pipeline running", zap.Strings("controllers", pipeline.Controllers()))
+	cr.changed()
 }
 
 // setPipeline records the current run's pipeline (nil: none), adding the credential rotations of the one
 // that ends to the run's.
-func (cr *clusterRun) setPipeline(c *CCM) {
+func (cr *clusterRun) setPipeline(c *ccm.CCM) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 
 	if c == nil && cr.pipeline != nil {
-		rotations, rotatedAt, _ := cr.pipeline.credentialState()
-		cr.rotations += rotations
+		credentials := cr.pipeline.Credentials()
+		cr.rotations += credentials.Rotations
 
-		if rotatedAt.After(cr.rotatedAt) {
-			cr.rotatedAt = rotatedAt
+		if credentials.RotatedAt.After(cr.rotatedAt) {
+			cr.rotatedAt = credentials.RotatedAt
 		}
 	}
 
@@ -277,7 +294,7 @@ func (cr *clusterRun) setPipeline(c *CCM) {
 }
 
 // current returns the current run's pipeline, nil between runs.
-func (cr *clusterRun) current() *CCM {
+func (cr *clusterRun) current() *ccm.CCM {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
 
@@ -313,15 +330,15 @@ func (cr *clusterRun) status() *specs.ClusterStatusSpec {
 	out.Controllers = slices.Clone(cr.controllers)
 
 	if pipeline != nil {
-		current, at, err := pipeline.credentialState()
-		rotations += current
+		credentials := pipeline.Credentials()
+		rotations += credentials.Rotations
 
-		if at.After(rotatedAt) {
-			rotatedAt = at
+		if credentials.RotatedAt.After(rotatedAt) {
+			rotatedAt = credentials.RotatedAt
 		}
 
-		if err != nil && out.LastError == "" {
-			out.LastError = err.Error()
+		if credentials.LastError != nil && out.LastError == "" {
+			out.LastError = credentials.LastError.Error()
 		}
 	}
 
@@ -342,7 +359,7 @@ func timestampOrNil(t time.Time) *timestamppb.Timestamp {
 }
 
 // clusterClientConfig binds a host's client provider to one cluster.
-func clusterClientConfig(provider func(ctx context.Context, clusterID string) (*rest.Config, error), id resource.ID) ClientConfigFunc {
+func clusterClientConfig(provider func(ctx context.Context, clusterID string) (*rest.Config, error), id resource.ID) ccm.ClientConfigFunc {
 	return func(ctx context.Context) (*rest.Config, error) {
 		if provider == nil {
 			return nil, errors.New("the host gave no client provider")

@@ -1,4 +1,4 @@
-package ccm_test
+package cosistate_test
 
 import (
 	"context"
@@ -17,7 +17,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
 const (
@@ -31,10 +34,10 @@ func newHostState(t *testing.T) (host, alpha, beta state.State) {
 
 	host = state.WrapCore(namespaced.NewState(inmem.Build))
 
-	alpha, err := ccm.NewPrefixedState(host, alphaPrefix)
+	alpha, err := cosistate.NewPrefixedState(host, alphaPrefix)
 	require.NoError(t, err)
 
-	beta, err = ccm.NewPrefixedState(host, betaPrefix)
+	beta, err = cosistate.NewPrefixedState(host, betaPrefix)
 	require.NoError(t, err)
 
 	return host, alpha, beta
@@ -54,7 +57,7 @@ func TestPrefixedStateConformance(t *testing.T) {
 
 			suite.Run(t, &prefixedSuite{StateSuite: conformance.StateSuite{
 				State:      view,
-				Namespaces: []resource.Namespace{ccm.TalosNamespace, ccm.NodeNamespace, ccm.KubeNamespace},
+				Namespaces: []resource.Namespace{talos.NamespaceName, node.NamespaceName, kube.NamespaceName},
 			}})
 		})
 	}
@@ -69,7 +72,7 @@ type prefixedSuite struct {
 // TestParallelDestroy: of concurrent destroys of one resource, one succeeds and the others find nothing.
 func (s *prefixedSuite) TestParallelDestroy() {
 	ctx := s.T().Context()
-	r := conformance.NewPathResource(ccm.NodeNamespace, "parallel/destroy")
+	r := conformance.NewPathResource(node.NamespaceName, "parallel/destroy")
 
 	s.Require().NoError(s.State.Create(ctx, r))
 
@@ -105,7 +108,7 @@ func TestPrefixedStateStoresUnderPrefix(t *testing.T) {
 
 	host, alpha, _ := newHostState(t)
 
-	pm := ccm.NewPlatformMetadata("worker-1")
+	pm := talos.NewPlatformMetadata(talos.NamespaceName, "worker-1")
 	pm.TypedSpec().Value = &specs.PlatformMetadataSpec{Platform: "aws", Region: "eu-west-1"}
 	pm.Metadata().Labels().Set("role", "worker")
 	pm.Metadata().Annotations().Set("note", "from the view")
@@ -114,17 +117,17 @@ func TestPrefixedStateStoresUnderPrefix(t *testing.T) {
 	require.NoError(t, alpha.Create(ctx, pm, state.WithCreateOwner("talos.Source")))
 
 	// The caller's resource has what the state set, in the view's namespace.
-	assert.Equal(t, ccm.TalosNamespace, pm.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, pm.Metadata().Namespace())
 	assert.Equal(t, "talos.Source", pm.Metadata().Owner())
 	assert.Equal(t, "1", pm.Metadata().Version().String())
 
-	stored, err := safe.StateGet[*ccm.PlatformMetadata](ctx, host, ccm.NewPlatformMetadataIn(ccm.HostNamespace(alphaPrefix, ccm.TalosNamespace), "worker-1").Metadata())
+	stored, err := safe.StateGet[*talos.PlatformMetadata](ctx, host, talos.NewPlatformMetadata(cosistate.HostNamespace(alphaPrefix, talos.NamespaceName), "worker-1").Metadata())
 	require.NoError(t, err)
 	assert.Equal(t, "alpha:talos", stored.Metadata().Namespace())
 	assertSameResource(t, pm, stored)
 
 	// The host's own write under the prefix reads back in the view's namespace, metadata and all.
-	ma := ccm.NewMachineAddressesIn(ccm.HostNamespace(alphaPrefix, ccm.TalosNamespace), "worker-1")
+	ma := talos.NewMachineAddresses(cosistate.HostNamespace(alphaPrefix, talos.NamespaceName), "worker-1")
 	ma.TypedSpec().Value = &specs.MachineAddressesSpec{NodeIp: "10.0.0.1"}
 	ma.Metadata().Labels().Set("source", "host")
 	require.NoError(t, host.Create(ctx, ma, state.WithCreateOwner("host.FactsController")))
@@ -132,16 +135,16 @@ func TestPrefixedStateStoresUnderPrefix(t *testing.T) {
 	_, err = host.Teardown(ctx, ma.Metadata(), state.WithTeardownOwner("host.FactsController"))
 	require.NoError(t, err)
 
-	stored2, err := safe.StateGet[*ccm.MachineAddresses](ctx, host, ma.Metadata())
+	stored2, err := safe.StateGet[*talos.MachineAddresses](ctx, host, ma.Metadata())
 	require.NoError(t, err)
 
-	viewed, err := safe.StateGet[*ccm.MachineAddresses](ctx, alpha, ccm.NewMachineAddresses("worker-1").Metadata())
+	viewed, err := safe.StateGet[*talos.MachineAddresses](ctx, alpha, talos.NewMachineAddresses(talos.NamespaceName, "worker-1").Metadata())
 	require.NoError(t, err)
-	assert.Equal(t, ccm.TalosNamespace, viewed.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, viewed.Metadata().Namespace())
 	assert.Equal(t, resource.PhaseTearingDown, viewed.Metadata().Phase())
 	assertSameResource(t, stored2, viewed)
 
-	list, err := safe.StateListAll[*ccm.MachineAddresses](ctx, alpha)
+	list, err := safe.StateListAll[*talos.MachineAddresses](ctx, alpha)
 	require.NoError(t, err)
 	require.Equal(t, 1, list.Len())
 	assertSameResource(t, stored2, list.Get(0))
@@ -150,7 +153,7 @@ func TestPrefixedStateStoresUnderPrefix(t *testing.T) {
 	viewed.Metadata().Labels().Set("source", "changed")
 	viewed.TypedSpec().Value.NodeIp = "10.9.9.9"
 
-	again, err := safe.StateGet[*ccm.MachineAddresses](ctx, host, ma.Metadata())
+	again, err := safe.StateGet[*talos.MachineAddresses](ctx, host, ma.Metadata())
 	require.NoError(t, err)
 	assertSameResource(t, stored2, again)
 }
@@ -185,20 +188,20 @@ func TestPrefixedStateRefusesOtherNamespaces(t *testing.T) {
 	host, alpha, beta := newHostState(t)
 
 	// beta's fact, and a resource of the host in a namespace of its own.
-	require.NoError(t, beta.Create(ctx, ccm.NewPlatformMetadata("worker-1")))
-	require.NoError(t, host.Create(ctx, ccm.NewPlatformMetadataIn("inventory", "worker-1")))
+	require.NoError(t, beta.Create(ctx, talos.NewPlatformMetadata(talos.NamespaceName, "worker-1")))
+	require.NoError(t, host.Create(ctx, talos.NewPlatformMetadata("inventory", "worker-1")))
 
 	for _, ns := range []resource.Namespace{
 		"inventory",
-		ccm.HostNamespace(betaPrefix, ccm.TalosNamespace),
-		ccm.HostNamespace(alphaPrefix, ccm.TalosNamespace), // already prefixed: not a namespace of the view
+		cosistate.HostNamespace(betaPrefix, talos.NamespaceName),
+		cosistate.HostNamespace(alphaPrefix, talos.NamespaceName), // already prefixed: not a namespace of the view
 		"",
 		"default",
 	} {
 		t.Run(ns, func(t *testing.T) {
 			t.Parallel()
 
-			ptr := ccm.NewPlatformMetadataIn(ns, "worker-1")
+			ptr := talos.NewPlatformMetadata(ns, "worker-1")
 
 			calls := map[string]func() error{
 				"get": func() error {
@@ -211,7 +214,7 @@ func TestPrefixedStateRefusesOtherNamespaces(t *testing.T) {
 
 					return err
 				},
-				"create":  func() error { return alpha.Create(ctx, ccm.NewPlatformMetadataIn(ns, "worker-2")) },
+				"create":  func() error { return alpha.Create(ctx, talos.NewPlatformMetadata(ns, "worker-2")) },
 				"update":  func() error { return alpha.Update(ctx, ptr) },
 				"destroy": func() error { return alpha.Destroy(ctx, ptr.Metadata()) },
 				"watch":   func() error { return alpha.Watch(ctx, ptr.Metadata(), make(chan state.Event)) },
@@ -222,14 +225,14 @@ func TestPrefixedStateRefusesOtherNamespaces(t *testing.T) {
 					return alpha.WatchKindAggregated(ctx, ptr.Metadata(), make(chan []state.Event), state.WithBootstrapContents(true))
 				},
 				"modify": func() error {
-					return alpha.Modify(ctx, ccm.NewPlatformMetadataIn(ns, "worker-1"), func(resource.Resource) error { return nil })
+					return alpha.Modify(ctx, talos.NewPlatformMetadata(ns, "worker-1"), func(resource.Resource) error { return nil })
 				},
 			}
 
 			for name, call := range calls {
 				err := call()
 				require.Error(t, err, name)
-				assert.ErrorIs(t, err, ccm.ErrNamespaceOutsideView, name)
+				assert.ErrorIs(t, err, cosistate.ErrNamespaceOutsideView, name)
 				assert.False(t, state.IsNotFoundError(err), "%s: a refusal is not a not found", name)
 				assert.ErrorContains(t, err, "is not one of talos-ccm's", name)
 			}
@@ -240,11 +243,11 @@ func TestPrefixedStateRefusesOtherNamespaces(t *testing.T) {
 		// Nothing was written outside of the view: the host's and beta's resources are unchanged, and
 		// worker-2 exists nowhere.
 		for _, ns := range []resource.Namespace{"inventory", "beta:talos"} {
-			r, err := host.Get(context.Background(), ccm.NewPlatformMetadataIn(ns, "worker-1").Metadata())
+			r, err := host.Get(context.Background(), talos.NewPlatformMetadata(ns, "worker-1").Metadata())
 			require.NoError(t, err)
 			assert.Equal(t, "1", r.Metadata().Version().String())
 
-			_, err = host.Get(context.Background(), ccm.NewPlatformMetadataIn(ns, "worker-2").Metadata())
+			_, err = host.Get(context.Background(), talos.NewPlatformMetadata(ns, "worker-2").Metadata())
 			assert.True(t, state.IsNotFoundError(err))
 		}
 	})
@@ -262,7 +265,7 @@ func TestPrefixedStateErrors(t *testing.T) {
 
 	const owner = "node.NodeTransformController"
 
-	nt := ccm.NewNodeTransform("worker-1")
+	nt := node.NewNodeTransform(node.NamespaceName, "worker-1")
 	nt.Metadata().Finalizers().Add("k8ssink.NodeSinkController")
 	require.NoError(t, alpha.Create(ctx, nt, state.WithCreateOwner(owner)))
 
@@ -280,27 +283,34 @@ func TestPrefixedStateErrors(t *testing.T) {
 		namespace resource.Namespace // the namespace the conflict names, if it names one
 	}{
 		{
-			name:     "get missing",
-			call:     func() error { _, err := alpha.Get(ctx, ccm.NewNodeTransform("worker-9").Metadata()); return err },
+			name: "get missing",
+			call: func() error {
+				_, err := alpha.Get(ctx, node.NewNodeTransform(node.NamespaceName, "worker-9").Metadata())
+				return err
+			},
 			notFound: true,
 		},
 		{
 			name: "destroy missing",
 			call: func() error {
-				return alpha.Destroy(ctx, ccm.NewNodeTransform("worker-9").Metadata(), state.WithDestroyOwner(owner))
+				return alpha.Destroy(ctx, node.NewNodeTransform(node.NamespaceName, "worker-9").Metadata(), state.WithDestroyOwner(owner))
 			},
 			notFound: true,
 		},
 		{
-			name:     "update missing",
-			call:     func() error { return alpha.Update(ctx, ccm.NewNodeTransform("worker-9"), state.WithUpdateOwner(owner)) },
+			name: "update missing",
+			call: func() error {
+				return alpha.Update(ctx, node.NewNodeTransform(node.NamespaceName, "worker-9"), state.WithUpdateOwner(owner))
+			},
 			notFound: true,
 		},
 		{
-			name:      "create existing",
-			call:      func() error { return alpha.Create(ctx, ccm.NewNodeTransform("worker-1"), state.WithCreateOwner(owner)) },
+			name: "create existing",
+			call: func() error {
+				return alpha.Create(ctx, node.NewNodeTransform(node.NamespaceName, "worker-1"), state.WithCreateOwner(owner))
+			},
 			conflict:  true,
-			namespace: ccm.NodeNamespace,
+			namespace: node.NamespaceName,
 		},
 		{
 			name:     "update stale version",
@@ -312,14 +322,14 @@ func TestPrefixedStateErrors(t *testing.T) {
 			call:      func() error { return alpha.Update(ctx, nt.DeepCopy(), state.WithUpdateOwner("someone.Else")) },
 			conflict:  true,
 			owner:     true,
-			namespace: ccm.NodeNamespace,
+			namespace: node.NamespaceName,
 		},
 		{
 			name:      "destroy by another owner",
 			call:      func() error { return alpha.Destroy(ctx, nt.Metadata(), state.WithDestroyOwner("someone.Else")) },
 			conflict:  true,
 			owner:     true,
-			namespace: ccm.NodeNamespace,
+			namespace: node.NamespaceName,
 		},
 		{
 			name: "update in another phase",
@@ -328,13 +338,13 @@ func TestPrefixedStateErrors(t *testing.T) {
 			},
 			conflict:  true,
 			phase:     true,
-			namespace: ccm.NodeNamespace,
+			namespace: node.NamespaceName,
 		},
 		{
 			name:      "destroy with finalizers",
 			call:      func() error { return alpha.Destroy(ctx, nt.Metadata(), state.WithDestroyOwner(owner)) },
 			conflict:  true,
-			namespace: ccm.NodeNamespace,
+			namespace: node.NamespaceName,
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -345,11 +355,11 @@ func TestPrefixedStateErrors(t *testing.T) {
 			assert.Equal(t, tt.conflict, state.IsConflictError(err), "conflict: %v", err)
 			assert.Equal(t, tt.owner, state.IsOwnerConflictError(err), "owner conflict: %v", err)
 			assert.Equal(t, tt.phase, state.IsPhaseConflictError(err), "phase conflict: %v", err)
-			assert.NotErrorIs(t, err, ccm.ErrNamespaceOutsideView)
+			assert.NotErrorIs(t, err, cosistate.ErrNamespaceOutsideView)
 			assert.Contains(t, err.Error(), "alpha:node", "the message names the namespace as the host stores it")
 
 			if tt.namespace != "" {
-				assert.True(t, state.IsConflictError(err, state.WithResourceNamespace(tt.namespace), state.WithResourceType(ccm.NodeTransformType)))
+				assert.True(t, state.IsConflictError(err, state.WithResourceNamespace(tt.namespace), state.WithResourceType(node.NodeTransformType)))
 				assert.False(t, state.IsConflictError(err, state.WithResourceNamespace("alpha:node")))
 			}
 		})
@@ -368,10 +378,10 @@ func TestPrefixedStateFinalizersAndTeardown(t *testing.T) {
 
 	const owner = "kube.KubeNodeController"
 
-	require.NoError(t, alpha.Create(ctx, ccm.NewKubeNode("worker-1"), state.WithCreateOwner(owner)))
+	require.NoError(t, alpha.Create(ctx, kube.NewKubeNode(kube.NamespaceName, "worker-1"), state.WithCreateOwner(owner)))
 
-	ptr := ccm.NewKubeNode("worker-1").Metadata()
-	hostPtr := resource.NewMetadata(ccm.HostNamespace(alphaPrefix, ccm.KubeNamespace), ccm.KubeNodeType, "worker-1", resource.VersionUndefined)
+	ptr := kube.NewKubeNode(kube.NamespaceName, "worker-1").Metadata()
+	hostPtr := resource.NewMetadata(cosistate.HostNamespace(alphaPrefix, kube.NamespaceName), kube.KubeNodeType, "worker-1", resource.VersionUndefined)
 
 	require.NoError(t, alpha.AddFinalizer(ctx, ptr, "node.NodeTransformController"))
 
@@ -424,16 +434,16 @@ func TestPrefixedStateWatch(t *testing.T) { //nolint:paralleltest
 
 	host, alpha, beta := newHostState(t)
 
-	hostNs := ccm.HostNamespace(alphaPrefix, ccm.TalosNamespace)
+	hostNs := cosistate.HostNamespace(alphaPrefix, talos.NamespaceName)
 
 	for _, id := range []string{"worker-1", "worker-2"} {
-		pm := ccm.NewPlatformMetadataIn(hostNs, id)
+		pm := talos.NewPlatformMetadata(hostNs, id)
 		pm.Metadata().Labels().Set("pool", id)
 		require.NoError(t, host.Create(ctx, pm))
-		require.NoError(t, beta.Create(ctx, ccm.NewPlatformMetadata(id)))
+		require.NoError(t, beta.Create(ctx, talos.NewPlatformMetadata(talos.NamespaceName, id)))
 	}
 
-	kind := ccm.NewPlatformMetadata("").Metadata()
+	kind := talos.NewPlatformMetadata(talos.NamespaceName, "").Metadata()
 
 	events := make(chan state.Event)
 	require.NoError(t, alpha.WatchKind(ctx, kind, events, state.WithBootstrapContents(true),
@@ -443,7 +453,7 @@ func TestPrefixedStateWatch(t *testing.T) { //nolint:paralleltest
 	require.NoError(t, alpha.WatchKindAggregated(ctx, kind, aggregated, state.WithBootstrapContents(true)))
 
 	single := make(chan state.Event)
-	require.NoError(t, alpha.Watch(ctx, ccm.NewPlatformMetadata("worker-1").Metadata(), single))
+	require.NoError(t, alpha.Watch(ctx, talos.NewPlatformMetadata(talos.NamespaceName, "worker-1").Metadata(), single))
 
 	next := func(ch <-chan state.Event) state.Event {
 		t.Helper()
@@ -461,7 +471,7 @@ func TestPrefixedStateWatch(t *testing.T) { //nolint:paralleltest
 	// The label query passes through: only worker-2 is bootstrapped.
 	e := next(events)
 	require.Equal(t, state.Created, e.Type, "%v", e.Error)
-	assert.Equal(t, ccm.TalosNamespace, e.Resource.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, e.Resource.Metadata().Namespace())
 	assert.Equal(t, "worker-2", e.Resource.Metadata().ID())
 	assert.Equal(t, state.Bootstrapped, next(events).Type)
 
@@ -480,23 +490,23 @@ func TestPrefixedStateWatch(t *testing.T) { //nolint:paralleltest
 		[]state.EventType{bootstrap[0].Type, bootstrap[1].Type, bootstrap[2].Type})
 
 	for _, e := range bootstrap[:2] {
-		assert.Equal(t, ccm.TalosNamespace, e.Resource.Metadata().Namespace())
+		assert.Equal(t, talos.NamespaceName, e.Resource.Metadata().Namespace())
 	}
 
 	e = next(single)
 	require.Equal(t, state.Created, e.Type)
-	assert.Equal(t, ccm.TalosNamespace, e.Resource.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, e.Resource.Metadata().Namespace())
 
 	// A change in beta is not seen; a change in alpha's namespace, written by the host, is, with the old
 	// resource.
-	_, err := beta.ModifyWithResult(ctx, ccm.NewPlatformMetadata("worker-2"), func(r resource.Resource) error {
+	_, err := beta.ModifyWithResult(ctx, talos.NewPlatformMetadata(talos.NamespaceName, "worker-2"), func(r resource.Resource) error {
 		r.Metadata().Labels().Set("pool", "worker-2")
 
 		return nil
 	})
 	require.NoError(t, err)
 
-	_, err = host.UpdateWithConflicts(ctx, ccm.NewPlatformMetadataIn(hostNs, "worker-2").Metadata(), func(r resource.Resource) error {
+	_, err = host.UpdateWithConflicts(ctx, talos.NewPlatformMetadata(hostNs, "worker-2").Metadata(), func(r resource.Resource) error {
 		r.Metadata().Annotations().Set("changed", "yes")
 
 		return nil
@@ -505,16 +515,16 @@ func TestPrefixedStateWatch(t *testing.T) { //nolint:paralleltest
 
 	e = next(events)
 	require.Equal(t, state.Updated, e.Type)
-	assert.Equal(t, ccm.TalosNamespace, e.Resource.Metadata().Namespace())
-	assert.Equal(t, ccm.TalosNamespace, e.Old.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, e.Resource.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, e.Old.Metadata().Namespace())
 	assert.Equal(t, "1", e.Old.Metadata().Version().String())
 	assert.Equal(t, "2", e.Resource.Metadata().Version().String())
 
-	require.NoError(t, host.Destroy(ctx, ccm.NewPlatformMetadataIn(hostNs, "worker-1").Metadata()))
+	require.NoError(t, host.Destroy(ctx, talos.NewPlatformMetadata(hostNs, "worker-1").Metadata()))
 
 	e = next(single)
 	require.Equal(t, state.Destroyed, e.Type)
-	assert.Equal(t, ccm.TalosNamespace, e.Resource.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, e.Resource.Metadata().Namespace())
 
 	// Tail events pass through too: a new watch replays the last change.
 	tail := make(chan state.Event)
@@ -522,7 +532,7 @@ func TestPrefixedStateWatch(t *testing.T) { //nolint:paralleltest
 
 	e = next(tail)
 	require.Equal(t, state.Destroyed, e.Type)
-	assert.Equal(t, ccm.TalosNamespace, e.Resource.Metadata().Namespace())
+	assert.Equal(t, talos.NamespaceName, e.Resource.Metadata().Namespace())
 	assert.Equal(t, "worker-1", e.Resource.Metadata().ID())
 
 	// Every watch stops with its context (goleak checks the forwarders).
@@ -549,13 +559,13 @@ func TestNewPrefixedStateArguments(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 
-			_, err := ccm.NewPrefixedState(tt.host, tt.prefix)
+			_, err := cosistate.NewPrefixedState(tt.host, tt.prefix)
 			require.Error(t, err)
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
 
-	view, err := ccm.NewPrefixedState(host, "alpha:")
+	view, err := cosistate.NewPrefixedState(host, "alpha:")
 	require.NoError(t, err)
 	assert.NotNil(t, view)
 }

@@ -1,4 +1,4 @@
-package ccm_test
+package cosistate_test
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 )
 
 func TestValidateNamespacePrefix(t *testing.T) {
@@ -37,7 +37,7 @@ func TestValidateNamespacePrefix(t *testing.T) {
 		t.Run(tt.prefix, func(t *testing.T) {
 			t.Parallel()
 
-			err := ccm.ValidateNamespacePrefix(tt.prefix)
+			err := cosistate.ValidateNamespacePrefix(tt.prefix)
 			if tt.valid {
 				assert.NoError(t, err)
 			} else {
@@ -52,14 +52,14 @@ func TestValidateNamespacePrefix(t *testing.T) {
 func TestPrefixedNamespaces(t *testing.T) {
 	t.Parallel()
 
-	namespaces, err := ccm.PrefixedNamespaces("cluster-a:")
+	namespaces, err := cosistate.PrefixedNamespaces("cluster-a:")
 	require.NoError(t, err)
 
 	persisted := map[string]bool{}
 
 	for _, ns := range namespaces {
 		assert.Equal(t, "cluster-a:"+ns.Namespace, ns.Name)
-		assert.Equal(t, ccm.HostNamespace("cluster-a:", ns.Namespace), ns.Name)
+		assert.Equal(t, cosistate.HostNamespace("cluster-a:", ns.Namespace), ns.Name)
 		assert.NotEmpty(t, ns.Description, ns.Name)
 
 		persisted[ns.Name] = ns.Persisted
@@ -76,7 +76,7 @@ func TestPrefixedNamespaces(t *testing.T) {
 		"cluster-a:csr":    true,
 	}, persisted)
 
-	own, err := ccm.PrefixedNamespaces("")
+	own, err := cosistate.PrefixedNamespaces("")
 	require.NoError(t, err)
 	require.Len(t, own, len(namespaces))
 
@@ -84,6 +84,6 @@ func TestPrefixedNamespaces(t *testing.T) {
 		assert.Equal(t, ns.Namespace, ns.Name)
 	}
 
-	_, err = ccm.PrefixedNamespaces("Cluster-A")
+	_, err = cosistate.PrefixedNamespaces("Cluster-A")
 	assert.ErrorContains(t, err, "invalid namespace prefix")
 }

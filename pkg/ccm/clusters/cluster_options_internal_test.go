@@ -1,4 +1,4 @@
-package ccm
+package clusters
 
 import (
 	"net/netip"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 func TestClusterOptions(t *testing.T) {
@@ -19,20 +20,20 @@ func TestClusterOptions(t *testing.T) {
 		name  string
 		id    string
 		spec  *specs.ClusterSpec
-		check func(*testing.T, Options)
+		check func(*testing.T, clusterConfig)
 		err   string
 	}{
 		{
 			name: "defaults",
 			id:   "alpha",
 			spec: &specs.ClusterSpec{},
-			check: func(t *testing.T, o Options) {
+			check: func(t *testing.T, o clusterConfig) {
 				t.Helper()
 
 				assert.Equal(t, "alpha:", o.NamespacePrefix)
 				assert.Empty(t, o.Controllers)
 				assert.Equal(t, "alpha", o.Config.GetClusterName(), "the cluster's ID names it")
-				assert.Equal(t, DefaultConfig().GetProviderIdWaitSeconds(), o.Config.GetProviderIdWaitSeconds())
+				assert.Equal(t, ccm.DefaultConfig().GetProviderIdWaitSeconds(), o.Config.GetProviderIdWaitSeconds())
 				assert.False(t, o.NodeLifecycle.DeleteStaleNodes, "a host deletes its stale Nodes itself unless it says otherwise")
 				assert.Zero(t, o.NodeLifecycle.StaleNodeGrace, "zero: the default")
 			},
@@ -51,17 +52,17 @@ func TestClusterOptions(t *testing.T) {
 				},
 				NodeIpam: &specs.ClusterNodeIPAM{ClusterCidrs: []string{"10.244.0.0/16", "fd00::/56"}, MaskIpv4: 25},
 			},
-			check: func(t *testing.T, o Options) {
+			check: func(t *testing.T, o clusterConfig) {
 				t.Helper()
 
 				assert.Equal(t, "c7:", o.NamespacePrefix)
 				assert.Equal(t, []string{"*", "node-ipam"}, o.Controllers)
 				assert.Equal(t, "seven", o.Config.GetClusterName())
 				assert.True(t, o.Config.GetPreferIpv6())
-				assert.Equal(t, DefaultConfig().GetClusterDomain(), o.Config.GetClusterDomain(), "unset fields keep their defaults")
+				assert.Equal(t, ccm.DefaultConfig().GetClusterDomain(), o.Config.GetClusterDomain(), "unset fields keep their defaults")
 				assert.True(t, o.HostFacts)
 				assert.Equal(t, 8, o.Concurrency)
-				assert.Equal(t, NodeLifecycleOptions{DeleteStaleNodes: true, DeletePreemptedSpotNodes: true, StaleNodeGrace: time.Minute}, o.NodeLifecycle)
+				assert.Equal(t, ccm.NodeLifecycleOptions{DeleteStaleNodes: true, DeletePreemptedSpotNodes: true, StaleNodeGrace: time.Minute}, o.NodeLifecycle)
 				assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00::/56")}, o.NodeIPAM.ClusterCIDRs)
 				assert.Equal(t, 25, o.NodeIPAM.MaskIPv4)
 			},

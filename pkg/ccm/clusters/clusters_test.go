@@ -1,4 +1,4 @@
-package ccm_test
+package clusters_test
 
 import (
 	"context"
@@ -34,6 +34,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
 )
 
 // countingState counts the watches open on a state.
@@ -71,7 +72,7 @@ func (s *countingState) WatchKindAggregated(ctx context.Context, kind resource.K
 type clustersHost struct {
 	state   state.State
 	watches *countingState
-	ctrl    *ccm.ClustersController
+	ctrl    *clusters.Controller
 	stop    func()
 }
 
@@ -80,15 +81,15 @@ func startClustersHost(ctx context.Context, t *testing.T, provider func(context.
 
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 
-	watches := &countingState{CoreState: namespaced.NewState(ccm.MemoryStateBuilder())}
+	watches := &countingState{CoreState: namespaced.NewState(clusters.MemoryStateBuilder())}
 	hostState := state.WrapCore(watches)
 
-	require.NoError(t, ccm.RegisterClusterResources(ctx, hostState, ""))
+	require.NoError(t, clusters.RegisterResources(ctx, hostState, ""))
 
 	host, err := runtime.NewRuntime(hostState, logger.Named("host"))
 	require.NoError(t, err)
 
-	ctrl, err := ccm.NewClustersController(hostState, ccm.ClustersOptions{ClientConfig: provider, Logger: logger})
+	ctrl, err := clusters.NewController(hostState, clusters.Options{ClientConfig: provider, Logger: logger})
 	require.NoError(t, err)
 
 	require.NoError(t, host.RegisterController(ctrl))
@@ -116,7 +117,7 @@ func startClustersHost(ctx context.Context, t *testing.T, provider func(context.
 func (h *clustersHost) declare(ctx context.Context, t *testing.T, id string, spec *specs.ClusterSpec) {
 	t.Helper()
 
-	cluster := ccm.NewCluster(ccm.ClustersNamespace, id)
+	cluster := clusters.NewCluster(clusters.DefaultNamespace, id)
 	cluster.TypedSpec().Value = spec
 
 	current, err := h.state.Get(ctx, cluster.Metadata())
@@ -125,7 +126,7 @@ func (h *clustersHost) declare(ctx context.Context, t *testing.T, id string, spe
 	case state.IsNotFoundError(err):
 		require.NoError(t, h.state.Create(ctx, cluster))
 	case err == nil:
-		_, err = safe.StateUpdateWithConflicts(ctx, h.state, current.Metadata(), func(c *ccm.Cluster) error {
+		_, err = safe.StateUpdateWithConflicts(ctx, h.state, current.Metadata(), func(c *clusters.Cluster) error {
 			c.TypedSpec().Value = spec
 
 			return nil
@@ -138,12 +139,12 @@ func (h *clustersHost) declare(ctx context.Context, t *testing.T, id string, spe
 
 // remove removes a Cluster the COSI way: it returns once the ClustersController released it.
 func (h *clustersHost) remove(ctx context.Context, id string) error {
-	return h.state.TeardownAndDestroy(ctx, ccm.NewCluster(ccm.ClustersNamespace, id).Metadata()) //nolint:wrapcheck
+	return h.state.TeardownAndDestroy(ctx, clusters.NewCluster(clusters.DefaultNamespace, id).Metadata()) //nolint:wrapcheck
 }
 
 // status returns a cluster's status, nil when there is none.
 func (h *clustersHost) status(ctx context.Context, id string) (*specs.ClusterStatusSpec, error) {
-	st, err := safe.StateGet[*ccm.ClusterStatus](ctx, h.state, ccm.NewClusterStatus(ccm.ClustersNamespace, id).Metadata())
+	st, err := safe.StateGet[*clusters.ClusterStatus](ctx, h.state, clusters.NewClusterStatus(clusters.DefaultNamespace, id).Metadata())
 	if state.IsNotFoundError(err) {
 		return nil, nil //nolint:nilnil // No status yet.
 	}
@@ -176,11 +177,11 @@ func (h *clustersHost) waitStatus(t *testing.T, id string, check func(*specs.Clu
 // leftovers lists what is left in the host's state of a cluster's prefix: the resources of every type the
 // prefix's definitions named (read before the removal), and the definitions.
 func (h *clustersHost) leftovers(ctx context.Context, prefix string, definitions []*meta.ResourceDefinition) ([]string, error) {
-	definitionsKind := resource.NewMetadata(ccm.HostNamespace(prefix, meta.NamespaceName), meta.ResourceDefinitionType, "", resource.VersionUndefined)
+	definitionsKind := resource.NewMetadata(clusters.HostNamespace(prefix, meta.NamespaceName), meta.ResourceDefinitionType, "", resource.VersionUndefined)
 	kinds := []resource.Kind{&definitionsKind}
 
 	for _, rd := range definitions {
-		md := resource.NewMetadata(ccm.HostNamespace(prefix, rd.TypedSpec().DefaultNamespace), rd.TypedSpec().Type, "", resource.VersionUndefined)
+		md := resource.NewMetadata(clusters.HostNamespace(prefix, rd.TypedSpec().DefaultNamespace), rd.TypedSpec().Type, "", resource.VersionUndefined)
 		kinds = append(kinds, &md)
 	}
 
@@ -205,7 +206,7 @@ func (h *clustersHost) definitions(ctx context.Context, t *testing.T, prefix str
 	t.Helper()
 
 	list, err := safe.StateList[*meta.ResourceDefinition](ctx, h.state,
-		resource.NewMetadata(ccm.HostNamespace(prefix, meta.NamespaceName), meta.ResourceDefinitionType, "", resource.VersionUndefined))
+		resource.NewMetadata(clusters.HostNamespace(prefix, meta.NamespaceName), meta.ResourceDefinitionType, "", resource.VersionUndefined))
 	require.NoError(t, err)
 
 	return slices.Collect(list.All())
@@ -258,11 +259,11 @@ func TestClustersFromResources(t *testing.T) {
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 
 	names := []string{"alpha", "beta", "gamma"}
-	clusters := map[string]*cluster{}
+	byName := map[string]*cluster{}
 
 	for _, name := range names {
 		c := &cluster{name: name, prefix: name + ":", env: testenv.Start(t)}
-		c.machines = talossim.Generate(4, int64(len(clusters)+7))
+		c.machines = talossim.Generate(4, int64(len(byName)+7))
 
 		for j := range c.machines {
 			m := &c.machines[j]
@@ -271,11 +272,11 @@ func TestClustersFromResources(t *testing.T) {
 			m.NoPlatformMetadata = false
 		}
 
-		clusters[name] = c
+		byName[name] = c
 	}
 
 	// beta's credentials are service account tokens, which the test rotates and revokes.
-	beta := clusters["beta"]
+	beta := byName["beta"]
 
 	var (
 		tokenMu sync.Mutex
@@ -284,7 +285,7 @@ func TestClustersFromResources(t *testing.T) {
 	)
 
 	provider := func(_ context.Context, id string) (*rest.Config, error) {
-		c, ok := clusters[id]
+		c, ok := byName[id]
 		if !ok {
 			return nil, fmt.Errorf("no cluster %q", id)
 		}
@@ -322,7 +323,7 @@ func TestClustersFromResources(t *testing.T) {
 	spec := &specs.ClusterSpec{Controllers: []string{ccm.ControllerCloudNode, ccm.ControllerCSRApproval}, HostFacts: true}
 
 	for _, name := range names {
-		c := clusters[name]
+		c := byName[name]
 
 		// The last machine of each cluster joins later.
 		for _, m := range c.machines[:3] {
@@ -334,14 +335,14 @@ func TestClustersFromResources(t *testing.T) {
 	}
 
 	for _, name := range names {
-		c := clusters[name]
+		c := byName[name]
 
 		for _, m := range c.machines[:3] {
 			waitNode(ctx, t, c, m.Name, func(n *corev1.Node) error { return checkNode(n, name, m) })
 		}
 
 		h.waitStatus(t, name, func(s *specs.ClusterStatusSpec) error {
-			if s.GetPhase() != ccm.PhaseRunning || s.GetNodesInitialized() != 3 || s.GetNodesWaiting() != 0 || s.GetNamespacePrefix() != name+":" {
+			if s.GetPhase() != clusters.PhaseRunning || s.GetNodesInitialized() != 3 || s.GetNodesWaiting() != 0 || s.GetNamespacePrefix() != name+":" {
 				return fmt.Errorf("status %v", s)
 			}
 
@@ -403,7 +404,7 @@ func TestClustersFromResources(t *testing.T) {
 	require.Greater(t, asked.Load(), askedBefore, "the provider was asked again after the refusal")
 
 	// gamma goes: its resources leave the host's state, and nothing of it runs any more.
-	gamma := clusters["gamma"]
+	gamma := byName["gamma"]
 	definitions := h.definitions(ctx, t, gamma.prefix)
 	require.NotEmpty(t, definitions)
 
@@ -450,7 +451,7 @@ func TestClustersFromResources(t *testing.T) {
 	waitNode(ctx, t, gamma, lateGamma.Name, func(n *corev1.Node) error { return checkNode(n, "gamma", lateGamma) })
 
 	h.waitStatus(t, "gamma", func(s *specs.ClusterStatusSpec) error {
-		if s.GetPhase() != ccm.PhaseRunning || s.GetNodesInitialized() != 4 {
+		if s.GetPhase() != clusters.PhaseRunning || s.GetNodesInitialized() != 4 {
 			return fmt.Errorf("status %v", s)
 		}
 
@@ -459,7 +460,7 @@ func TestClustersFromResources(t *testing.T) {
 
 	// alpha ran through all of it untouched.
 	h.waitStatus(t, "alpha", func(s *specs.ClusterStatusSpec) error {
-		if s.GetPhase() != ccm.PhaseRunning || s.GetRestarts() != 0 || s.GetCredentialRotations() != 0 {
+		if s.GetPhase() != clusters.PhaseRunning || s.GetRestarts() != 0 || s.GetCredentialRotations() != 0 {
 			return fmt.Errorf("status %v", s)
 		}
 
@@ -483,12 +484,12 @@ func TestClustersLeakNothing(t *testing.T) { //nolint:paralleltest // It counts 
 
 	running := func(id string) {
 		h.waitStatus(t, id, func(s *specs.ClusterStatusSpec) error {
-			cluster, err := safe.StateGet[*ccm.Cluster](ctx, h.state, ccm.NewCluster(ccm.ClustersNamespace, id).Metadata())
+			cluster, err := safe.StateGet[*clusters.Cluster](ctx, h.state, clusters.NewCluster(clusters.DefaultNamespace, id).Metadata())
 			if err != nil {
 				return err
 			}
 
-			if s.GetPhase() != ccm.PhaseRunning || s.GetClusterVersion() != cluster.Metadata().Version().String() {
+			if s.GetPhase() != clusters.PhaseRunning || s.GetClusterVersion() != cluster.Metadata().Version().String() {
 				return fmt.Errorf("phase %s at version %s, want running at %s", s.GetPhase(), s.GetClusterVersion(), cluster.Metadata().Version())
 			}
 
@@ -620,7 +621,7 @@ func TestClustersSpecChanges(t *testing.T) {
 
 	failedWith := func(want string) func(*specs.ClusterStatusSpec) error {
 		return func(s *specs.ClusterStatusSpec) error {
-			if s.GetPhase() != ccm.PhaseFailed || !strings.Contains(s.GetLastError(), want) {
+			if s.GetPhase() != clusters.PhaseFailed || !strings.Contains(s.GetLastError(), want) {
 				return fmt.Errorf("phase %s, error %q; want failed with %q", s.GetPhase(), s.GetLastError(), want)
 			}
 
@@ -630,7 +631,7 @@ func TestClustersSpecChanges(t *testing.T) {
 
 	runningAt := func(prefix string) func(*specs.ClusterStatusSpec) error {
 		return func(s *specs.ClusterStatusSpec) error {
-			if s.GetPhase() != ccm.PhaseRunning || s.GetNamespacePrefix() != prefix {
+			if s.GetPhase() != clusters.PhaseRunning || s.GetNamespacePrefix() != prefix {
 				return fmt.Errorf("phase %s at %q, want running at %q", s.GetPhase(), s.GetNamespacePrefix(), prefix)
 			}
 
@@ -705,7 +706,7 @@ func TestClustersSpecChanges(t *testing.T) {
 	require.Empty(t, left, "the old prefix is emptied")
 
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the moved cluster's decisions", func(ctx context.Context) error {
-		_, err := h.state.Get(ctx, resource.NewMetadata(ccm.HostNamespace("moved:", ccm.NodeNamespace), ccm.NodeTransformType, machine.Name, resource.VersionUndefined))
+		_, err := h.state.Get(ctx, resource.NewMetadata(clusters.HostNamespace("moved:", ccm.NodeNamespace), ccm.NodeTransformType, machine.Name, resource.VersionUndefined))
 
 		return err //nolint:wrapcheck
 	})

@@ -1,4 +1,4 @@
-package ccm
+package cosistate
 
 import (
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -36,21 +36,25 @@ func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
 	}
 
 	stored := newStoredIndex(host.BackingStore)
-	memory := inmem.NewStateWithOptions(append(append(MemoryStateOptions(), extra...), inmem.WithBackingStore(stored))...)
+	memory := inmem.NewStateWithOptions(append(append(memoryStateOptions(), extra...), inmem.WithBackingStore(stored))...)
 
 	return func(ns resource.Namespace) state.CoreState {
 		return &resumingState{CoreState: &sharedReads{CoreState: memory(ns), stored: stored}}
 	}
 }
 
-// MemoryStateOptions are the history options of MemoryStateBuilder's in-memory namespaces.
-//
-// Deprecated: a state built with them alone does not resume its watches, and its history is too short for
-// the bursts of a large cluster without that; use MemoryStateBuilder, with the host's options as arguments.
-func MemoryStateOptions() []inmem.StateOption {
+// memoryStateOptions are the history options of MemoryStateBuilder's in-memory namespaces: alone, they
+// would give a state whose watches are not resumed, too short a history for the bursts of a large cluster.
+func memoryStateOptions() []inmem.StateOption {
 	return []inmem.StateOption{
 		inmem.WithHistoryInitialCapacity(inMemoryHistoryInitial),
 		inmem.WithHistoryMaxCapacity(inMemoryHistory),
 		inmem.WithHistoryGap(inMemoryHistoryGap),
 	}
+}
+
+// NewMemoryState returns an empty in-memory state for one cluster's pipeline, with a watch history long
+// enough for the bursts of Node events of a large cluster (MemoryStateBuilder).
+func NewMemoryState() state.State {
+	return state.WrapCore(namespaced.NewState(MemoryStateBuilder()))
 }

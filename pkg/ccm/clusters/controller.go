@@ -1,4 +1,4 @@
-package ccm
+package clusters
 
 import (
 	"context"
@@ -19,33 +19,34 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/host"
 )
 
-// ClustersControllerName is the name of the ClustersController in the host's runtime, and the finalizer
-// it puts on every Cluster it runs.
-const ClustersControllerName = "talos-ccm.ClustersController"
+// ControllerName is the name of the Controller in the host's runtime, and the finalizer it puts on every
+// Cluster it runs. It is the name the controller had in package ccm, so that the finalizers of Clusters
+// stored by an earlier release are still its own.
+const ControllerName = "talos-ccm.ClustersController"
 
 // clustersRetry is when a reconcile that failed (a status write, say) is tried again.
 const clustersRetry = time.Second
 
-// ClustersOptions configure a ClustersController.
-type ClustersOptions struct {
+// Options configure a Controller.
+type Options struct {
 	// Namespace of the host's state that holds the Cluster resources, and where the ClusterStatus resources
-	// are written; empty means ClustersNamespace.
+	// are written; empty means DefaultNamespace.
 	Namespace resource.Namespace
 	// ClientConfig returns a cluster's current Kubernetes client configuration, by the cluster's ID. It is
 	// called when a cluster's pipeline is built, again when the cluster's apiserver answers 401 Unauthorized
-	// (at most every CredentialsRetry), and when the host calls RefreshCredentials. Required.
+	// (at most every ccm.CredentialsRetry), and when the host calls RefreshCredentials. Required.
 	ClientConfig func(ctx context.Context, clusterID string) (*rest.Config, error)
 	// Logger is the parent of every cluster's logger (named after the cluster's ID); nil means no logs.
 	Logger *zap.Logger
 }
 
-// ClustersController runs the talos-ccm pipelines of the clusters a host declares as Cluster resources, in
+// Controller runs the talos-ccm pipelines of the clusters a host declares as Cluster resources, in
 // the host's runtime, over the host's state: one controller for every cluster, as a host such as Omni runs
 // one controller per concern over all its clusters.
 //
-// When a Cluster appears, it puts its finalizer on it and starts the cluster's pipeline (as New does with
-// the cluster's namespace prefix: a talos-ccm runtime of its own over the prefixed view of the host's
-// state, with its informers and controllers). When the Cluster's spec changes, it stops the pipeline and
+// When a Cluster appears, it puts its finalizer on it and starts the cluster's pipeline (ccm.New over the
+// cluster's prefixed view of the host's state, in which every talos-ccm namespace N is stored as prefix+N:
+// a talos-ccm runtime of its own, with its informers and controllers). When the Cluster's spec changes, it stops the pipeline and
 // starts it again with the new spec (the resources stay; finalizers of controllers no longer selected are
 // removed). When the Cluster is torn down (state.TeardownAndDestroy, the COSI way), it stops the pipeline,
 // destroys the cluster's resources in the host's state unless the spec keeps them, and removes its
@@ -54,9 +55,9 @@ type ClustersOptions struct {
 //
 // For every Cluster it writes a ClusterStatus with the same ID: phase, last error, counts of Nodes and
 // certificate decisions, credential rotations.
-type ClustersController struct {
+type Controller struct {
 	host state.State
-	opts ClustersOptions
+	opts Options
 
 	mu   sync.Mutex
 	runs map[resource.ID]*clusterRun
@@ -72,46 +73,46 @@ type invalidCluster struct {
 	at      time.Time
 }
 
-// NewClustersController returns the controller that runs the clusters declared in hostState, the state
+// NewController returns the controller that runs the clusters declared in hostState, the state
 // of the host's runtime it is registered into.
-func NewClustersController(hostState state.State, opts ClustersOptions) (*ClustersController, error) {
+func NewController(hostState state.State, opts Options) (*Controller, error) {
 	if hostState == nil {
 		return nil, errors.New("failed to create the clusters controller: no host state")
 	}
 
 	if opts.ClientConfig == nil {
-		return nil, errors.New("failed to create the clusters controller: no client provider (ClustersOptions.ClientConfig)")
+		return nil, errors.New("failed to create the clusters controller: no client provider (Options.ClientConfig)")
 	}
 
 	if opts.Namespace == "" {
-		opts.Namespace = ClustersNamespace
+		opts.Namespace = DefaultNamespace
 	}
 
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
 
-	return &ClustersController{host: hostState, opts: opts, runs: map[resource.ID]*clusterRun{}, invalid: map[resource.ID]invalidCluster{}}, nil
+	return &Controller{host: hostState, opts: opts, runs: map[resource.ID]*clusterRun{}, invalid: map[resource.ID]invalidCluster{}}, nil
 }
 
 // Name implements controller.Controller.
-func (ctrl *ClustersController) Name() string {
-	return ClustersControllerName
+func (ctrl *Controller) Name() string {
+	return ControllerName
 }
 
 // Inputs implements controller.Controller.
-func (ctrl *ClustersController) Inputs() []controller.Input {
+func (ctrl *Controller) Inputs() []controller.Input {
 	return []controller.Input{{Namespace: ctrl.opts.Namespace, Type: ClusterType, Kind: controller.InputStrong}}
 }
 
 // Outputs implements controller.Controller.
-func (ctrl *ClustersController) Outputs() []controller.Output {
+func (ctrl *Controller) Outputs() []controller.Output {
 	return []controller.Output{{Type: ClusterStatusType, Kind: controller.OutputExclusive}}
 }
 
 // RefreshCredentials asks the client provider for the credentials of the cluster again: the host's
 // signal that it rotated them. It does nothing for a cluster that does not run.
-func (ctrl *ClustersController) RefreshCredentials(clusterID string) {
+func (ctrl *Controller) RefreshCredentials(clusterID string) {
 	ctrl.mu.Lock()
 	run := ctrl.runs[clusterID]
 	ctrl.mu.Unlock()
@@ -127,7 +128,7 @@ func (ctrl *ClustersController) RefreshCredentials(clusterID string) {
 
 // Run implements controller.Controller. When the host's runtime stops it, it stops every pipeline and
 // waits for them, leaving their resources in place.
-func (ctrl *ClustersController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
+func (ctrl *Controller) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	defer ctrl.stopAll()
 
 	retry := time.NewTimer(0)
@@ -154,7 +155,7 @@ func (ctrl *ClustersController) Run(ctx context.Context, r controller.Runtime, l
 }
 
 // stopAll stops every pipeline and waits for them.
-func (ctrl *ClustersController) stopAll() {
+func (ctrl *Controller) stopAll() {
 	ctrl.mu.Lock()
 	runs := ctrl.runs
 	ctrl.runs = map[resource.ID]*clusterRun{}
@@ -170,7 +171,7 @@ func (ctrl *ClustersController) stopAll() {
 }
 
 // reconcile makes the pipelines those the Clusters declare, and writes their statuses.
-func (ctrl *ClustersController) reconcile(ctx context.Context, r controller.Runtime) error {
+func (ctrl *Controller) reconcile(ctx context.Context, r controller.Runtime) error {
 	clusters, err := safe.ReaderList[*Cluster](ctx, r, NewCluster(ctrl.opts.Namespace, "").Metadata())
 	if err != nil {
 		return fmt.Errorf("failed to list the clusters: %w", err)
@@ -193,8 +194,8 @@ func (ctrl *ClustersController) reconcile(ctx context.Context, r controller.Runt
 
 		declared[md.ID()] = true
 
-		if !md.Finalizers().Has(ClustersControllerName) {
-			if err = r.AddFinalizer(ctx, md, ClustersControllerName); err != nil {
+		if !md.Finalizers().Has(ControllerName) {
+			if err = r.AddFinalizer(ctx, md, ControllerName); err != nil {
 				errs = append(errs, fmt.Errorf("failed to hold cluster %s: %w", md.ID(), err))
 
 				continue
@@ -230,7 +231,7 @@ func (ctrl *ClustersController) reconcile(ctx context.Context, r controller.Runt
 
 // declare runs a Cluster that is not torn down as its spec says: it starts its pipeline, or, when its spec
 // changed, stops the one running so that a later reconcile (woken when it stopped) starts the new one.
-func (ctrl *ClustersController) declare(ctx context.Context, r controller.Runtime, cluster *Cluster) {
+func (ctrl *Controller) declare(ctx context.Context, r controller.Runtime, cluster *Cluster) {
 	md := cluster.Metadata()
 	id := md.ID()
 	spec := cluster.TypedSpec().Value
@@ -284,7 +285,7 @@ func (ctrl *ClustersController) declare(ctx context.Context, r controller.Runtim
 
 // prefixFree says why a cluster cannot have a namespace prefix: another cluster's pipeline (running, or
 // stopping) has it. Called with mu held.
-func (ctrl *ClustersController) prefixFree(id resource.ID, prefix string) error {
+func (ctrl *Controller) prefixFree(id resource.ID, prefix string) error {
 	for other, run := range ctrl.runs {
 		if other != id && run.opts.NamespacePrefix == prefix && !run.stopped() {
 			return fmt.Errorf("namespace prefix %q is the prefix of cluster %q", prefix, other)
@@ -296,7 +297,7 @@ func (ctrl *ClustersController) prefixFree(id resource.ID, prefix string) error 
 
 // remove stops the pipeline of a removed cluster and destroys its resources, and reports whether that is
 // all over (or there was no pipeline).
-func (ctrl *ClustersController) remove(id resource.ID) bool {
+func (ctrl *Controller) remove(id resource.ID) bool {
 	ctrl.mu.Lock()
 	defer ctrl.mu.Unlock()
 
@@ -330,15 +331,15 @@ func (ctrl *ClustersController) remove(id resource.ID) bool {
 }
 
 // forget releases a removed Cluster once its pipeline is over: its status goes, and its finalizer.
-func (ctrl *ClustersController) forget(ctx context.Context, r controller.Runtime, cluster *Cluster) error {
+func (ctrl *Controller) forget(ctx context.Context, r controller.Runtime, cluster *Cluster) error {
 	md := cluster.Metadata()
 
 	if err := r.Destroy(ctx, NewClusterStatus(ctrl.opts.Namespace, md.ID()).Metadata()); err != nil && !state.IsNotFoundError(err) {
 		return fmt.Errorf("failed to destroy the status of cluster %s: %w", md.ID(), err)
 	}
 
-	if md.Finalizers().Has(ClustersControllerName) {
-		if err := r.RemoveFinalizer(ctx, md, ClustersControllerName); err != nil && !state.IsNotFoundError(err) {
+	if md.Finalizers().Has(ControllerName) {
+		if err := r.RemoveFinalizer(ctx, md, ControllerName); err != nil && !state.IsNotFoundError(err) {
 			return fmt.Errorf("failed to release cluster %s: %w", md.ID(), err)
 		}
 	}
@@ -348,7 +349,7 @@ func (ctrl *ClustersController) forget(ctx context.Context, r controller.Runtime
 
 // writeStatuses writes the status of every cluster with a pipeline or an invalid spec, and destroys the
 // others.
-func (ctrl *ClustersController) writeStatuses(ctx context.Context, r controller.Runtime, declared map[resource.ID]bool) error {
+func (ctrl *Controller) writeStatuses(ctx context.Context, r controller.Runtime, declared map[resource.ID]bool) error {
 	ctrl.mu.Lock()
 
 	statuses := map[resource.ID]*specs.ClusterStatusSpec{}
@@ -398,12 +399,12 @@ func (ctrl *ClustersController) writeStatuses(ctx context.Context, r controller.
 	return errors.Join(errs...)
 }
 
-// RegisterClusterResources registers the namespace ns (empty means ClustersNamespace) and the definitions
+// RegisterResources registers the namespace ns (empty means DefaultNamespace) and the definitions
 // of Cluster and ClusterStatus into the host's state, so that the host's tools can discover them.
 // Definitions already there are kept.
-func RegisterClusterResources(ctx context.Context, hostState state.State, ns resource.Namespace) error {
+func RegisterResources(ctx context.Context, hostState state.State, ns resource.Namespace) error {
 	if ns == "" {
-		ns = ClustersNamespace
+		ns = DefaultNamespace
 	}
 
 	if err := registry.NewNamespaceRegistry(hostState).Register(ctx, ns, "Clusters served by talos-ccm, and their status."); err != nil && !state.IsConflictError(err) {
