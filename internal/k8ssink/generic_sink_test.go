@@ -19,6 +19,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -95,7 +96,7 @@ func TestSinkRecordsFailuresAndRetries(t *testing.T) {
 
 	got, err := client.CoreV1().Nodes().Get(s.Ctx(), "w1", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, []corev1.Taint{{Key: k8ssink.ShutdownTaintKey, Effect: corev1.TaintEffectNoSchedule}}, got.Spec.Taints)
+	assert.Equal(t, []corev1.Taint{{Key: kubekeys.TaintShutdown, Effect: corev1.TaintEffectNoSchedule}}, got.Spec.Taints)
 	assert.Equal(t, "Normal MachineShutdown the machine is shut down", <-events.Events)
 
 	ctest.Destroy[*node.NodeLifecycle](s, "w1")
@@ -156,14 +157,14 @@ func TestLifecycleSinkRepairsDrift(t *testing.T) {
 
 	// Someone adds the shutdown taint: the Node, its cache and its mirror show it.
 	tainted := current.DeepCopy()
-	tainted.Spec.Taints = []corev1.Taint{{Key: k8ssink.ShutdownTaintKey, Effect: corev1.TaintEffectNoSchedule}}
+	tainted.Spec.Taints = []corev1.Taint{{Key: kubekeys.TaintShutdown, Effect: corev1.TaintEffectNoSchedule}}
 
 	_, err := client.CoreV1().Nodes().Update(s.Ctx(), tainted, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, indexer.Update(tainted))
 
 	ctest.Modify(s, mirror, func(m *kube.KubeNode) error {
-		m.TypedSpec().Value.Taints = []*specs.Taint{{Key: k8ssink.ShutdownTaintKey, Effect: "NoSchedule"}}
+		m.TypedSpec().Value.Taints = []*specs.Taint{{Key: kubekeys.TaintShutdown, Effect: "NoSchedule"}}
 
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -64,7 +65,7 @@ func lifecycleWantsPass(verdict *specs.NodeLifecycleSpec, mirror *specs.KubeNode
 		return true
 	}
 
-	tainted := slices.ContainsFunc(mirror.GetTaints(), func(t *specs.Taint) bool { return t.GetKey() == ShutdownTaintKey })
+	tainted := slices.ContainsFunc(mirror.GetTaints(), func(t *specs.Taint) bool { return t.GetKey() == kubekeys.TaintShutdown })
 
 	return tainted != verdict.GetShutdown()
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 func TestLifecycleWantsPass(t *testing.T) {
@@ -16,7 +17,7 @@ func TestLifecycleWantsPass(t *testing.T) {
 	stale := &specs.NodeLifecycleSpec{Delete: true}
 
 	plain := &specs.KubeNodeSpec{Taints: []*specs.Taint{{Key: "node.kubernetes.io/not-ready", Effect: "NoSchedule"}}}
-	tainted := &specs.KubeNodeSpec{Taints: []*specs.Taint{{Key: ShutdownTaintKey, Effect: "NoSchedule"}}}
+	tainted := &specs.KubeNodeSpec{Taints: []*specs.Taint{{Key: kubekeys.TaintShutdown, Effect: "NoSchedule"}}}
 
 	clean := &specs.ApplyStatusSpec{AppliedVersion: "3"}
 

@@ -16,13 +16,11 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
-
-// ShutdownTaintKey marks a Node whose machine is shut down.
-const ShutdownTaintKey = "node.cloudprovider.kubernetes.io/shutdown"
 
 // LifecycleNodeClient is the part of the Node client the lifecycle sink uses.
 type LifecycleNodeClient interface {
@@ -83,7 +81,7 @@ func (s *lifecycleSink) apply(ctx context.Context, _ controller.Reader, logger *
 		logger.Warn("stale node deleted", zap.String("node", name), zap.String("reason", verdict.GetReason()))
 
 		return applied("deleted"), nil
-	case verdict.GetShutdown() != hasTaint(current, ShutdownTaintKey):
+	case verdict.GetShutdown() != hasTaint(current, kubekeys.TaintShutdown):
 		if err = s.setShutdownTaint(ctx, current, verdict.GetShutdown()); err != nil {
 			return failed(err), nil
 		}
@@ -111,10 +109,10 @@ func (s *lifecycleSink) setShutdownTaint(ctx context.Context, current *corev1.No
 	n := current.DeepCopy()
 
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == ShutdownTaintKey })
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == kubekeys.TaintShutdown })
 
 		if shutdown {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: ShutdownTaintKey, Effect: corev1.TaintEffectNoSchedule})
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: kubekeys.TaintShutdown, Effect: corev1.TaintEffectNoSchedule})
 		}
 
 		// A nil list leaves managedFields as they are on the server (the cached copy has only talos-ccm's).

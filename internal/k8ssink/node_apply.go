@@ -49,7 +49,7 @@ type NodeApplierOptions struct {
 //
 // With an update, what talos-ccm owns is not in managedFields: the caller keeps the record (OwnedKeys, in
 // talos-ccm's state), passes it to Apply and records what Apply returns. A copy goes on the Node in three
-// annotations (OwnedLabelsAnnotation, OwnedAnnotationsAnnotation, OwnedTaintsAnnotation), written in the
+// annotations (kubekeys.AnnotationOwnedLabels, kubekeys.AnnotationOwnedAnnotations, kubekeys.AnnotationOwnedTaints), written in the
 // same request as what they list, for people and tools; they are never read as the record, since the
 // kubelet can write them.
 //

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -73,7 +74,7 @@ func createKubeletNode(t *testing.T, clientset kubernetes.Interface, name, provi
 		Spec: corev1.NodeSpec{
 			ProviderID: providerID,
 			Taints: []corev1.Taint{
-				{Key: k8ssink.UninitializedTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+				{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 				{Key: "example.com/maintenance", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 			},
 		},
@@ -97,7 +98,7 @@ func foreignTaints(node *corev1.Node) []corev1.Taint {
 	var taints []corev1.Taint
 
 	for _, taint := range node.Spec.Taints {
-		if taint.Key != k8ssink.UninitializedTaintKey {
+		if taint.Key != kubekeys.TaintUninitialized {
 			taints = append(taints, taint)
 		}
 	}
@@ -207,10 +208,10 @@ func TestNodeApplierEnvtest(t *testing.T) {
 			"topology.kubernetes.io/zone":               "rack-1",
 		}, node.Labels)
 		assert.Equal(t, map[string]string{
-			"tccm.dev/matched-rules":           "spot",
-			k8ssink.OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
-			k8ssink.OwnedLabelsAnnotation:      "node.cloudprovider.kubernetes.io/platform,topology.kubernetes.io/zone",
-			k8ssink.OwnedAnnotationsAnnotation: "tccm.dev/matched-rules",
+			"tccm.dev/matched-rules":            "spot",
+			kubekeys.AnnotationOwnedTaints:      "tccm.dev/spot:NoSchedule",
+			kubekeys.AnnotationOwnedLabels:      "node.cloudprovider.kubernetes.io/platform,topology.kubernetes.io/zone",
+			kubekeys.AnnotationOwnedAnnotations: "tccm.dev/matched-rules",
 		}, node.Annotations)
 		assert.Equal(t, "talos://metal/10.0.0.1", node.Spec.ProviderID)
 		assert.Equal(t, desired.Addresses, node.Status.Addresses, "both internal IPs, in the desired order")
@@ -268,7 +269,7 @@ func TestNodeApplierEnvtest(t *testing.T) {
 
 		node := getNode(t, clientset, name)
 		assert.Equal(t, foreign, node.Spec.Taints)
-		assert.NotContains(t, node.Annotations, k8ssink.OwnedTaintsAnnotation)
+		assert.NotContains(t, node.Annotations, kubekeys.AnnotationOwnedTaints)
 		assert.Equal(t, "spot", node.Annotations["tccm.dev/matched-rules"])
 
 		applyExpectingNoRequest(t, applier, counter, clientset, desired)
@@ -427,7 +428,7 @@ func TestNodeApplierEnvtestTrimmedCache(t *testing.T) {
 		wantAnnotations = map[string]string{}
 	}
 
-	wantAnnotations[k8ssink.OwnedLabelsAnnotation] = "topology.kubernetes.io/zone"
+	wantAnnotations[kubekeys.AnnotationOwnedLabels] = "topology.kubernetes.io/zone"
 	assert.Equal(t, wantAnnotations, got.Annotations)
 }
 
@@ -545,10 +546,10 @@ func TestNodeApplierEnvtestMigration(t *testing.T) {
 	node.Labels["node.cloudprovider.kubernetes.io/platform"] = "metal"
 	node.Labels["topology.kubernetes.io/zone"] = "rack-1"
 	node.Annotations = map[string]string{
-		"tccm.dev/matched-rules":           "spot",
-		k8ssink.OwnedLabelsAnnotation:      "node.cloudprovider.kubernetes.io/platform,topology.kubernetes.io/zone",
-		k8ssink.OwnedAnnotationsAnnotation: "tccm.dev/matched-rules",
-		k8ssink.OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+		"tccm.dev/matched-rules":            "spot",
+		kubekeys.AnnotationOwnedLabels:      "node.cloudprovider.kubernetes.io/platform,topology.kubernetes.io/zone",
+		kubekeys.AnnotationOwnedAnnotations: "tccm.dev/matched-rules",
+		kubekeys.AnnotationOwnedTaints:      "tccm.dev/spot:NoSchedule",
 	}
 	node.Spec.ProviderID = "talos://metal/10.0.0.6"
 	node.Spec.Taints = append(foreignTaints(node), spot)
@@ -575,7 +576,7 @@ func TestNodeApplierEnvtestMigration(t *testing.T) {
 
 		node := getNode(t, clientset, name)
 		assert.Equal(t, "rack-1", node.Labels["topology.kubernetes.io/zone"])
-		assert.Equal(t, "node.cloudprovider.kubernetes.io/platform", node.Annotations[k8ssink.OwnedLabelsAnnotation])
+		assert.Equal(t, "node.cloudprovider.kubernetes.io/platform", node.Annotations[kubekeys.AnnotationOwnedLabels])
 
 		applyExpectingNoRequest(t, applier, counter, clientset, desired)
 	})

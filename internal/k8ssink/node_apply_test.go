@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // TestMain checks for leaked goroutines once every test ran, after the control plane shared by
@@ -38,7 +39,7 @@ func uninitializedNode(name string) *corev1.Node {
 		},
 		Spec: corev1.NodeSpec{
 			Taints: []corev1.Taint{
-				{Key: k8ssink.UninitializedTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+				{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 				{Key: "example.com/maintenance", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 			},
 		},
@@ -144,10 +145,10 @@ func TestNodeApplierWrites(t *testing.T) {
 		{Key: "tccm.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 	}, stored.Spec.Taints)
 	assert.Equal(t, map[string]string{
-		"tccm.dev/note":                    "hello",
-		k8ssink.OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
-		k8ssink.OwnedLabelsAnnotation:      "node.cloudprovider.kubernetes.io/platform",
-		k8ssink.OwnedAnnotationsAnnotation: "tccm.dev/note",
+		"tccm.dev/note":                     "hello",
+		kubekeys.AnnotationOwnedTaints:      "tccm.dev/spot:NoSchedule",
+		kubekeys.AnnotationOwnedLabels:      "node.cloudprovider.kubernetes.io/platform",
+		kubekeys.AnnotationOwnedAnnotations: "tccm.dev/note",
 	}, stored.Annotations)
 	assert.Equal(t, "metal", stored.Labels["node.cloudprovider.kubernetes.io/platform"])
 	assert.Equal(t, "n1", stored.Labels["kubernetes.io/hostname"])
@@ -292,7 +293,7 @@ func TestNodeApplierRejects(t *testing.T) {
 	client := fake.NewClientset(node)
 	applier := newApplier(t, client)
 
-	for _, reserved := range []string{k8ssink.OwnedTaintsAnnotation, k8ssink.OwnedLabelsAnnotation, k8ssink.OwnedAnnotationsAnnotation} {
+	for _, reserved := range []string{kubekeys.AnnotationOwnedTaints, kubekeys.AnnotationOwnedLabels, kubekeys.AnnotationOwnedAnnotations} {
 		desired := desiredNode("n1")
 		desired.Annotations = map[string]string{reserved: "x"}
 

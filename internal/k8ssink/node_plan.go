@@ -9,30 +9,12 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-const (
-	// UninitializedTaintKey is the taint kubelet puts on a Node when it runs with an external cloud
-	// provider; removing it marks the Node as initialized by the cloud controller manager.
-	UninitializedTaintKey = "node.cloudprovider.kubernetes.io/uninitialized"
-
-	// OwnedTaintsAnnotation is a copy, on the Node, of the taints talos-ccm owns (OwnedKeys.Taints):
-	// comma-separated "key:Effect" entries, sorted. It is for people and tools: the kubelet can write it,
-	// so talos-ccm never reads it as the record, and an entry talos-ccm never recorded is ignored.
-	OwnedTaintsAnnotation = "tccm.dev/owned-taints"
-
-	// OwnedLabelsAnnotation is a copy, on the Node, of the keys of the labels talos-ccm owns
-	// (OwnedKeys.Labels): comma-separated, sorted. Like OwnedTaintsAnnotation, it is never read as the
-	// record.
-	OwnedLabelsAnnotation = "tccm.dev/owned-labels"
-
-	// OwnedAnnotationsAnnotation is a copy of the keys of the annotations talos-ccm owns, as
-	// OwnedLabelsAnnotation is for labels. It never lists the ownership annotations themselves.
-	OwnedAnnotationsAnnotation = "tccm.dev/owned-annotations"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // ownershipAnnotations are the annotations the sink keeps for itself: a desired state never has them.
-var ownershipAnnotations = []string{OwnedLabelsAnnotation, OwnedAnnotationsAnnotation, OwnedTaintsAnnotation}
+var ownershipAnnotations = []string{kubekeys.AnnotationOwnedLabels, kubekeys.AnnotationOwnedAnnotations, kubekeys.AnnotationOwnedTaints}
 
 // NodeDesired is everything talos-ccm wants on one Node.
 type NodeDesired struct {
@@ -45,8 +27,8 @@ type NodeDesired struct {
 	// wants are removed, keys set by others are left alone.
 	Labels map[string]string
 	// Annotations is the complete set of annotations talos-ccm owns, with the same semantics as
-	// Labels. The ownership annotations (OwnedLabelsAnnotation, OwnedAnnotationsAnnotation,
-	// OwnedTaintsAnnotation) are reserved for the sink.
+	// Labels. The ownership annotations (kubekeys.AnnotationOwnedLabels, kubekeys.AnnotationOwnedAnnotations,
+	// kubekeys.AnnotationOwnedTaints) are reserved for the sink.
 	Annotations map[string]string
 	// Taints is the complete set of taints talos-ccm owns, besides the uninitialized taint which is
 	// controlled by Initialize. Taints are identified by key and effect.
@@ -126,8 +108,8 @@ func (p metadataPlan) changed() bool {
 func (p metadataPlan) applyTo(node *corev1.Node) {
 	node.Labels = p.labels.applyTo(node.Labels)
 	node.Annotations = p.annotations.applyTo(node.Annotations)
-	node.Annotations = setAnnotation(node.Annotations, OwnedLabelsAnnotation, p.labels.record)
-	node.Annotations = setAnnotation(node.Annotations, OwnedAnnotationsAnnotation, p.annotations.record)
+	node.Annotations = setAnnotation(node.Annotations, kubekeys.AnnotationOwnedLabels, p.labels.record)
+	node.Annotations = setAnnotation(node.Annotations, kubekeys.AnnotationOwnedAnnotations, p.annotations.record)
 }
 
 // keysPlan is the change of one map of a Node's metadata (its labels, or its annotations) in which
@@ -176,11 +158,11 @@ type specPlan struct {
 	// taints is the complete new taint list, valid when taintsChanged.
 	taints        []corev1.Taint
 	taintsChanged bool
-	// ownedTaints is the new value of OwnedTaintsAnnotation (empty removes it), valid when
+	// ownedTaints is the new value of kubekeys.AnnotationOwnedTaints (empty removes it), valid when
 	// ownedTaintsChanged.
 	ownedTaints        string
 	ownedTaintsChanged bool
-	// ignoredTaints are the entries of the Node's OwnedTaintsAnnotation that talos-ccm never recorded and
+	// ignoredTaints are the entries of the Node's kubekeys.AnnotationOwnedTaints that talos-ccm never recorded and
 	// does not desire, each prefixed "taint ".
 	ignoredTaints []string
 	// initialize is true when the update removes the uninitialized taint.
@@ -203,7 +185,7 @@ func (p specPlan) applyTo(node *corev1.Node) {
 	}
 
 	if p.ownedTaintsChanged {
-		node.Annotations = setAnnotation(node.Annotations, OwnedTaintsAnnotation, p.ownedTaints)
+		node.Annotations = setAnnotation(node.Annotations, kubekeys.AnnotationOwnedTaints, p.ownedTaints)
 	}
 }
 
@@ -262,8 +244,8 @@ func (d NodeDesired) Validate() error {
 		switch {
 		case taint.Key == "":
 			errs = append(errs, errors.New("taint key is empty"))
-		case taint.Key == UninitializedTaintKey:
-			errs = append(errs, fmt.Errorf("taint %q is controlled by Initialize only", UninitializedTaintKey))
+		case taint.Key == kubekeys.TaintUninitialized:
+			errs = append(errs, fmt.Errorf("taint %q is controlled by Initialize only", kubekeys.TaintUninitialized))
 		case taint.Effect == "":
 			errs = append(errs, fmt.Errorf("taint %q has no effect", taint.Key))
 		case strings.ContainsAny(taint.Key, ",:"):
@@ -310,8 +292,8 @@ func planObject(current *corev1.Node, desired NodeDesired, owned OwnedKeys) obje
 
 	return objectPlan{
 		metadata: metadataPlan{
-			labels:      planKeys(current.Labels, desired.Labels, owned.Labels, after.Labels, current.Annotations[OwnedLabelsAnnotation], "label "),
-			annotations: planKeys(current.Annotations, desired.Annotations, owned.Annotations, after.Annotations, current.Annotations[OwnedAnnotationsAnnotation], "annotation "),
+			labels:      planKeys(current.Labels, desired.Labels, owned.Labels, after.Labels, current.Annotations[kubekeys.AnnotationOwnedLabels], "label "),
+			annotations: planKeys(current.Annotations, desired.Annotations, owned.Annotations, after.Annotations, current.Annotations[kubekeys.AnnotationOwnedAnnotations], "annotation "),
 		},
 		spec:  planSpec(current, desired, owned, after),
 		owned: after,
@@ -428,10 +410,10 @@ func planSpec(node *corev1.Node, desired NodeDesired, owned, after OwnedKeys) sp
 		_, isOwned := ownedIDs[id]
 
 		switch {
-		case taint.Key == UninitializedTaintKey && desired.Initialize:
+		case taint.Key == kubekeys.TaintUninitialized && desired.Initialize:
 			plan.initialize = true
 			plan.taintsChanged = true
-		case taint.Key == UninitializedTaintKey:
+		case taint.Key == kubekeys.TaintUninitialized:
 			// Never owned by the sink, whatever the annotation says: only Initialize removes it.
 			taints = append(taints, taint)
 		case isOwned:
@@ -456,7 +438,7 @@ func planSpec(node *corev1.Node, desired NodeDesired, owned, after OwnedKeys) sp
 		plan.taints = taints
 	}
 
-	listed := node.Annotations[OwnedTaintsAnnotation]
+	listed := node.Annotations[kubekeys.AnnotationOwnedTaints]
 
 	plan.ownedTaints = strings.Join(after.Taints, ",")
 	plan.ownedTaintsChanged = plan.ownedTaints != listed

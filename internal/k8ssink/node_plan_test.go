@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 const testProviderID = "talos://metal/10.0.0.1"
 
 var (
-	uninitialized = corev1.Taint{Key: UninitializedTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	uninitialized = corev1.Taint{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	foreignTaint  = corev1.Taint{Key: "example.com/maintenance", Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	ownTaint      = corev1.Taint{Key: "tccm.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	ownTaint2     = corev1.Taint{Key: "tccm.dev/dedicated", Value: "infra", Effect: corev1.TaintEffectNoExecute}
@@ -55,7 +57,7 @@ func TestPlanMetadata(t *testing.T) {
 					"node-restriction.kubernetes.io/dedicated": "db", "node-role.kubernetes.io/web": "",
 					"node.cloudprovider.kubernetes.io/platform": "metal", "example.com/x": "1",
 				},
-				Annotations: map[string]string{OwnedLabelsAnnotation: "example.com/x,node-restriction.kubernetes.io/dedicated,node-role.kubernetes.io/web,node.cloudprovider.kubernetes.io/platform"},
+				Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "example.com/x,node-restriction.kubernetes.io/dedicated,node-role.kubernetes.io/web,node.cloudprovider.kubernetes.io/platform"},
 			}},
 			desired:   NodeDesired{Name: "n1"},
 			wantWrite: true,
@@ -76,12 +78,12 @@ func TestPlanMetadata(t *testing.T) {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1", "b": "2"},
-				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a,b", OwnedAnnotationsAnnotation: "note"},
+				Annotations: map[string]string{"note": "v", kubekeys.AnnotationOwnedLabels: "a,b", kubekeys.AnnotationOwnedAnnotations: "note"},
 			}},
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "b": "2"},
-			wantAnnotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
+			wantAnnotations: map[string]string{"note": "v", kubekeys.AnnotationOwnedLabels: "a", kubekeys.AnnotationOwnedAnnotations: "note"},
 			wantIgnored:     []string{"label b"},
 		},
 		{
@@ -89,7 +91,7 @@ func TestPlanMetadata(t *testing.T) {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1"},
-				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
+				Annotations: map[string]string{"note": "v", kubekeys.AnnotationOwnedLabels: "a", kubekeys.AnnotationOwnedAnnotations: "note"},
 			}},
 			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
 		},
@@ -100,28 +102,28 @@ func TestPlanMetadata(t *testing.T) {
 		},
 		{
 			name:            "label added",
-			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{OwnedLabelsAnnotation: "a"}}},
+			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"}}},
 			owned:           recorded([]string{"a"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1", "b": "2"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "b": "2"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a,b"},
 		},
 		{
 			name:            "label value changed",
-			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{OwnedLabelsAnnotation: "a"}}},
+			node:            &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"}}},
 			owned:           recorded([]string{"a"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "2"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "2"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 		},
 		{
 			name: "last recorded label and annotation removed with their copies",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1", "foreign": "x"},
-				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
+				Annotations: map[string]string{"note": "v", kubekeys.AnnotationOwnedLabels: "a", kubekeys.AnnotationOwnedAnnotations: "note"},
 			}},
 			owned:           recorded([]string{"a"}, []string{"note"}, nil),
 			desired:         NodeDesired{Name: "n1"},
@@ -135,7 +137,7 @@ func TestPlanMetadata(t *testing.T) {
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "foreign": "x"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 		},
 		{
 			name:            "same value set by someone else is taken over",
@@ -143,21 +145,21 @@ func TestPlanMetadata(t *testing.T) {
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 		},
 		{
 			name: "annotation added next to the owned-taints copy",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
-				Annotations: map[string]string{OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
+				Annotations: map[string]string{kubekeys.AnnotationOwnedTaints: "tccm.dev/spot:NoSchedule"},
 			}},
 			owned:     recorded(nil, nil, []string{"tccm.dev/spot:NoSchedule"}),
 			desired:   NodeDesired{Name: "n1", Annotations: map[string]string{"note": "v"}},
 			wantWrite: true,
 			wantAnnotations: map[string]string{
-				OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
-				"note":                     "v",
-				OwnedAnnotationsAnnotation: "note",
+				kubekeys.AnnotationOwnedTaints:      "tccm.dev/spot:NoSchedule",
+				"note":                              "v",
+				kubekeys.AnnotationOwnedAnnotations: "note",
 			},
 		},
 		{
@@ -165,7 +167,7 @@ func TestPlanMetadata(t *testing.T) {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1", "foreign": "x"},
-				Annotations: map[string]string{"note": "v", OwnedLabelsAnnotation: "a", OwnedAnnotationsAnnotation: "note"},
+				Annotations: map[string]string{"note": "v", kubekeys.AnnotationOwnedLabels: "a", kubekeys.AnnotationOwnedAnnotations: "note"},
 			}},
 			owned:   recorded([]string{"a"}, []string{"note"}, nil),
 			desired: NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"note": "v"}},
@@ -175,13 +177,13 @@ func TestPlanMetadata(t *testing.T) {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1", "b": "2", "foreign": "x"},
-				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
+				Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a,b"},
 			}},
 			owned:           recorded([]string{"a", "b"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "foreign": "x"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 		},
 		{
 			// The kubelet can edit the copy, not the record: a recorded key it struck from the copy is
@@ -190,39 +192,39 @@ func TestPlanMetadata(t *testing.T) {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1", "b": "2"},
-				Annotations: map[string]string{OwnedLabelsAnnotation: "a"},
+				Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 			}},
 			owned:           recorded([]string{"a", "b"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 		},
 		{
 			name: "recorded label changed by someone else is set back",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "2"},
-				Annotations: map[string]string{OwnedLabelsAnnotation: "a"},
+				Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 			}},
 			owned:           recorded([]string{"a"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 		},
 		{
 			name: "recorded key removed by someone else",
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name:        "n1",
 				Labels:      map[string]string{"a": "1"},
-				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
+				Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a,b"},
 			}},
 			owned:           recorded([]string{"a", "b"}, nil, nil),
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 		},
 		{
 			// A Node deleted and registered again under the same name is another Node: what talos-ccm set
@@ -232,13 +234,13 @@ func TestPlanMetadata(t *testing.T) {
 				Name:        "n1",
 				UID:         "second",
 				Labels:      map[string]string{"a": "1", "b": "2"},
-				Annotations: map[string]string{OwnedLabelsAnnotation: "a,b"},
+				Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a,b"},
 			}},
 			owned:           OwnedKeys{UID: "first", Labels: []string{"a", "b"}},
 			desired:         NodeDesired{Name: "n1", Labels: map[string]string{"a": "1"}},
 			wantWrite:       true,
 			wantLabels:      map[string]string{"a": "1", "b": "2"},
-			wantAnnotations: map[string]string{OwnedLabelsAnnotation: "a"},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"},
 			wantIgnored:     []string{"label b"},
 		},
 		{
@@ -246,16 +248,16 @@ func TestPlanMetadata(t *testing.T) {
 			node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 				Name: "n1",
 				Annotations: map[string]string{
-					"note":                     "v",
-					OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
-					OwnedAnnotationsAnnotation: "note," + OwnedTaintsAnnotation,
+					"note":                              "v",
+					kubekeys.AnnotationOwnedTaints:      "tccm.dev/spot:NoSchedule",
+					kubekeys.AnnotationOwnedAnnotations: "note," + kubekeys.AnnotationOwnedTaints,
 				},
 			}},
 			owned:           recorded(nil, []string{"note"}, []string{"tccm.dev/spot:NoSchedule"}),
 			desired:         NodeDesired{Name: "n1"},
 			wantWrite:       true,
-			wantAnnotations: map[string]string{OwnedTaintsAnnotation: "tccm.dev/spot:NoSchedule"},
-			wantIgnored:     []string{"annotation " + OwnedTaintsAnnotation},
+			wantAnnotations: map[string]string{kubekeys.AnnotationOwnedTaints: "tccm.dev/spot:NoSchedule"},
+			wantIgnored:     []string{"annotation " + kubekeys.AnnotationOwnedTaints},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,10 +314,10 @@ func TestPlanObject(t *testing.T) {
 		plan.applyTo(node)
 		assert.Equal(t, map[string]string{"a": "1", "foreign": "x"}, node.Labels)
 		assert.Equal(t, map[string]string{
-			"note":                     "v",
-			OwnedLabelsAnnotation:      "a",
-			OwnedAnnotationsAnnotation: "note",
-			OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
+			"note":                              "v",
+			kubekeys.AnnotationOwnedLabels:      "a",
+			kubekeys.AnnotationOwnedAnnotations: "note",
+			kubekeys.AnnotationOwnedTaints:      "tccm.dev/spot:NoSchedule",
 		}, node.Annotations)
 		assert.Equal(t, testProviderID, node.Spec.ProviderID)
 		assert.Equal(t, []corev1.Taint{foreignTaint, ownTaint}, node.Spec.Taints)
@@ -332,8 +334,8 @@ func TestPlanObject(t *testing.T) {
 				Name:   "n1",
 				Labels: map[string]string{"a": "1", "operator": "x"},
 				Annotations: map[string]string{
-					OwnedLabelsAnnotation: "operator",
-					OwnedTaintsAnnotation: "example.com/maintenance:NoSchedule",
+					kubekeys.AnnotationOwnedLabels: "operator",
+					kubekeys.AnnotationOwnedTaints: "example.com/maintenance:NoSchedule",
 				},
 			},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{foreignTaint, ownTaint}},
@@ -429,7 +431,7 @@ func TestPlanSpec(t *testing.T) {
 		providerID string
 		taints     []corev1.Taint
 		owned      string // what talos-ccm recorded, comma-separated
-		listed     string // OwnedTaintsAnnotation on the Node, the copy; the record when empty
+		listed     string // kubekeys.AnnotationOwnedTaints on the Node, the copy; the record when empty
 		desired    NodeDesired
 		want       specPlan
 		// wantTaints is the taint list after the plan is applied.
@@ -572,7 +574,7 @@ func TestPlanSpec(t *testing.T) {
 		{
 			name:       "uninitialized taint stays even if the record claims it",
 			taints:     []corev1.Taint{uninitialized},
-			owned:      UninitializedTaintKey + ":NoSchedule",
+			owned:      kubekeys.TaintUninitialized + ":NoSchedule",
 			want:       specPlan{ownedTaintsChanged: true},
 			wantTaints: []corev1.Taint{uninitialized},
 		},
@@ -607,7 +609,7 @@ func TestPlanSpec(t *testing.T) {
 			}
 
 			if tt.listed != "" {
-				node.Annotations = map[string]string{OwnedTaintsAnnotation: tt.listed}
+				node.Annotations = map[string]string{kubekeys.AnnotationOwnedTaints: tt.listed}
 			}
 
 			tt.desired.Name = "n1"
@@ -618,7 +620,7 @@ func TestPlanSpec(t *testing.T) {
 
 			plan.applyTo(node)
 			assert.Equal(t, tt.wantTaints, node.Spec.Taints)
-			assert.Equal(t, tt.want.ownedTaints, node.Annotations[OwnedTaintsAnnotation])
+			assert.Equal(t, tt.want.ownedTaints, node.Annotations[kubekeys.AnnotationOwnedTaints])
 
 			if tt.providerID == "" && tt.desired.ProviderID != "" {
 				assert.Equal(t, tt.desired.ProviderID, node.Spec.ProviderID)
@@ -661,17 +663,17 @@ func TestNodeDesiredValidate(t *testing.T) {
 		},
 		{
 			name:    "reserved annotation",
-			desired: NodeDesired{Name: "n1", Annotations: map[string]string{OwnedTaintsAnnotation: "x"}},
+			desired: NodeDesired{Name: "n1", Annotations: map[string]string{kubekeys.AnnotationOwnedTaints: "x"}},
 			wantErr: "is reserved for the sink",
 		},
 		{
 			name:    "reserved ownership record of labels",
-			desired: NodeDesired{Name: "n1", Annotations: map[string]string{OwnedLabelsAnnotation: "a"}},
+			desired: NodeDesired{Name: "n1", Annotations: map[string]string{kubekeys.AnnotationOwnedLabels: "a"}},
 			wantErr: "is reserved for the sink",
 		},
 		{
 			name:    "reserved ownership record of annotations",
-			desired: NodeDesired{Name: "n1", Annotations: map[string]string{OwnedAnnotationsAnnotation: "a"}},
+			desired: NodeDesired{Name: "n1", Annotations: map[string]string{kubekeys.AnnotationOwnedAnnotations: "a"}},
 			wantErr: "is reserved for the sink",
 		},
 		{
@@ -791,10 +793,10 @@ func BenchmarkPlanNode(b *testing.B) {
 			UID:    "uid-1",
 			Labels: map[string]string{"a": "1", "b": "2", "kubernetes.io/hostname": "n1"},
 			Annotations: map[string]string{
-				"note":                     "v",
-				OwnedTaintsAnnotation:      "tccm.dev/spot:NoSchedule",
-				OwnedLabelsAnnotation:      "a,b",
-				OwnedAnnotationsAnnotation: "note",
+				"note":                              "v",
+				kubekeys.AnnotationOwnedTaints:      "tccm.dev/spot:NoSchedule",
+				kubekeys.AnnotationOwnedLabels:      "a,b",
+				kubekeys.AnnotationOwnedAnnotations: "note",
 			},
 		},
 		Spec:   corev1.NodeSpec{ProviderID: testProviderID, Taints: []corev1.Taint{foreignTaint, ownTaint}},
@@ -822,10 +824,10 @@ func FuzzPlanObjectIgnoresCopies(f *testing.F) {
 				Name:   "n1",
 				Labels: map[string]string{"a": "1", "b": "2", "node-role.kubernetes.io/x": ""},
 				Annotations: map[string]string{
-					"note":                     "v",
-					OwnedLabelsAnnotation:      labels,
-					OwnedAnnotationsAnnotation: annotations,
-					OwnedTaintsAnnotation:      taints,
+					"note":                              "v",
+					kubekeys.AnnotationOwnedLabels:      labels,
+					kubekeys.AnnotationOwnedAnnotations: annotations,
+					kubekeys.AnnotationOwnedTaints:      taints,
 				},
 			},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{foreignTaint, ownTaint, ownTaint2}},

@@ -16,6 +16,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -89,7 +90,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	if !decision.GetInitialize() {
 		// Nothing is applied before the decision is complete: a half-initialized Node is worse than an
 		// uninitialized one.
-		return skipped("").withInitialized(!hasTaint(current, UninitializedTaintKey)), nil
+		return skipped("").withInitialized(!hasTaint(current, kubekeys.TaintUninitialized)), nil
 	}
 
 	record, err := safe.ReaderGetByID[*node.NodeOwnership](ctx, rw, name)
@@ -103,7 +104,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	}
 
 	result, err := s.applier.Apply(ctx, current, desiredNode(name, decision), owned)
-	initialized := result.Node != nil && !hasTaint(result.Node, UninitializedTaintKey)
+	initialized := result.Node != nil && !hasTaint(result.Node, kubekeys.TaintUninitialized)
 	writes := writesOf(result)
 
 	if len(result.Ignored) > 0 {

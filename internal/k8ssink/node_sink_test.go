@@ -16,6 +16,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
@@ -31,10 +32,10 @@ func TestNodeSinkKeepsOwnership(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "w1", UID: "u1",
 			// The kubelet's forged entry: an operator's taint it may not remove itself.
-			Annotations: map[string]string{k8ssink.OwnedTaintsAnnotation: "example.com/operator:NoSchedule"},
+			Annotations: map[string]string{kubekeys.AnnotationOwnedTaints: "example.com/operator:NoSchedule"},
 		},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-			{Key: k8ssink.UninitializedTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}, operatorTaint,
+			{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}, operatorTaint,
 		}},
 	}
 
@@ -85,7 +86,7 @@ func TestNodeSinkKeepsOwnership(t *testing.T) {
 	stored, err := client.CoreV1().Nodes().Get(t.Context(), "w1", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Contains(t, stored.Spec.Taints, operatorTaint, "the forged entry removes nothing")
-	assert.Equal(t, "tccm.dev/spot:NoSchedule", stored.Annotations[k8ssink.OwnedTaintsAnnotation], "the copy is rewritten")
+	assert.Equal(t, "tccm.dev/spot:NoSchedule", stored.Annotations[kubekeys.AnnotationOwnedTaints], "the copy is rewritten")
 
 	first, err := safe.StateGetByID[*node.NodeOwnership](s.Ctx(), s.State, "w1")
 	require.NoError(t, err)

@@ -44,9 +44,11 @@ type ServiceStatusClient interface {
 }
 
 // ServiceLBSinkController writes the LoadBalancer IPs the allocator decided into status.loadBalancer.ingress
-// of the Services talos-ccm serves, with the condition ConditionLoadBalancerIPAllocated in the same patch,
-// and posts Events: the IPs assigned, a requested IP rejected, no IP available. It removes the condition
-// from a Service it no longer serves. It decides nothing: the IPAllocations are the decision.
+// of the Services talos-ccm serves, with the condition kubekeys.ConditionLoadBalancerIPAllocated in the same patch,
+// and posts Events: the IPs assigned, a requested IP rejected, no IP available. It writes the condition back
+// when someone else removes or changes it (the Service mirror carries the condition the Service shows, so
+// such a write reaches the sink as any change of the Service does), and removes it from a Service it no
+// longer serves. It decides nothing: the IPAllocations are the decision.
 type ServiceLBSinkController = SinkController[*kube.KubeService]
 
 // NewServiceLBSinkController instantiates the LoadBalancer sink. services returns the client of a namespace

@@ -17,6 +17,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -40,7 +41,7 @@ func lbFailed(family, cause, reason string) *specs.IPAllocationSpec {
 
 // lbCondition is the Service's LoadBalancerIPAllocated condition.
 func lbCondition(status metav1.ConditionStatus, reason, message string) metav1.Condition {
-	return metav1.Condition{Type: k8ssink.ConditionLoadBalancerIPAllocated, Status: status, Reason: reason, Message: message}
+	return metav1.Condition{Type: kubekeys.ConditionLoadBalancerIPAllocated, Status: status, Reason: reason, Message: message}
 }
 
 func TestDesiredLoadBalancerStatus(t *testing.T) {
@@ -182,7 +183,7 @@ func TestServiceLBSink(t *testing.T) {
 	assert.Equal(t, []corev1.LoadBalancerIngress{{IP: "192.0.2.10", IPMode: &vip}}, got.Status.LoadBalancer.Ingress)
 	assert.Equal(t, "Normal "+k8ssink.EventLoadBalancerIPAllocated+" Assigned 192.0.2.10", <-events.Events)
 
-	cond := meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	cond := meta.FindStatusCondition(got.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionTrue, cond.Status)
 	assert.Equal(t, "IPAllocated", cond.Reason)
@@ -200,7 +201,7 @@ func TestServiceLBSink(t *testing.T) {
 	})
 
 	got = waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) == 0 })
-	cond = meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	cond = meta.FindStatusCondition(got.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
 	assert.Equal(t, "PoolsExhausted", cond.Reason)
@@ -223,7 +224,7 @@ func TestServiceLBSink(t *testing.T) {
 	ctest.AssertNoResource[*sink.ApplyStatus](s, statusID)
 
 	got = waitService(t, lister, func(svc *corev1.Service) bool {
-		return meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated) == nil
+		return meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated) == nil
 	})
 	assert.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, "example.com/Other"), "other conditions are kept")
 }
@@ -239,7 +240,7 @@ func TestServiceLBSinkPreferDualStack(t *testing.T) {
 
 	got := waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
 	assert.Equal(t, "192.0.2.10", got.Status.LoadBalancer.Ingress[0].IP)
-	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated))
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated))
 }
 
 // startServiceLBSink runs the LoadBalancer sink over a fake clientset that holds svc, with an informer's

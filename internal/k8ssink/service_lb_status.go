@@ -13,17 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
-// ConditionLoadBalancerIPAllocated is the type of the condition talos-ccm keeps in status.conditions of the
-// Services it serves: True when every family of the Service has its IP, False with the reason otherwise.
-// An IP the Service keeps although no pool would hand it out now counts as allocated; the reason is then
-// the allocation's warning (ipam.WarningOutsidePools, ipam.WarningReservedAddress, or
-// ipam.WarningSharedWithoutOptIn for a share across namespaces kept without the opt-in of both).
-const ConditionLoadBalancerIPAllocated = "talos-ccm.dev/LoadBalancerIPAllocated"
-
-// Reasons of the ConditionLoadBalancerIPAllocated condition.
+// Reasons of the kubekeys.ConditionLoadBalancerIPAllocated condition.
 const (
 	// ReasonIPAllocated: every family of the Service has its IP.
 	ReasonIPAllocated = "IPAllocated"
@@ -63,7 +57,7 @@ type LoadBalancerStatus struct {
 // as the reason when there is one) and whose message says what each family got and why.
 func DesiredLoadBalancerStatus(allocs []*specs.IPAllocationSpec, uid string) LoadBalancerStatus {
 	out := LoadBalancerStatus{Condition: metav1.Condition{
-		Type:   ConditionLoadBalancerIPAllocated,
+		Type:   kubekeys.ConditionLoadBalancerIPAllocated,
 		Status: metav1.ConditionTrue,
 		Reason: ReasonIPAllocated,
 	}}
@@ -182,11 +176,11 @@ func loadBalancerStatusPatch(svc *corev1.Service, desired LoadBalancerStatus, no
 // conditionRemovalPatch returns the strategic merge patch of the status subresource that removes talos-ccm's
 // condition from a Service it no longer serves; none when the Service does not show it.
 func conditionRemovalPatch(svc *corev1.Service) []byte {
-	if meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerIPAllocated) == nil {
+	if meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated) == nil {
 		return nil
 	}
 
-	return []byte(`{"status":{"conditions":[{"$patch":"delete","type":"` + ConditionLoadBalancerIPAllocated + `"}]}}`)
+	return []byte(`{"status":{"conditions":[{"$patch":"delete","type":"` + kubekeys.ConditionLoadBalancerIPAllocated + `"}]}}`)
 }
 
 // sameIngress reports whether the Service shows the desired IPs, in order, with their ipMode; entries without

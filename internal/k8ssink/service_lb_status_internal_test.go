@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // The status patch writes only what differs from what the Service shows, and keeps the condition's
@@ -23,12 +24,12 @@ func TestLoadBalancerStatusPatch(t *testing.T) {
 	now := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 
 	allocated := metav1.Condition{
-		Type: ConditionLoadBalancerIPAllocated, Status: metav1.ConditionTrue, Reason: ReasonIPAllocated, Message: "ipv4: 192.0.2.1 from IPPool lb/a/ipv4",
+		Type: kubekeys.ConditionLoadBalancerIPAllocated, Status: metav1.ConditionTrue, Reason: ReasonIPAllocated, Message: "ipv4: 192.0.2.1 from IPPool lb/a/ipv4",
 	}
 	shownAllocated := allocated
 	shownAllocated.LastTransitionTime = then
 
-	exhausted := metav1.Condition{Type: ConditionLoadBalancerIPAllocated, Status: metav1.ConditionFalse, Reason: ReasonPoolsExhausted, Message: "ipv4: full"}
+	exhausted := metav1.Condition{Type: kubekeys.ConditionLoadBalancerIPAllocated, Status: metav1.ConditionFalse, Reason: ReasonPoolsExhausted, Message: "ipv4: full"}
 	other := metav1.Condition{Type: "example.com/Other", Status: metav1.ConditionTrue, Reason: "Theirs", LastTransitionTime: then}
 
 	desired := LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}}, Condition: allocated}
@@ -79,7 +80,7 @@ func TestLoadBalancerStatusPatch(t *testing.T) {
 			name: "same status, another message: the transition time is kept",
 			shown: corev1.ServiceStatus{
 				LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1", IPMode: &vip}}},
-				Conditions:   []metav1.Condition{{Type: ConditionLoadBalancerIPAllocated, Status: metav1.ConditionTrue, Reason: ReasonIPAllocated, Message: "old", LastTransitionTime: then}},
+				Conditions:   []metav1.Condition{{Type: kubekeys.ConditionLoadBalancerIPAllocated, Status: metav1.ConditionTrue, Reason: ReasonIPAllocated, Message: "old", LastTransitionTime: then}},
 			},
 			desired: desired,
 			patch: `{"status":{"conditions":[{"type":"talos-ccm.dev/LoadBalancerIPAllocated","status":"True","lastTransitionTime":"2026-01-01T00:00:00Z",` +
@@ -123,7 +124,7 @@ func TestConditionRemovalPatch(t *testing.T) {
 	assert.Nil(t, conditionRemovalPatch(&corev1.Service{Status: corev1.ServiceStatus{Conditions: []metav1.Condition{other}}}), "not shown: nothing to remove")
 	assert.JSONEq(t,
 		`{"status":{"conditions":[{"$patch":"delete","type":"talos-ccm.dev/LoadBalancerIPAllocated"}]}}`,
-		string(conditionRemovalPatch(&corev1.Service{Status: corev1.ServiceStatus{Conditions: []metav1.Condition{other, {Type: ConditionLoadBalancerIPAllocated}}}})),
+		string(conditionRemovalPatch(&corev1.Service{Status: corev1.ServiceStatus{Conditions: []metav1.Condition{other, {Type: kubekeys.ConditionLoadBalancerIPAllocated}}}})),
 	)
 }
 

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // Node states counted by the nodes gauge.
@@ -74,9 +76,9 @@ func nodeState(n *corev1.Node) map[string]bool {
 
 	for _, t := range n.Spec.Taints {
 		switch t.Key {
-		case "node.cloudprovider.kubernetes.io/uninitialized":
+		case kubekeys.TaintUninitialized:
 			out[NodeStateInitialized], out[NodeStateUninitialized] = false, true
-		case "node.cloudprovider.kubernetes.io/shutdown":
+		case kubekeys.TaintShutdown:
 			out[NodeStateShutdown] = true
 		}
 	}

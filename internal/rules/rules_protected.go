@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // Protected label keys are the keys the NodeRestriction admission plugin keeps kubelets from writing on
@@ -50,8 +51,8 @@ var kubeletLabels = []string{
 	corev1.LabelInstanceTypeStable,
 	corev1.LabelOSStable,
 	corev1.LabelArchStable,
-	"beta.kubernetes.io/os",
-	"beta.kubernetes.io/arch",
+	kubekeys.LabelBetaOS,
+	kubekeys.LabelBetaArch,
 }
 
 // kubeletLabelNamespaces are the namespaces NodeRestriction lets a kubelet set, subdomains included

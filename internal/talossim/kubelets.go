@@ -24,18 +24,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
-)
 
-// Kubernetes names a kubelet with --cloud-provider=external uses.
-const (
-	// TaintUninitialized is the taint a kubelet with an external cloud provider registers its Node with.
-	TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
-	// AnnotationProvidedNodeIP carries the kubelet's --node-ip, comma-separated.
-	AnnotationProvidedNodeIP = "alpha.kubernetes.io/provided-node-ip"
-	// LabelControlPlane marks the Node of a control-plane machine. A kubelet may not set it (the
-	// NodeRestriction admission plugin refuses node-role.kubernetes.io labels from a node): Talos's
-	// machined applies it with the machine's admin credentials.
-	LabelControlPlane = "node-role.kubernetes.io/control-plane"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // Defaults of KubeletOptions, sized to register 5,000 nodes quickly.
@@ -295,7 +285,7 @@ func (k *Kubelets) SetReady(ctx context.Context, name string, ready bool) error 
 // observe queues the CSR of a node that the CCM has just initialized.
 func (k *Kubelets) observe(obj any) {
 	node, ok := obj.(*corev1.Node)
-	if !ok || hasTaint(node, TaintUninitialized) || len(node.Status.Addresses) == 0 {
+	if !ok || hasTaint(node, kubekeys.TaintUninitialized) || len(node.Status.Addresses) == 0 {
 		return
 	}
 
@@ -410,11 +400,11 @@ func (k *Kubelets) register(ctx context.Context, name string) error {
 // labelControlPlane adds the control-plane role label to the Node, as the admin: Talos's machined
 // does it on a control-plane machine, where a kubelet may not.
 func (k *Kubelets) labelControlPlane(ctx context.Context, node *corev1.Node) error {
-	if _, ok := node.Labels[LabelControlPlane]; ok {
+	if _, ok := node.Labels[kubekeys.LabelControlPlane]; ok {
 		return nil
 	}
 
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:""}}}`, LabelControlPlane)
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:""}}}`, kubekeys.LabelControlPlane)
 
 	if _, err := k.clientset.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("failed to label control-plane node: %w", err)
@@ -540,14 +530,14 @@ func NodeConfig(cfg *rest.Config, name string) *rest.Config {
 }
 
 // newNode returns the Node a kubelet with --cloud-provider=external registers for the machine: only
-// labels a kubelet may set on its own Node (no role label, see LabelControlPlane).
+// labels a kubelet may set on its own Node (no role label, see kubekeys.LabelControlPlane).
 func newNode(m Machine) *corev1.Node {
 	labels := map[string]string{
-		corev1.LabelHostname:      m.Name,
-		corev1.LabelOSStable:      "linux",
-		corev1.LabelArchStable:    "amd64",
-		"beta.kubernetes.io/os":   "linux",
-		"beta.kubernetes.io/arch": "amd64",
+		corev1.LabelHostname:   m.Name,
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+		kubekeys.LabelBetaOS:   "linux",
+		kubekeys.LabelBetaArch: "amd64",
 	}
 
 	ips := make([]string, 0, len(m.NodeIPs))
@@ -559,10 +549,10 @@ func newNode(m Machine) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        m.Name,
 			Labels:      labels,
-			Annotations: map[string]string{AnnotationProvidedNodeIP: strings.Join(ips, ",")},
+			Annotations: map[string]string{kubekeys.AnnotationProvidedNodeIP: strings.Join(ips, ",")},
 		},
 		Spec: corev1.NodeSpec{
-			Taints: []corev1.Taint{{Key: TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+			Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		},
 	}
 }

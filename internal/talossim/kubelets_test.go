@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
@@ -61,12 +62,12 @@ func TestKubelets(t *testing.T) {
 		// The apiserver's TaintNodesByCondition admission adds the not-ready taint to every new Node
 		// (in a cluster, the node lifecycle controller of kube-controller-manager removes it later).
 		assert.Equal(t, []corev1.Taint{
-			{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 			{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
 		}, node.Spec.Taints)
 		assert.Equal(t, m.Name, node.Labels[corev1.LabelHostname])
 		// Applied as Talos's machined applies it: a kubelet may not give its Node a role.
-		_, controlPlane := node.Labels[talossim.LabelControlPlane]
+		_, controlPlane := node.Labels[kubekeys.LabelControlPlane]
 		assert.Equal(t, m.ControlPlane, controlPlane, m.Name)
 		assert.Empty(t, node.Spec.ProviderID)
 		assert.Empty(t, node.Status.Addresses)
@@ -88,7 +89,7 @@ func TestKubelets(t *testing.T) {
 
 	node, err := cs.CoreV1().Nodes().Get(ctx, "aws-0000", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "10.0.0.10,2001:db8:0:1::10", node.Annotations[talossim.AnnotationProvidedNodeIP])
+	assert.Equal(t, "10.0.0.10,2001:db8:0:1::10", node.Annotations[kubekeys.AnnotationProvidedNodeIP])
 
 	// Initialize the node as the CCM would: addresses, then the taint removed.
 	node.Status.Addresses = []corev1.NodeAddress{
@@ -101,7 +102,7 @@ func TestKubelets(t *testing.T) {
 	node, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == talossim.TaintUninitialized })
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == kubekeys.TaintUninitialized })
 	_, err = cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 	require.NoError(t, err)
 

@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
-	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -72,7 +72,7 @@ func TestCSRReserved(t *testing.T) {
 
 	// An initialized worker Node that claims the apiserver's IP, and a control-plane Node that has it.
 	worker := reservedNode(t, "reserved-worker", "10.201.0.1", apiServerIP, nil)
-	controlPlane := reservedNode(t, "reserved-cp", "10.201.0.2", apiServerIP, map[string]string{talossim.LabelControlPlane: ""})
+	controlPlane := reservedNode(t, "reserved-cp", "10.201.0.2", apiServerIP, map[string]string{kubekeys.LabelControlPlane: ""})
 
 	cond := waitCSRDecided(t, submitCSR(t, worker, servingRequest{dns: []string{worker, "localhost"}, ips: []string{"10.201.0.1"}}), 30*time.Second)
 	require.Equal(t, certificatesv1.CertificateDenied, cond.Type, cond.Message)

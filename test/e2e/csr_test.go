@@ -33,6 +33,7 @@ import (
 	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -447,10 +448,10 @@ func TestCSRBeforeItsNode(t *testing.T) {
 	_, err := env.Clientset().CoreV1().Nodes().Create(t.Context(), &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        m.Name,
-			Labels:      map[string]string{talossim.LabelControlPlane: ""},
-			Annotations: map[string]string{talossim.AnnotationProvidedNodeIP: strings.Join(ipList, ",")},
+			Labels:      map[string]string{kubekeys.LabelControlPlane: ""},
+			Annotations: map[string]string{kubekeys.AnnotationProvidedNodeIP: strings.Join(ipList, ",")},
 		},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -518,7 +519,7 @@ func TestCSRFloodDecidesOnlyTheNewest(t *testing.T) {
 	for _, name := range []string{flooder, other} {
 		_, err := env.Clientset().CoreV1().Nodes().Create(t.Context(), &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 

@@ -24,6 +24,7 @@ import (
 	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testcsr"
@@ -216,7 +217,7 @@ func createCSRNode(t *testing.T, name string, uninitialized bool) {
 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if uninitialized {
-		node.Spec.Taints = []corev1.Taint{{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		node.Spec.Taints = []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	}
 
 	_, err := env.Clientset().CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{})

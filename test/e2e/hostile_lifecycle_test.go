@@ -17,6 +17,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
@@ -188,7 +189,7 @@ func forgeNotReady(t *testing.T, node string, victim talossim.Machine) time.Time
 
 	hostile := kubeletClientset(t, node)
 
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, talossim.AnnotationProvidedNodeIP, providedNodeIP(victim))
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kubekeys.AnnotationProvidedNodeIP, providedNodeIP(victim))
 	_, err := hostile.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err, "a kubelet may edit its own Node's annotations")
 

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
-	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -86,9 +86,9 @@ func TestHostileOwnershipForgedEntry(t *testing.T) {
 
 	// The forgery: its own Node's annotations, which a kubelet may write.
 	forged := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q,%q:%q,%q:%q}}}`,
-		k8ssink.OwnedTaintsAnnotation, dedicatedTaintEntry,
-		k8ssink.OwnedLabelsAnnotation, dedicatedLabel,
-		k8ssink.OwnedAnnotationsAnnotation, dedicatedNote)
+		kubekeys.AnnotationOwnedTaints, dedicatedTaintEntry,
+		kubekeys.AnnotationOwnedLabels, dedicatedLabel,
+		kubekeys.AnnotationOwnedAnnotations, dedicatedNote)
 	_, err := kubeletClientset(t, attacker).CoreV1().Nodes().Patch(t.Context(), attacker, types.MergePatchType, forged, metav1.PatchOptions{})
 	require.NoError(t, err, "a kubelet may edit its own Node's annotations")
 
@@ -107,7 +107,7 @@ func TestHostileOwnershipForgedEntry(t *testing.T) {
 			return err
 		}
 
-		for _, key := range []string{k8ssink.OwnedTaintsAnnotation, k8ssink.OwnedLabelsAnnotation, k8ssink.OwnedAnnotationsAnnotation} {
+		for _, key := range []string{kubekeys.AnnotationOwnedTaints, kubekeys.AnnotationOwnedLabels, kubekeys.AnnotationOwnedAnnotations} {
 			if strings.Contains(n.Annotations[key], "dedicated") {
 				return fmt.Errorf("%s is %q", key, n.Annotations[key])
 			}
@@ -189,7 +189,7 @@ func TestOwnershipSurvivesRestart(t *testing.T) {
 
 	struck := machines[1].Name
 	strike := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null,%q:null,%q:null}}}`,
-		k8ssink.OwnedTaintsAnnotation, k8ssink.OwnedLabelsAnnotation, k8ssink.OwnedAnnotationsAnnotation)
+		kubekeys.AnnotationOwnedTaints, kubekeys.AnnotationOwnedLabels, kubekeys.AnnotationOwnedAnnotations)
 	_, err := kubeletClientset(t, struck).CoreV1().Nodes().Patch(t.Context(), struck, types.MergePatchType, strike, metav1.PatchOptions{})
 	require.NoError(t, err)
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -105,7 +106,7 @@ func registerSquatter(t *testing.T, m talossim.Machine, providerID string) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        m.Name,
 			Labels:      map[string]string{corev1.LabelHostname: m.Name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64"},
-			Annotations: map[string]string{talossim.AnnotationProvidedNodeIP: providedNodeIP(m)},
+			Annotations: map[string]string{kubekeys.AnnotationProvidedNodeIP: providedNodeIP(m)},
 		},
 		Spec: corev1.NodeSpec{ProviderID: providerID},
 	}

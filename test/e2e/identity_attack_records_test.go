@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
-	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -43,8 +43,8 @@ func TestAttackForgedOwnershipRecords(t *testing.T) {
 
 	// The forgery: its own Node's annotations, which it may write.
 	forged := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
-		k8ssink.OwnedTaintsAnnotation, operatorTaint+":NoSchedule",
-		k8ssink.OwnedLabelsAnnotation, protectedLabel)
+		kubekeys.AnnotationOwnedTaints, operatorTaint+":NoSchedule",
+		kubekeys.AnnotationOwnedLabels, protectedLabel)
 	_, err = kubelet.Patch(t.Context(), attacker, types.MergePatchType, forged, metav1.PatchOptions{})
 	require.NoError(t, err, "a kubelet may edit its own Node's annotations")
 
@@ -62,9 +62,9 @@ func TestAttackForgedOwnershipRecords(t *testing.T) {
 			return err
 		}
 
-		if strings.Contains(n.Annotations[k8ssink.OwnedTaintsAnnotation], operatorTaint) ||
-			strings.Contains(n.Annotations[k8ssink.OwnedLabelsAnnotation], protectedLabel) {
-			return fmt.Errorf("records %q, %q", n.Annotations[k8ssink.OwnedTaintsAnnotation], n.Annotations[k8ssink.OwnedLabelsAnnotation])
+		if strings.Contains(n.Annotations[kubekeys.AnnotationOwnedTaints], operatorTaint) ||
+			strings.Contains(n.Annotations[kubekeys.AnnotationOwnedLabels], protectedLabel) {
+			return fmt.Errorf("records %q, %q", n.Annotations[kubekeys.AnnotationOwnedTaints], n.Annotations[kubekeys.AnnotationOwnedLabels])
 		}
 
 		return nil

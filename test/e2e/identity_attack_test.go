@@ -30,6 +30,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
@@ -123,7 +124,7 @@ func TestAttackOwnNodeRepointed(t *testing.T) {
 	victimIP := victim.NodeIPs[0].String()
 	want := expect(own, talossim.DefaultClusterName)
 
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, talossim.AnnotationProvidedNodeIP, providedNodeIP(victim))
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kubekeys.AnnotationProvidedNodeIP, providedNodeIP(victim))
 	_, err := kubeletClientset(t, attacker).CoreV1().Nodes().Patch(t.Context(), attacker, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err, "a kubelet may edit its own Node's annotations")
 
@@ -340,11 +341,11 @@ func registerKubeletNode(t *testing.T, name, ip string, tainted bool) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
 		Labels:      map[string]string{corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64"},
-		Annotations: map[string]string{talossim.AnnotationProvidedNodeIP: ip},
+		Annotations: map[string]string{kubekeys.AnnotationProvidedNodeIP: ip},
 	}}
 
 	if tainted {
-		n.Spec.Taints = []corev1.Taint{{Key: talossim.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		n.Spec.Taints = []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	}
 
 	_, err := kubeletClientset(t, name).CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{})

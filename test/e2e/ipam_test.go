@@ -23,6 +23,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -434,24 +435,24 @@ func TestLoadBalancerServices(t *testing.T) {
 	waitIngress(t, "lb-reserved", "vip", "198.51.100.0")
 
 	// Sharing: same key, other ports.
-	createService(t, ns, "web", annotate(ipam.AnnotationSharingKey, "front"))
+	createService(t, ns, "web", annotate(kubekeys.AnnotationSharingKey, "front"))
 	waitIngress(t, ns, "web", "203.0.113.11")
 
 	createService(t, ns, "dns", func(s *corev1.Service) {
-		annotate(ipam.AnnotationSharingKey, "front")(s)
+		annotate(kubekeys.AnnotationSharingKey, "front")(s)
 		s.Spec.Ports = []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}
 	})
 	waitIngress(t, ns, "dns", "203.0.113.11")
 
 	// A specific IP, by annotation and by spec.loadBalancerIP.
-	createService(t, ns, "pinned", annotate(ipam.AnnotationLoadBalancerIPs, "203.0.113.13"))
+	createService(t, ns, "pinned", annotate(kubekeys.AnnotationLoadBalancerIPs, "203.0.113.13"))
 	waitIngress(t, ns, "pinned", "203.0.113.13")
 
 	createService(t, ns, "legacy", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.12" })
 	waitIngress(t, ns, "legacy", "203.0.113.12")
 
 	// Outside the pools (the reserved pool is not for this namespace): rejected, with an Event.
-	createService(t, ns, "outside", annotate(ipam.AnnotationLoadBalancerIPs, "198.51.100.1"))
+	createService(t, ns, "outside", annotate(kubekeys.AnnotationLoadBalancerIPs, "198.51.100.1"))
 
 	waitEvents(t, 30*time.Second, ns, "LoadBalancerIPRejected", "outside")
 
@@ -491,7 +492,7 @@ func TestLoadBalancerServices(t *testing.T) {
 	svc, err = env.Clientset().CoreV1().Services(ns).Get(t.Context(), "outside", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	svc.Annotations[ipam.AnnotationLoadBalancerIPs] = "203.0.113.12"
+	svc.Annotations[kubekeys.AnnotationLoadBalancerIPs] = "203.0.113.12"
 	_, err = env.Clientset().CoreV1().Services(ns).Update(t.Context(), svc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
@@ -148,7 +149,7 @@ func TestLoadBalancerSafeDefaultsAndKeep(t *testing.T) {
 
 	// Nobody else gets them: a request is refused, a new Service gets an address of the new range.
 	createService(t, ns, "thief", func(s *corev1.Service) {
-		s.Annotations = map[string]string{ipam.AnnotationLoadBalancerIPs: "10.30.0.1"}
+		s.Annotations = map[string]string{kubekeys.AnnotationLoadBalancerIPs: "10.30.0.1"}
 	})
 	waitEvents(t, 30*time.Second, ns, "LoadBalancerIPRejected", "thief")
 	assert.Empty(t, ingress(t, ns, "thief"))
@@ -188,7 +189,7 @@ func TestLoadBalancerSafeDefaultsAndKeep(t *testing.T) {
 	a, err := env.Clientset().CoreV1().Services(ns).Get(t.Context(), "a", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	a.Annotations = map[string]string{ipam.AnnotationReleaseLoadBalancerIP: "true"}
+	a.Annotations = map[string]string{kubekeys.AnnotationReleaseLoadBalancerIP: "true"}
 	_, err = env.Clientset().CoreV1().Services(ns).Update(t.Context(), a, metav1.UpdateOptions{})
 	require.NoError(t, err)
 

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 const lbRequestsConfig = `loadBalancer:
@@ -48,14 +48,14 @@ func TestLoadBalancerRequests(t *testing.T) {
 	createService(t, ns, "second", nil)
 	waitIngress(t, ns, "second", "10.32.0.1")
 
-	createService(t, ns, "named", annotate(ipam.AnnotationLoadBalancerPool, "req-manual"))
+	createService(t, ns, "named", annotate(kubekeys.AnnotationLoadBalancerPool, "req-manual"))
 	waitIngress(t, ns, "named", "10.33.0.1")
-	createService(t, ns, "asked", annotate(ipam.AnnotationLoadBalancerIPs, "10.33.0.7"))
+	createService(t, ns, "asked", annotate(kubekeys.AnnotationLoadBalancerIPs, "10.33.0.7"))
 	waitIngress(t, ns, "asked", "10.33.0.7")
 
-	createService(t, ns, "from-metallb", annotate(ipam.AnnotationMetalLBIPs, "10.32.0.5"))
+	createService(t, ns, "from-metallb", annotate(kubekeys.AnnotationMetalLBIPs, "10.32.0.5"))
 	waitIngress(t, ns, "from-metallb", "10.32.0.5")
-	createService(t, ns, "from-cilium", annotate(ipam.AnnotationCiliumIPs, "10.33.0.8"))
+	createService(t, ns, "from-cilium", annotate(kubekeys.AnnotationCiliumIPs, "10.33.0.8"))
 	waitIngress(t, ns, "from-cilium", "10.33.0.8")
 
 	createService(t, ns, "third", nil)

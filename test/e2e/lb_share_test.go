@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -26,9 +27,9 @@ const lbShareConfig = `loadBalancer:
 // empty), a port and, when policy is Local, the traffic policy and selector.
 func sharing(namespaces string, port int32, policy corev1.ServiceExternalTrafficPolicy, selector map[string]string) func(*corev1.Service) {
 	return func(s *corev1.Service) {
-		s.Annotations = map[string]string{ipam.AnnotationSharingKey: "front"}
+		s.Annotations = map[string]string{kubekeys.AnnotationSharingKey: "front"}
 		if namespaces != "" {
-			s.Annotations[ipam.AnnotationSharingNamespaces] = namespaces
+			s.Annotations[kubekeys.AnnotationSharingNamespaces] = namespaces
 		}
 
 		s.Spec.Ports = []corev1.ServicePort{{Name: "p", Port: port, Protocol: corev1.ProtocolTCP}}
@@ -67,7 +68,7 @@ func TestLoadBalancerSharing(t *testing.T) {
 	for ns, port := range map[string]int32{"lb-share-a": 80, "lb-share-b": 5432} {
 		createService(t, ns, "legacy", func(s *corev1.Service) {
 			sharing("", port, cluster, nil)(s)
-			s.Annotations[ipam.AnnotationSharingKey] = "legacy"
+			s.Annotations[kubekeys.AnnotationSharingKey] = "legacy"
 		})
 		showIngress(t, ns, "legacy", "10.31.0.9")
 	}
@@ -79,10 +80,10 @@ func TestLoadBalancerSharing(t *testing.T) {
 	// Both keep it, with the warning saying which opt-in is missing and what to do.
 	for _, ns := range []string{"lb-share-a", "lb-share-b"} {
 		svc := waitCondition(t, ns, "legacy", metav1.ConditionTrue, ipam.WarningSharedWithoutOptIn)
-		message := meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated).Message
+		message := meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated).Message
 		assert.Contains(t, message, "Service lb-share-a/legacy does not name namespace lb-share-b", ns)
 		assert.Contains(t, message, "Service lb-share-b/legacy does not name namespace lb-share-a", ns)
-		assert.Contains(t, message, ipam.AnnotationReleaseLoadBalancerIP, ns)
+		assert.Contains(t, message, kubekeys.AnnotationReleaseLoadBalancerIP, ns)
 		assert.Equal(t, []string{"10.31.0.9"}, ingress(t, ns, "legacy"), ns)
 		waitEvents(t, 30*time.Second, ns, "LoadBalancerIPKept", "legacy")
 	}
@@ -96,37 +97,37 @@ func TestLoadBalancerSharing(t *testing.T) {
 	// Asking for the other namespace's IP without the opt-in of both is refused, with the rule.
 	createService(t, "lb-share-b", "cache", func(s *corev1.Service) {
 		sharing("lb-share-a", 6379, cluster, nil)(s)
-		s.Annotations[ipam.AnnotationLoadBalancerIPs] = "10.31.0.1"
+		s.Annotations[kubekeys.AnnotationLoadBalancerIPs] = "10.31.0.1"
 	})
 	waitEvents(t, 30*time.Second, "lb-share-b", "LoadBalancerIPRejected", "cache")
 	assert.Contains(t, events(t.Context(), t, "lb-share-b", "cache", "LoadBalancerIPRejected")[0],
-		"10.31.0.1 is held by Service lb-share-a/web in another namespace, which does not name namespace lb-share-b in "+ipam.AnnotationSharingNamespaces)
+		"10.31.0.1 is held by Service lb-share-a/web in another namespace, which does not name namespace lb-share-b in "+kubekeys.AnnotationSharingNamespaces)
 	assert.Empty(t, ingress(t, "lb-share-b", "cache"))
 
 	// With the opt-in of both: shared.
 	createService(t, "lb-share-a", "open", func(s *corev1.Service) {
 		sharing("lb-share-c", 8443, cluster, nil)(s)
-		s.Annotations[ipam.AnnotationSharingKey] = "both"
+		s.Annotations[kubekeys.AnnotationSharingKey] = "both"
 	})
 	waitIngress(t, "lb-share-a", "open", "10.31.0.3")
 
 	createService(t, "lb-share-c", "joins", func(s *corev1.Service) {
 		sharing("*", 9000, cluster, nil)(s)
-		s.Annotations[ipam.AnnotationSharingKey] = "both"
+		s.Annotations[kubekeys.AnnotationSharingKey] = "both"
 	})
 	waitIngress(t, "lb-share-c", "joins", "10.31.0.3")
 
 	// Local with another selector: refused, with the rule; with the same selector: shared.
 	createService(t, "lb-share-a", "local-web", func(s *corev1.Service) {
 		sharing("", 80, local, map[string]string{"app": "web"})(s)
-		s.Annotations[ipam.AnnotationSharingKey] = "local"
+		s.Annotations[kubekeys.AnnotationSharingKey] = "local"
 	})
 	waitIngress(t, "lb-share-a", "local-web", "10.31.0.4")
 
 	createService(t, "lb-share-a", "local-api", func(s *corev1.Service) {
 		sharing("", 8080, local, map[string]string{"app": "api"})(s)
-		s.Annotations[ipam.AnnotationSharingKey] = "local"
-		s.Annotations[ipam.AnnotationLoadBalancerIPs] = "10.31.0.4"
+		s.Annotations[kubekeys.AnnotationSharingKey] = "local"
+		s.Annotations[kubekeys.AnnotationLoadBalancerIPs] = "10.31.0.4"
 	})
 	waitEvents(t, 30*time.Second, "lb-share-a", "LoadBalancerIPRejected", "local-api")
 	assert.Contains(t, events(t.Context(), t, "lb-share-a", "local-api", "LoadBalancerIPRejected")[0],
@@ -134,7 +135,7 @@ func TestLoadBalancerSharing(t *testing.T) {
 
 	createService(t, "lb-share-a", "local-metrics", func(s *corev1.Service) {
 		sharing("", 9090, local, map[string]string{"app": "web"})(s)
-		s.Annotations[ipam.AnnotationSharingKey] = "local"
+		s.Annotations[kubekeys.AnnotationSharingKey] = "local"
 	})
 	waitIngress(t, "lb-share-a", "local-metrics", "10.31.0.4")
 
@@ -149,7 +150,7 @@ func TestLoadBalancerSharing(t *testing.T) {
 	}
 
 	// Released, the older Service of the kept share moves to a new IP; the other keeps its IP, now alone.
-	patch := `{"metadata":{"annotations":{"` + ipam.AnnotationReleaseLoadBalancerIP + `":"true"}}}`
+	patch := `{"metadata":{"annotations":{"` + kubekeys.AnnotationReleaseLoadBalancerIP + `":"true"}}}`
 	_, err := env.Clientset().CoreV1().Services("lb-share-a").Patch(t.Context(), "legacy", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
@@ -51,7 +52,7 @@ func waitCondition(t *testing.T, ns, name string, status metav1.ConditionStatus,
 			return err
 		}
 
-		cond := meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+		cond := meta.FindStatusCondition(got.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 		if cond == nil || cond.Status != status || cond.Reason != reason {
 			return fmt.Errorf("condition %+v", cond)
 		}
@@ -118,7 +119,7 @@ func TestLoadBalancerStatus(t *testing.T) {
 	waitIngress(t, ns, "first", "192.0.2.50")
 
 	svc := waitCondition(t, ns, "first", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
-	cond := meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	cond := meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 	assert.Equal(t, "ipv4: 192.0.2.50 from IPPool lb/status-one/ipv4", cond.Message)
 	require.Len(t, svc.Status.LoadBalancer.Ingress, 1)
 	assert.Equal(t, corev1.LoadBalancerIPModeVIP, *svc.Status.LoadBalancer.Ingress[0].IPMode)
@@ -126,14 +127,14 @@ func TestLoadBalancerStatus(t *testing.T) {
 	// The pool holds one IP: the next Service gets none, and says why.
 	createService(t, ns, "second", nil)
 	svc = waitCondition(t, ns, "second", metav1.ConditionFalse, k8ssink.ReasonPoolsExhausted)
-	cond = meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	cond = meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 	assert.Equal(t, "ipv4: every load balancer pool that matches the Service is exhausted (status-one)", cond.Message)
 	assert.Empty(t, svc.Status.LoadBalancer.Ingress)
 
 	// No pool serves the other namespace.
 	createService(t, "lb-status-none", "nowhere", nil)
 	svc = waitCondition(t, "lb-status-none", "nowhere", metav1.ConditionFalse, k8ssink.ReasonNoPoolMatches)
-	cond = meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	cond = meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 	assert.Equal(t, "ipv4: no load balancer pool of ipv4 matches the Service", cond.Message)
 
 	// The pool metrics: the one IP in use, none free, one Service refused; the Service no pool matches
@@ -151,13 +152,13 @@ func TestLoadBalancerStatus(t *testing.T) {
 
 	// Deleting the first frees its IP for the second: the condition turns True, with a later transition.
 	falseSince := meta.FindStatusCondition(waitCondition(t, ns, "second", metav1.ConditionFalse, k8ssink.ReasonPoolsExhausted).Status.Conditions,
-		k8ssink.ConditionLoadBalancerIPAllocated).LastTransitionTime
+		kubekeys.ConditionLoadBalancerIPAllocated).LastTransitionTime
 
 	require.NoError(t, env.Clientset().CoreV1().Services(ns).Delete(t.Context(), "first", metav1.DeleteOptions{}))
 	waitIngress(t, ns, "second", "192.0.2.50")
 
 	svc = waitCondition(t, ns, "second", metav1.ConditionTrue, k8ssink.ReasonIPAllocated)
-	assert.False(t, meta.FindStatusCondition(svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated).LastTransitionTime.Before(&falseSince))
+	assert.False(t, meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated).LastTransitionTime.Before(&falseSince))
 	waitPoolMetrics(t, "lb/status-one/ipv4", map[string]float64{"size": 1, "in_use": 1, "free": 0, "refused_allocations": 0})
 
 	// No longer a load balancer: the apiserver clears the ingress, talos-ccm its condition.
@@ -171,7 +172,7 @@ func TestLoadBalancerStatus(t *testing.T) {
 			return err
 		}
 
-		if meta.FindStatusCondition(got.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated) != nil {
+		if meta.FindStatusCondition(got.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated) != nil {
 			return errors.New("still there")
 		}
 
@@ -229,7 +230,7 @@ func TestLoadBalancerStatusRestartWritesNothing(t *testing.T) {
 	svc, err := env.Clientset().CoreV1().Services(ns).Get(t.Context(), "proxy", metav1.GetOptions{})
 	require.NoError(t, err)
 
-	meta.RemoveStatusCondition(&svc.Status.Conditions, k8ssink.ConditionLoadBalancerIPAllocated)
+	meta.RemoveStatusCondition(&svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 	svc.Status.LoadBalancer.Ingress = nil
 
 	_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(t.Context(), svc, metav1.UpdateOptions{})

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
@@ -229,7 +230,7 @@ func (h *nodeHistory) checkProviderIDs(t *testing.T, machines []talossim.Machine
 }
 
 func isInitialized(n *corev1.Node) bool {
-	return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == talossim.TaintUninitialized })
+	return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == kubekeys.TaintUninitialized })
 }
 
 func hasPodCIDR(n *corev1.Node) bool {

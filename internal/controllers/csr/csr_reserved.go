@@ -7,12 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 )
-
-// ControlPlaneLabel marks a control-plane Node. NodeRestriction keeps a kubelet from setting it on its own
-// Node, so without Talos facts it is the evidence that a node may name an apiserver IP (its own).
-const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
 
 // ServiceRangesPatience is how long a request waits for the Service ranges from Talos before its decision
 // says that they may never come, and how to decide without them.
@@ -237,11 +234,13 @@ func (d *decider) apiServerIP(ip netip.Addr) (string, string) {
 		return "", fmt.Sprintf("IP %s is %s, allowed only to a control-plane Node; Node %q does not exist yet", ip, of, d.nodeName)
 	}
 
-	if _, ok := d.in.Node.GetLabels()[ControlPlaneLabel]; ok {
+	// NodeRestriction keeps a kubelet from setting the control-plane label on its own Node, so without Talos
+	// facts it is the evidence that a node may name an apiserver IP (its own).
+	if _, ok := d.in.Node.GetLabels()[kubekeys.LabelControlPlane]; ok {
 		return "", ""
 	}
 
-	return fmt.Sprintf("IP %s, %s, and Node %q is not a control-plane Node (no %s label)", ip, of, d.nodeName, ControlPlaneLabel), ""
+	return fmt.Sprintf("IP %s, %s, and Node %q is not a control-plane Node (no %s label)", ip, of, d.nodeName, kubekeys.LabelControlPlane), ""
 }
 
 func joinPrefixes(prefixes []netip.Prefix) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 )
 
@@ -184,7 +185,7 @@ func TestDecideCSRReserved(t *testing.T) {
 		{
 			name: "without Talos, an apiserver IP of a control-plane Node",
 			modify: then(withoutTalos, ips("10.0.0.10"), func(_ testing.TB, in *csrctrl.DecisionInput) {
-				in.Node.Labels = map[string]string{csrctrl.ControlPlaneLabel: ""}
+				in.Node.Labels = map[string]string{kubekeys.LabelControlPlane: ""}
 			}),
 			result: csr.ResultPass,
 		},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -70,7 +71,7 @@ func TestPlanServiceIPsCause(t *testing.T) {
 		{
 			name:     "no pool of those the Service names matches",
 			pools:    small,
-			services: []ipam.ServiceFacts{svc("d/a", 1, withAnnotation(ipamres.AnnotationLoadBalancerPool, "gone"))},
+			services: []ipam.ServiceFacts{svc("d/a", 1, withAnnotation(kubekeys.AnnotationLoadBalancerPool, "gone"))},
 			want:     map[string]string{v4("d/a"): ipamres.CauseNoPoolMatches + " []"},
 		},
 		{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -56,10 +57,10 @@ func runPlanCases(t *testing.T, cases []planCase) {
 				case ipamres.WarningReservedAddress:
 					assert.True(t, strings.HasPrefix(a.GetReason(), "the Service keeps its IP: "), "%s: %s", id, a.GetReason())
 				case ipamres.WarningOutsidePools:
-					assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP, id)
+					assert.Contains(t, a.GetReason(), kubekeys.AnnotationReleaseLoadBalancerIP, id)
 				case ipamres.WarningSharedWithoutOptIn:
-					assert.Contains(t, a.GetReason(), ipamres.AnnotationSharingNamespaces, id)
-					assert.Contains(t, a.GetReason(), ipamres.AnnotationReleaseLoadBalancerIP, id)
+					assert.Contains(t, a.GetReason(), kubekeys.AnnotationSharingNamespaces, id)
+					assert.Contains(t, a.GetReason(), kubekeys.AnnotationReleaseLoadBalancerIP, id)
 				}
 			}
 
@@ -145,7 +146,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 			name:  "requests for the first or last address are refused",
 			pools: pool(false, "192.0.2.0/30"),
 			services: []ipam.ServiceFacts{
-				svc("d/a", 1, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "192.0.2.0")),
+				svc("d/a", 1, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "192.0.2.0")),
 				svc("d/b", 2, func(s *ipam.ServiceFacts) { s.LoadBalancerIP = "192.0.2.3" }),
 			},
 			want: map[string]string{
@@ -161,7 +162,7 @@ func TestPlanServiceIPsFirstLast(t *testing.T) {
 			services: []ipam.ServiceFacts{
 				svc("d/before", 1),
 				svc("d/status", 2, withIngress("192.0.2.7")),
-				svc("d/asked", 3, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "2001:db8::"), withIngress("2001:db8::"), ipv6),
+				svc("d/asked", 3, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "2001:db8::"), withIngress("2001:db8::"), ipv6),
 				svc("d/new", 4),
 			},
 			previous: map[string]*specs.IPAllocationSpec{v4("d/before"): held("192.0.2.0", "lb/p/ipv4", "uid-d/before")},
@@ -185,7 +186,7 @@ func TestPlanServiceIPsKeep(t *testing.T) {
 	t.Parallel()
 
 	v4 := func(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv4) }
-	release := withAnnotation(ipamres.AnnotationReleaseLoadBalancerIP, "true")
+	release := withAnnotation(kubekeys.AnnotationReleaseLoadBalancerIP, "true")
 
 	shrunk := []*specs.LoadBalancerPoolConfig{{Name: "p", Addresses: []string{"10.30.0.8-10.30.0.15"}}}
 	other := &specs.LoadBalancerPoolConfig{Name: "other", Addresses: []string{"10.40.0.1-10.40.0.9"}}
@@ -197,7 +198,7 @@ func TestPlanServiceIPsKeep(t *testing.T) {
 			services: []ipam.ServiceFacts{
 				svc("d/a", 1),
 				svc("d/b", 2),
-				svc("d/thief", 3, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.30.0.0")),
+				svc("d/thief", 3, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "10.30.0.0")),
 			},
 			previous: map[string]*specs.IPAllocationSpec{v4("d/a"): held("10.30.0.0", "lb/p/ipv4", "uid-d/a")},
 			want: map[string]string{
@@ -271,9 +272,9 @@ func TestPlanServiceIPsKeep(t *testing.T) {
 			services: []ipam.ServiceFacts{
 				svc("d/a", 1),
 				svc("d/status", 2, withIngress("10.30.0.10")),
-				svc("d/pinned", 3, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.30.0.11"), withIngress("10.30.0.11")),
+				svc("d/pinned", 3, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "10.30.0.11"), withIngress("10.30.0.11")),
 				svc("d/new", 4),
-				svc("d/asks", 5, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.30.0.12")),
+				svc("d/asks", 5, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "10.30.0.12")),
 			},
 			previous: map[string]*specs.IPAllocationSpec{v4("d/a"): held("10.30.0.8", "lb/p/ipv4", "uid-d/a")},
 			want: map[string]string{

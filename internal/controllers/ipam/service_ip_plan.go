@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -175,14 +176,14 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 
 // parseRequests reads the IPs a Service asks for, at most one per family.
 func (p *servicePlanner) parseRequests(svc *ServiceFacts) {
-	annotations := []string{ipam.AnnotationLoadBalancerIPs}
+	annotations := []string{kubekeys.AnnotationLoadBalancerIPs}
 
 	for _, source := range p.in.RequestAnnotations {
 		switch source {
 		case ipam.RequestAnnotationsMetalLB:
-			annotations = append(annotations, ipam.AnnotationMetalLBIPs)
+			annotations = append(annotations, kubekeys.AnnotationMetalLBIPs)
 		case ipam.RequestAnnotationsCilium:
-			annotations = append(annotations, ipam.AnnotationCiliumIPs)
+			annotations = append(annotations, kubekeys.AnnotationCiliumIPs)
 		}
 	}
 
@@ -299,7 +300,7 @@ func (p *servicePlanner) keepOutside(t serviceTask, ip netip.Addr, poolID, origi
 	alloc.Warning = ipam.WarningOutsidePools
 	alloc.Reason = fmt.Sprintf("the Service keeps %s, which is outside every load balancer pool that may serve it now%s "+
 		"(a pool was changed, disabled or removed); nobody else gets it. To move the Service to a new IP, annotate it "+
-		"%s: \"true\" or drain the pool it came from", ip, poolNames(p.matching(t.svc, t.family, forNew)), ipam.AnnotationReleaseLoadBalancerIP)
+		"%s: \"true\" or drain the pool it came from", ip, poolNames(p.matching(t.svc, t.family, forNew)), kubekeys.AnnotationReleaseLoadBalancerIP)
 
 	return true
 }
@@ -439,7 +440,7 @@ func (p *servicePlanner) allocate(t serviceTask) {
 		reason := "no load balancer pool of " + t.family + " matches the Service"
 		if named := requestedPools(t.svc); len(named) > 0 {
 			reason = fmt.Sprintf("no load balancer pool of %s named in %s (%s) matches the Service", t.family,
-				ipam.AnnotationLoadBalancerPool, strings.Join(named, ", "))
+				kubekeys.AnnotationLoadBalancerPool, strings.Join(named, ", "))
 		}
 		if len(p.pools) == 0 {
 			reason = "no load balancer pool is configured (loadBalancer.pools in the config file)"

@@ -9,6 +9,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/iprange"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -68,11 +69,11 @@ func FuzzPlanServiceIPs(f *testing.F) {
 			s.Namespace = s.Key[:1]
 
 			if k := in.next() % 3; k > 0 {
-				s.Annotations[ipamres.AnnotationSharingKey] = fmt.Sprintf("k%d", k)
+				s.Annotations[kubekeys.AnnotationSharingKey] = fmt.Sprintf("k%d", k)
 			}
 
 			if in.next()%3 == 0 {
-				s.Annotations[ipamres.AnnotationSharingNamespaces] = "*"
+				s.Annotations[kubekeys.AnnotationSharingNamespaces] = "*"
 			}
 
 			if in.next()%4 == 0 {
@@ -127,12 +128,12 @@ func checkPlan(t *testing.T, pools []*specs.LoadBalancerPoolConfig, services []i
 		svc := byKey[owner]
 
 		for _, other := range holders[a.GetAddress()] {
-			key := svc.Annotations[ipamres.AnnotationSharingKey]
-			if key == "" || key != other.Annotations[ipamres.AnnotationSharingKey] || slices.ContainsFunc(svc.Ports, func(p string) bool { return slices.Contains(other.Ports, p) }) {
+			key := svc.Annotations[kubekeys.AnnotationSharingKey]
+			if key == "" || key != other.Annotations[kubekeys.AnnotationSharingKey] || slices.ContainsFunc(svc.Ports, func(p string) bool { return slices.Contains(other.Ports, p) }) {
 				t.Fatalf("%s is held by %s and %s, which may not share it", a.GetAddress(), svc.Key, other.Key)
 			}
 
-			if svc.Namespace != other.Namespace && (svc.Annotations[ipamres.AnnotationSharingNamespaces] != "*" || other.Annotations[ipamres.AnnotationSharingNamespaces] != "*") &&
+			if svc.Namespace != other.Namespace && (svc.Annotations[kubekeys.AnnotationSharingNamespaces] != "*" || other.Annotations[kubekeys.AnnotationSharingNamespaces] != "*") &&
 				(!keptShare(svc, a.GetAddress()) || !keptShare(other, a.GetAddress())) {
 				t.Fatalf("%s is shared across namespaces by %s and %s without their opt-in", a.GetAddress(), svc.Key, other.Key)
 			}

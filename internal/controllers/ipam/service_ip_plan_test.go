@@ -8,6 +8,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -105,7 +106,7 @@ func TestPlanServiceIPs(t *testing.T) {
 			name:  "other classes are not served",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("dev/ours", 1, func(s *ipam.ServiceFacts) { s.Class = ipamres.LoadBalancerClass }),
+				svc("dev/ours", 1, func(s *ipam.ServiceFacts) { s.Class = kubekeys.LoadBalancerClass }),
 				svc("dev/theirs", 2, func(s *ipam.ServiceFacts) { s.Class = "example.com/lb" }),
 			},
 			want: map[string]string{v4("dev/ours"): "allocated 203.0.113.0"},
@@ -116,11 +117,11 @@ func TestPlanServiceIPs(t *testing.T) {
 			services: []ipam.ServiceFacts{
 				svc("dev/old", 1),
 				svc("dev/spec", 2, func(s *ipam.ServiceFacts) { s.LoadBalancerIP = "203.0.113.3" }),
-				svc("dev/annotation", 3, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.2")),
-				svc("dev/outside", 4, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "192.0.2.10")),
-				svc("dev/taken", 5, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.3")),
-				svc("dev/junk", 6, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "not-an-ip")),
-				svc("dev/two", 7, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.1, 203.0.113.2")),
+				svc("dev/annotation", 3, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "203.0.113.2")),
+				svc("dev/outside", 4, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "192.0.2.10")),
+				svc("dev/taken", 5, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "203.0.113.3")),
+				svc("dev/junk", 6, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "not-an-ip")),
+				svc("dev/two", 7, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "203.0.113.1, 203.0.113.2")),
 			},
 			want: map[string]string{
 				v4("dev/old"):        "allocated 203.0.113.0",
@@ -140,14 +141,14 @@ func TestPlanServiceIPs(t *testing.T) {
 			name:  "sharing: same key and other ports share, same port or other key do not",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("dev/http", 1, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/80")),
-				svc("dev/dns", 2, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/53", "UDP/53")),
-				svc("dev/http2", 3, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/80")),
-				svc("dev/other", 4, withAnnotation(ipamres.AnnotationSharingKey, "x"), withPorts("TCP/443")),
-				svc("dev/join", 5, withAnnotation(ipamres.AnnotationSharingKey, "x"), withPorts("TCP/8443"),
-					withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.0")),
-				svc("dev/join2", 6, withAnnotation(ipamres.AnnotationSharingKey, "k"), withPorts("TCP/8080"),
-					withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.0")),
+				svc("dev/http", 1, withAnnotation(kubekeys.AnnotationSharingKey, "k"), withPorts("TCP/80")),
+				svc("dev/dns", 2, withAnnotation(kubekeys.AnnotationSharingKey, "k"), withPorts("TCP/53", "UDP/53")),
+				svc("dev/http2", 3, withAnnotation(kubekeys.AnnotationSharingKey, "k"), withPorts("TCP/80")),
+				svc("dev/other", 4, withAnnotation(kubekeys.AnnotationSharingKey, "x"), withPorts("TCP/443")),
+				svc("dev/join", 5, withAnnotation(kubekeys.AnnotationSharingKey, "x"), withPorts("TCP/8443"),
+					withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "203.0.113.0")),
+				svc("dev/join2", 6, withAnnotation(kubekeys.AnnotationSharingKey, "k"), withPorts("TCP/8080"),
+					withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "203.0.113.0")),
 			},
 			previous: map[string]*specs.IPAllocationSpec{
 				v4("dev/http"): {State: ipamres.StateAllocated, Address: "203.0.113.0", OwnerUid: "uid-dev/http", Pool: "lb/default/ipv4"},
@@ -172,7 +173,7 @@ func TestPlanServiceIPs(t *testing.T) {
 			name:  "previous allocations are kept, also when an older Service asks for the IP",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("dev/newcomer", 1, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "203.0.113.2")),
+				svc("dev/newcomer", 1, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "203.0.113.2")),
 				svc("dev/holder", 2),
 				svc("dev/recreated", 3, func(s *ipam.ServiceFacts) { s.UID = "uid-2" }),
 			},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/iprange"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
@@ -154,7 +155,7 @@ func autoAssign(cfg *specs.LoadBalancerPoolConfig) bool {
 
 // requestedPools are the names of the pools a Service asks for with AnnotationLoadBalancerPool.
 func requestedPools(svc *ServiceFacts) []string {
-	return strings.FieldsFunc(svc.Annotations[ipam.AnnotationLoadBalancerPool], func(r rune) bool { return r == ',' || r == ' ' })
+	return strings.FieldsFunc(svc.Annotations[kubekeys.AnnotationLoadBalancerPool], func(r rune) bool { return r == ',' || r == ' ' })
 }
 
 func (pl *lbPool) matches(svc *ServiceFacts) bool {

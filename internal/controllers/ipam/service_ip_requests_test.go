@@ -7,6 +7,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -16,7 +17,7 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 	t.Parallel()
 
 	v4 := func(key string) string { return ipamres.ServiceAllocationID(key, ipamres.FamilyIPv4) }
-	pool := withAnnotation(ipamres.AnnotationLoadBalancerPool, "manual")
+	pool := withAnnotation(kubekeys.AnnotationLoadBalancerPool, "manual")
 	pools := []*specs.LoadBalancerPoolConfig{
 		{Name: "general", Addresses: []string{"10.0.0.1-10.0.0.9"}},
 		{Name: "manual", Addresses: []string{"10.1.0.1-10.1.0.9"}, AutoAssign: proto.Bool(false)},
@@ -37,9 +38,9 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 			pools: pools,
 			services: []ipam.ServiceFacts{
 				svc("d/named", 1, pool),
-				svc("d/asks", 2, withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.1.0.5")),
-				svc("d/nothing", 3, withAnnotation(ipamres.AnnotationLoadBalancerPool, "nope")),
-				svc("d/both", 4, withAnnotation(ipamres.AnnotationLoadBalancerPool, "nope, general")),
+				svc("d/asks", 2, withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "10.1.0.5")),
+				svc("d/nothing", 3, withAnnotation(kubekeys.AnnotationLoadBalancerPool, "nope")),
+				svc("d/both", 4, withAnnotation(kubekeys.AnnotationLoadBalancerPool, "nope, general")),
 			},
 			want: map[string]string{
 				v4("d/named"):   "allocated 10.1.0.1",
@@ -59,8 +60,8 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 			name:  "MetalLB's and Cilium's requests are read when the config says so, and only then",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("d/metallb", 1, withAnnotation(ipamres.AnnotationMetalLBIPs, "10.0.0.7")),
-				svc("d/cilium", 2, withAnnotation(ipamres.AnnotationCiliumIPs, "10.0.0.8")),
+				svc("d/metallb", 1, withAnnotation(kubekeys.AnnotationMetalLBIPs, "10.0.0.7")),
+				svc("d/cilium", 2, withAnnotation(kubekeys.AnnotationCiliumIPs, "10.0.0.8")),
 			},
 			sources: []string{ipamres.RequestAnnotationsMetalLB, ipamres.RequestAnnotationsCilium},
 			want:    map[string]string{v4("d/metallb"): "allocated 10.0.0.7", v4("d/cilium"): "allocated 10.0.0.8"},
@@ -69,8 +70,8 @@ func TestPlanServiceIPsRequests(t *testing.T) {
 			name:  "without the config, they are not read",
 			pools: pools,
 			services: []ipam.ServiceFacts{
-				svc("d/metallb", 1, withAnnotation(ipamres.AnnotationMetalLBIPs, "10.0.0.7")),
-				svc("d/cilium", 2, withAnnotation(ipamres.AnnotationCiliumIPs, "10.0.0.8")),
+				svc("d/metallb", 1, withAnnotation(kubekeys.AnnotationMetalLBIPs, "10.0.0.7")),
+				svc("d/cilium", 2, withAnnotation(kubekeys.AnnotationCiliumIPs, "10.0.0.8")),
 			},
 			sources: []string{ipamres.RequestAnnotationsMetalLB},
 			want:    map[string]string{v4("d/metallb"): "allocated 10.0.0.7", v4("d/cilium"): "allocated 10.2.0.1"},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -36,12 +37,12 @@ func holderOf(svc *ServiceFacts) ipHolder {
 	return ipHolder{
 		service: svc.Key, namespace: svc.Namespace, sharingKey: sharingKey(svc), ports: svc.Ports,
 		policy: cmp.Or(svc.ExternalTrafficPolicy, trafficPolicyCluster), selector: svc.Selector,
-		sharesWith: strings.FieldsFunc(svc.Annotations[ipam.AnnotationSharingNamespaces], func(r rune) bool { return r == ',' || r == ' ' }),
+		sharesWith: strings.FieldsFunc(svc.Annotations[kubekeys.AnnotationSharingNamespaces], func(r rune) bool { return r == ',' || r == ' ' }),
 	}
 }
 
 func sharingKey(svc *ServiceFacts) string {
-	return strings.TrimSpace(svc.Annotations[ipam.AnnotationSharingKey])
+	return strings.TrimSpace(svc.Annotations[kubekeys.AnnotationSharingKey])
 }
 
 // allows reports whether the holder shares its IP with Services of the namespace.
@@ -65,7 +66,7 @@ func (p *servicePlanner) keepable(ip netip.Addr, svc *ServiceFacts) string {
 	if released(svc) {
 		if h, ok := p.claimedWithoutOptIn(ip, svc); ok {
 			return fmt.Sprintf("%s is released (%s) from a share with Service %s without the opt-in of both", ip,
-				ipam.AnnotationReleaseLoadBalancerIP, h)
+				kubekeys.AnnotationReleaseLoadBalancerIP, h)
 		}
 
 		return p.shareable(ip, svc)
@@ -101,7 +102,7 @@ func (p *servicePlanner) refused(ip netip.Addr, svc *ServiceFacts, rule func(a, 
 
 // released reports whether the operator gives up the IP the Service keeps (AnnotationReleaseLoadBalancerIP).
 func released(svc *ServiceFacts) bool {
-	return strings.EqualFold(strings.TrimSpace(svc.Annotations[ipam.AnnotationReleaseLoadBalancerIP]), "true")
+	return strings.EqualFold(strings.TrimSpace(svc.Annotations[kubekeys.AnnotationReleaseLoadBalancerIP]), "true")
 }
 
 // missingOptIns says which namespace opt-ins a share of Services a and b lacks, empty when it lacks none.
@@ -188,7 +189,7 @@ func (p *servicePlanner) flagSharesWithoutOptIn(tasks []serviceTask) {
 			"a share made before talos-ccm required it, or whose opt-in was removed; it is kept, and no new Service joins it "+
 			"without the opt-in. To keep the share, annotate every Service of it with %s naming the others' namespaces (or *); "+
 			"to move this Service to a new IP, annotate it %s: \"true\"", ip, strings.Join(others, ", "), strings.Join(missing, "; "),
-			ipam.AnnotationSharingNamespaces, ipam.AnnotationSharingNamespaces, ipam.AnnotationReleaseLoadBalancerIP)
+			kubekeys.AnnotationSharingNamespaces, kubekeys.AnnotationSharingNamespaces, kubekeys.AnnotationReleaseLoadBalancerIP)
 
 		if alloc.Warning != "" {
 			alloc.Reason += "; also, " + why
@@ -205,15 +206,15 @@ func (p *servicePlanner) flagSharesWithoutOptIn(tasks []serviceTask) {
 func refusal(a, b ipHolder) string {
 	switch {
 	case a.sharingKey == "" || b.sharingKey == "":
-		return fmt.Sprintf("(Services share an IP only with the same %s annotation)", ipam.AnnotationSharingKey)
+		return fmt.Sprintf("(Services share an IP only with the same %s annotation)", kubekeys.AnnotationSharingKey)
 	case a.sharingKey != b.sharingKey:
 		return "with another sharing key"
 	case !b.allows(a.namespace):
 		return fmt.Sprintf("in another namespace, which Service %s does not name in %s (Services in other namespaces "+
-			"share an IP only when each names the other's namespace, or *)", b.service, ipam.AnnotationSharingNamespaces)
+			"share an IP only when each names the other's namespace, or *)", b.service, kubekeys.AnnotationSharingNamespaces)
 	case !a.allows(b.namespace):
 		return fmt.Sprintf("in another namespace, which does not name namespace %s in %s (Services in other namespaces "+
-			"share an IP only when each names the other's namespace, or *)", b.namespace, ipam.AnnotationSharingNamespaces)
+			"share an IP only when each names the other's namespace, or *)", b.namespace, kubekeys.AnnotationSharingNamespaces)
 	}
 
 	return keptRefusal(a, b)
@@ -226,7 +227,7 @@ func refusal(a, b ipHolder) string {
 func keptRefusal(a, b ipHolder) string {
 	switch {
 	case a.sharingKey == "" || b.sharingKey == "":
-		return fmt.Sprintf("(Services share an IP only with the same %s annotation)", ipam.AnnotationSharingKey)
+		return fmt.Sprintf("(Services share an IP only with the same %s annotation)", kubekeys.AnnotationSharingKey)
 	case a.sharingKey != b.sharingKey:
 		return "with another sharing key"
 	case a.policy != b.policy:

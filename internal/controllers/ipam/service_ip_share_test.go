@@ -7,6 +7,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	ipamres "github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
@@ -18,7 +19,7 @@ func sharingV4(key string) string { return ipamres.ServiceAllocationID(key, ipam
 
 // keyed is a Service under the sharing key of every sharing case, changed by mutate after the key is set.
 func keyed(key string, age int, mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
-	return svc(key, age, append([]func(*ipam.ServiceFacts){withAnnotation(ipamres.AnnotationSharingKey, "k")}, mutate...)...)
+	return svc(key, age, append([]func(*ipam.ServiceFacts){withAnnotation(kubekeys.AnnotationSharingKey, "k")}, mutate...)...)
 }
 
 // teamWeb, teamDB and teamDNS are Services of three namespaces under the sharing key, created in that order,
@@ -37,11 +38,11 @@ func teamDNS(mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
 
 // shareWith names the namespaces whose Services the Service shares an IP with.
 func shareWith(namespaces string) func(*ipam.ServiceFacts) {
-	return withAnnotation(ipamres.AnnotationSharingNamespaces, namespaces)
+	return withAnnotation(kubekeys.AnnotationSharingNamespaces, namespaces)
 }
 
 // askFirstIP makes the Service request the pool's first IP, 10.0.0.1.
-var askFirstIP = withAnnotation(ipamres.AnnotationLoadBalancerIPs, "10.0.0.1")
+var askFirstIP = withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "10.0.0.1")
 
 // withPolicy sets the Service's externalTrafficPolicy and a selector of its pods by their app label.
 func withPolicy(policy, app string) func(*ipam.ServiceFacts) {
@@ -152,7 +153,7 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 	t.Parallel()
 
 	v4, pools := sharingV4, sharingPool
-	release := withAnnotation(ipamres.AnnotationReleaseLoadBalancerIP, "true")
+	release := withAnnotation(kubekeys.AnnotationReleaseLoadBalancerIP, "true")
 	heldShare := map[string]*specs.IPAllocationSpec{
 		v4("team-a/web"): held("10.0.0.1", "lb/p/IPv4", "uid-team-a/web"),
 		v4("team-b/db"):  held("10.0.0.1", "lb/p/IPv4", "uid-team-b/db"),

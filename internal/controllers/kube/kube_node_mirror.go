@@ -7,14 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-)
-
-// Node annotations and taints that talos-ccm reads.
-const (
-	// ProvidedNodeIPAnnotation is set by a kubelet started with --cloud-provider=external and --node-ip.
-	ProvidedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
-	// UninitializedTaint marks a Node that no cloud provider has initialized yet.
-	UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // MirrorNode extracts from a Node the parts talos-ccm decides from.
@@ -27,7 +20,7 @@ func MirrorNode(node *corev1.Node) *specs.KubeNodeSpec {
 		PodCidrs:   node.Spec.PodCIDRs,
 	}
 
-	if v := node.Annotations[ProvidedNodeIPAnnotation]; v != "" {
+	if v := node.Annotations[kubekeys.AnnotationProvidedNodeIP]; v != "" {
 		for ip := range strings.SplitSeq(v, ",") {
 			if ip = strings.TrimSpace(ip); ip != "" {
 				spec.ProvidedNodeIps = append(spec.ProvidedNodeIps, ip)
@@ -38,7 +31,7 @@ func MirrorNode(node *corev1.Node) *specs.KubeNodeSpec {
 	for _, t := range node.Spec.Taints {
 		spec.Taints = append(spec.Taints, &specs.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 
-		if t.Key == UninitializedTaint {
+		if t.Key == kubekeys.TaintUninitialized {
 			spec.Uninitialized = true
 		}
 	}

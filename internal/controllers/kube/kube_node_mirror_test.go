@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 func TestMirrorNode(t *testing.T) {
@@ -23,8 +24,8 @@ func TestMirrorNode(t *testing.T) {
 		{
 			name: "kubelet with external cloud provider, dual stack",
 			node: corev1.Node{
-				ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{kube.ProvidedNodeIPAnnotation: "10.0.0.1, 2001:db8::1"}},
-				Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: kube.UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+				ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{kubekeys.AnnotationProvidedNodeIP: "10.0.0.1, 2001:db8::1"}},
+				Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 				Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 			},
 			wantIPs:           []string{"10.0.0.1", "2001:db8::1"},
@@ -40,7 +41,7 @@ func TestMirrorNode(t *testing.T) {
 		},
 		{
 			name:    "empty entries in the annotation are dropped",
-			node:    corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{kube.ProvidedNodeIPAnnotation: ",10.0.0.3,,"}}},
+			node:    corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3", Annotations: map[string]string{kubekeys.AnnotationProvidedNodeIP: ",10.0.0.3,,"}}},
 			wantIPs: []string{"10.0.0.3"},
 		},
 	} {

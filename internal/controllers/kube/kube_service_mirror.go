@@ -8,11 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
-
-// AnnotationPrefix prefixes the Service annotations talos-ccm reads.
-const AnnotationPrefix = "talos-ccm.dev/"
 
 // ServiceID is the ID of the KubeService of a Service.
 func ServiceID(namespace, name string) string {
@@ -40,7 +37,7 @@ func MirrorService(svc *corev1.Service) *specs.KubeServiceSpec {
 	for k, v := range svc.Annotations {
 		// The IP requests of MetalLB and Cilium too: the LoadBalancer IP planner reads them when the config
 		// file says so, for a migration without renumbering.
-		if strings.HasPrefix(k, AnnotationPrefix) || k == ipam.AnnotationMetalLBIPs || k == ipam.AnnotationCiliumIPs {
+		if strings.HasPrefix(k, kubekeys.ServiceAnnotationPrefix) || k == kubekeys.AnnotationMetalLBIPs || k == kubekeys.AnnotationCiliumIPs {
 			if spec.Annotations == nil {
 				spec.Annotations = map[string]string{}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
@@ -343,7 +344,7 @@ func TestDropInTransformer(t *testing.T) {
 				Labels:           map[string]string{"example.com/capacity": "{{ if .Spot }}spot{{ else }}on-demand{{ end }}"},
 				PlatformMetadata: map[string]string{"Zone": "nova-2"},
 			}},
-			wantLabels: map[string]string{"example.com/capacity": "spot", node.LabelZone: "nova-2", node.LabelBetaZone: "nova-2", node.LabelLifecycle: "spot"},
+			wantLabels: map[string]string{"example.com/capacity": "spot", kubekeys.LabelZone: "nova-2", kubekeys.LabelBetaZone: "nova-2", kubekeys.LabelLifecycle: "spot"},
 			wantFacts:  map[string]string{"zone": "nova-2"},
 		},
 		{
@@ -352,7 +353,7 @@ func TestDropInTransformer(t *testing.T) {
 				Name:             "t",
 				PlatformMetadata: map[string]string{"spot": "true", "zoNe": "nova-3", "InstanceType": `{{ regexFindString "^type-([a-z0-9]+)-(.*)$" .Hostname 1 }}`},
 			}},
-			wantLabels: map[string]string{node.LabelZone: "nova-3", node.LabelBetaZone: "nova-3", node.LabelInstanceType: "g2m8", node.LabelBetaInstanceType: "g2m8", node.LabelLifecycle: "spot"},
+			wantLabels: map[string]string{kubekeys.LabelZone: "nova-3", kubekeys.LabelBetaZone: "nova-3", kubekeys.LabelInstanceType: "g2m8", kubekeys.LabelBetaInstanceType: "g2m8", kubekeys.LabelLifecycle: "spot"},
 			wantFacts:  map[string]string{"zone": "nova-3", "instanceType": "g2m8"},
 		},
 		{
@@ -369,7 +370,7 @@ func TestDropInTransformer(t *testing.T) {
 				{Name: "first", Annotations: map[string]string{"example.com/first": "1"}, Labels: map[string]string{"example.com/capacity": "on-demand"}},
 				{Name: "second", Labels: map[string]string{"example.com/capacity": "spot"}, PlatformMetadata: map[string]string{"Zone": "nova-5"}},
 			},
-			wantLabels:      map[string]string{"example.com/capacity": "spot", node.LabelZone: "nova-5", node.LabelBetaZone: "nova-5"},
+			wantLabels:      map[string]string{"example.com/capacity": "spot", kubekeys.LabelZone: "nova-5", kubekeys.LabelBetaZone: "nova-5"},
 			wantAnnotations: map[string]string{"example.com/first": "1"},
 			wantFacts:       map[string]string{"zone": "nova-5"},
 		},
@@ -407,7 +408,7 @@ func TestDropInTransformer(t *testing.T) {
 			require.True(t, spec.GetInitialize(), spec.GetPending())
 
 			// The labels talos-ccm sets on every openstack machine of this test, then the rules' own.
-			wantLabels := map[string]string{node.LabelPlatform: "openstack"}
+			wantLabels := map[string]string{kubekeys.LabelPlatform: "openstack"}
 			for k, v := range tc.wantLabels {
 				wantLabels[k] = v
 			}
@@ -424,7 +425,7 @@ func TestDropInTransformer(t *testing.T) {
 
 			// An overridden fact's label names the rule and the override.
 			for fact, value := range tc.wantFacts {
-				label := map[string]string{"zone": node.LabelZone, "instanceType": node.LabelInstanceType}[fact]
+				label := map[string]string{"zone": kubekeys.LabelZone, "instanceType": kubekeys.LabelInstanceType}[fact]
 				assert.Equal(t, value, spec.GetLabels()[label])
 				assert.Contains(t, spec.GetOrigins()["label/"+label], "(platformMetadata."+fact+")")
 			}
@@ -509,16 +510,16 @@ func TestDropInBetaTopologyLabels(t *testing.T) {
 	ma := &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{flagged("eth0", "172.20.0.3/24")}}
 
 	spec, _ := node.BuildNodeTransform(dropinInput(pm, ma, &specs.ConfigSpec{}))
-	assert.Equal(t, "eu-central-1", spec.GetLabels()[node.LabelBetaRegion])
-	assert.Equal(t, "eu-central-1b", spec.GetLabels()[node.LabelBetaZone])
-	assert.Equal(t, "c6i.large", spec.GetLabels()[node.LabelBetaInstanceType])
-	assert.Equal(t, "Talos platformMetadata.zone", spec.GetOrigins()["label/"+node.LabelBetaZone])
+	assert.Equal(t, "eu-central-1", spec.GetLabels()[kubekeys.LabelBetaRegion])
+	assert.Equal(t, "eu-central-1b", spec.GetLabels()[kubekeys.LabelBetaZone])
+	assert.Equal(t, "c6i.large", spec.GetLabels()[kubekeys.LabelBetaInstanceType])
+	assert.Equal(t, "Talos platformMetadata.zone", spec.GetOrigins()["label/"+kubekeys.LabelBetaZone])
 
 	spec, _ = node.BuildNodeTransform(dropinInput(pm, ma, &specs.ConfigSpec{DisableBetaTopologyLabels: true}))
-	assert.NotContains(t, spec.GetLabels(), node.LabelBetaRegion)
-	assert.NotContains(t, spec.GetLabels(), node.LabelBetaZone)
-	assert.NotContains(t, spec.GetLabels(), node.LabelBetaInstanceType)
-	assert.Equal(t, "eu-central-1b", spec.GetLabels()[node.LabelZone])
+	assert.NotContains(t, spec.GetLabels(), kubekeys.LabelBetaRegion)
+	assert.NotContains(t, spec.GetLabels(), kubekeys.LabelBetaZone)
+	assert.NotContains(t, spec.GetLabels(), kubekeys.LabelBetaInstanceType)
+	assert.Equal(t, "eu-central-1b", spec.GetLabels()[kubekeys.LabelZone])
 }
 
 // TestDropInTemplateArgumentOrder: trimSuffix, trimPrefix, replace, contains, hasPrefix and hasSuffix take

@@ -11,6 +11,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // The configs of this file are the Talos CCM's own, as its repository ships them (the path says where),
@@ -205,22 +206,22 @@ func TestDropInUpstreamConfigs(t *testing.T) {
 		{
 			name: "chart values example: web", config: upstreamChartValuesExample,
 			pm:        &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "web-1"},
-			wantRules: []string{"web"}, wantLabels: map[string]string{node.LabelPlatform: "metal", web: ""},
+			wantRules: []string{"web"}, wantLabels: map[string]string{kubekeys.LabelPlatform: "metal", web: ""},
 		},
 		{
 			name: "chart values example: worker", config: upstreamChartValuesExample,
 			pm:        &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "worker-7"},
-			wantRules: []string{"worker"}, wantLabels: map[string]string{node.LabelPlatform: "metal", "node-role.kubernetes.io/worker": ""},
+			wantRules: []string{"worker"}, wantLabels: map[string]string{kubekeys.LabelPlatform: "metal", "node-role.kubernetes.io/worker": ""},
 		},
 		{
 			name: "chart values example: db", config: upstreamChartValuesExample,
 			pm:        &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "db-2"},
-			wantRules: []string{"db"}, wantLabels: map[string]string{node.LabelPlatform: "metal", "node-role.kubernetes.io/db": ""},
+			wantRules: []string{"db"}, wantLabels: map[string]string{kubekeys.LabelPlatform: "metal", "node-role.kubernetes.io/db": ""},
 		},
 		{
 			name: "chart values example: another hostname", config: upstreamChartValuesExample,
 			pm:         &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "cache-1"},
-			wantLabels: map[string]string{node.LabelPlatform: "metal"},
+			wantLabels: map[string]string{kubekeys.LabelPlatform: "metal"},
 		},
 		{
 			name: "hack config: a Proxmox web VM", config: upstreamHackConfig,
@@ -230,7 +231,7 @@ func TestDropInUpstreamConfigs(t *testing.T) {
 			},
 			wantRules: []string{"web", "nocloud"},
 			wantLabels: map[string]string{
-				node.LabelPlatform: "nocloud", web: "", node.LabelInstanceType: "vm.small", node.LabelBetaInstanceType: "vm.small",
+				kubekeys.LabelPlatform: "nocloud", web: "", kubekeys.LabelInstanceType: "vm.small", kubekeys.LabelBetaInstanceType: "vm.small",
 			},
 			wantAnnotations: map[string]string{"talos.dev/instance-id": "id-104"},
 			wantTaints:      []*specs.Taint{{Key: "node.cloudprovider.kubernetes.io/storage-type", Effect: "NoSchedule"}},
@@ -245,10 +246,10 @@ func TestDropInUpstreamConfigs(t *testing.T) {
 			},
 			wantRules: []string{"oracle"},
 			wantLabels: map[string]string{
-				node.LabelPlatform: "oracle", "talos.dev/zone": "frankfurt", web: "",
-				node.LabelRegion: "eu-frankfurt-1", node.LabelBetaRegion: "eu-frankfurt-1",
-				node.LabelZone: "EU-FRANKFURT-1-AD-2", node.LabelBetaZone: "EU-FRANKFURT-1-AD-2",
-				node.LabelInstanceType: "VM.Standard.A1.Flex", node.LabelBetaInstanceType: "VM.Standard.A1.Flex",
+				kubekeys.LabelPlatform: "oracle", "talos.dev/zone": "frankfurt", web: "",
+				kubekeys.LabelRegion: "eu-frankfurt-1", kubekeys.LabelBetaRegion: "eu-frankfurt-1",
+				kubekeys.LabelZone: "EU-FRANKFURT-1-AD-2", kubekeys.LabelBetaZone: "EU-FRANKFURT-1-AD-2",
+				kubekeys.LabelInstanceType: "VM.Standard.A1.Flex", kubekeys.LabelBetaInstanceType: "VM.Standard.A1.Flex",
 			},
 			wantAnnotations: map[string]string{
 				"oci.oraclecloud.com/instance-id":    "ocid1.instance.oc1.eu-frankfurt-1.aaaaaaaabbbbbbccccccdddddd",
@@ -264,10 +265,10 @@ func TestDropInUpstreamConfigs(t *testing.T) {
 			},
 			wantRules: []string{"openstack"},
 			wantLabels: map[string]string{
-				node.LabelPlatform: "openstack", "talos.dev/zone": "frankfurt", web: "",
-				node.LabelRegion: "eu-frankfurt-1", node.LabelBetaRegion: "eu-frankfurt-1",
-				node.LabelZone: "frankfurt", node.LabelBetaZone: "frankfurt",
-				node.LabelInstanceType: "b2-7", node.LabelBetaInstanceType: "b2-7",
+				kubekeys.LabelPlatform: "openstack", "talos.dev/zone": "frankfurt", web: "",
+				kubekeys.LabelRegion: "eu-frankfurt-1", kubekeys.LabelBetaRegion: "eu-frankfurt-1",
+				kubekeys.LabelZone: "frankfurt", kubekeys.LabelBetaZone: "frankfurt",
+				kubekeys.LabelInstanceType: "b2-7", kubekeys.LabelBetaInstanceType: "b2-7",
 			},
 			wantProviderID: "openstack://fra/9a1fd9ee-9f05-473e-88d8-1b1b1b1b1b1b",
 		},
@@ -276,23 +277,23 @@ func TestDropInUpstreamConfigs(t *testing.T) {
 			name: "label test: node has no metadata", config: upstreamLabelTestRules, clusterName: "test-cluster",
 			pm: &specs.PlatformMetadataSpec{Hostname: "node1"},
 			// talos-ccm gives a machine without PlatformMetadata the platform metal, as its label says (README).
-			wantLabels: map[string]string{node.LabelClusterName: "test-cluster", node.LabelPlatform: "metal"},
+			wantLabels: map[string]string{kubekeys.LabelClusterName: "test-cluster", kubekeys.LabelPlatform: "metal"},
 		},
 		{
 			name: "label test: node with platform name", config: upstreamLabelTestRules, clusterName: "test-cluster",
 			pm:         &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "node1"},
-			wantLabels: map[string]string{node.LabelClusterName: "test-cluster", node.LabelPlatform: "metal"},
+			wantLabels: map[string]string{kubekeys.LabelClusterName: "test-cluster", kubekeys.LabelPlatform: "metal"},
 		},
 		{
 			name: "label test: spot node", config: upstreamLabelTestRules, clusterName: "test-cluster",
 			pm:         &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "node1", Spot: true},
-			wantLabels: map[string]string{node.LabelClusterName: "test-cluster", node.LabelPlatform: "metal", node.LabelLifecycle: "spot"},
+			wantLabels: map[string]string{kubekeys.LabelClusterName: "test-cluster", kubekeys.LabelPlatform: "metal", kubekeys.LabelLifecycle: "spot"},
 		},
 		{
 			name: "label test: node with custom labels", config: upstreamLabelTestRules, clusterName: "test-cluster",
 			pm:         &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "nocloud", Hostname: "web-1"},
 			wantRules:  []string{"transformations[0]"},
-			wantLabels: map[string]string{node.LabelClusterName: "test-cluster", node.LabelPlatform: "nocloud", web: ""},
+			wantLabels: map[string]string{kubekeys.LabelClusterName: "test-cluster", kubekeys.LabelPlatform: "nocloud", web: ""},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,26 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
-)
-
-// Well-known labels that talos-ccm sets.
-const (
-	LabelRegion       = "topology.kubernetes.io/region"
-	LabelZone         = "topology.kubernetes.io/zone"
-	LabelInstanceType = "node.kubernetes.io/instance-type"
-	LabelPlatform     = "node.cloudprovider.kubernetes.io/platform"
-	LabelLifecycle    = "node.cloudprovider.kubernetes.io/lifecycle"
-	LabelClusterName  = "node.cloudprovider.kubernetes.io/clustername"
-
-	// The deprecated beta topology labels, which the Kubernetes cloud-node controller still sets next to
-	// the GA ones (and so does the Talos CCM): selectors written for them keep working.
-	LabelBetaInstanceType = "beta.kubernetes.io/instance-type"
-	LabelBetaZone         = "failure-domain.beta.kubernetes.io/zone"
-	LabelBetaRegion       = "failure-domain.beta.kubernetes.io/region"
 )
 
 const (
@@ -187,24 +172,24 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 		out.Origins[node.OriginKey(node.OriginKindLabel, key)] = origin
 	}
 
-	set(LabelRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
-	set(LabelZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
-	set(LabelInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
+	set(kubekeys.LabelRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
+	set(kubekeys.LabelZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
+	set(kubekeys.LabelInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
 
 	if !cfg.GetDisableBetaTopologyLabels() {
-		set(LabelBetaRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
-		set(LabelBetaZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
-		set(LabelBetaInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
+		set(kubekeys.LabelBetaRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
+		set(kubekeys.LabelBetaZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
+		set(kubekeys.LabelBetaInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
 	}
 
 	if pm.GetHasPlatformMetadata() {
-		set(LabelPlatform, out.GetPlatform(), "Talos platformMetadata.platform")
+		set(kubekeys.LabelPlatform, out.GetPlatform(), "Talos platformMetadata.platform")
 	} else {
-		set(LabelPlatform, out.GetPlatform(), "no Talos PlatformMetadata: assumed "+fallbackPlatform)
+		set(kubekeys.LabelPlatform, out.GetPlatform(), "no Talos PlatformMetadata: assumed "+fallbackPlatform)
 	}
 
 	if pm.GetSpot() {
-		set(LabelLifecycle, "spot", factOrigin(ruleOrigins, "spot"))
+		set(kubekeys.LabelLifecycle, "spot", factOrigin(ruleOrigins, "spot"))
 	}
 
 	clusterNameSource := cfg.GetClusterNameSource()
@@ -212,7 +197,7 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 		clusterNameSource = cfg.GetSource()
 	}
 
-	set(LabelClusterName, cfg.GetClusterName(), "cluster name ("+clusterNameSource+")")
+	set(kubekeys.LabelClusterName, cfg.GetClusterName(), "cluster name ("+clusterNameSource+")")
 }
 
 // setRuleOutputs adds what the transformation rules produced: labels (over the well-known ones: later keys

@@ -10,6 +10,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 func addrs(pairs ...string) *specs.MachineAddressesSpec {
@@ -214,9 +215,9 @@ func TestProviderIDAndLabels(t *testing.T) {
 			wantProviderID: "aws:///eu-west-1a/i-0abc",
 			wantInitialize: true,
 			wantLabels: map[string]string{
-				node.LabelRegion: "eu-west-1", node.LabelZone: "eu-west-1a", node.LabelInstanceType: "m5.large",
-				node.LabelPlatform: "aws", node.LabelLifecycle: "spot", node.LabelClusterName: "prod",
-				node.LabelBetaRegion: "eu-west-1", node.LabelBetaZone: "eu-west-1a", node.LabelBetaInstanceType: "m5.large",
+				kubekeys.LabelRegion: "eu-west-1", kubekeys.LabelZone: "eu-west-1a", kubekeys.LabelInstanceType: "m5.large",
+				kubekeys.LabelPlatform: "aws", kubekeys.LabelLifecycle: "spot", kubekeys.LabelClusterName: "prod",
+				kubekeys.LabelBetaRegion: "eu-west-1", kubekeys.LabelBetaZone: "eu-west-1a", kubekeys.LabelBetaInstanceType: "m5.large",
 			},
 		},
 		{
@@ -225,7 +226,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 			pm:             &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal"},
 			wantProviderID: "talos://metal/10.0.0.5",
 			wantInitialize: true,
-			wantLabels:     map[string]string{node.LabelPlatform: "metal", node.LabelClusterName: "prod"},
+			wantLabels:     map[string]string{kubekeys.LabelPlatform: "metal", kubekeys.LabelClusterName: "prod"},
 		},
 		{
 			name:           "no PlatformMetadata at all: metal fallback at once",
@@ -233,14 +234,14 @@ func TestProviderIDAndLabels(t *testing.T) {
 			pm:             &specs.PlatformMetadataSpec{},
 			wantProviderID: "talos://metal/10.0.0.5",
 			wantInitialize: true,
-			wantLabels:     map[string]string{node.LabelPlatform: "metal", node.LabelClusterName: "prod"},
+			wantLabels:     map[string]string{kubekeys.LabelPlatform: "metal", kubekeys.LabelClusterName: "prod"},
 		},
 		{
 			name:        "cloud without providerID waits",
 			now:         created.Add(10 * time.Second),
 			pm:          &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "gcp", Zone: "us-central1-a"},
 			wantRequeue: 50 * time.Second,
-			wantLabels:  map[string]string{node.LabelZone: "us-central1-a", node.LabelBetaZone: "us-central1-a", node.LabelPlatform: "gcp", node.LabelClusterName: "prod"},
+			wantLabels:  map[string]string{kubekeys.LabelZone: "us-central1-a", kubekeys.LabelBetaZone: "us-central1-a", kubekeys.LabelPlatform: "gcp", kubekeys.LabelClusterName: "prod"},
 		},
 		{
 			name:           "cloud without providerID after the wait gets the fallback",
@@ -248,7 +249,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 			pm:             &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "gcp"},
 			wantProviderID: "talos://gcp/10.0.0.5",
 			wantInitialize: true,
-			wantLabels:     map[string]string{node.LabelPlatform: "gcp", node.LabelClusterName: "prod"},
+			wantLabels:     map[string]string{kubekeys.LabelPlatform: "gcp", kubekeys.LabelClusterName: "prod"},
 		},
 		{
 			name:           "invalid label values are left out",
@@ -256,7 +257,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 			pm:             &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", InstanceType: "Standard D2 v3 (bad)"},
 			wantProviderID: "talos://metal/10.0.0.5",
 			wantInitialize: true,
-			wantLabels:     map[string]string{node.LabelPlatform: "metal", node.LabelClusterName: "prod"},
+			wantLabels:     map[string]string{kubekeys.LabelPlatform: "metal", kubekeys.LabelClusterName: "prod"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
@@ -63,7 +64,7 @@ func TestRuleOrderAndOverrides(t *testing.T) {
 				{Key: "zone", Operator: rules.OpIn, Values: []string{"rack-107"}},
 			}}},
 			// ... and to its templates; the later rule wins a shared key.
-			Labels: map[string]string{"example.com/x": "2", "example.com/zone-after": "{{ .Zone }}", node.LabelRegion: "overridden"},
+			Labels: map[string]string{"example.com/x": "2", "example.com/zone-after": "{{ .Zone }}", kubekeys.LabelRegion: "overridden"},
 			Taints: map[string]string{"example.com/rack": "{{ .Zone }}:NoSchedule"},
 		},
 		&specs.TransformationRule{
@@ -76,27 +77,27 @@ func TestRuleOrderAndOverrides(t *testing.T) {
 	assert.Equal(t, []string{"first", "second"}, spec.GetMatchedRules())
 	assert.Empty(t, spec.GetSkippedRules())
 	assert.Equal(t, map[string]string{
-		"example.com/x":           "2",
-		"example.com/zone-before": "",
-		"example.com/zone-after":  "rack-107",
-		node.LabelZone:            "rack-107",
-		node.LabelRegion:          "overridden",
-		node.LabelInstanceType:    "t2.micro",
-		node.LabelLifecycle:       "spot",
-		node.LabelPlatform:        "nocloud",
-		node.LabelClusterName:     "c1",
+		"example.com/x":            "2",
+		"example.com/zone-before":  "",
+		"example.com/zone-after":   "rack-107",
+		kubekeys.LabelZone:         "rack-107",
+		kubekeys.LabelRegion:       "overridden",
+		kubekeys.LabelInstanceType: "t2.micro",
+		kubekeys.LabelLifecycle:    "spot",
+		kubekeys.LabelPlatform:     "nocloud",
+		kubekeys.LabelClusterName:  "c1",
 		// The beta labels follow the facts (a rule writing the GA label does not change them).
-		node.LabelBetaZone:         "rack-107",
-		node.LabelBetaRegion:       "lab",
-		node.LabelBetaInstanceType: "t2.micro",
+		kubekeys.LabelBetaZone:         "rack-107",
+		kubekeys.LabelBetaRegion:       "lab",
+		kubekeys.LabelBetaInstanceType: "t2.micro",
 	}, spec.GetLabels())
 	assert.Equal(t, "proxmox://lab/107", spec.GetProviderId())
 	assert.Equal(t, []*specs.Taint{{Key: "example.com/rack", Value: "rack-107", Effect: "NoSchedule"}}, spec.GetTaints())
 	assert.Contains(t, nodeAddrs(spec), "InternalDNS=pve-7.lab.internal")
 
 	assert.Equal(t, "rule first (platformMetadata.providerID)", spec.GetOrigins()["providerID"])
-	assert.Equal(t, "rule first (platformMetadata.zone)", spec.GetOrigins()["label/"+node.LabelZone])
-	assert.Equal(t, "rule second", spec.GetOrigins()["label/"+node.LabelRegion])
+	assert.Equal(t, "rule first (platformMetadata.zone)", spec.GetOrigins()["label/"+kubekeys.LabelZone])
+	assert.Equal(t, "rule second", spec.GetOrigins()["label/"+kubekeys.LabelRegion])
 	assert.Equal(t, "rule second", spec.GetOrigins()["label/example.com/x"])
 	assert.Equal(t, "rule second", spec.GetOrigins()["taint/example.com/rack"])
 	assert.Equal(t, "rule first", spec.GetOrigins()["platformMetadata/instanceType"])

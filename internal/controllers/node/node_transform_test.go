@@ -13,6 +13,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -63,8 +64,8 @@ func TestNodeTransformController(t *testing.T) {
 		spec := nt.TypedSpec().Value
 		a.True(spec.GetInitialize(), spec.GetPending())
 		a.Equal("hcloud://42", spec.GetProviderId())
-		a.Equal("fsn1-dc14", spec.GetLabels()[nodectrl.LabelZone])
-		a.Equal("c1", spec.GetLabels()[nodectrl.LabelClusterName])
+		a.Equal("fsn1-dc14", spec.GetLabels()[kubekeys.LabelZone])
+		a.Equal("c1", spec.GetLabels()[kubekeys.LabelClusterName])
 	})
 
 	// A changed fact and a changed config both reach the transform.
@@ -75,8 +76,8 @@ func TestNodeTransformController(t *testing.T) {
 	s.Update(cfg)
 
 	ctest.AssertResource(s, "w1", func(nt *node.NodeTransform, a *assert.Assertions) {
-		a.Equal("nbg1-dc3", nt.TypedSpec().Value.GetLabels()[nodectrl.LabelZone])
-		a.Equal("c2", nt.TypedSpec().Value.GetLabels()[nodectrl.LabelClusterName])
+		a.Equal("nbg1-dc3", nt.TypedSpec().Value.GetLabels()[kubekeys.LabelZone])
+		a.Equal("c2", nt.TypedSpec().Value.GetLabels()[kubekeys.LabelClusterName])
 	})
 
 	// The Node goes away: so does its transform.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -23,7 +24,7 @@ import (
 )
 
 // controlPlaneLabels mark the Nodes of control-plane machines.
-var controlPlaneLabels = []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+var controlPlaneLabels = []string{kubekeys.LabelControlPlane, kubekeys.LabelMaster}
 
 // ControllerManagerConfigSourceOptions tune the ControllerManagerConfig source.
 type ControllerManagerConfigSourceOptions struct {
