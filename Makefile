@@ -74,7 +74,7 @@ test-bench-functions:
 
 ## test-fuzz: a short run of every fuzz target (CSR decisions, the config file and its load balancer pools,
 ## the LoadBalancer IP planner, Talos facts, rule templates, the Node planner over forged ownership
-## annotations):
+## annotations, the wire-level trimming of the Nodes the apiserver sends):
 ## no panic on hostile input. The budget is a count of executions per target (FUZZTIME, default 20000x;
 ## minimizing a new input: FUZZMINIMIZETIME, default 200x), not a duration: Go 1.26's fuzz coordinator can
 ## report its own -fuzztime deadline as a failure ("context deadline exceeded", golang/go#75804), and a
@@ -90,6 +90,7 @@ test-fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzTalosFacts$$' ./internal/controllers/talos
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzRenderTemplate$$' ./internal/rules
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzPlanObjectIgnoresCopies$$' ./internal/k8ssink
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzTrimNodeEnvelope$$' ./internal/kubeclient
 
 ## generate: regenerate protobuf Go code from api/proto.
 generate:

@@ -24,6 +24,8 @@ import (
 // configuration it was built from.
 type Client struct {
 	core, certificates, coordination, discovery, authentication, authorization rest.Interface
+	// nodeCache is core/v1 whose protobuf decoder trims Nodes (see trimmingNodes): the Nodes informer's.
+	nodeCache rest.Interface
 }
 
 // NewForConfig returns a client of cfg: its server, credentials, transport, content types, user agent (client-go's
@@ -77,6 +79,15 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		}
 	}
 
+	cacheConfig := shared
+	cacheConfig.GroupVersion = &corev1.SchemeGroupVersion
+	cacheConfig.APIPath = "/api"
+	cacheConfig.NegotiatedSerializer = trimmingNodes{rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()}
+
+	if c.nodeCache, err = rest.RESTClientForConfigAndClient(&cacheConfig, httpClient); err != nil {
+		return nil, fmt.Errorf("failed to create Kubernetes client of %s: %w", corev1.SchemeGroupVersion, err)
+	}
+
 	return c, nil
 }
 
@@ -102,6 +113,12 @@ type (
 // Nodes returns the client of Nodes.
 func (c *Client) Nodes() *NodeClient {
 	return withList[corev1.Node, corev1.NodeList](c.core, "nodes", "")
+}
+
+// nodesForCache returns a client of Nodes whose reads return them trimmed as k8ssink.TrimNode trims them
+// (only when the apiserver answers in protobuf, which the client asks for): the Nodes informer's.
+func (c *Client) nodesForCache() *NodeClient {
+	return withList[corev1.Node, corev1.NodeList](c.nodeCache, "nodes", "")
 }
 
 // Services returns the client of the Services of namespace ("" for every namespace, to list and watch).

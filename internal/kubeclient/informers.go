@@ -47,10 +47,11 @@ func (f *Informers) For(key string, newInformer func(*Client) cache.SharedIndexI
 	return informer
 }
 
-// Nodes returns the informer of every Node.
+// Nodes returns the informer of every Node. Its Nodes come trimmed from the wire: their metadata without
+// managed fields, their spec, and of their status the addresses and the Ready condition (see trimNodeEnvelope).
 func (f *Informers) Nodes() cache.SharedIndexInformer { //nolint:ireturn
 	return f.For("nodes", func(c *Client) cache.SharedIndexInformer {
-		return NewInformer(c.Nodes(), &corev1.Node{}, nil, nil)
+		return NewInformer(c.nodesForCache(), &corev1.Node{}, nil, nil)
 	})
 }
 

@@ -1,0 +1,62 @@
+package kubeclient_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
+)
+
+// TestNodesInformerKeepsTrimmedNodes: the Nodes informer's Nodes come trimmed off the wire, without any
+// transform of the informer's: a kubelet's images and node info, the other conditions and the managed
+// fields are never decoded, the addresses, the Ready condition and the metadata are.
+func TestNodesInformerKeepsTrimmedNodes(t *testing.T) {
+	t.Parallel()
+
+	_, client := sharedClient(t)
+	ctx := t.Context()
+
+	node, err := client.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: "kubeclient-trimmed", Labels: map[string]string{"a": "b"},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	node.Status = corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory"},
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"},
+		},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.9"}},
+		NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.36.0"},
+		Images:    []corev1.ContainerImage{{Names: []string{"registry.k8s.io/pause:3.10"}, SizeBytes: 1 << 20}},
+	}
+
+	_, err = client.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	informers := kubeclient.NewInformers(client)
+	informers.Nodes()
+	startInformers(t, informers)
+
+	eventually(t, "the trimmed Node in the informer cache", func() error {
+		cached, err := informers.NodeLister().Get("kubeclient-trimmed")
+
+		switch {
+		case err != nil:
+			return err
+		case len(cached.Status.Addresses) != 1 || cached.Labels["a"] != "b":
+			return fmt.Errorf("not the Node as written: %+v", cached)
+		case len(cached.Status.Images) != 0 || cached.Status.NodeInfo.KubeletVersion != "" || len(cached.ManagedFields) != 0:
+			return errors.New("the images, node info or managed fields were decoded")
+		case len(cached.Status.Conditions) != 1 || cached.Status.Conditions[0].Type != corev1.NodeReady:
+			return fmt.Errorf("conditions %v, want Ready alone", cached.Status.Conditions)
+		}
+
+		return nil
+	})
+}
