@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 )
 
@@ -48,112 +48,42 @@ var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
 // talos-ccm's own bookkeeping annotations. The rest of node.cloudprovider.kubernetes.io/ is open to rules,
 // as in the Talos CCM, whose own examples taint node.cloudprovider.kubernetes.io/storage-type.
 var (
-	reservedTaintPrefixes      = []string{kubekeys.TaintPrefixNodeLifecycle}
-	reservedTaintKeys          = []string{kubekeys.TaintUninitialized, kubekeys.TaintShutdown}
-	reservedAnnotationPrefixes = []string{kubekeys.AnnotationPrefixOwn}
+	reservedTaintPrefixes      = []string{"node.kubernetes.io/"}
+	reservedTaintKeys          = []string{"node.cloudprovider.kubernetes.io/uninitialized", "node.cloudprovider.kubernetes.io/shutdown"}
+	reservedAnnotationPrefixes = []string{"tccm.dev/"}
 )
 
 // tagFactPrefix selects one tag of PlatformMetadata: tags.Name is the tag "Name".
 const tagFactPrefix = "tags."
 
-// fact is one fact selectors can test, under its documented name.
-type fact struct {
-	name string
-	get  func(*specs.PlatformMetadataSpec) string
-	// set overrides the fact from a rule's platformMetadata; nil when it cannot be overridden.
-	set func(*specs.PlatformMetadataSpec, string) error
-	// why explains, when set is nil, why the fact cannot be overridden.
-	why string
-}
-
-const (
-	whyNotHostname    = "the hostname names the machine and its Node"
-	whyNotPlatform    = "the platform decides how the machine's other facts are read"
-	whyNotSystemFacts = "it is a SystemInformation fact, read from the hardware"
-	whyNotMachineType = "the machine type is Talos's, from the machine's config"
-)
-
-// facts are the selector facts, by lowercase name: every PlatformMetadata and SystemInformation field, and
-// the machine's type (MachineType: controlplane or worker).
-// Empty values are absent (Talos leaves unknown facts empty); spot is always "true" or "false".
-var facts = func() map[string]fact {
-	list := []fact{
-		{name: "platform", get: (*specs.PlatformMetadataSpec).GetPlatform, why: whyNotPlatform},
-		{name: "hostname", get: (*specs.PlatformMetadataSpec).GetHostname, why: whyNotHostname},
-		{
-			name: "region", get: (*specs.PlatformMetadataSpec).GetRegion,
-			set: func(pm *specs.PlatformMetadataSpec, v string) error { pm.Region = v; return nil },
-		},
-		{
-			name: "zone", get: (*specs.PlatformMetadataSpec).GetZone,
-			set: func(pm *specs.PlatformMetadataSpec, v string) error { pm.Zone = v; return nil },
-		},
-		{
-			name: "instanceType", get: (*specs.PlatformMetadataSpec).GetInstanceType,
-			set: func(pm *specs.PlatformMetadataSpec, v string) error { pm.InstanceType = v; return nil },
-		},
-		{
-			name: "instanceID", get: (*specs.PlatformMetadataSpec).GetInstanceId,
-			set: func(pm *specs.PlatformMetadataSpec, v string) error { pm.InstanceId = v; return nil },
-		},
-		{
-			name: "providerID", get: (*specs.PlatformMetadataSpec).GetProviderId,
-			set: func(pm *specs.PlatformMetadataSpec, v string) error { pm.ProviderId = v; return nil },
-		},
-		{
-			name: "spot", get: func(pm *specs.PlatformMetadataSpec) string { return strconv.FormatBool(pm.GetSpot()) },
-			set: func(pm *specs.PlatformMetadataSpec, v string) error {
-				b, err := parseSpot(v)
-				pm.Spot = b
-
-				return err
-			},
-		},
-		{
-			name: "internalDNS", get: (*specs.PlatformMetadataSpec).GetInternalDns,
-			set: func(pm *specs.PlatformMetadataSpec, v string) error { pm.InternalDns = v; return nil },
-		},
-		{
-			name: "externalDNS", get: (*specs.PlatformMetadataSpec).GetExternalDns,
-			set: func(pm *specs.PlatformMetadataSpec, v string) error { pm.ExternalDns = v; return nil },
-		},
-		{name: "manufacturer", get: (*specs.PlatformMetadataSpec).GetManufacturer, why: whyNotSystemFacts},
-		{name: "productName", get: (*specs.PlatformMetadataSpec).GetProductName, why: whyNotSystemFacts},
-		{name: "version", get: (*specs.PlatformMetadataSpec).GetVersion, why: whyNotSystemFacts},
-		{name: "serialNumber", get: (*specs.PlatformMetadataSpec).GetSerialNumber, why: whyNotSystemFacts},
-		{name: "uuid", get: (*specs.PlatformMetadataSpec).GetUuid, why: whyNotSystemFacts},
-		{name: "wakeUpType", get: (*specs.PlatformMetadataSpec).GetWakeUpType, why: whyNotSystemFacts},
-		{name: "skuNumber", get: (*specs.PlatformMetadataSpec).GetSkuNumber, why: whyNotSystemFacts},
-		{name: "machineType", get: (*specs.PlatformMetadataSpec).GetMachineType, why: whyNotMachineType},
-	}
-
-	out := make(map[string]fact, len(list))
-	for _, f := range list {
-		out[strings.ToLower(f.name)] = f
-	}
-
-	return out
-}()
-
 // FactNames lists the selector fact names as documented (tags.KEY stands for every tag).
 func FactNames() []string {
-	names := make([]string, 0, len(facts)+1)
-	for _, f := range facts {
-		names = append(names, f.name)
+	names := make([]string, 0, len(factTable))
+
+	var tags []string
+
+	for _, f := range factTable {
+		if f.IsTags() {
+			tags = append(tags, f.Name+".KEY")
+
+			continue
+		}
+
+		names = append(names, f.Name)
 	}
 
 	slices.Sort(names)
 
-	return append(names, tagFactPrefix+"KEY")
+	return append(names, tags...)
 }
 
 // OverridableFacts lists the facts a rule's platformMetadata may override.
 func OverridableFacts() []string {
 	var names []string
 
-	for _, f := range facts {
-		if f.set != nil {
-			names = append(names, f.name)
+	for _, f := range factTable {
+		if f.overridable() {
+			names = append(names, f.Name)
 		}
 	}
 
@@ -171,12 +101,12 @@ func lookupFact(pm *specs.PlatformMetadataSpec, key string) (value string, ok bo
 		return value, ok && value != ""
 	}
 
-	f, known := facts[strings.ToLower(key)]
+	f, known := selectorFacts[strings.ToLower(key)]
 	if !known {
 		return "", false
 	}
 
-	value = f.get(pm)
+	value = f.text(pm)
 
 	return value, value != ""
 }
@@ -191,33 +121,41 @@ func ValidateFactKey(key string) error {
 		return nil
 	}
 
-	if _, ok := facts[strings.ToLower(key)]; !ok {
+	if _, ok := selectorFacts[strings.ToLower(key)]; !ok {
 		return fmt.Errorf("unknown fact key %q (known, case-insensitive: %s)", key, strings.Join(FactNames(), ", "))
 	}
 
 	return nil
 }
 
+// overrideFact returns the fact a platformMetadata key names (case-insensitive, so the Talos Go field names
+// of the Talos CCM documentation, InstanceType or ProviderID, are accepted), or why it cannot be overridden.
+func overrideFact(key string) (Fact, error) {
+	f, ok := selectorFacts[strings.ToLower(key)]
+
+	switch {
+	case !ok:
+		return Fact{}, fmt.Errorf("unknown platformMetadata key %q (known, case-insensitive: %s)", key, strings.Join(OverridableFacts(), ", "))
+	case !f.overridable():
+		return Fact{}, fmt.Errorf("platformMetadata key %q cannot be overridden: %s (overridable: %s)", key, f.Fixed, strings.Join(OverridableFacts(), ", "))
+	}
+
+	return f, nil
+}
+
 // CanonicalOverrideKey returns the documented name of a platformMetadata key (case-insensitive, so the
 // Talos Go field names of the Talos CCM documentation, InstanceType or ProviderID, are accepted), or why it
 // cannot be overridden.
 func CanonicalOverrideKey(key string) (string, error) {
-	f, ok := facts[strings.ToLower(key)]
+	f, err := overrideFact(key)
 
-	switch {
-	case !ok:
-		return "", fmt.Errorf("unknown platformMetadata key %q (known, case-insensitive: %s)", key, strings.Join(OverridableFacts(), ", "))
-	case f.set == nil:
-		return "", fmt.Errorf("platformMetadata key %q cannot be overridden: %s (overridable: %s)", key, f.why, strings.Join(OverridableFacts(), ", "))
-	}
-
-	return f.name, nil
+	return f.Name, err
 }
 
 // ValidateOverrideValue checks the value of a platformMetadata override: its template and, when it has no
 // template action, the value itself.
 func ValidateOverrideValue(key, value string) error {
-	name, err := CanonicalOverrideKey(key)
+	f, err := overrideFact(key)
 	if err != nil {
 		return err
 	}
@@ -227,23 +165,10 @@ func ValidateOverrideValue(key, value string) error {
 	}
 
 	if !isTemplated(value) {
-		return facts[strings.ToLower(name)].set(&specs.PlatformMetadataSpec{}, strings.TrimSpace(value))
+		_, err = f.parse(strings.TrimSpace(value))
 	}
 
-	return nil
-}
-
-func parseSpot(v string) (bool, error) {
-	if v == "" {
-		return false, nil
-	}
-
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("spot must be true or false, not %q", v)
-	}
-
-	return b, nil
+	return err
 }
 
 // ValidateRequirement checks a selector expression: a known fact, a known operator (case-sensitive, as in
@@ -510,7 +435,14 @@ type ruleOutput struct {
 	labels      map[string]string
 	annotations map[string]string
 	taints      map[string]*specs.Taint
-	overrides   map[string]string
+	// overrides are the facts a rule's platformMetadata overrides, by name, with their new values.
+	overrides map[string]override
+}
+
+// override is a fact a rule overrides and its new value.
+type override struct {
+	fact  Fact
+	value reflect.Value
 }
 
 // Apply evaluates the rules in order on the machine's facts pm, which it does not modify.
@@ -567,8 +499,8 @@ func Apply(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpec) Re
 		}
 
 		// Validated by renderRule: the overrides apply as a whole.
-		for name, v := range out.overrides {
-			facts[strings.ToLower(name)].set(res.Facts, v) //nolint:errcheck
+		for name, o := range out.overrides {
+			o.fact.Set(res.Facts, o.value)
 			res.Origins[node.OriginKey(node.OriginKindPlatformMetadata, name)] = origin
 		}
 	}
@@ -584,7 +516,7 @@ func renderRule(rule *specs.TransformationRule, pm *specs.PlatformMetadataSpec) 
 		labels:      map[string]string{},
 		annotations: map[string]string{},
 		taints:      map[string]*specs.Taint{},
-		overrides:   map[string]string{},
+		overrides:   map[string]override{},
 	}
 
 	var errs []error
@@ -643,23 +575,24 @@ func renderRule(rule *specs.TransformationRule, pm *specs.PlatformMetadataSpec) 
 	}
 
 	for _, k := range slices.Sorted(maps.Keys(rule.GetPlatformMetadata())) {
-		name, err := CanonicalOverrideKey(k)
+		f, err := overrideFact(k)
 
-		var v string
-
-		if err == nil {
-			v, err = renderTemplate(rule.GetPlatformMetadata()[k], data)
-		}
-
-		v = strings.TrimSpace(v)
+		var (
+			text  string
+			value reflect.Value
+		)
 
 		if err == nil {
-			err = facts[strings.ToLower(name)].set(&specs.PlatformMetadataSpec{}, v)
+			text, err = renderTemplate(rule.GetPlatformMetadata()[k], data)
 		}
 
 		if err == nil {
-			if _, dup := out.overrides[name]; dup {
-				err = fmt.Errorf("%s is overridden twice in the same rule", name)
+			value, err = f.parse(strings.TrimSpace(text))
+		}
+
+		if err == nil {
+			if _, dup := out.overrides[f.Name]; dup {
+				err = fmt.Errorf("%s is overridden twice in the same rule", f.Name)
 			}
 		}
 
@@ -669,7 +602,7 @@ func renderRule(rule *specs.TransformationRule, pm *specs.PlatformMetadataSpec) 
 			continue
 		}
 
-		out.overrides[name] = v
+		out.overrides[f.Name] = override{fact: f, value: value}
 	}
 
 	if err := errors.Join(errs...); err != nil {

@@ -52,64 +52,38 @@ const (
 // reaches it starts over.
 const maxCacheEntries = 4096
 
-// templateFacts is what a template sees: the Talos PlatformMetadata and SystemInformation fields under
-// their Talos Go names, as the Talos CCM documentation names them, and the machine's type.
-type templateFacts struct {
-	Platform     string
-	Hostname     string
-	Region       string
-	Zone         string
-	InstanceType string
-	InstanceID   string
-	ProviderID   string
-	Spot         bool
-	InternalDNS  string
-	ExternalDNS  string
-	Tags         map[string]string
-	Manufacturer string
-	ProductName  string
-	Version      string
-	SerialNumber string
-	UUID         string
-	WakeUpType   string
-	SKUNumber    string
-	MachineType  string
-}
+// templateFacts is the type of what a template sees, a pointer to a struct of one field per fact of the
+// facts table, in its order (the Talos PlatformMetadata and SystemInformation fields under their Talos Go
+// names, as the Talos CCM documentation names them, and the machine's type). A struct, not a map: a
+// template reads its fields alone, not its keys with index or its length with len.
+var templateFacts = func() reflect.Type {
+	fields := make([]reflect.StructField, 0, len(factTable))
+	for _, f := range factTable {
+		fields = append(fields, reflect.StructField{Name: f.Field, Type: f.Type()})
+	}
 
-// templateFieldNames are the fields of templateFacts, in declaration order, for messages.
+	return reflect.PointerTo(reflect.StructOf(fields))
+}()
+
+// templateFieldNames are the fields of templateFacts, in order, for messages.
 var templateFieldNames = func() []string {
-	t := reflect.TypeFor[templateFacts]()
-	out := make([]string, 0, t.NumField())
-
-	for i := range t.NumField() {
-		out = append(out, t.Field(i).Name)
+	out := make([]string, 0, len(factTable))
+	for _, f := range factTable {
+		out = append(out, f.Field)
 	}
 
 	return out
 }()
 
-func newTemplateFacts(pm *specs.PlatformMetadataSpec) *templateFacts {
-	return &templateFacts{
-		Platform:     pm.GetPlatform(),
-		Hostname:     pm.GetHostname(),
-		Region:       pm.GetRegion(),
-		Zone:         pm.GetZone(),
-		InstanceType: pm.GetInstanceType(),
-		InstanceID:   pm.GetInstanceId(),
-		ProviderID:   pm.GetProviderId(),
-		Spot:         pm.GetSpot(),
-		InternalDNS:  pm.GetInternalDns(),
-		ExternalDNS:  pm.GetExternalDns(),
-		Tags:         pm.GetTags(),
-		Manufacturer: pm.GetManufacturer(),
-		ProductName:  pm.GetProductName(),
-		Version:      pm.GetVersion(),
-		SerialNumber: pm.GetSerialNumber(),
-		UUID:         pm.GetUuid(),
-		WakeUpType:   pm.GetWakeUpType(),
-		SKUNumber:    pm.GetSkuNumber(),
-		MachineType:  pm.GetMachineType(),
+// newTemplateFacts returns what a template sees of pm, a templateFacts.
+func newTemplateFacts(pm *specs.PlatformMetadataSpec) any {
+	v := reflect.New(templateFacts.Elem())
+
+	for i, f := range factTable {
+		v.Elem().Field(i).Set(f.Get(pm))
 	}
+
+	return v.Interface()
 }
 
 // templateFuncs are the functions of the Talos CCM documentation, with the argument orders of sprig (and of
@@ -502,6 +476,10 @@ func tmplPrintf(format string, args ...any) (string, error) {
 			}
 
 			piece = fmt.Sprintf(directive, args[next])
+			if reflect.TypeOf(args[next]) == templateFacts {
+				// %T and %#v name the facts' type as text/template's messages do.
+				piece = templateTypeNames.Replace(piece)
+			}
 			next++
 		}
 
@@ -949,8 +927,8 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-// renderTemplate executes text on the facts.
-func renderTemplate(text string, facts *templateFacts) (string, error) {
+// renderTemplate executes text on the facts, a templateFacts.
+func renderTemplate(text string, facts any) (string, error) {
 	if !isTemplated(text) {
 		return text, nil
 	}
@@ -973,9 +951,18 @@ func renderTemplate(text string, facts *templateFacts) (string, error) {
 // and the column.
 var templateErrorPrefix = regexp.MustCompile(`^template: :\d+(:\d+)?: (executing "" )?`)
 
-// templateErrorMessage is a text/template error without the prefix that only repeats the template.
+// templateTypeNames shortens the type of the facts in text/template's messages ("can't evaluate field Foo
+// in type ..."): the struct type built from the facts table would spell out every field, where a named
+// type reads as its name.
+var templateTypeNames = strings.NewReplacer(
+	templateFacts.String(), "*rules.templateFacts",
+	templateFacts.Elem().String(), "rules.templateFacts",
+)
+
+// templateErrorMessage is a text/template error without the prefix that only repeats the template, and
+// with the type of the facts named.
 func templateErrorMessage(err error) string {
-	return templateErrorPrefix.ReplaceAllString(err.Error(), "")
+	return templateTypeNames.Replace(templateErrorPrefix.ReplaceAllString(err.Error(), ""))
 }
 
 var (

@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 
 	hwpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/hardware"
 	rtpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/runtime"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // Bounds on what one machine may report (talos.MaxTags, MaxFieldLength, MaxAddresses): what is beyond them is
@@ -61,36 +64,20 @@ func (w *warnings) field(name, value string) string {
 }
 
 // platformFacts converts Talos PlatformMetadata and SystemInformation (either may be nil: absent on
-// some metal machines and in containers) into a PlatformMetadataSpec.
+// some metal machines and in containers) into a PlatformMetadataSpec: every fact of the facts table
+// (rules.Facts) read from either, from the field of the fact's proto name.
 func platformFacts(pm *rtpb.PlatformMetadataSpec, si *hwpb.SystemInformationSpec, nodeIP string) *specs.PlatformMetadataSpec {
-	out := &specs.PlatformMetadataSpec{NodeIp: nodeIP}
+	out := &specs.PlatformMetadataSpec{NodeIp: nodeIP, HasPlatformMetadata: pm != nil, HasSystemInformation: si != nil}
 
 	var w warnings
 
-	if pm != nil {
-		out.HasPlatformMetadata = true
-		out.Platform = w.field("platformMetadata.platform", pm.GetPlatform())
-		out.Hostname = w.field("platformMetadata.hostname", pm.GetHostname())
-		out.Region = w.field("platformMetadata.region", pm.GetRegion())
-		out.Zone = w.field("platformMetadata.zone", pm.GetZone())
-		out.InstanceType = w.field("platformMetadata.instanceType", pm.GetInstanceType())
-		out.InstanceId = w.field("platformMetadata.instanceID", pm.GetInstanceId())
-		out.ProviderId = w.field("platformMetadata.providerID", pm.GetProviderId())
-		out.Spot = pm.GetSpot()
-		out.InternalDns = w.field("platformMetadata.internalDNS", pm.GetInternalDns())
-		out.ExternalDns = w.field("platformMetadata.externalDNS", pm.GetExternalDns())
-		out.Tags = tagFacts(pm.GetTags(), &w)
-	}
-
-	if si != nil {
-		out.HasSystemInformation = true
-		out.Manufacturer = w.field("systemInformation.manufacturer", si.GetManufacturer())
-		out.ProductName = w.field("systemInformation.productName", si.GetProductName())
-		out.Version = w.field("systemInformation.version", si.GetVersion())
-		out.SerialNumber = w.field("systemInformation.serialNumber", si.GetSerialNumber())
-		out.Uuid = w.field("systemInformation.uuid", si.GetUuid())
-		out.WakeUpType = w.field("systemInformation.wakeUpType", si.GetWakeUpType())
-		out.SkuNumber = w.field("systemInformation.skuNumber", si.GetSkuNumber())
+	for _, f := range rules.Facts() {
+		switch {
+		case f.Source == rules.FromPlatformMetadata && pm != nil:
+			f.Set(out, talosFact(f, pm.ProtoReflect(), "platformMetadata.", &w))
+		case f.Source == rules.FromSystemInformation && si != nil:
+			f.Set(out, talosFact(f, si.ProtoReflect(), "systemInformation.", &w))
+		}
 	}
 
 	out.Warnings = w.result()
@@ -98,27 +85,51 @@ func platformFacts(pm *rtpb.PlatformMetadataSpec, si *hwpb.SystemInformationSpec
 	return out
 }
 
-// Machine type facts, as Talos names the types (machinery's machine.Type String).
-const (
-	machineTypeControlPlane = "controlplane"
-	machineTypeWorker       = "worker"
-)
+// talosFact reads the fact f from the field of its proto name in a Talos resource's spec: a text cleaned
+// (left out with a warning when too long), a boolean as it is, and the tags bounded (tagFacts). The
+// warnings name the fact after prefix, the resource.
+func talosFact(f rules.Fact, spec protoreflect.Message, prefix string, w *warnings) reflect.Value {
+	field := spec.Descriptor().Fields().ByName(f.ProtoName())
+	if field == nil {
+		// TestTalosFactsTable keeps every fact's field in Talos's resources.
+		panic(fmt.Sprintf("Talos's %s has no field %s", spec.Descriptor().FullName(), f.ProtoName()))
+	}
+
+	value := spec.Get(field)
+
+	switch f.Type().Kind() {
+	case reflect.Bool:
+		return reflect.ValueOf(value.Bool())
+	case reflect.Map:
+		tags := make(map[string]string, value.Map().Len())
+		value.Map().Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+			tags[k.String()] = v.String()
+
+			return true
+		})
+
+		return reflect.ValueOf(tagFacts(prefix+f.Name, tags, w))
+	default:
+		return reflect.ValueOf(w.field(prefix+f.Name, value.String()))
+	}
+}
 
 // machineTypeFact is the machineType fact of a Talos machine type: "controlplane" for the control plane
 // (the init machine that bootstrapped it too), "worker", or "" (absent) while the type is unknown.
 func machineTypeFact(t int32) string {
 	switch t {
 	case talosMachineTypeInit, talosMachineTypeControlPlane:
-		return machineTypeControlPlane
+		return rules.MachineTypeControlPlane
 	case talosMachineTypeWorker:
-		return machineTypeWorker
+		return rules.MachineTypeWorker
 	default:
 		return ""
 	}
 }
 
-// tagFacts keeps the first maxTags tags by key whose key and value are not too long.
-func tagFacts(tags map[string]string, w *warnings) map[string]string {
+// tagFacts keeps the first maxTags tags by key whose key and value are not too long; the warnings name them
+// name.
+func tagFacts(name string, tags map[string]string, w *warnings) map[string]string {
 	if len(tags) == 0 {
 		return nil
 	}
@@ -129,7 +140,7 @@ func tagFacts(tags map[string]string, w *warnings) map[string]string {
 
 	for i, k := range keys {
 		if len(out) == maxTags {
-			w.add("platformMetadata.tags: %d of %d tags left out, from %q on (only the first %d by key are kept)", len(keys)-i, len(keys), clean(k[:min(len(k), 64)]), maxTags)
+			w.add("%s: %d of %d tags left out, from %q on (only the first %d by key are kept)", name, len(keys)-i, len(keys), clean(k[:min(len(k), 64)]), maxTags)
 
 			break
 		}
@@ -144,28 +155,26 @@ func tagFacts(tags map[string]string, w *warnings) map[string]string {
 	}
 
 	if tooLong > 0 {
-		w.add("platformMetadata.tags: %d tags left out: key or value longer than %d bytes", tooLong, maxFieldLength)
+		w.add("%s: %d tags left out: key or value longer than %d bytes", name, tooLong, maxFieldLength)
 	}
 
 	return out
 }
 
 // withPlatformMetadata returns facts with the PlatformMetadata part replaced by pm (nil: the machine has
-// none any more) and the SystemInformation part and the machine type kept.
+// none any more), and the facts read elsewhere (SystemInformation, the machine type) kept.
 func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *rtpb.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
 	out := platformFacts(pm, nil, facts.GetNodeIp())
 
+	for _, f := range rules.Facts() {
+		if f.Source != rules.FromPlatformMetadata {
+			f.Set(out, f.Get(facts))
+		}
+	}
+
 	out.HasSystemInformation = facts.GetHasSystemInformation()
-	out.Manufacturer = facts.GetManufacturer()
-	out.ProductName = facts.GetProductName()
-	out.Version = facts.GetVersion()
-	out.SerialNumber = facts.GetSerialNumber()
-	out.Uuid = facts.GetUuid()
-	out.WakeUpType = facts.GetWakeUpType()
-	out.SkuNumber = facts.GetSkuNumber()
 	out.Observed = facts.GetObserved()
 	out.Nodename = facts.GetNodename()
-	out.MachineType = facts.GetMachineType()
 
 	for _, warning := range facts.GetWarnings() {
 		if strings.HasPrefix(warning, "systemInformation.") {

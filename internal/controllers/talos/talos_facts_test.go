@@ -2,6 +2,7 @@ package talos
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -11,6 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 func TestPlatformFacts(t *testing.T) {
@@ -111,4 +115,70 @@ func TestWithPlatformMetadata(t *testing.T) {
 	assert.False(t, gone.GetHasPlatformMetadata())
 	assert.Empty(t, gone.GetZone())
 	assert.Equal(t, "u1", gone.GetUuid())
+}
+
+// TestTalosFactsTable checks that the Talos source reads every fact of the facts table: each fact read
+// from PlatformMetadata or SystemInformation has a field of its proto name and type in Talos's resource,
+// and a value there reaches the fact.
+func TestTalosFactsTable(t *testing.T) {
+	t.Parallel()
+
+	for _, f := range rules.Facts() {
+		t.Run(f.Name, func(t *testing.T) {
+			t.Parallel()
+
+			pm, si := &rtpb.PlatformMetadataSpec{}, &hwpb.SystemInformationSpec{}
+
+			var spec protoreflect.Message
+
+			switch f.Source {
+			case rules.FromPlatformMetadata:
+				spec = pm.ProtoReflect()
+			case rules.FromSystemInformation:
+				spec = si.ProtoReflect()
+			case rules.FromMachineType:
+				for _, talosType := range []int32{talosMachineTypeInit, talosMachineTypeControlPlane, talosMachineTypeWorker} {
+					assert.Contains(t, f.Values, machineTypeFact(talosType))
+				}
+
+				facts := platformFacts(pm, si, "10.0.0.1")
+				f.Set(facts, reflect.ValueOf(machineTypeFact(talosMachineTypeWorker)))
+				assert.Equal(t, rules.MachineTypeWorker, f.Get(withPlatformMetadata(facts, pm)).Interface(), "kept after a new PlatformMetadata")
+
+				return
+			default:
+				t.Fatalf("fact %s has no source the Talos source knows", f.Name)
+			}
+
+			field := spec.Descriptor().Fields().ByName(f.ProtoName())
+			require.NotNil(t, field, "Talos's %s has no field %s", spec.Descriptor().FullName(), f.ProtoName())
+
+			var want any
+
+			switch f.Type().Kind() {
+			case reflect.Bool:
+				require.Equal(t, protoreflect.BoolKind, field.Kind())
+				spec.Set(field, protoreflect.ValueOfBool(true))
+
+				want = true
+			case reflect.Map:
+				require.True(t, field.IsMap())
+				spec.Mutable(field).Map().Set(protoreflect.MapKey(protoreflect.ValueOfString("k")), protoreflect.ValueOfString("v"))
+
+				want = map[string]string{"k": "v"}
+			default:
+				require.Equal(t, protoreflect.StringKind, field.Kind())
+				spec.Set(field, protoreflect.ValueOfString(" value-of-"+f.Name+"\n"))
+
+				want = "value-of-" + f.Name
+			}
+
+			out := platformFacts(pm, si, "10.0.0.1")
+			assert.Equal(t, want, f.Get(out).Interface())
+
+			// A new PlatformMetadata keeps what was read elsewhere, and replaces the rest.
+			kept := withPlatformMetadata(out, &rtpb.PlatformMetadataSpec{})
+			assert.Equal(t, f.Source != rules.FromPlatformMetadata, !f.Get(kept).IsZero(), "kept after a new PlatformMetadata")
+		})
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	talosruntime "github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // TestTalosResourcesAreMachinerys checks the names the sources read resources by against machinery's own
@@ -62,9 +64,9 @@ func TestTalosNamesAreMachinerys(t *testing.T) {
 
 		switch {
 		case v.IsControlPlane():
-			want = machineTypeControlPlane
+			want = rules.MachineTypeControlPlane
 		case v == machine.TypeWorker:
-			want = machineTypeWorker
+			want = rules.MachineTypeWorker
 		}
 
 		assert.Equal(t, want, machineTypeFact(int32(v)), "machine type %s", v)

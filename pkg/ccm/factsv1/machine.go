@@ -1,7 +1,16 @@
 package factsv1
 
+import (
+	"maps"
+	"reflect"
+	"strings"
+
+	"github.com/talos-ccm/talos-ccm/internal/rules"
+)
+
 // Machine is what a host knows of one machine of a cluster: the facts talos-ccm otherwise reads from the
-// machine's Talos API. Only NodeName is required. The struct tags let a host keep machines in YAML or JSON
+// machine's Talos API. Only NodeName is required. A field that gives a fact is named in the facts table
+// (internal/rules, Fact.Adapter) by its JSON name, which checks it and converts it. The struct tags let a host keep machines in YAML or JSON
 // files; the names are those of talos-ccm's own facts (PlatformMetadata, MachineAddresses).
 type Machine struct {
 	// NodeName is the name of the machine's Kubernetes Node, and the ID of its facts. The host says with it
@@ -53,9 +62,9 @@ type Machine struct {
 // Machine types, as Talos names them.
 const (
 	// MachineTypeControlPlane is a control-plane machine (Talos's init machine too).
-	MachineTypeControlPlane = "controlplane"
+	MachineTypeControlPlane = rules.MachineTypeControlPlane
 	// MachineTypeWorker is a worker machine.
-	MachineTypeWorker = "worker"
+	MachineTypeWorker = rules.MachineTypeWorker
 )
 
 // Address is one address of a machine.
@@ -88,4 +97,47 @@ const (
 // known reports whether talos-ccm knows the exposure.
 func (e Exposure) known() bool {
 	return e == ExposureUnknown || e == ExposurePublic || e == ExposurePrivate
+}
+
+// machineFact is a fact of the facts table that a Machine field gives.
+type machineFact struct {
+	fact rules.Fact
+	// name is the JSON name of the Machine field, and index its index.
+	name  string
+	index int
+}
+
+// machineFacts are the facts a Machine gives, in the order of its fields: the facts of the facts table
+// whose Adapter is the JSON name of a Machine field.
+var machineFacts = func() []machineFact {
+	t := reflect.TypeFor[Machine]()
+
+	var out []machineFact
+
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+
+		for _, f := range rules.Facts() {
+			if f.Adapter == name {
+				out = append(out, machineFact{fact: f, name: name, index: i})
+			}
+		}
+	}
+
+	return out
+}()
+
+// value returns the fact's value in m, a map copied; ok is false when the value is empty (an empty text
+// or map, false): the fact is absent.
+func (mf machineFact) value(m *Machine) (v reflect.Value, ok bool) {
+	v = reflect.ValueOf(m).Elem().Field(mf.index)
+
+	switch {
+	case v.Kind() == reflect.Map && v.Len() == 0, v.IsZero():
+		return reflect.Value{}, false
+	case v.Kind() == reflect.Map:
+		return reflect.ValueOf(maps.Clone(v.Interface().(map[string]string))), true
+	default:
+		return v, true
+	}
 }

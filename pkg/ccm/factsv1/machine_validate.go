@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -58,42 +60,8 @@ func (m Machine) Validate() error {
 		errs = append(errs, fmt.Errorf("nodeName %s: not a Kubernetes Node name: %s", quote(m.NodeName), strings.Join(why, ", ")))
 	}
 
-	for _, f := range []struct{ name, value string }{
-		{"hostname", m.Hostname},
-		{"platform", m.Platform},
-		{"region", m.Region},
-		{"zone", m.Zone},
-		{"instanceType", m.InstanceType},
-		{"instanceID", m.InstanceID},
-		{"providerID", m.ProviderID},
-		{"internalDNS", m.InternalDNS},
-		{"externalDNS", m.ExternalDNS},
-		{"machineUUID", m.MachineUUID},
-	} {
-		if err := checkText(f.name, f.value); err != nil {
-			errs = append(errs, err)
-		}
-	}
-
-	if m.MachineType != "" && m.MachineType != MachineTypeControlPlane && m.MachineType != MachineTypeWorker {
-		errs = append(errs, fmt.Errorf("machineType %s: not %q, %q or empty", quote(m.MachineType), MachineTypeControlPlane, MachineTypeWorker))
-	}
-
-	if len(m.Tags) > maxTags {
-		errs = append(errs, fmt.Errorf("tags: %d tags, more than %d", len(m.Tags), maxTags))
-	}
-
-	// By key: the error reads the same every time.
-	for _, k := range slices.Sorted(maps.Keys(m.Tags)) {
-		v := m.Tags[k]
-
-		if err := checkText("tag key "+quote(k), k); err != nil {
-			errs = append(errs, err)
-		}
-
-		if err := checkText("tags["+quote(k)+"]", v); err != nil {
-			errs = append(errs, err)
-		}
+	for _, mf := range machineFacts {
+		errs = append(errs, mf.check(reflect.ValueOf(m).Field(mf.index))...)
 	}
 
 	addresses, addressErrs := m.addresses()
@@ -104,6 +72,52 @@ func (m Machine) Validate() error {
 	}
 
 	return errs.orNil()
+}
+
+// check says what talos-ccm cannot take of the fact's value v: a value not among the fact's Values, a text
+// checkText refuses, tags too many or checkText refuses.
+func (mf machineFact) check(v reflect.Value) problems {
+	switch v.Kind() {
+	case reflect.String:
+		switch s := v.String(); {
+		case len(mf.fact.Values) == 0:
+			if err := checkText(mf.name, s); err != nil {
+				return problems{err}
+			}
+		case s != "" && !slices.Contains(mf.fact.Values, s):
+			quoted := make([]string, 0, len(mf.fact.Values))
+			for _, value := range mf.fact.Values {
+				quoted = append(quoted, strconv.Quote(value))
+			}
+
+			return problems{fmt.Errorf("%s %s: not %s or empty", mf.name, quote(s), strings.Join(quoted, ", "))}
+		}
+	case reflect.Map:
+		return checkTags(mf.name, v.Interface().(map[string]string))
+	}
+
+	return nil
+}
+
+// checkTags says what talos-ccm cannot take of the tags, by key: the error reads the same every time.
+func checkTags(name string, tags map[string]string) problems {
+	var errs problems
+
+	if len(tags) > maxTags {
+		errs = append(errs, fmt.Errorf("%s: %d tags, more than %d", name, len(tags), maxTags))
+	}
+
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if err := checkText("tag key "+quote(k), k); err != nil {
+			errs = append(errs, err)
+		}
+
+		if err := checkText(name+"["+quote(k)+"]", tags[k]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	return errs
 }
 
 // checkText says why a text field cannot be taken, or returns nil.

@@ -1,9 +1,8 @@
 package factsv1
 
 import (
-	"maps"
-
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
 // PlatformMetadataSpec converts m into talos-ccm's PlatformMetadata spec, in Talos's shape: the platform
@@ -11,30 +10,25 @@ import (
 // resource), the SMBIOS UUID (HasSystemInformation when set), the machine type, the first node IP as node_ip, and nodename
 // naming the Node. Call Validate first: PlatformMetadataSpec takes m as it is.
 func (m Machine) PlatformMetadataSpec() *specs.PlatformMetadataSpec {
-	out := &specs.PlatformMetadataSpec{
-		Nodename:     m.NodeName,
-		Platform:     m.Platform,
-		Hostname:     m.Hostname,
-		Region:       m.Region,
-		Zone:         m.Zone,
-		InstanceType: m.InstanceType,
-		InstanceId:   m.InstanceID,
-		ProviderId:   m.ProviderID,
-		Spot:         m.Spot,
-		InternalDns:  m.InternalDNS,
-		ExternalDns:  m.ExternalDNS,
-		Uuid:         m.MachineUUID,
-		MachineType:  m.MachineType,
-	}
+	out := &specs.PlatformMetadataSpec{Nodename: m.NodeName}
 
-	if len(m.Tags) > 0 {
-		out.Tags = maps.Clone(m.Tags)
-	}
+	for _, mf := range machineFacts {
+		v, ok := mf.value(&m)
+		if !ok {
+			continue
+		}
 
-	out.HasPlatformMetadata = out.GetPlatform() != "" || out.GetHostname() != "" || out.GetRegion() != "" || out.GetZone() != "" ||
-		out.GetInstanceType() != "" || out.GetInstanceId() != "" || out.GetProviderId() != "" || out.GetSpot() ||
-		out.GetInternalDns() != "" || out.GetExternalDns() != "" || len(out.GetTags()) > 0
-	out.HasSystemInformation = m.MachineUUID != ""
+		mf.fact.Set(out, v)
+
+		switch mf.fact.Source {
+		case rules.FromPlatformMetadata:
+			out.HasPlatformMetadata = true
+		case rules.FromSystemInformation:
+			out.HasSystemInformation = true
+		case rules.FromMachineType:
+			// The machine type is a fact of its own, as Talos's MachineType resource is.
+		}
+	}
 
 	// The Talos source keeps here the IP it asked the machine through; the node IP is the host's
 	// counterpart, and names the machine in talos-ccm's messages.
