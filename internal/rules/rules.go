@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 )
 
@@ -48,9 +49,9 @@ var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
 // talos-ccm's own bookkeeping annotations. The rest of node.cloudprovider.kubernetes.io/ is open to rules,
 // as in the Talos CCM, whose own examples taint node.cloudprovider.kubernetes.io/storage-type.
 var (
-	reservedTaintPrefixes      = []string{"node.kubernetes.io/"}
-	reservedTaintKeys          = []string{"node.cloudprovider.kubernetes.io/uninitialized", "node.cloudprovider.kubernetes.io/shutdown"}
-	reservedAnnotationPrefixes = []string{"tccm.dev/"}
+	reservedTaintPrefixes      = []string{kubekeys.TaintPrefixNodeLifecycle}
+	reservedTaintKeys          = []string{kubekeys.TaintUninitialized, kubekeys.TaintShutdown}
+	reservedAnnotationPrefixes = []string{kubekeys.AnnotationPrefixOwn}
 )
 
 // tagFactPrefix selects one tag of PlatformMetadata: tags.Name is the tag "Name".
