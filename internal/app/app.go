@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/talos-ccm/talos-ccm/internal/api"
-	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
+	"github.com/talos-ccm/talos-ccm/internal/configfile"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
@@ -281,7 +281,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	}
 
 	flags, explicit := flagsConfig(opts, contextName)
-	cfg := configctrl.Merge(flags, explicit, configFile)
+	cfg := configfile.Merge(flags, explicit, configFile)
 
 	st, closeState, err := NewState(ctx, opts.StateDir, opts.RebuildState, logger)
 	if err != nil {

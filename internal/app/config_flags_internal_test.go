@@ -9,7 +9,6 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 )
 
 // TestExplicitFlagsWinOverTheFile checks, for every flag the config file can also set, that the flag given
@@ -128,7 +127,7 @@ func TestExplicitFlagsWinOverTheFile(t *testing.T) {
 			require.NoError(t, err)
 
 			flags, explicit := flagsConfig(tc.flags.withDefaults(), "talosconfig-context")
-			tc.check(t, configctrl.Merge(flags, explicit, file))
+			tc.check(t, configfile.Merge(flags, explicit, file))
 		})
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
-	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/configfile"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -157,7 +157,7 @@ func TestConfig(ctx context.Context, st state.State, cfg *specs.ConfigSpec, name
 		return DryRun{}, err
 	}
 
-	in := nodectrl.TransformInput{
+	in := nodetransform.Input{
 		Now:      now,
 		NodeName: name,
 		Node:     kn.TypedSpec().Value,
@@ -176,7 +176,7 @@ func TestConfig(ctx context.Context, st state.State, cfg *specs.ConfigSpec, name
 		in.Status = ms.TypedSpec().Value
 	}
 
-	result, _ := nodectrl.BuildNodeTransform(in)
+	result, _ := nodetransform.Build(in)
 
 	run := DryRun{Result: result, HasCurrent: cur != nil}
 
@@ -203,12 +203,12 @@ func specOf(c *config.Config) *specs.ConfigSpec {
 }
 
 // dryRunConfig is the Config that talos-ccm would hold with the file in place of its current one: merged
-// with the command-line settings as talos-ccm merges them (configctrl.Merge). Those settings are read back
+// with the command-line settings as talos-ccm merges them (configfile.Merge). Those settings are read back
 // from the Config in force, which does not keep them apart from the old file's: a cluster name counts as a
 // flag's unless it came from the old file, and preferIPv6 and the providerID wait are taken as they are.
 func dryRunConfig(live, file *specs.ConfigSpec) *specs.ConfigSpec {
 	if live == nil {
-		return configctrl.Merge(&specs.ConfigSpec{}, nil, file)
+		return configfile.Merge(&specs.ConfigSpec{}, nil, file)
 	}
 
 	flags := &specs.ConfigSpec{
@@ -229,7 +229,7 @@ func dryRunConfig(live, file *specs.ConfigSpec) *specs.ConfigSpec {
 		flags.ClusterName, flags.ClusterNameSource = live.GetClusterName(), source
 	}
 
-	return configctrl.Merge(flags, explicit, file)
+	return configfile.Merge(flags, explicit, file)
 }
 
 // WriteDryRun writes which rules match the Node and what would change on it.

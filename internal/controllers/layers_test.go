@@ -18,8 +18,10 @@ import (
 
 const module = "github.com/talos-ccm/talos-ccm/"
 
-// assemblers may import the controllers of every group: they wire the pipeline together or explain it.
-var assemblers = []string{module + "internal/app", module + "pkg/ccm", module + "internal/ccmctl"}
+// assemblers may import the controllers of every group: they wire the pipeline together. The CLI
+// (internal/ccmctl) is no assembler: what it shares with the controllers (the NodeTransform decision, the
+// config merge, the Kubernetes keys) lives in leaf packages.
+var assemblers = []string{module + "internal/app", module + "pkg/ccm"}
 
 // shared are packages under internal/controllers that are not a group: test helpers and internal helpers
 // every group may use.
@@ -178,9 +180,11 @@ func TestLayerViolations(t *testing.T) {
 		{ImportPath: module + "internal/controllers/node", TestImports: []string{module + "internal/controllers/node", module + "internal/controllers/ctest"}},
 		{ImportPath: module + "internal/controllers/kube", Imports: []string{module + "internal/controllers/internal/dirty"}},
 		{ImportPath: module + "pkg/ccm", Imports: []string{module + "internal/controllers/talos"}},
+		{ImportPath: module + "internal/ccmctl", Imports: []string{module + "internal/nodetransform", module + "internal/controllers/node"}},
 	}
 
 	assert.Equal(t, []string{
+		module + "internal/ccmctl imports " + module + "internal/controllers/node",
 		module + "internal/configfile imports " + module + "internal/controllers/node",
 		module + "internal/controllers/ipam imports " + module + "internal/controllers/node/sub",
 		module + "internal/k8ssink imports " + module + "internal/controllers/csr",

@@ -18,6 +18,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -26,7 +27,7 @@ import (
 )
 
 // NodeTransformController computes a NodeTransform for every KubeNode from the machine's Talos facts and
-// the Config, with BuildNodeTransform.
+// the Config, with nodetransform.Build.
 type NodeTransformController = qtransform.QController[*kube.KubeNode, *node.NodeTransform]
 
 // NewNodeTransformController instantiates the NodeTransform controller. consumers are the controllers
@@ -122,7 +123,7 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, lo
 		msSpec = ms.TypedSpec().Value
 	}
 
-	spec, requeue := BuildNodeTransform(TransformInput{
+	spec, requeue := nodetransform.Build(nodetransform.Input{
 		Now:       time.Now(),
 		NodeName:  id,
 		Node:      in.TypedSpec().Value,
@@ -133,11 +134,11 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, lo
 	})
 
 	if spec.GetVerified() {
-		current := pointerConflict(id, msSpec) == ""
+		current := nodetransform.PointerConflict(id, msSpec) == ""
 
 		conflict, contested := t.claims.bind(claimOf(id, in.TypedSpec().Value, spec, current))
 		if conflict != "" {
-			refuse(spec, conflict)
+			nodetransform.Refuse(spec, conflict)
 		}
 
 		if contested && (requeue == 0 || requeue > contestedRecheck) {

@@ -1,4 +1,4 @@
-package node_test
+package nodetransform_test
 
 import (
 	"testing"
@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 )
 
 func addrs(pairs ...string) *specs.MachineAddressesSpec {
@@ -172,7 +172,7 @@ func TestNodeAddresses(t *testing.T) {
 				nodeName = "bad-host"
 			}
 
-			spec, _ := node.BuildNodeTransform(bound(node.TransformInput{
+			spec, _ := nodetransform.Build(bound(nodetransform.Input{
 				Now:      time.Now(),
 				NodeName: nodeName,
 				Node:     &specs.KubeNodeSpec{ProvidedNodeIps: tc.provided, Created: timestamppb.Now()},
@@ -263,7 +263,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			spec, requeue := node.BuildNodeTransform(bound(node.TransformInput{
+			spec, requeue := nodetransform.Build(bound(nodetransform.Input{
 				Now:       tc.now,
 				NodeName:  "n1",
 				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}, Created: timestamppb.New(created)},
@@ -291,7 +291,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 func TestBuildNodeTransformWithoutFacts(t *testing.T) {
 	t.Parallel()
 
-	spec, requeue := node.BuildNodeTransform(bound(node.TransformInput{
+	spec, requeue := nodetransform.Build(bound(nodetransform.Input{
 		Now:      time.Now(),
 		NodeName: "n1",
 		Node:     &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}},
@@ -307,7 +307,7 @@ func TestBuildNodeTransformWithoutFacts(t *testing.T) {
 func TestFactWarningsReachTheNodeTransform(t *testing.T) {
 	t.Parallel()
 
-	spec, _ := node.BuildNodeTransform(bound(node.TransformInput{
+	spec, _ := nodetransform.Build(bound(nodetransform.Input{
 		Now:      time.Now(),
 		NodeName: "w1",
 		Node:     &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now()},

@@ -1,4 +1,4 @@
-package node_test
+package nodetransform_test
 
 import (
 	"testing"
@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
@@ -24,7 +24,7 @@ func buildWithRules(pm *specs.PlatformMetadataSpec, rules ...*specs.Transformati
 	ma := addrs("eth0", "10.0.0.5/24")
 	ma.Nodename = "n1"
 
-	spec, _ := node.BuildNodeTransform(node.TransformInput{
+	spec, _ := nodetransform.Build(nodetransform.Input{
 		Now:       time.Now(),
 		NodeName:  "n1",
 		Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.5"}, Created: timestamppb.Now()},

@@ -1,4 +1,4 @@
-package node_test
+package nodetransform_test
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
@@ -20,7 +20,7 @@ import (
 func readmeExample(t *testing.T, marker string) []byte {
 	t.Helper()
 
-	return testenv.READMEBlock(t, "../../..", "<!-- readme-example: "+marker+" -->\n")
+	return testenv.READMEBlock(t, "../..", "<!-- readme-example: "+marker+" -->\n")
 }
 
 // withNodename gives the facts of a machine that names itself after its hostname, so that they are its
@@ -42,7 +42,7 @@ func TestReadmeExample(t *testing.T) {
 	build := func(t *testing.T, pm *specs.PlatformMetadataSpec) *specs.NodeTransformSpec {
 		t.Helper()
 
-		out, _ := node.BuildNodeTransform(node.TransformInput{
+		out, _ := nodetransform.Build(nodetransform.Input{
 			Now:       time.Now(),
 			NodeName:  pm.GetHostname(),
 			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"172.16.0.11"}, Created: timestamppb.Now()},
@@ -126,7 +126,7 @@ func TestReadmeExample(t *testing.T) {
 func TestReadmeProtectedLabelsExample(t *testing.T) {
 	t.Parallel()
 
-	cfg, err := configfile.Parse("README.md", testenv.READMEBlock(t, "../../..", "**Protected labels.**"))
+	cfg, err := configfile.Parse("README.md", testenv.READMEBlock(t, "../..", "**Protected labels.**"))
 	require.NoError(t, err)
 	require.Len(t, cfg.GetTransformations(), 2)
 	assert.Empty(t, cfg.GetWarnings())
@@ -143,7 +143,7 @@ func TestReadmeProtectedLabelsExample(t *testing.T) {
 		{"worker", []string{"node-role.kubernetes.io/worker"}},
 		{"", nil},
 	} {
-		out, _ := node.BuildNodeTransform(node.TransformInput{
+		out, _ := nodetransform.Build(nodetransform.Input{
 			Now:       time.Now(),
 			NodeName:  "n-1",
 			Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"172.16.0.11"}, Created: timestamppb.Now()},

@@ -1,4 +1,4 @@
-package node
+package nodetransform
 
 import (
 	"fmt"
@@ -49,9 +49,9 @@ func factsOfOtherNode(nodeName string, pm *specs.PlatformMetadataSpec, ma *specs
 	return ""
 }
 
-// pointerConflict says that the machine at the address the Node's kubelet points at was asked and is not
+// PointerConflict says that the machine at the address the Node's kubelet points at was asked and is not
 // this Node, or "".
-func pointerConflict(nodeName string, status *specs.MachineStatusSpec) string {
+func PointerConflict(nodeName string, status *specs.MachineStatusSpec) string {
 	if !status.GetNodenameRead() || status.GetNodename() == nodeName {
 		return ""
 	}
@@ -83,9 +83,9 @@ func addConflict(out *specs.NodeTransformSpec, conflict string) {
 	out.Warnings = append(out.Warnings, conflict)
 }
 
-// refuse takes from a NodeTransform everything it would grant: it is not initialized, its providerID is
+// Refuse takes from a NodeTransform everything it would grant: it is not initialized, its providerID is
 // not written, and no certificate is approved from its addresses.
-func refuse(out *specs.NodeTransformSpec, conflict string) {
+func Refuse(out *specs.NodeTransformSpec, conflict string) {
 	out.Initialize = false
 	out.Verified = false
 	out.ProviderId = ""

@@ -1,4 +1,4 @@
-package node_test
+package nodetransform_test
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 )
 
 func TestNodeBoundToItsMachine(t *testing.T) {
@@ -101,7 +101,7 @@ func TestNodeBoundToItsMachine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			spec, _ := node.BuildNodeTransform(node.TransformInput{
+			spec, _ := nodetransform.Build(nodetransform.Input{
 				Now:       time.Now(),
 				NodeName:  "web-7",
 				Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"10.0.0.1"}, Created: timestamppb.Now(), Uninitialized: !tc.untainted, ProviderId: tc.providerID},

@@ -1,4 +1,4 @@
-package node
+package nodetransform
 
 import (
 	"fmt"
@@ -25,9 +25,9 @@ const (
 // fallbackPlatform is the platform assumed for a machine without PlatformMetadata.
 const fallbackPlatform = "metal"
 
-// TransformInput is everything a NodeTransform is computed from. Platform and Addresses are nil until the
+// Input is everything a NodeTransform is computed from. Platform and Addresses are nil until the
 // Talos source has read the machine.
-type TransformInput struct {
+type Input struct {
 	Now       time.Time
 	Node      *specs.KubeNodeSpec
 	Platform  *specs.PlatformMetadataSpec
@@ -39,16 +39,16 @@ type TransformInput struct {
 	NodeName string
 }
 
-// BuildNodeTransform computes the desired state of one Node from its facts and the transformation rules of
-// the Config. It is a pure function: the clock is an input. The duration is when the result should be computed again because it depends on
-// time (the providerID wait); zero means only a change of the inputs matters.
-func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Duration) {
+// Build computes the desired state of one Node from its facts and the transformation rules of the Config.
+// It is a pure function: the clock is an input. The duration is when the result should be computed again
+// because it depends on time (the providerID wait); zero means only a change of the inputs matters.
+func Build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 	out := &specs.NodeTransformSpec{
 		Labels:  map[string]string{},
 		Origins: map[string]string{},
 	}
 
-	pointer := pointerConflict(in.NodeName, in.Status)
+	pointer := PointerConflict(in.NodeName, in.Status)
 
 	if in.Platform == nil || in.Addresses == nil {
 		out.Pending = "waiting for the machine's Talos facts (PlatformMetadata and addresses)"
@@ -126,7 +126,7 @@ func BuildNodeTransform(in TransformInput) (*specs.NodeTransformSpec, time.Durat
 
 	if conflict := providerIDConflict(in.Node, out.GetProviderId()); conflict != "" {
 		if in.Node.GetUninitialized() {
-			refuse(out, conflict)
+			Refuse(out, conflict)
 
 			return out, 0
 		}
@@ -226,7 +226,7 @@ func setRuleOutputs(out *specs.NodeTransformSpec, applied rules.Result) {
 // setProviderID picks the providerID: Talos's own, or the talos://<platform>/<ip> fallback, which is
 // written only where no authoritative ID will come (metal, nocloud, no PlatformMetadata) or once the wait for
 // one has run out. providerID is immutable on a Node, so a premature fallback could never be corrected.
-func setProviderID(out *specs.NodeTransformSpec, in TransformInput, pm *specs.PlatformMetadataSpec, ruleOrigins map[string]string) time.Duration {
+func setProviderID(out *specs.NodeTransformSpec, in Input, pm *specs.PlatformMetadataSpec, ruleOrigins map[string]string) time.Duration {
 	if id := pm.GetProviderId(); id != "" {
 		out.ProviderId = id
 		out.Origins[node.OriginProviderID] = factOrigin(ruleOrigins, "providerID")

@@ -1,16 +1,16 @@
-package node_test
+package nodetransform_test
 
 import (
 	"net/netip"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 )
 
 // bound returns in with facts that name themselves its node, as the Talos source files them only for the
 // machine that says it is the Node: the tests of what is built from facts start from bound facts.
-func bound(in node.TransformInput) node.TransformInput {
+func bound(in nodetransform.Input) nodetransform.Input {
 	if in.Platform != nil {
 		in.Platform = proto.CloneOf(in.Platform)
 		in.Platform.Nodename = in.NodeName

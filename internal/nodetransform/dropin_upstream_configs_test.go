@@ -1,4 +1,4 @@
-package node_test
+package nodetransform_test
 
 import (
 	"testing"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 )
 
 // The configs of this file are the Talos CCM's own, as its repository ships them (the path says where),
@@ -170,7 +170,7 @@ const upstreamRulesExample = `  # transformation rules for the node
 func upstreamBuild(t *testing.T, cfg *specs.ConfigSpec, pm *specs.PlatformMetadataSpec) *specs.NodeTransformSpec {
 	t.Helper()
 
-	out, _ := node.BuildNodeTransform(bound(node.TransformInput{
+	out, _ := nodetransform.Build(bound(nodetransform.Input{
 		Now:       time.Now(),
 		NodeName:  pm.GetHostname(),
 		Node:      &specs.KubeNodeSpec{ProvidedNodeIps: []string{"172.20.0.3"}, Created: timestamppb.Now()},

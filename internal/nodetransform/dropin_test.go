@@ -1,4 +1,4 @@
-package node_test
+package nodetransform_test
 
 import (
 	"strings"
@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
@@ -22,7 +22,7 @@ import (
 // deliberately gives another result (a known defect of the Talos CCM), the case says so and why.
 
 // dropinInput is a bound TransformInput of the node "web-3" at 172.20.0.3.
-func dropinInput(pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, cfg *specs.ConfigSpec, provided ...string) node.TransformInput {
+func dropinInput(pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, cfg *specs.ConfigSpec, provided ...string) nodetransform.Input {
 	if len(provided) == 0 {
 		provided = []string{"172.20.0.3"}
 	}
@@ -31,7 +31,7 @@ func dropinInput(pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec,
 		cfg = &specs.ConfigSpec{ClusterName: "lab"}
 	}
 
-	return bound(node.TransformInput{
+	return bound(nodetransform.Input{
 		Now:       time.Now(),
 		NodeName:  "web-3",
 		Node:      &specs.KubeNodeSpec{ProvidedNodeIps: provided, Created: timestamppb.Now()},
@@ -186,7 +186,7 @@ func TestDropInAddresses(t *testing.T) {
 			pm := &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: tc.platform, ProviderId: "x://" + tc.platform + "/web-3"}
 			cfg := &specs.ConfigSpec{PreferIpv6: tc.preferIPv6, Transformations: tc.rules}
 
-			spec, _ := node.BuildNodeTransform(dropinInput(pm, &specs.MachineAddressesSpec{Addresses: tc.addresses}, cfg, tc.provided...))
+			spec, _ := nodetransform.Build(dropinInput(pm, &specs.MachineAddressesSpec{Addresses: tc.addresses}, cfg, tc.provided...))
 
 			assert.Equal(t, tc.want, nodeAddrs(spec))
 		})
@@ -200,7 +200,7 @@ func TestDropInPublicIPDiscoveryOrigin(t *testing.T) {
 	pm := &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "hcloud", ProviderId: "hcloud://7"}
 	ma := &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{flagged("eth0", "172.20.0.3/24"), flagged("eth0", "198.51.100.60/32")}}
 
-	spec, _ := node.BuildNodeTransform(dropinInput(pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{discoveryRule()}}))
+	spec, _ := nodetransform.Build(dropinInput(pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{discoveryRule()}}))
 
 	assert.Equal(t, "Talos global address on link eth0 (rule discover: features.publicIPDiscovery)", spec.GetOrigins()["address/ExternalIP/198.51.100.60"])
 	assert.Contains(t, spec.GetMatchedRules(), "discover")
@@ -254,7 +254,7 @@ func TestDropInHostnameFallback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			spec, _ := node.BuildNodeTransform(dropinInput(tc.pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{web}}))
+			spec, _ := nodetransform.Build(dropinInput(tc.pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{web}}))
 			require.True(t, spec.GetInitialize(), spec.GetPending())
 
 			assert.Equal(t, tc.wantMatched, len(spec.GetMatchedRules()) == 1, spec.GetMatchedRules())
@@ -404,7 +404,7 @@ func TestDropInTransformer(t *testing.T) {
 			}
 
 			ma := &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{flagged("eth0", "172.20.0.3/24")}}
-			spec, _ := node.BuildNodeTransform(dropinInput(facts, ma, &specs.ConfigSpec{Transformations: tc.rules}))
+			spec, _ := nodetransform.Build(dropinInput(facts, ma, &specs.ConfigSpec{Transformations: tc.rules}))
 			require.True(t, spec.GetInitialize(), spec.GetPending())
 
 			// The labels talos-ccm sets on every openstack machine of this test, then the rules' own.
@@ -493,7 +493,7 @@ func TestDropInSelectors(t *testing.T) {
 			rule := &specs.TransformationRule{Name: "r", NodeSelector: tc.terms, Labels: map[string]string{"example.com/selected": "yes"}}
 			ma := &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{flagged("eth0", "172.20.0.3/24")}}
 
-			spec, _ := node.BuildNodeTransform(dropinInput(pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{rule}}))
+			spec, _ := nodetransform.Build(dropinInput(pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{rule}}))
 
 			assert.Empty(t, spec.GetSkippedRules())
 			assert.Equal(t, tc.want, spec.GetLabels()["example.com/selected"] == "yes")
@@ -509,13 +509,13 @@ func TestDropInBetaTopologyLabels(t *testing.T) {
 	pm := &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "aws", Region: "eu-central-1", Zone: "eu-central-1b", InstanceType: "c6i.large", ProviderId: "aws:///eu-central-1b/i-0d1"}
 	ma := &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{flagged("eth0", "172.20.0.3/24")}}
 
-	spec, _ := node.BuildNodeTransform(dropinInput(pm, ma, &specs.ConfigSpec{}))
+	spec, _ := nodetransform.Build(dropinInput(pm, ma, &specs.ConfigSpec{}))
 	assert.Equal(t, "eu-central-1", spec.GetLabels()[kubekeys.LabelBetaRegion])
 	assert.Equal(t, "eu-central-1b", spec.GetLabels()[kubekeys.LabelBetaZone])
 	assert.Equal(t, "c6i.large", spec.GetLabels()[kubekeys.LabelBetaInstanceType])
 	assert.Equal(t, "Talos platformMetadata.zone", spec.GetOrigins()["label/"+kubekeys.LabelBetaZone])
 
-	spec, _ = node.BuildNodeTransform(dropinInput(pm, ma, &specs.ConfigSpec{DisableBetaTopologyLabels: true}))
+	spec, _ = nodetransform.Build(dropinInput(pm, ma, &specs.ConfigSpec{DisableBetaTopologyLabels: true}))
 	assert.NotContains(t, spec.GetLabels(), kubekeys.LabelBetaRegion)
 	assert.NotContains(t, spec.GetLabels(), kubekeys.LabelBetaZone)
 	assert.NotContains(t, spec.GetLabels(), kubekeys.LabelBetaInstanceType)
@@ -550,7 +550,7 @@ func TestDropInTemplateArgumentOrder(t *testing.T) {
 			t.Parallel()
 
 			rule := &specs.TransformationRule{Name: "r", Annotations: map[string]string{"example.com/v": tc.template}}
-			spec, _ := node.BuildNodeTransform(dropinInput(pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{rule}}))
+			spec, _ := nodetransform.Build(dropinInput(pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{rule}}))
 
 			require.Empty(t, spec.GetSkippedRules())
 			assert.Equal(t, tc.want, spec.GetAnnotations()["example.com/v"])
