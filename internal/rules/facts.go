@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -144,7 +145,7 @@ func goFieldIndex(t reflect.Type, name protoreflect.Name) int {
 
 // Facts returns the facts table, in the order of the template fields.
 func Facts() []Fact {
-	return factTable
+	return slices.Clone(factTable)
 }
 
 // ProtoName is the proto name of the fact's field, which Talos's resource (Source) gives it the same.

@@ -1,6 +1,7 @@
 // Package rules is the transformation-rule language of the config file's `transformations`: the facts a
-// selector can test, its operators, the templates of label, annotation, taint and platformMetadata values,
-// their validation, and their evaluation on one machine's facts (Apply). It is pure and imports no
+// selector can test (the facts table, Facts, which the Talos source and the facts adapter read too), its
+// operators, the templates of label, annotation, taint and platformMetadata values, their validation, and
+// their evaluation on one machine's facts (Apply). It is pure and imports no
 // controller, so that the config parser, ccmctl and the NodeTransform controller share one definition.
 package rules
 
