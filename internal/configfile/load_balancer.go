@@ -20,7 +20,8 @@ import (
 var (
 	loadBalancerKeys = []string{"pools", "requestAnnotations"}
 	lbPoolKeys       = []string{
-		"name", "addresses", "namespaces", "serviceSelector", "allowFirstLastIPs", "disabled", "drain", "ipMode", "autoAssign", "priority",
+		"name", "addresses", "namespaces", "namespaceSelector", "serviceSelector", "allowFirstLastIPs", "disabled", "drain", "ipMode",
+		"autoAssign", "priority",
 	}
 	labelSelectorKeys    = []string{"matchLabels", "matchExpressions"}
 	labelRequirementKeys = []string{"key", "operator", "values"}
@@ -161,6 +162,8 @@ func (p *parser) lbPool(n *yaml.Node, pool *specs.LoadBalancerPoolConfig, names 
 
 				pool.Namespaces = append(pool.Namespaces, ns)
 			})
+		case "namespaceSelector":
+			pool.NamespaceSelector = p.labelSelector(v, "namespaceSelector")
 		case "serviceSelector":
 			pool.ServiceSelector = p.labelSelector(v, "serviceSelector")
 		case "allowFirstLastIPs":

@@ -31,6 +31,8 @@ func TestParseLoadBalancer(t *testing.T) {
     - name: internal
       addresses: ["10.10.0.0/24", "10.10.1.0 - 10.10.1.3"]
       namespaces: [prod, staging]
+      namespaceSelector:
+        matchLabels: {team: a}
       allowFirstLastIPs: true
       disabled: false
       drain: true
@@ -52,6 +54,7 @@ func TestParseLoadBalancer(t *testing.T) {
 			// A range that happens to be a CIDR keeps its form: it is used as written, first and last included.
 			Name: "internal", Addresses: []string{"10.10.0.0/24", "10.10.1.0-10.10.1.3"}, Namespaces: []string{"prod", "staging"}, Line: 8,
 			AllowFirstLastIps: true, Drain: true, IpMode: "Proxy", AutoAssign: proto.Bool(false), Priority: 10,
+			NamespaceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"team": "a"}},
 			ServiceSelector: &specs.LabelSelector{
 				MatchLabels: map[string]string{"exposure": "internal"},
 				MatchExpressions: []*specs.LabelSelectorRequirement{
@@ -109,6 +112,11 @@ func TestParseLoadBalancerErrors(t *testing.T) {
 				"ccm.yaml:8: pool \"a\": serviceSelector.matchExpressions[1]: \"Like\" is not a valid label selector operator",
 		},
 		{
+			name:   "bad namespace selector",
+			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n      namespaceSelector:\n        matchLabels: {\"team a\": x}\n",
+			want:   "ccm.yaml:6: pool \"a\": namespaceSelector.matchLabels: \"team a\" is not a label key: ...",
+		},
+		{
 			name: "bad ipMode and flags",
 			config: "loadBalancer:\n  pools:\n    - name: a\n      addresses: [192.0.2.0/24]\n      ipMode: proxy\n      drain: yes please\n" +
 				"      priority: 1.5\n  requestAnnotations: [kube-vip]\n",
@@ -132,7 +140,7 @@ func TestParseLoadBalancerErrors(t *testing.T) {
 
 // elideDetails shortens the validation messages of the Kubernetes libraries, which change between versions.
 func elideDetails(s string) string {
-	s = regexp.MustCompile(`(is not a namespace name): .*`).ReplaceAllString(s, "$1: ...")
+	s = regexp.MustCompile(`(is not a namespace name|is not a label key): .*`).ReplaceAllString(s, "$1: ...")
 
 	return regexp.MustCompile(`(values): Invalid value: .*`).ReplaceAllString(s, "$1: ...")
 }

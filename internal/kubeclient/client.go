@@ -24,8 +24,8 @@ import (
 // configuration it was built from.
 type Client struct {
 	core, certificates, coordination, discovery, authentication, authorization rest.Interface
-	// nodeCache is core/v1 whose protobuf decoder trims Nodes (see trimmingNodes): the Nodes informer's.
-	nodeCache rest.Interface
+	// nodes is core/v1 whose protobuf decoder trims Nodes (see trimmingNodes): the Nodes client's.
+	nodes rest.Interface
 }
 
 // NewForConfig returns a client of cfg: its server, credentials, transport, content types, user agent (client-go's
@@ -79,12 +79,12 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		}
 	}
 
-	cacheConfig := shared
-	cacheConfig.GroupVersion = &corev1.SchemeGroupVersion
-	cacheConfig.APIPath = "/api"
-	cacheConfig.NegotiatedSerializer = trimmingNodes{rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()}
+	nodesConfig := shared
+	nodesConfig.GroupVersion = &corev1.SchemeGroupVersion
+	nodesConfig.APIPath = "/api"
+	nodesConfig.NegotiatedSerializer = trimmingNodes{rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()}
 
-	if c.nodeCache, err = rest.RESTClientForConfigAndClient(&cacheConfig, httpClient); err != nil {
+	if c.nodes, err = rest.RESTClientForConfigAndClient(&nodesConfig, httpClient); err != nil {
 		return nil, fmt.Errorf("failed to create Kubernetes client of %s: %w", corev1.SchemeGroupVersion, err)
 	}
 
@@ -98,6 +98,8 @@ type (
 	NodeClient = gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
 	// ServiceClient reads and writes the Services of one namespace.
 	ServiceClient = gentype.ClientWithList[*corev1.Service, *corev1.ServiceList]
+	// NamespaceClient reads Namespaces.
+	NamespaceClient = gentype.ClientWithList[*corev1.Namespace, *corev1.NamespaceList]
 	// EventClient writes the Events of one namespace.
 	EventClient = gentype.Client[*corev1.Event]
 	// LeaseClient reads and writes the Leases of one namespace.
@@ -110,20 +112,24 @@ type (
 	SubjectAccessReviewClient = gentype.Client[*authorizationv1.SubjectAccessReview]
 )
 
-// Nodes returns the client of Nodes.
+// Nodes returns the client of Nodes. What it reads, and what its writes return, comes trimmed as
+// k8ssink.TrimNode trims a Node (when the apiserver answers in protobuf, which the client asks for): the
+// metadata without managed fields, the spec, and of the status the addresses and the Ready condition, all
+// talos-ccm reads of a Node. A write sends what it is given: an update of the Node itself leaves the status
+// as it is on the server, whatever the object says of it.
 func (c *Client) Nodes() *NodeClient {
-	return withList[corev1.Node, corev1.NodeList](c.core, "nodes", "")
-}
-
-// nodesForCache returns a client of Nodes whose reads return them trimmed as k8ssink.TrimNode trims them
-// (only when the apiserver answers in protobuf, which the client asks for): the Nodes informer's.
-func (c *Client) nodesForCache() *NodeClient {
-	return withList[corev1.Node, corev1.NodeList](c.nodeCache, "nodes", "")
+	return withList[corev1.Node, corev1.NodeList](c.nodes, "nodes", "")
 }
 
 // Services returns the client of the Services of namespace ("" for every namespace, to list and watch).
 func (c *Client) Services(namespace string) *ServiceClient {
 	return withList[corev1.Service, corev1.ServiceList](c.core, "services", namespace)
+}
+
+// Namespaces returns the client of Namespaces, which talos-ccm only lists and watches (for the labels the
+// LoadBalancer pools select namespaces by).
+func (c *Client) Namespaces() *NamespaceClient {
+	return withList[corev1.Namespace, corev1.NamespaceList](c.core, "namespaces", "")
 }
 
 // Events returns the client of the Events of namespace.

@@ -89,6 +89,7 @@ func TestClientAgainstAPIServer(t *testing.T) {
 	informers.Nodes()
 	informers.CertificateSigningRequests()
 	informers.Services()
+	namespaces := informers.Namespaces()
 	apiServer := informers.For("apiserver", func(c *kubeclient.Client) cache.SharedIndexInformer {
 		return kubeclient.NewInformer(c.EndpointSlices("default"), &discoveryv1.EndpointSlice{}, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", "kubernetes").String()
@@ -191,6 +192,30 @@ func TestClientAgainstAPIServer(t *testing.T) {
 
 			if len(svc.Status.LoadBalancer.Ingress) != 1 {
 				return fmt.Errorf("ingress %v", svc.Status.LoadBalancer.Ingress)
+			}
+
+			return nil
+		})
+	})
+
+	t.Run("namespaces", func(t *testing.T) {
+		_, err := env.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{Name: "kubeclient-team", Labels: map[string]string{"team": "a"}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		_, err = env.Clientset().CoreV1().Namespaces().Patch(ctx, "kubeclient-team", types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"team":"b"}}}`), metav1.PatchOptions{})
+		require.NoError(t, err)
+
+		eventually(t, "the Namespace's labels in the informer cache", func() error {
+			obj, ok, err := namespaces.GetStore().GetByKey("kubeclient-team")
+			if err != nil || !ok {
+				return fmt.Errorf("not in the cache: %v", err)
+			}
+
+			if team := obj.(*corev1.Namespace).Labels["team"]; team != "b" {
+				return fmt.Errorf("team %q", team)
 			}
 
 			return nil

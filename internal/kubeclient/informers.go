@@ -51,7 +51,7 @@ func (f *Informers) For(key string, newInformer func(*Client) cache.SharedIndexI
 // managed fields, their spec, and of their status the addresses and the Ready condition (see trimNodeEnvelope).
 func (f *Informers) Nodes() cache.SharedIndexInformer { //nolint:ireturn
 	return f.For("nodes", func(c *Client) cache.SharedIndexInformer {
-		return NewInformer(c.nodesForCache(), &corev1.Node{}, nil, nil)
+		return NewInformer(c.Nodes(), &corev1.Node{}, nil, nil)
 	})
 }
 
@@ -84,6 +84,13 @@ func (f *Informers) Services() cache.SharedIndexInformer { //nolint:ireturn
 // ServiceLister reads the Services informer's cache.
 func (f *Informers) ServiceLister() corelisters.ServiceLister { //nolint:ireturn
 	return corelisters.NewServiceLister(f.Services().GetIndexer())
+}
+
+// Namespaces returns the informer of every Namespace.
+func (f *Informers) Namespaces() cache.SharedIndexInformer { //nolint:ireturn
+	return f.For("namespaces", func(c *Client) cache.SharedIndexInformer {
+		return NewInformer(c.Namespaces(), &corev1.Namespace{}, nil, nil)
+	})
 }
 
 // Start starts the informers not started yet, until ctx ends; after Shutdown it starts nothing.

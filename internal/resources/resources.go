@@ -46,6 +46,7 @@ func All() []meta.ResourceWithRD {
 	return []meta.ResourceWithRD{
 		&kube.KubeNode{},
 		&kube.KubeService{},
+		&kube.KubeNamespace{},
 		&kube.KubeSync{},
 		&kube.KubeCSR{},
 		&kube.KubeAPIServer{},

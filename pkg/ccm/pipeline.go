@@ -190,13 +190,14 @@ func (c *CCM) registerNodeIPAM() error {
 	)
 }
 
-// registerServiceLB registers LoadBalancer IP allocation: the Service mirror, the allocator, and the sink
-// that writes status.loadBalancer.ingress.
+// registerServiceLB registers LoadBalancer IP allocation: the Service and Namespace mirrors, the allocator,
+// and the sink that writes status.loadBalancer.ingress.
 func (c *CCM) registerServiceLB() error {
 	writer := c.writer(ControllerServiceLB)
 
 	return errors.Join(
 		c.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: c.informers.Services()}),
+		c.runtime.RegisterController(&kubectrl.KubeNamespaceController{Informer: c.informers.Namespaces()}),
 		c.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
 		c.runtime.RegisterQController(k8ssink.NewServiceLBSinkController(
 			func(namespace string) k8ssink.ServiceStatusClient { return writer.Services(namespace) },

@@ -72,6 +72,9 @@ var (
 		{verb: "list", resource: "services"},
 		{verb: "watch", resource: "services"},
 		{verb: "patch", resource: "services", subresource: "status", namespace: "default"},
+		// The labels pools select namespaces by.
+		{verb: "list", resource: "namespaces"},
+		{verb: "watch", resource: "namespaces"},
 	}
 	// metricsAuth are the reviews of the secure metrics endpoint's delegated authentication.
 	metricsAuth = []access{
@@ -86,6 +89,7 @@ var (
 		{verb: "list", resource: "pods"},
 		{verb: "get", resource: "configmaps", namespace: "release"},
 		{verb: "update", resource: "services"},
+		{verb: "update", resource: "namespaces", name: "default"},
 		{verb: "create", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
 		{verb: "update", group: "certificates.k8s.io", resource: "certificatesigningrequests", subresource: "status"},
 		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "kubernetes.io/kube-apiserver-client"},

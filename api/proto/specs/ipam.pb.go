@@ -65,8 +65,10 @@ type IPAllocationSpec struct {
 	// as one CamelCase word for an Event or a condition: OutsidePools (a pool edit left the IP outside every
 	// pool that may serve the Service: it stays reserved for it until the Service changes, the operator
 	// releases it or the pool drains), ReservedAddress (the first or last address of a CIDR, which the pool
-	// no longer hands out) or SharedWithoutOptIn (a share across namespaces the Service held already without
-	// the opt-in of both). The reason says why and what to do. The IP stays on the Service's ingress.
+	// no longer hands out), SharedWithoutOptIn (a share across namespaces the Service held already without
+	// the opt-in of both) or IncompatibleShare (a share the Service held already with a Service of another
+	// externalTrafficPolicy or, for Local, another selector). The reason says why and what to do. The IP
+	// stays on the Service's ingress.
 	Warning string `protobuf:"bytes,15,opt,name=warning,proto3" json:"warning,omitempty"`
 	// LoadBalancer IPs: set on a failed allocation, what failed, for code to read (the reason is for people
 	// and its wording may change): no-pool-matches (no pool of the family matches the Service, or none is
@@ -537,9 +539,12 @@ type LoadBalancerPoolConfig struct {
 	// true.
 	AutoAssign *bool `protobuf:"varint,10,opt,name=auto_assign,json=autoAssign,proto3,oneof" json:"auto_assign,omitempty"`
 	// Pools of a higher priority are tried first; pools of the same priority in their order.
-	Priority      int32 `protobuf:"varint,11,opt,name=priority,proto3" json:"priority,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Priority int32 `protobuf:"varint,11,opt,name=priority,proto3" json:"priority,omitempty"`
+	// When set, only Services in namespaces whose labels match get IPs from the pool; with namespaces set
+	// too, a Service's namespace must be listed or match (either).
+	NamespaceSelector *LabelSelector `protobuf:"bytes,12,opt,name=namespace_selector,json=namespaceSelector,proto3" json:"namespace_selector,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *LoadBalancerPoolConfig) Reset() {
@@ -647,6 +652,13 @@ func (x *LoadBalancerPoolConfig) GetPriority() int32 {
 		return x.Priority
 	}
 	return 0
+}
+
+func (x *LoadBalancerPoolConfig) GetNamespaceSelector() *LabelSelector {
+	if x != nil {
+		return x.NamespaceSelector
+	}
+	return nil
 }
 
 // LabelSelector is a Kubernetes label selector: matchLabels and matchExpressions are ANDed.
@@ -815,7 +827,7 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\arefused\x18\r \x01(\x04R\arefused\"\x7f\n" +
 	"\x12LoadBalancerConfig\x128\n" +
 	"\x05pools\x18\x01 \x03(\v2\".tccm.specs.LoadBalancerPoolConfigR\x05pools\x12/\n" +
-	"\x13request_annotations\x18\x02 \x03(\tR\x12requestAnnotations\"\x92\x03\n" +
+	"\x13request_annotations\x18\x02 \x03(\tR\x12requestAnnotations\"\xdc\x03\n" +
 	"\x16LoadBalancerPoolConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x1e\n" +
@@ -831,7 +843,8 @@ const file_specs_ipam_proto_rawDesc = "" +
 	"\vauto_assign\x18\n" +
 	" \x01(\bH\x00R\n" +
 	"autoAssign\x88\x01\x01\x12\x1a\n" +
-	"\bpriority\x18\v \x01(\x05R\bpriorityB\x0e\n" +
+	"\bpriority\x18\v \x01(\x05R\bpriority\x12H\n" +
+	"\x12namespace_selector\x18\f \x01(\v2\x19.tccm.specs.LabelSelectorR\x11namespaceSelectorB\x0e\n" +
 	"\f_auto_assign\"\xf1\x01\n" +
 	"\rLabelSelector\x12M\n" +
 	"\fmatch_labels\x18\x01 \x03(\v2*.tccm.specs.LabelSelector.MatchLabelsEntryR\vmatchLabels\x12Q\n" +
@@ -873,13 +886,14 @@ var file_specs_ipam_proto_depIdxs = []int32{
 	1, // 1: tccm.specs.IPPoolSpec.conditions:type_name -> tccm.specs.IPPoolCondition
 	4, // 2: tccm.specs.LoadBalancerConfig.pools:type_name -> tccm.specs.LoadBalancerPoolConfig
 	5, // 3: tccm.specs.LoadBalancerPoolConfig.service_selector:type_name -> tccm.specs.LabelSelector
-	7, // 4: tccm.specs.LabelSelector.match_labels:type_name -> tccm.specs.LabelSelector.MatchLabelsEntry
-	6, // 5: tccm.specs.LabelSelector.match_expressions:type_name -> tccm.specs.LabelSelectorRequirement
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	5, // 4: tccm.specs.LoadBalancerPoolConfig.namespace_selector:type_name -> tccm.specs.LabelSelector
+	7, // 5: tccm.specs.LabelSelector.match_labels:type_name -> tccm.specs.LabelSelector.MatchLabelsEntry
+	6, // 6: tccm.specs.LabelSelector.match_expressions:type_name -> tccm.specs.LabelSelectorRequirement
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_specs_ipam_proto_init() }

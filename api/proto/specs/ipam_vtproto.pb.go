@@ -171,6 +171,7 @@ func (m *LoadBalancerPoolConfig) CloneVT() *LoadBalancerPoolConfig {
 	r.Drain = m.Drain
 	r.IpMode = m.IpMode
 	r.Priority = m.Priority
+	r.NamespaceSelector = m.NamespaceSelector.CloneVT()
 	if rhs := m.Addresses; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -540,6 +541,9 @@ func (this *LoadBalancerPoolConfig) EqualVT(that *LoadBalancerPoolConfig) bool {
 		return false
 	}
 	if this.Priority != that.Priority {
+		return false
+	}
+	if !this.NamespaceSelector.EqualVT(that.NamespaceSelector) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -344,8 +344,11 @@ type KubeServiceSpec struct {
 	// with the same policy and, for Local, the same selector (the IP must lead to the same nodes).
 	ExternalTrafficPolicy string            `protobuf:"bytes,13,opt,name=external_traffic_policy,json=externalTrafficPolicy,proto3" json:"external_traffic_policy,omitempty"`
 	Selector              map[string]string `protobuf:"bytes,14,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// talos-ccm's condition (talos-ccm.dev/LoadBalancerIPAllocated) as the Service shows it; absent when it
+	// shows none. The LoadBalancer sink restores it when someone else removes or changes it.
+	Condition     *ServiceCondition `protobuf:"bytes,15,opt,name=condition,proto3" json:"condition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KubeServiceSpec) Reset() {
@@ -476,6 +479,120 @@ func (x *KubeServiceSpec) GetSelector() map[string]string {
 	return nil
 }
 
+func (x *KubeServiceSpec) GetCondition() *ServiceCondition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
+}
+
+// ServiceCondition is a condition of a Service's status.conditions, without its times.
+type ServiceCondition struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceCondition) Reset() {
+	*x = ServiceCondition{}
+	mi := &file_specs_kube_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceCondition) ProtoMessage() {}
+
+func (x *ServiceCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_kube_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceCondition.ProtoReflect.Descriptor instead.
+func (*ServiceCondition) Descriptor() ([]byte, []int) {
+	return file_specs_kube_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ServiceCondition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ServiceCondition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ServiceCondition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// KubeNamespaceSpec mirrors a Namespace: its labels, which LoadBalancer pools select namespaces by
+// (namespaceSelector).
+type KubeNamespaceSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Labels        map[string]string      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubeNamespaceSpec) Reset() {
+	*x = KubeNamespaceSpec{}
+	mi := &file_specs_kube_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubeNamespaceSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubeNamespaceSpec) ProtoMessage() {}
+
+func (x *KubeNamespaceSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_specs_kube_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubeNamespaceSpec.ProtoReflect.Descriptor instead.
+func (*KubeNamespaceSpec) Descriptor() ([]byte, []int) {
+	return file_specs_kube_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *KubeNamespaceSpec) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // KubeSyncSpec says that a Kubernetes mirror holds every object of its kind: the informer's initial list
 // is mirrored, so an object without a mirror is gone (not merely not mirrored yet).
 type KubeSyncSpec struct {
@@ -489,7 +606,7 @@ type KubeSyncSpec struct {
 
 func (x *KubeSyncSpec) Reset() {
 	*x = KubeSyncSpec{}
-	mi := &file_specs_kube_proto_msgTypes[5]
+	mi := &file_specs_kube_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +618,7 @@ func (x *KubeSyncSpec) String() string {
 func (*KubeSyncSpec) ProtoMessage() {}
 
 func (x *KubeSyncSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_specs_kube_proto_msgTypes[5]
+	mi := &file_specs_kube_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +631,7 @@ func (x *KubeSyncSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeSyncSpec.ProtoReflect.Descriptor instead.
 func (*KubeSyncSpec) Descriptor() ([]byte, []int) {
-	return file_specs_kube_proto_rawDescGZIP(), []int{5}
+	return file_specs_kube_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KubeSyncSpec) GetSynced() bool {
@@ -543,7 +660,7 @@ type KubeAPIServerSpec struct {
 
 func (x *KubeAPIServerSpec) Reset() {
 	*x = KubeAPIServerSpec{}
-	mi := &file_specs_kube_proto_msgTypes[6]
+	mi := &file_specs_kube_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +672,7 @@ func (x *KubeAPIServerSpec) String() string {
 func (*KubeAPIServerSpec) ProtoMessage() {}
 
 func (x *KubeAPIServerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_specs_kube_proto_msgTypes[6]
+	mi := &file_specs_kube_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +685,7 @@ func (x *KubeAPIServerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubeAPIServerSpec.ProtoReflect.Descriptor instead.
 func (*KubeAPIServerSpec) Descriptor() ([]byte, []int) {
-	return file_specs_kube_proto_rawDescGZIP(), []int{6}
+	return file_specs_kube_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KubeAPIServerSpec) GetEndpointIps() []string {
@@ -610,7 +727,7 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
 	"\vServicePort\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\"\xc8\x06\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\x84\a\n" +
 	"\x0fKubeServiceSpec\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -628,7 +745,8 @@ const file_specs_kube_proto_rawDesc = "" +
 	"ingressIPs\x124\n" +
 	"\acreated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x126\n" +
 	"\x17external_traffic_policy\x18\r \x01(\tR\x15externalTrafficPolicy\x12E\n" +
-	"\bselector\x18\x0e \x03(\v2).tccm.specs.KubeServiceSpec.SelectorEntryR\bselector\x1a9\n" +
+	"\bselector\x18\x0e \x03(\v2).tccm.specs.KubeServiceSpec.SelectorEntryR\bselector\x12:\n" +
+	"\tcondition\x18\x0f \x01(\v2\x1c.tccm.specs.ServiceConditionR\tcondition\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -636,6 +754,15 @@ const file_specs_kube_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
+	"\x10ServiceCondition\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x91\x01\n" +
+	"\x11KubeNamespaceSpec\x12A\n" +
+	"\x06labels\x18\x01 \x03(\v2).tccm.specs.KubeNamespaceSpec.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
 	"\fKubeSyncSpec\x12\x16\n" +
@@ -656,37 +783,42 @@ func file_specs_kube_proto_rawDescGZIP() []byte {
 	return file_specs_kube_proto_rawDescData
 }
 
-var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_specs_kube_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_specs_kube_proto_goTypes = []any{
 	(*Taint)(nil),                 // 0: tccm.specs.Taint
 	(*NodeAddress)(nil),           // 1: tccm.specs.NodeAddress
 	(*KubeNodeSpec)(nil),          // 2: tccm.specs.KubeNodeSpec
 	(*ServicePort)(nil),           // 3: tccm.specs.ServicePort
 	(*KubeServiceSpec)(nil),       // 4: tccm.specs.KubeServiceSpec
-	(*KubeSyncSpec)(nil),          // 5: tccm.specs.KubeSyncSpec
-	(*KubeAPIServerSpec)(nil),     // 6: tccm.specs.KubeAPIServerSpec
-	nil,                           // 7: tccm.specs.KubeNodeSpec.LabelsEntry
-	nil,                           // 8: tccm.specs.KubeServiceSpec.LabelsEntry
-	nil,                           // 9: tccm.specs.KubeServiceSpec.AnnotationsEntry
-	nil,                           // 10: tccm.specs.KubeServiceSpec.SelectorEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*ServiceCondition)(nil),      // 5: tccm.specs.ServiceCondition
+	(*KubeNamespaceSpec)(nil),     // 6: tccm.specs.KubeNamespaceSpec
+	(*KubeSyncSpec)(nil),          // 7: tccm.specs.KubeSyncSpec
+	(*KubeAPIServerSpec)(nil),     // 8: tccm.specs.KubeAPIServerSpec
+	nil,                           // 9: tccm.specs.KubeNodeSpec.LabelsEntry
+	nil,                           // 10: tccm.specs.KubeServiceSpec.LabelsEntry
+	nil,                           // 11: tccm.specs.KubeServiceSpec.AnnotationsEntry
+	nil,                           // 12: tccm.specs.KubeServiceSpec.SelectorEntry
+	nil,                           // 13: tccm.specs.KubeNamespaceSpec.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_specs_kube_proto_depIdxs = []int32{
-	7,  // 0: tccm.specs.KubeNodeSpec.labels:type_name -> tccm.specs.KubeNodeSpec.LabelsEntry
+	9,  // 0: tccm.specs.KubeNodeSpec.labels:type_name -> tccm.specs.KubeNodeSpec.LabelsEntry
 	0,  // 1: tccm.specs.KubeNodeSpec.taints:type_name -> tccm.specs.Taint
 	1,  // 2: tccm.specs.KubeNodeSpec.addresses:type_name -> tccm.specs.NodeAddress
-	11, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
-	11, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
-	8,  // 5: tccm.specs.KubeServiceSpec.labels:type_name -> tccm.specs.KubeServiceSpec.LabelsEntry
-	9,  // 6: tccm.specs.KubeServiceSpec.annotations:type_name -> tccm.specs.KubeServiceSpec.AnnotationsEntry
+	14, // 3: tccm.specs.KubeNodeSpec.created:type_name -> google.protobuf.Timestamp
+	14, // 4: tccm.specs.KubeNodeSpec.ready_changed:type_name -> google.protobuf.Timestamp
+	10, // 5: tccm.specs.KubeServiceSpec.labels:type_name -> tccm.specs.KubeServiceSpec.LabelsEntry
+	11, // 6: tccm.specs.KubeServiceSpec.annotations:type_name -> tccm.specs.KubeServiceSpec.AnnotationsEntry
 	3,  // 7: tccm.specs.KubeServiceSpec.ports:type_name -> tccm.specs.ServicePort
-	11, // 8: tccm.specs.KubeServiceSpec.created:type_name -> google.protobuf.Timestamp
-	10, // 9: tccm.specs.KubeServiceSpec.selector:type_name -> tccm.specs.KubeServiceSpec.SelectorEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 8: tccm.specs.KubeServiceSpec.created:type_name -> google.protobuf.Timestamp
+	12, // 9: tccm.specs.KubeServiceSpec.selector:type_name -> tccm.specs.KubeServiceSpec.SelectorEntry
+	5,  // 10: tccm.specs.KubeServiceSpec.condition:type_name -> tccm.specs.ServiceCondition
+	13, // 11: tccm.specs.KubeNamespaceSpec.labels:type_name -> tccm.specs.KubeNamespaceSpec.LabelsEntry
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_specs_kube_proto_init() }
@@ -700,7 +832,7 @@ func file_specs_kube_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_specs_kube_proto_rawDesc), len(file_specs_kube_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

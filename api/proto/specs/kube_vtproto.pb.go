@@ -139,6 +139,7 @@ func (m *KubeServiceSpec) CloneVT() *KubeServiceSpec {
 	r.IpFamilyPolicy = m.IpFamilyPolicy
 	r.Created = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.Created).CloneVT())
 	r.ExternalTrafficPolicy = m.ExternalTrafficPolicy
+	r.Condition = m.Condition.CloneVT()
 	if rhs := m.Labels; rhs != nil {
 		tmpContainer := make(map[string]string, len(rhs))
 		for k, v := range rhs {
@@ -185,6 +186,48 @@ func (m *KubeServiceSpec) CloneVT() *KubeServiceSpec {
 }
 
 func (m *KubeServiceSpec) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
+func (m *ServiceCondition) CloneVT() *ServiceCondition {
+	if m == nil {
+		return (*ServiceCondition)(nil)
+	}
+	r := new(ServiceCondition)
+	r.Status = m.Status
+	r.Reason = m.Reason
+	r.Message = m.Message
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *ServiceCondition) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
+func (m *KubeNamespaceSpec) CloneVT() *KubeNamespaceSpec {
+	if m == nil {
+		return (*KubeNamespaceSpec)(nil)
+	}
+	r := new(KubeNamespaceSpec)
+	if rhs := m.Labels; rhs != nil {
+		tmpContainer := make(map[string]string, len(rhs))
+		for k, v := range rhs {
+			tmpContainer[k] = v
+		}
+		r.Labels = tmpContainer
+	}
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *KubeNamespaceSpec) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
@@ -495,11 +538,67 @@ func (this *KubeServiceSpec) EqualVT(that *KubeServiceSpec) bool {
 			return false
 		}
 	}
+	if !this.Condition.EqualVT(that.Condition) {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
 func (this *KubeServiceSpec) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*KubeServiceSpec)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ServiceCondition) EqualVT(that *ServiceCondition) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Status != that.Status {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	if this.Message != that.Message {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ServiceCondition) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ServiceCondition)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *KubeNamespaceSpec) EqualVT(that *KubeNamespaceSpec) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy, ok := that.Labels[i]
+		if !ok {
+			return false
+		}
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *KubeNamespaceSpec) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*KubeNamespaceSpec)
 	if !ok {
 		return false
 	}

@@ -17,6 +17,12 @@ func (x *KubeServiceSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 func (x *KubeServiceSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
 
 // MarshalYAML implements yaml.Marshaler.
+func (x *KubeNamespaceSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *KubeNamespaceSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
 func (x *KubeSyncSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.

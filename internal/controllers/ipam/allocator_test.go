@@ -43,7 +43,13 @@ func TestAllocatorControllers(t *testing.T) {
 			ctrl: &ipam.NodeCIDRAllocatorController{Options: ipam.NodeCIDROptions{Mode: ipamres.ModeTalosIPv6}},
 			name: "ipam.NodeCIDRAllocatorController", inputs: inputs(kube.KubeNodeType, kube.NodesSyncID, addresses, ranges),
 		},
-		{ctrl: &ipam.ServiceIPAllocatorController{}, name: "ipam.ServiceIPAllocatorController", inputs: inputs(kube.KubeServiceType, kube.ServicesSyncID)},
+		{
+			ctrl: &ipam.ServiceIPAllocatorController{}, name: "ipam.ServiceIPAllocatorController",
+			inputs: inputs(kube.KubeServiceType, kube.ServicesSyncID,
+				controller.Input{Namespace: kube.NamespaceName, Type: kube.KubeNamespaceType, Kind: controller.InputWeak},
+				controller.Input{Namespace: kube.NamespaceName, Type: kube.KubeSyncType, ID: optional.Some(kube.NamespacesSyncID), Kind: controller.InputWeak},
+			),
+		},
 	} {
 		assert.Equal(t, tc.name, tc.ctrl.Name())
 		assert.Equal(t, tc.inputs, tc.ctrl.Inputs(), tc.name)

@@ -10,6 +10,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -31,7 +33,10 @@ func (ctrl *ServiceIPAllocatorController) Name() string {
 
 // Inputs implements controller.Controller interface.
 func (ctrl *ServiceIPAllocatorController) Inputs() []controller.Input {
-	return allocatorInputs(kube.KubeServiceType, kube.ServicesSyncID)
+	return append(allocatorInputs(kube.KubeServiceType, kube.ServicesSyncID),
+		controller.Input{Namespace: kube.NamespaceName, Type: kube.KubeNamespaceType, Kind: controller.InputWeak},
+		controller.Input{Namespace: kube.NamespaceName, Type: kube.KubeSyncType, ID: optional.Some(kube.NamespacesSyncID), Kind: controller.InputWeak},
+	)
 }
 
 // Outputs implements controller.Controller interface.
@@ -64,6 +69,11 @@ func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controll
 	in.Pools = cfg.TypedSpec().Value.GetLoadBalancer().GetPools()
 	in.RequestAnnotations = cfg.TypedSpec().Value.GetLoadBalancer().GetRequestAnnotations()
 
+	namespaceLabels, why, err := ctrl.namespaceLabels(ctx, r, in.Pools)
+	if err != nil || why != "" {
+		return in, why, err
+	}
+
 	services, err := safe.ReaderListAll[*kube.KubeService](ctx, r)
 	if err != nil {
 		return in, "", fmt.Errorf("failed to list services: %w", err)
@@ -90,6 +100,7 @@ func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controll
 			Selector:       spec.GetSelector(),
 
 			ExternalTrafficPolicy: spec.GetExternalTrafficPolicy(),
+			NamespaceLabels:       namespaceLabels[spec.GetNamespace()],
 		}
 
 		for _, p := range spec.GetPorts() {
@@ -103,4 +114,38 @@ func (ctrl *ServiceIPAllocatorController) gather(ctx context.Context, r controll
 	}
 
 	return in, "", nil
+}
+
+// namespaceLabels reads the labels of every namespace when a pool selects namespaces by their labels, once
+// the Namespace mirror holds every namespace (why says so until then: a namespace not mirrored yet would
+// match no selector, and its Services would be taken for Services outside the pools). Without such a pool
+// it reads nothing and waits for nothing.
+func (ctrl *ServiceIPAllocatorController) namespaceLabels(
+	ctx context.Context, r controller.Reader, pools []*specs.LoadBalancerPoolConfig,
+) (map[string]map[string]string, string, error) {
+	if !slices.ContainsFunc(pools, func(p *specs.LoadBalancerPoolConfig) bool { return p.GetNamespaceSelector() != nil }) {
+		return nil, "", nil
+	}
+
+	sync, err := safe.ReaderGetByID[*kube.KubeSync](ctx, r, kube.NamespacesSyncID)
+	if err != nil && !state.IsNotFoundError(err) {
+		return nil, "", fmt.Errorf("failed to read the namespace mirror state: %w", err)
+	}
+
+	if sync == nil || !sync.TypedSpec().Value.GetSynced() {
+		return nil, "waiting for the Namespace mirror to hold every Namespace", nil
+	}
+
+	namespaces, err := safe.ReaderListAll[*kube.KubeNamespace](ctx, r)
+	if err != nil {
+		return nil, "", fmt.Errorf("failed to list namespaces: %w", err)
+	}
+
+	out := make(map[string]map[string]string, namespaces.Len())
+
+	for res := range namespaces.All() {
+		out[res.Metadata().ID()] = res.TypedSpec().Value.GetLabels()
+	}
+
+	return out, "", nil
 }

@@ -67,3 +67,47 @@ func service(namespace, name string, age int) *kube.KubeService {
 
 	return res
 }
+
+// TestServiceIPAllocatorNamespaceSelector: with a pool that selects namespaces by their labels, the allocator
+// waits for the Namespace mirror (else the Service would get an IP of the pool for every namespace, and keep
+// it), and a change of a namespace's labels re-decides its Services: one whose namespace stops matching keeps
+// its IP, with the warning.
+func TestServiceIPAllocatorNamespaceSelector(t *testing.T) {
+	s := ctest.New(t)
+	s.Register(&ipam.ServiceIPAllocatorController{})
+	s.Start()
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value.LoadBalancer = &specs.LoadBalancerConfig{
+		Pools: []*specs.LoadBalancerPoolConfig{
+			{Name: "team-a", Addresses: []string{"192.0.2.1-192.0.2.2"}, NamespaceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
+			{Name: "rest", Addresses: []string{"198.51.100.1-198.51.100.2"}},
+		},
+	}
+
+	s.Create(cfg, service("prod", "web", 1))
+	setSynced(s, kube.ServicesSyncID)
+
+	prod := kube.NewKubeNamespace(kube.NamespaceName, "prod")
+	prod.TypedSpec().Value.Labels = map[string]string{"team": "a"}
+	s.Create(prod)
+	setSynced(s, kube.NamespacesSyncID)
+
+	web := ipamres.ServiceAllocationID("prod/web", ipamres.FamilyIPv4)
+
+	ctest.AssertResource(s, web, func(res *ipamres.IPAllocation, a *assert.Assertions) {
+		a.Equal("192.0.2.1", res.TypedSpec().Value.GetAddress())
+		a.Empty(res.TypedSpec().Value.GetWarning())
+	})
+
+	ctest.Modify(s, prod, func(res *kube.KubeNamespace) error {
+		res.TypedSpec().Value.Labels = map[string]string{"team": "b"}
+
+		return nil
+	})
+
+	ctest.AssertResource(s, web, func(res *ipamres.IPAllocation, a *assert.Assertions) {
+		a.Equal("192.0.2.1", res.TypedSpec().Value.GetAddress())
+		a.Equal(ipamres.WarningOutsidePools, res.TypedSpec().Value.GetWarning())
+	})
+}

@@ -56,7 +56,7 @@ func runPlanCases(t *testing.T, cases []planCase) {
 				switch a.GetWarning() {
 				case ipamres.WarningReservedAddress:
 					assert.True(t, strings.HasPrefix(a.GetReason(), "the Service keeps its IP: "), "%s: %s", id, a.GetReason())
-				case ipamres.WarningOutsidePools:
+				case ipamres.WarningOutsidePools, ipamres.WarningIncompatibleShare:
 					assert.Contains(t, a.GetReason(), kubekeys.AnnotationReleaseLoadBalancerIP, id)
 				case ipamres.WarningSharedWithoutOptIn:
 					assert.Contains(t, a.GetReason(), kubekeys.AnnotationSharingNamespaces, id)

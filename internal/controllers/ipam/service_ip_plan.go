@@ -24,6 +24,8 @@ type ServiceFacts struct {
 	Namespace string
 	UID       string
 	Labels    map[string]string
+	// NamespaceLabels are the labels of the Service's namespace, for the pools' namespaceSelector.
+	NamespaceLabels map[string]string
 	// Class is spec.loadBalancerClass: only Services without one or with LoadBalancerClass are served.
 	Class string
 	// LoadBalancerIP is spec.loadBalancerIP.
@@ -90,7 +92,8 @@ type serviceTask struct {
 //  1. an IP the previous plan held for the Service is kept while it still fits (same Service, still what it
 //     asks for, still shareable): in a pool that matches it (a disabled pool included), or, when a pool
 //     edit left it outside every such pool, outside them, with a warning (keepOutside); a share across
-//     namespaces without the opt-in of both is kept too, with a warning, unless released (keepable);
+//     namespaces without the opt-in of both, or of Services of other traffic policies or selectors, is kept
+//     too, with a warning, unless released (keepable);
 //  2. an IP the Service already has in status.loadBalancer.ingress is taken back when it is free (the
 //     state was lost, the Service was not), by the same rule;
 //  3. a requested IP (spec.loadBalancerIP or the talos-ccm.dev/load-balancer-ips annotation) is given when
@@ -146,7 +149,7 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 	}
 
 	p.requireDualStack(tasks)
-	p.flagSharesWithoutOptIn(tasks)
+	p.flagKeptShares(tasks)
 
 	plan := ServiceIPPlan{Allocations: map[string]*specs.IPAllocationSpec{}, Pools: map[string]*specs.IPPoolSpec{}}
 
@@ -299,8 +302,9 @@ func (p *servicePlanner) keepOutside(t serviceTask, ip netip.Addr, poolID, origi
 
 	alloc.Warning = ipam.WarningOutsidePools
 	alloc.Reason = fmt.Sprintf("the Service keeps %s, which is outside every load balancer pool that may serve it now%s "+
-		"(a pool was changed, disabled or removed); nobody else gets it. To move the Service to a new IP, annotate it "+
-		"%s: \"true\" or drain the pool it came from", ip, poolNames(p.matching(t.svc, t.family, forNew)), kubekeys.AnnotationReleaseLoadBalancerIP)
+		"(a pool was changed, disabled or removed, or the namespace's labels changed); nobody else gets it. To move the "+
+		"Service to a new IP, annotate it %s: \"true\" or drain the pool it came from",
+		ip, poolNames(p.matching(t.svc, t.family, forNew)), kubekeys.AnnotationReleaseLoadBalancerIP)
 
 	return true
 }

@@ -30,9 +30,10 @@ func (b *fuzzBytes) next() byte {
 // FuzzPlanServiceIPs plans LoadBalancer IPs for pools, Services, requests, status IPs and previous
 // allocations made of hostile bytes, twice (the second time from the first plan), and checks that no IP
 // is given twice to Services that may not share it (key, ports, namespaces, traffic policy and selector;
-// a share across namespaces without opt-in only when both held the IP before, with a warning),
-// that no new IP is the first or last address of a CIDR
-// of a pool that does not allow them, and that the second plan keeps every IP of the first.
+// a share across namespaces without opt-in, or between other policies or selectors, only when both held the
+// IP before, with a warning), that no new IP is the first or last address of a CIDR of a pool that does not
+// allow them nor from a pool whose namespaces do not include the Service's, and that the second plan keeps
+// every IP of the first.
 func FuzzPlanServiceIPs(f *testing.F) {
 	f.Add([]byte{2, 30, 0, 4, 1, 0, 80, 0, 0, 2, 1, 80, 3, 0})
 	f.Add([]byte{1, 29, 1, 6, 0, 1, 53, 5, 1, 1, 1, 53, 0, 7, 2, 2, 44, 1, 0})
@@ -53,6 +54,11 @@ func FuzzPlanServiceIPs(f *testing.F) {
 				Disabled:          in.next()%5 == 0,
 				AllowFirstLastIps: allow,
 			})
+
+			// Some select namespaces by their labels.
+			if in.next()%4 == 0 {
+				pools[i].NamespaceSelector = &specs.LabelSelector{MatchLabels: map[string]string{"team": "x"}}
+			}
 		}
 
 		addr := func(b byte) string { return fmt.Sprintf("10.%d.0.%d", b%3, b%20) }
@@ -67,6 +73,10 @@ func FuzzPlanServiceIPs(f *testing.F) {
 				Ports:       []string{fmt.Sprintf("TCP/%d", in.next()%4)},
 			}
 			s.Namespace = s.Key[:1]
+
+			if in.next()%2 == 0 {
+				s.NamespaceLabels = map[string]string{"team": "x"}
+			}
 
 			if k := in.next() % 3; k > 0 {
 				s.Annotations[kubekeys.AnnotationSharingKey] = fmt.Sprintf("k%d", k)
@@ -137,8 +147,9 @@ func checkPlan(t *testing.T, pools []*specs.LoadBalancerPoolConfig, services []i
 				(!keptShare(svc, a.GetAddress()) || !keptShare(other, a.GetAddress())) {
 				t.Fatalf("%s is shared across namespaces by %s and %s without their opt-in", a.GetAddress(), svc.Key, other.Key)
 			}
-			if svc.ExternalTrafficPolicy != other.ExternalTrafficPolicy ||
-				(svc.ExternalTrafficPolicy == "Local" && svc.Selector["app"] != other.Selector["app"]) {
+			if (svc.ExternalTrafficPolicy != other.ExternalTrafficPolicy ||
+				(svc.ExternalTrafficPolicy == "Local" && svc.Selector["app"] != other.Selector["app"])) &&
+				(!keptShare(svc, a.GetAddress()) || !keptShare(other, a.GetAddress())) {
 				t.Fatalf("%s is shared by %s and %s, whose traffic policies or selectors differ", a.GetAddress(), svc.Key, other.Key)
 			}
 		}
@@ -154,6 +165,12 @@ func checkPlan(t *testing.T, pools []*specs.LoadBalancerPoolConfig, services []i
 		}
 
 		ip := netip.MustParseAddr(a.GetAddress())
+
+		for _, pl := range pools {
+			if r, err := iprange.Parse(pl.GetAddresses()[0]); err == nil && r.Contains(ip) && !servesNamespace(pl, svc) {
+				t.Fatalf("%s got %s from pool %s, which does not serve its namespace", id, ip, pl.GetName())
+			}
+		}
 
 		for _, pl := range pools {
 			r, err := iprange.Parse(pl.GetAddresses()[0])
@@ -173,4 +190,19 @@ func checkPlan(t *testing.T, pools []*specs.LoadBalancerPoolConfig, services []i
 			t.Fatalf("%s lost %s with nothing changed", id, prev.GetAddress())
 		}
 	}
+}
+
+// servesNamespace reports whether the pool serves the Service's namespace: every namespace without a list or
+// a selector, else those listed and those whose labels match.
+func servesNamespace(pl *specs.LoadBalancerPoolConfig, svc ipam.ServiceFacts) bool {
+	sel := pl.GetNamespaceSelector()
+	if len(pl.GetNamespaces()) == 0 && sel == nil {
+		return true
+	}
+
+	if slices.Contains(pl.GetNamespaces(), svc.Namespace) {
+		return true
+	}
+
+	return sel != nil && svc.NamespaceLabels["team"] == sel.GetMatchLabels()["team"]
 }

@@ -20,8 +20,9 @@ import (
 // lbPool is one config pool of one family.
 type lbPool struct {
 	*pool
-	config   *specs.LoadBalancerPoolConfig
-	selector labels.Selector
+	config *specs.LoadBalancerPoolConfig
+	// selector is the serviceSelector and namespaces the namespaceSelector, nil when not set.
+	selector, namespaces labels.Selector
 }
 
 // LoadBalancerPoolID is the ID of the IPPool of one family of a config pool.
@@ -48,17 +49,9 @@ func (p *servicePlanner) buildPools() {
 			}
 		}
 
-		var selector labels.Selector
-
-		invalid := ""
-
-		if sel := cfg.GetServiceSelector(); sel != nil {
-			var err error
-
-			if selector, err = metav1.LabelSelectorAsSelector(config.LabelSelector(sel)); err != nil {
-				invalid = fmt.Sprintf("invalid serviceSelector: %v", err)
-			}
-		}
+		selector, invalid := poolSelector(cfg.GetServiceSelector(), "serviceSelector")
+		namespaces, invalidNamespaces := poolSelector(cfg.GetNamespaceSelector(), "namespaceSelector")
+		invalid = cmp.Or(invalid, invalidNamespaces)
 
 		for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
 			ranges := byFamily[family]
@@ -79,12 +72,27 @@ func (p *servicePlanner) buildPools() {
 			pl.invalid = invalid
 			pl.excluded = ends[family]
 
-			p.pools = append(p.pools, &lbPool{pool: pl, config: cfg, selector: selector})
+			p.pools = append(p.pools, &lbPool{pool: pl, config: cfg, selector: selector, namespaces: namespaces})
 		}
 	}
 
 	// The highest priority first; pools of one priority keep their order.
 	slices.SortStableFunc(p.pools, func(a, b *lbPool) int { return cmp.Compare(b.config.GetPriority(), a.config.GetPriority()) })
+}
+
+// poolSelector converts a selector of a pool (what names its key), nil when not set; invalid says why it
+// cannot be used (the config file checks selectors, so only a config written by an embedder has one).
+func poolSelector(sel *specs.LabelSelector, what string) (selector labels.Selector, invalid string) {
+	if sel == nil {
+		return nil, ""
+	}
+
+	selector, err := metav1.LabelSelectorAsSelector(config.LabelSelector(sel))
+	if err != nil {
+		return nil, fmt.Sprintf("invalid %s: %v", what, err)
+	}
+
+	return selector, ""
 }
 
 // ipMode is the ipMode of the Services that hold an IP of the pool with this ID: VIP unless the pool says
@@ -163,7 +171,10 @@ func (pl *lbPool) matches(svc *ServiceFacts) bool {
 		return false
 	}
 
-	if ns := pl.config.GetNamespaces(); len(ns) > 0 && !slices.Contains(ns, svc.Namespace) {
+	// The namespaces a pool serves are those it lists and those whose labels its namespaceSelector matches.
+	listed := pl.config.GetNamespaces()
+	if (len(listed) > 0 || pl.namespaces != nil) && !slices.Contains(listed, svc.Namespace) &&
+		(pl.namespaces == nil || !pl.namespaces.Matches(labels.Set(svc.NamespaceLabels))) {
 		return false
 	}
 

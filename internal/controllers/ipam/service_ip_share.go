@@ -29,7 +29,7 @@ type ipHolder struct {
 	// sharesWith are the other namespaces the Service shares its IP with ("*": every namespace).
 	sharesWith []string
 	// heldBefore is set when the Service held the IP before this plan too (ipsHeldBefore): only a share
-	// between two such Services is one made before, which keepable keeps without the opt-in.
+	// between two such Services is one made before, which keepable keeps although a newer rule refuses it.
 	heldBefore bool
 }
 
@@ -60,20 +60,21 @@ func (p *servicePlanner) shareable(ip netip.Addr, svc *ServiceFacts) string {
 }
 
 // keepable is shareable for an IP the Service held already (in the previous plan or in its status): a share
-// across namespaces without the opt-in of both is kept (keptRefusal), and flagged by flagSharesWithoutOptIn,
-// unless the Service gives the IP up with AnnotationReleaseLoadBalancerIP.
+// that only the rules newer than the share itself refuse (across namespaces without the opt-in of both,
+// another traffic policy, or for Local another selector: waivedRules) is kept (keptRefusal), and flagged by
+// flagKeptShares, unless the Service gives the IP up with AnnotationReleaseLoadBalancerIP.
 func (p *servicePlanner) keepable(ip netip.Addr, svc *ServiceFacts) string {
 	if released(svc) {
-		if h, ok := p.claimedWithoutOptIn(ip, svc); ok {
-			return fmt.Sprintf("%s is released (%s) from a share with Service %s without the opt-in of both", ip,
+		if h, ok := p.claimedAgainstRules(ip, svc); ok {
+			return fmt.Sprintf("%s is released (%s) from a share with Service %s that the sharing rules refuse", ip,
 				kubekeys.AnnotationReleaseLoadBalancerIP, h)
 		}
 
 		return p.shareable(ip, svc)
 	}
 
-	// The opt-in is waived only towards Services that held the IP before this plan as well: a Service that
-	// took it in this plan (a request, a new IP) has no share from before to keep.
+	// The newer rules are waived only towards Services that held the IP before this plan as well: a Service
+	// that took it in this plan (a request, a new IP) has no share from before to keep.
 	return p.refused(ip, svc, func(a, b ipHolder) string {
 		if a.heldBefore {
 			return keptRefusal(a, b)
@@ -118,15 +119,40 @@ func missingOptIns(a, b ipHolder) []string {
 	return out
 }
 
-// claimedWithoutOptIn returns a Service of another namespace, not released itself, that held ip already (in
-// the previous plan or in its status) and that svc may not share it with for want of an opt-in: a Service
+// incompatibility says why Service b may not share the IP Service a holds for where the IP leads (another
+// externalTrafficPolicy or, for Local, another selector), as the end of a sentence that starts with the IP
+// and a; empty when nothing does.
+func incompatibility(a, b ipHolder) string {
+	switch {
+	case a.policy != b.policy:
+		return fmt.Sprintf("with externalTrafficPolicy %s, not %s (Services share an IP only with the same policy)", a.policy, b.policy)
+	case a.policy == trafficPolicyLocal && !maps.Equal(a.selector, b.selector):
+		return "with another selector (Services with externalTrafficPolicy Local share an IP only with the same selector, " +
+			"so that the IP leads to the same nodes)"
+	}
+
+	return ""
+}
+
+// waivedRules says which of the rules newer than a share of Services a and b it breaks: the opt-ins it
+// lacks across namespaces (missingOptIns), and the incompatibility of their traffic policies or selectors.
+func waivedRules(a, b ipHolder) (optIns []string, incompatible string) {
+	return missingOptIns(a, b), incompatibility(a, b)
+}
+
+// claimedAgainstRules returns a Service, not released itself, that held ip already (in the previous plan or
+// in its status) and that svc may share it with only as a share made before (waivedRules): a Service
 // released from such a share moves, whichever of the two is older.
-func (p *servicePlanner) claimedWithoutOptIn(ip netip.Addr, svc *ServiceFacts) (string, bool) {
+func (p *servicePlanner) claimedAgainstRules(ip netip.Addr, svc *ServiceFacts) (string, bool) {
 	me := holderOf(svc)
 
 	for i := range p.in.Services {
 		other := &p.in.Services[i]
-		if other.Key == svc.Key || !ipam.Serves(other.Class) || released(other) || len(missingOptIns(holderOf(other), me)) == 0 {
+		if other.Key == svc.Key || !ipam.Serves(other.Class) || released(other) {
+			continue
+		}
+
+		if optIns, incompatible := waivedRules(holderOf(other), me); len(optIns) == 0 && incompatible == "" {
 			continue
 		}
 
@@ -159,10 +185,11 @@ func (p *servicePlanner) ipsHeldBefore(svc *ServiceFacts) []netip.Addr {
 	return out
 }
 
-// flagSharesWithoutOptIn sets the warning WarningSharedWithoutOptIn on every allocated IP that its Service
-// shares with a Service of another namespace without the opt-in of both (kept by keepable), saying which
-// opt-in is missing and what to do; an IP kept with another warning gets the missing opt-ins in its reason.
-func (p *servicePlanner) flagSharesWithoutOptIn(tasks []serviceTask) {
+// flagKeptShares sets a warning on every allocated IP that its Service shares only as a share made before
+// (kept by keepable), saying which rule refuses it and what to do: WarningSharedWithoutOptIn with a Service
+// of another namespace without the opt-in of both, else WarningIncompatibleShare with a Service of another
+// traffic policy or selector. An IP kept with another warning gets the rules in its reason.
+func (p *servicePlanner) flagKeptShares(tasks []serviceTask) {
 	for _, t := range tasks {
 		alloc := p.decided[t.id]
 
@@ -171,34 +198,65 @@ func (p *servicePlanner) flagSharesWithoutOptIn(tasks []serviceTask) {
 			continue
 		}
 
-		var missing, others []string
+		var missing, withoutOptIn, incompatible []string
 
 		me := holderOf(t.svc)
 
 		for _, h := range p.holders[ip] {
-			if why := missingOptIns(h, me); h.service != t.svc.Key && len(why) > 0 {
-				missing, others = append(missing, why...), append(others, h.service)
+			if h.service == t.svc.Key {
+				continue
+			}
+
+			optIns, why := waivedRules(h, me)
+			if len(optIns) > 0 {
+				missing, withoutOptIn = append(missing, optIns...), append(withoutOptIn, h.service)
+			}
+
+			if why != "" {
+				incompatible = append(incompatible, fmt.Sprintf("%s is held by Service %s %s", ip, h.service, why))
 			}
 		}
 
-		if len(missing) == 0 {
-			continue
+		for _, w := range []struct{ warning, why string }{
+			{ipam.WarningSharedWithoutOptIn, withoutOptInReason(ip, withoutOptIn, missing)},
+			{ipam.WarningIncompatibleShare, incompatibleShareReason(incompatible)},
+		} {
+			switch {
+			case w.why == "":
+			case alloc.Warning != "":
+				alloc.Reason += "; also, " + w.why
+			default:
+				alloc.Warning, alloc.Reason = w.warning, "the Service keeps its IP: "+w.why
+			}
 		}
-
-		why := fmt.Sprintf("%s is shared with Service %s of another namespace without the opt-in of both (%s in %s): "+
-			"a share made before talos-ccm required it, or whose opt-in was removed; it is kept, and no new Service joins it "+
-			"without the opt-in. To keep the share, annotate every Service of it with %s naming the others' namespaces (or *); "+
-			"to move this Service to a new IP, annotate it %s: \"true\"", ip, strings.Join(others, ", "), strings.Join(missing, "; "),
-			kubekeys.AnnotationSharingNamespaces, kubekeys.AnnotationSharingNamespaces, kubekeys.AnnotationReleaseLoadBalancerIP)
-
-		if alloc.Warning != "" {
-			alloc.Reason += "; also, " + why
-
-			continue
-		}
-
-		alloc.Warning, alloc.Reason = ipam.WarningSharedWithoutOptIn, "the Service keeps its IP: "+why
 	}
+}
+
+// withoutOptInReason says why a Service keeps sharing ip with the Services others of other namespaces
+// without the opt-ins missing, and what to do; empty when there are none.
+func withoutOptInReason(ip netip.Addr, others, missing []string) string {
+	if len(missing) == 0 {
+		return ""
+	}
+
+	return fmt.Sprintf("%s is shared with Service %s of another namespace without the opt-in of both (%s in %s): "+
+		"a share made before talos-ccm required it, or whose opt-in was removed; it is kept, and no new Service joins it "+
+		"without the opt-in. To keep the share, annotate every Service of it with %s naming the others' namespaces (or *); "+
+		"to move this Service to a new IP, annotate it %s: \"true\"", ip, strings.Join(others, ", "), strings.Join(missing, "; "),
+		kubekeys.AnnotationSharingNamespaces, kubekeys.AnnotationSharingNamespaces, kubekeys.AnnotationReleaseLoadBalancerIP)
+}
+
+// incompatibleShareReason says why a Service keeps sharing its IP with Services of another traffic policy or
+// selector (incompatible, each as incompatibility words it), and what to do; empty when there are none.
+func incompatibleShareReason(incompatible []string) string {
+	if len(incompatible) == 0 {
+		return ""
+	}
+
+	return strings.Join(incompatible, "; ") + ": a share made before talos-ccm checked traffic policies and selectors, " +
+		"or whose Services changed since; it is kept, and no new Service joins it unless compatible with every Service " +
+		"of it. To split it, annotate one of its Services " + kubekeys.AnnotationReleaseLoadBalancerIP + ": \"true\" " +
+		"(it moves to a new IP, the others keep theirs)"
 }
 
 // refusal says why Service b may not share the IP Service a holds, as the end of a sentence that starts
@@ -217,24 +275,25 @@ func refusal(a, b ipHolder) string {
 			"share an IP only when each names the other's namespace, or *)", b.namespace, kubekeys.AnnotationSharingNamespaces)
 	}
 
+	if why := incompatibility(a, b); why != "" {
+		return why
+	}
+
 	return keptRefusal(a, b)
 }
 
-// keptRefusal is refusal without the opt-in across namespaces: it says why Service b may not keep sharing an
-// IP it held already with Service a. A share across namespaces without the opt-in of both (one an older
-// talos-ccm made on the sharing key alone, or one whose opt-in was removed since) is kept, with a warning,
-// as an assigned IP is never taken away silently; the other rules still split it.
+// keptRefusal is refusal without the rules newer than the shares an older talos-ccm made (waivedRules): it
+// says why Service b may not keep sharing an IP it held already with Service a. A share across namespaces
+// without the opt-in of both, or between Services of other traffic policies or (for Local) selectors (one
+// an older talos-ccm made on the sharing key and the ports alone, or one whose Services changed since), is
+// kept, with a warning, as an assigned IP is never taken away silently; another key or a port in common
+// still split it.
 func keptRefusal(a, b ipHolder) string {
 	switch {
 	case a.sharingKey == "" || b.sharingKey == "":
 		return fmt.Sprintf("(Services share an IP only with the same %s annotation)", kubekeys.AnnotationSharingKey)
 	case a.sharingKey != b.sharingKey:
 		return "with another sharing key"
-	case a.policy != b.policy:
-		return fmt.Sprintf("with externalTrafficPolicy %s, not %s (Services share an IP only with the same policy)", a.policy, b.policy)
-	case a.policy == trafficPolicyLocal && !maps.Equal(a.selector, b.selector):
-		return "with another selector (Services with externalTrafficPolicy Local share an IP only with the same selector, " +
-			"so that the IP leads to the same nodes)"
 	}
 
 	for _, port := range b.ports {

@@ -160,6 +160,10 @@ func TestMirrorControllers(t *testing.T) {
 		{ctrl: &kube.KubeNodeController{}, name: "kube.KubeNodeController", typ: kuberes.KubeNodeType, outputs: withSync(kuberes.KubeNodeType)},
 		{ctrl: &kube.KubeServiceController{}, name: "kube.KubeServiceController", typ: kuberes.KubeServiceType, outputs: withSync(kuberes.KubeServiceType)},
 		{
+			ctrl: &kube.KubeNamespaceController{}, name: "kube.KubeNamespaceController", typ: kuberes.KubeNamespaceType,
+			outputs: withSync(kuberes.KubeNamespaceType),
+		},
+		{
 			ctrl: &kube.KubeCSRController{}, name: "kube.KubeCSRController", typ: kuberes.KubeCSRType,
 			outputs: []controller.Output{{Type: kuberes.KubeCSRType, Kind: controller.OutputExclusive}},
 		},

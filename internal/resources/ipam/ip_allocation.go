@@ -78,16 +78,20 @@ const (
 const (
 	// WarningOutsidePools: a pool edit left the IP outside every pool that may serve the Service; it stays
 	// reserved for the Service until the Service changes, the operator releases it
-	// (AnnotationReleaseLoadBalancerIP) or its pool drains.
+	// (kubekeys.AnnotationReleaseLoadBalancerIP) or its pool drains.
 	WarningOutsidePools = "OutsidePools"
 	// WarningReservedAddress: the IP is the first or last address of a CIDR, which the pool does not hand
 	// out (allowFirstLastIPs is false); the Service had it before and keeps it.
 	WarningReservedAddress = "ReservedAddress"
 	// WarningSharedWithoutOptIn: the Service shares the IP it held already with a Service of another
-	// namespace although not both name the other's namespace in AnnotationSharingNamespaces (a share an
-	// older talos-ccm made on the sharing key alone); it keeps the IP until both opt in or the operator
-	// releases it (AnnotationReleaseLoadBalancerIP).
+	// namespace although not both name the other's namespace in kubekeys.AnnotationSharingNamespaces (a
+	// share an older talos-ccm made on the sharing key alone); it keeps the IP until both opt in or the operator
+	// releases it (kubekeys.AnnotationReleaseLoadBalancerIP).
 	WarningSharedWithoutOptIn = "SharedWithoutOptIn"
+	// WarningIncompatibleShare: the Service shares the IP it held already with a Service of another
+	// externalTrafficPolicy or, for Local, another selector (a share an older talos-ccm made on the sharing key
+	// and the ports alone, or whose Services changed since); it keeps the IP until the operator releases it.
+	WarningIncompatibleShare = "IncompatibleShare"
 )
 
 // Causes of a failed LoadBalancer IP allocation, for code to read: the Service condition and the pool figures

@@ -18,6 +18,8 @@ const (
 	NodesSyncID = resource.ID("nodes")
 	// ServicesSyncID is the KubeSync of the Service mirror.
 	ServicesSyncID = resource.ID("services")
+	// NamespacesSyncID is the KubeSync of the Namespace mirror.
+	NamespacesSyncID = resource.ID("namespaces")
 )
 
 // KubeSync says that the mirror of one kind of Kubernetes object is complete; its ID is the kind ("nodes", "services").
