@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
@@ -18,7 +20,7 @@ import (
 func TestNodesInformerKeepsTrimmedNodes(t *testing.T) {
 	t.Parallel()
 
-	_, client := sharedClient(t)
+	env, client := sharedClient(t)
 	ctx := t.Context()
 
 	node, err := client.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
@@ -59,4 +61,29 @@ func TestNodesInformerKeepsTrimmedNodes(t *testing.T) {
 
 		return nil
 	})
+
+	// The writers read the same: an update of the Node itself, from the trimmed Node, returns it trimmed, and
+	// leaves the status on the server as the kubelet wrote it.
+	read, err := client.Nodes().Get(ctx, "kubeclient-trimmed", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, read.Status.Images, "read trimmed")
+
+	read.Labels["c"] = "d"
+
+	updated, err := client.Nodes().Update(ctx, read, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Empty(t, updated.Status.Images, "the update's answer trimmed")
+	require.Equal(t, "d", updated.Labels["c"])
+
+	jsonConfig := rest.CopyConfig(env.Config)
+	jsonConfig.ContentType, jsonConfig.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+
+	whole, err := kubeclient.NewForConfig(jsonConfig)
+	require.NoError(t, err)
+
+	stored, err := whole.Nodes().Get(ctx, "kubeclient-trimmed", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, stored.Status.Images, 1, "the status on the server is the kubelet's")
+	require.Equal(t, "v1.36.0", stored.Status.NodeInfo.KubeletVersion)
+	require.Len(t, stored.Status.Conditions, 2)
 }

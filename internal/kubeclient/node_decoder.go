@@ -8,8 +8,8 @@ import (
 )
 
 // trimmingNodes is a NegotiatedSerializer whose protobuf decoder trims Nodes and NodeLists before it decodes
-// them (see trimNodeEnvelope): the serializer of the Nodes informer's client, whose cache keeps the trimmed
-// Node anyway. Other content types, other kinds, and data it cannot walk are decoded as they are.
+// them (see trimNodeEnvelope): the serializer of the Nodes client, whose informer's cache keeps the trimmed
+// Node anyway, and whose writers read nothing else of the Nodes their writes return. Other content types, other kinds, and data it cannot walk are decoded as they are.
 type trimmingNodes struct {
 	runtime.NegotiatedSerializer
 }

@@ -11,7 +11,7 @@ import (
 // A Node as a kubelet posts it is about 13 KB of protobuf, most of it the status talos-ccm never reads (50 or
 // so images, node info, capacity, allocatable, the other conditions) and the managed fields. Decoding it
 // whole for every watch event, then trimming it (k8ssink.TrimNode), was two fifths of everything talos-ccm
-// allocated while 5,000 Nodes joined. trimNodeWire drops those fields from the encoded Node before it is
+// allocated while 5,000 Nodes joined. trimNodeEnvelope drops those fields from the encoded Node before it is
 // decoded, walking the protobuf wire format without decoding anything it keeps: what is decoded is what
 // TrimNode would keep.
 
@@ -204,11 +204,15 @@ func keptStatusField(num protowire.Number, field []byte) (bool, error) {
 	}
 }
 
-// keepFields returns the fields of an encoded message that keep says stay, as they were encoded.
+// keepFields returns the fields of an encoded message that keep says stay, as they were encoded. The kept
+// fields are found first and copied once, into a buffer of their size (a kubelet's status keeps a few
+// hundred of its 13,000 bytes).
 func keepFields(msg []byte, keep func(protowire.Number, []byte) (bool, error)) ([]byte, error) {
-	out := make([]byte, 0, len(msg))
-
-	var err error
+	var (
+		kept [][]byte
+		size int
+		err  error
+	)
 
 	walkErr := eachFieldRaw(msg, func(num protowire.Number, field []byte) {
 		if err != nil {
@@ -218,11 +222,22 @@ func keepFields(msg []byte, keep func(protowire.Number, []byte) (bool, error)) (
 		var ok bool
 
 		if ok, err = keep(num, field); ok {
-			out = append(out, field...)
+			kept = append(kept, field)
+			size += len(field)
 		}
 	})
 
-	return out, errors.Join(walkErr, err)
+	if err = errors.Join(walkErr, err); err != nil {
+		return nil, err
+	}
+
+	out := make([]byte, 0, size)
+
+	for _, field := range kept {
+		out = append(out, field...)
+	}
+
+	return out, nil
 }
 
 // eachField calls fn with the number, wire type and value of each field of an encoded message (a
