@@ -18,10 +18,14 @@ const poolConnections = 8
 //   - busy_timeout: concurrent writers wait for each other instead of failing with SQLITE_BUSY;
 //   - synchronous=NORMAL: in WAL mode a commit survives a crash of talos-ccm (SIGKILL, OOM) and is only
 //     at risk on a power loss, which costs a few decisions that are rebuilt from Kubernetes and Talos,
-//     instead of an fsync on every decision.
+//     instead of an fsync on every decision;
+//   - cache_size: each connection caches 512 KiB of the database's pages (SQLite's default is 2 MiB). The
+//     state is read whole once, at start, and then written a row at a time: eight connections with the
+//     default cache held up to 16 MiB of pages at 5,000 Nodes for reads that never come.
 var connectionPragmas = []string{
 	"PRAGMA busy_timeout = 5000;",
 	"PRAGMA synchronous = NORMAL;",
+	"PRAGMA cache_size = -512;",
 }
 
 // configuredPool hands out connections of a sqlitexx.Pool with connectionPragmas set.
