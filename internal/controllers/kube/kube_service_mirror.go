@@ -64,5 +64,13 @@ func MirrorService(svc *corev1.Service) *specs.KubeServiceSpec {
 		}
 	}
 
+	// talos-ccm's condition as the Service shows it: when someone else removes or changes it, the mirror
+	// changes, and the LoadBalancer sink writes it back.
+	for _, c := range svc.Status.Conditions {
+		if c.Type == kubekeys.ConditionLoadBalancerIPAllocated {
+			spec.Condition = &specs.ServiceCondition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+		}
+	}
+
 	return spec
 }

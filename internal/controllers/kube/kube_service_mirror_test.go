@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 )
 
@@ -31,7 +32,13 @@ func TestMirrorService(t *testing.T) {
 
 			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, Selector: map[string]string{"app": "web"},
 		},
-		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}, {Hostname: "lb.example.com"}}}},
+		Status: corev1.ServiceStatus{
+			LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}, {Hostname: "lb.example.com"}}},
+			Conditions: []metav1.Condition{
+				{Type: "example.com/Other", Status: metav1.ConditionFalse, Reason: "Other"},
+				{Type: "talos-ccm.dev/LoadBalancerIPAllocated", Status: metav1.ConditionTrue, Reason: "IPAllocated", Message: "ipv4: 192.0.2.1"},
+			},
+		},
 	})
 
 	assert.Equal(t, "u1", spec.GetUid())
@@ -47,4 +54,7 @@ func TestMirrorService(t *testing.T) {
 	assert.Equal(t, []string{"192.0.2.1"}, spec.GetIngressIps())
 	assert.Equal(t, "Local", spec.GetExternalTrafficPolicy())
 	assert.Equal(t, map[string]string{"app": "web"}, spec.GetSelector())
+	assert.Equal(t, &specs.ServiceCondition{Status: "True", Reason: "IPAllocated", Message: "ipv4: 192.0.2.1"}, spec.GetCondition(),
+		"talos-ccm's condition, so that its removal by someone else changes the mirror")
+	assert.Nil(t, kube.MirrorService(&corev1.Service{}).GetCondition(), "no condition shown")
 }
