@@ -48,12 +48,30 @@ func Start(t testing.TB) *Env {
 	return startForTest(t, "")
 }
 
-// startForTest starts a control plane for one test (see start for certDir), or fails the test, and stops it
-// when the test ends.
-func startForTest(t testing.TB, certDir string) *Env {
+// Service ranges of the dual-stack control plane (StartDualStack): an IPv4 range first, so that a Service
+// without an ipFamilyPolicy stays IPv4 as on the others, then an IPv6 one.
+const (
+	DualStackServiceRangeIPv4 = "10.0.0.0/24"
+	DualStackServiceRangeIPv6 = "fd00:10:96::/112"
+)
+
+// StartDualStack starts a control plane for one test, as Start does, whose Service ranges are one IPv4 and
+// one IPv6 CIDR, so that Services may be dual-stack (ipFamilyPolicy PreferDualStack or RequireDualStack) or
+// IPv6 only. The shared control planes stay IPv4 only, as envtest starts them.
+func StartDualStack(t testing.TB) *Env {
 	t.Helper()
 
-	env, err := start(certDir)
+	return startForTest(t, "", func(args *envtest.Arguments) {
+		args.Set("service-cluster-ip-range", DualStackServiceRangeIPv4+","+DualStackServiceRangeIPv6)
+	})
+}
+
+// startForTest starts a control plane for one test (see start for certDir and configure), or fails the test,
+// and stops it when the test ends.
+func startForTest(t testing.TB, certDir string, configure ...func(*envtest.Arguments)) *Env {
+	t.Helper()
+
+	env, err := start(certDir, configure...)
 	if err != nil {
 		t.Fatalf("failed to start the control plane: %v", err)
 	}
@@ -97,8 +115,9 @@ func StartShared() (*Env, func(), error) {
 }
 
 // start starts etcd and kube-apiserver and waits until the apiserver serves the default namespace. certDir,
-// when set, keeps the apiserver's certificates (instead of a directory envtest replaces at each start).
-func start(certDir string) (*Env, error) {
+// when set, keeps the apiserver's certificates (instead of a directory envtest replaces at each start);
+// configure sets apiserver flags beyond those of every control plane (ConfigureAPIServer).
+func start(certDir string, configure ...func(*envtest.Arguments)) (*Env, error) {
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -117,6 +136,10 @@ func start(certDir string) (*Env, error) {
 	apiServer.CertDir = certDir
 
 	ConfigureAPIServer(apiServer.Configure())
+
+	for _, c := range configure {
+		c(apiServer.Configure())
+	}
 
 	cfg, err := env.Start()
 	if err != nil {
