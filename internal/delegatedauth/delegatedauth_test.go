@@ -99,7 +99,8 @@ func TestGuard(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 
-	// The binding reaches the authorizer through its informers.
+	// The binding reaches the apiserver's authorizer through its informers, which tell no client when: a
+	// poll is the only way to wait for it.
 	require.Eventually(t, func() bool {
 		code, _ := get("/metrics", scraper)
 

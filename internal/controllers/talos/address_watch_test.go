@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -99,28 +100,31 @@ func (silentWatchState) WatchKind(context.Context, resource.Kind, chan<- state.E
 func TestSessionWatchContentsWithinCallTimeout(t *testing.T) {
 	t.Parallel()
 
-	api := newTalosAPI(serveTalos(t, silentWatchState{newCountingState(t, sessionMachine("metal", ""))}))
-	facts := make(chan machineFacts, 8)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
+	// In a synctest bubble, the CallTimeout passes without a real wait.
+	synctest.Test(t, func(t *testing.T) {
+		api := newTalosAPI(serveTalos(t, silentWatchState{newCountingState(t, sessionMachine("metal", ""))}))
+		facts := make(chan machineFacts, 8)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
 
-	spec := machineSessionSpec{
-		condition:  newNodeCondition(false, false),
-		api:        api,
-		machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
-		opts:       sessionOptions{CallTimeout: 100 * time.Millisecond, RetryMin: time.Hour, RetryMax: time.Hour, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
-	}
+		spec := machineSessionSpec{
+			condition:  newNodeCondition(false, false),
+			api:        api,
+			machineRef: machineRef{node: "m1", ip: "10.0.0.5"},
+			opts:       sessionOptions{CallTimeout: 100 * time.Millisecond, RetryMin: time.Hour, RetryMax: time.Hour, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
+		}
 
-	go func() {
-		done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
-	}()
+		go func() {
+			done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
+		}()
 
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
+		t.Cleanup(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+
+		f := awaitFacts(t, facts, "the session's end", func(f machineFacts) bool { return f.status != nil })
+		assert.False(t, f.status.GetReachable())
+		assert.Equal(t, "no address list from the machine within 100ms", f.status.GetLastError())
 	})
-
-	f := awaitFacts(t, facts, "the session's end", func(f machineFacts) bool { return f.status != nil })
-	assert.False(t, f.status.GetReachable())
-	assert.Equal(t, "no address list from the machine within 100ms", f.status.GetLastError())
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -178,22 +179,25 @@ func TestSessionCallsAtStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			st := newCountingState(t, sessionMachine("aws", "aws:///us-east-1a/i-1"))
-			facts := startSession(t, st, newNodeCondition(tc.notReady, false), 10*time.Millisecond)
+			synctest.Test(t, func(t *testing.T) {
+				st := newCountingState(t, sessionMachine("aws", "aws:///us-east-1a/i-1"))
+				facts := startSession(t, st, newNodeCondition(tc.notReady, false), 10*time.Millisecond)
 
-			first := awaitFacts(t, facts, "the machine's facts", func(f machineFacts) bool { return f.status != nil })
-			assert.Equal(t, "aws:///us-east-1a/i-1", first.platform.GetProviderId())
+				first := awaitFacts(t, facts, "the machine's facts", func(f machineFacts) bool { return f.status != nil })
+				assert.Equal(t, "aws:///us-east-1a/i-1", first.platform.GetProviderId())
 
-			if tc.notReady {
-				assert.Equal(t, talosruntime.MachineStageRunning.String(), first.status.GetStage())
-			} else {
-				assert.Empty(t, first.status.GetStage(), "the stage of a Ready Node's machine is not read")
-			}
+				if tc.notReady {
+					assert.Equal(t, talosruntime.MachineStageRunning.String(), first.status.GetStage())
+				} else {
+					assert.Empty(t, first.status.GetStage(), "the stage of a Ready Node's machine is not read")
+				}
 
-			// Idle, whatever PlatformRefresh is, the session makes no call.
-			assert.Never(t, func() bool { return !maps.Equal(st.snapshot(), tc.wantCalls) }, 300*time.Millisecond, 10*time.Millisecond,
-				"calls %v", tc.wantCalls)
-			assert.Equal(t, tc.wantCalls, st.snapshot())
+				// Idle, whatever PlatformRefresh is, the session makes no call: a minute of the bubble's time
+				// passes, and every goroutine has done what it could.
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				assert.Equal(t, tc.wantCalls, st.snapshot())
+			})
 		})
 	}
 }
@@ -240,36 +244,45 @@ func TestSessionRereadsPlatformWhileProviderIDToCome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			st := newCountingState(t, sessionMachine(tc.platform, tc.providerID))
-			condition := newNodeCondition(false, tc.uninitialized)
-			facts := startSession(t, st, condition, 20*time.Millisecond)
+			synctest.Test(t, func(t *testing.T) {
+				st := newCountingState(t, sessionMachine(tc.platform, tc.providerID))
+				condition := newNodeCondition(false, tc.uninitialized)
+				facts := startSession(t, st, condition, 20*time.Millisecond)
 
-			awaitFacts(t, facts, "the machine's facts", func(f machineFacts) bool { return f.platform != nil })
+				awaitFacts(t, facts, "the machine's facts", func(f machineFacts) bool { return f.platform != nil })
 
-			reads := func() int { return st.snapshot()[platformGet] }
+				reads := func() int { return st.snapshot()[platformGet] }
 
-			if !tc.wantRereads {
-				assert.Never(t, func() bool { return reads() > 1 }, 300*time.Millisecond, 10*time.Millisecond, "PlatformMetadata read once")
+				// A second of the bubble's time is fifty PlatformRefresh periods.
+				time.Sleep(time.Second)
+				synctest.Wait()
 
-				return
-			}
+				if !tc.wantRereads {
+					assert.Equal(t, 1, reads(), "PlatformMetadata read once")
 
-			require.Eventually(t, func() bool { return reads() >= 3 }, 5*time.Second, 5*time.Millisecond, "PlatformMetadata read again")
+					return
+				}
 
-			// The providerID comes: it reaches the facts, and the reads stop.
-			_, err := safe.StateUpdateWithConflicts(t.Context(), st.State,
-				talosruntime.NewPlatformMetadataSpec(talosruntime.NamespaceName, talosruntime.PlatformMetadataID).Metadata(),
-				func(r *talosruntime.PlatformMetadata) error {
-					r.TypedSpec().ProviderID = "aws:///us-east-1a/i-1"
+				require.GreaterOrEqual(t, reads(), 3, "PlatformMetadata read again")
 
-					return nil
-				})
-			require.NoError(t, err)
+				// The providerID comes: it reaches the facts, and the reads stop.
+				_, err := safe.StateUpdateWithConflicts(t.Context(), st.State,
+					talosruntime.NewPlatformMetadataSpec(talosruntime.NamespaceName, talosruntime.PlatformMetadataID).Metadata(),
+					func(r *talosruntime.PlatformMetadata) error {
+						r.TypedSpec().ProviderID = "aws:///us-east-1a/i-1"
 
-			awaitFacts(t, facts, "the late providerID", func(f machineFacts) bool { return f.platform.GetProviderId() != "" })
+						return nil
+					})
+				require.NoError(t, err)
 
-			settled := reads()
-			assert.Never(t, func() bool { return reads() > settled }, 300*time.Millisecond, 10*time.Millisecond, "no read once the providerID came")
+				awaitFacts(t, facts, "the late providerID", func(f machineFacts) bool { return f.platform.GetProviderId() != "" })
+
+				settled := reads()
+
+				time.Sleep(time.Second)
+				synctest.Wait()
+				assert.Equal(t, settled, reads(), "no read once the providerID came")
+			})
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -21,52 +22,55 @@ import (
 func TestSessionGoroutinesPerMachine(t *testing.T) {
 	t.Parallel()
 
-	const machines = 40
+	synctest.Test(t, func(t *testing.T) {
+		const machines = 40
 
-	api := newTalosAPI(serveTalos(t, newCountingState(t, sessionMachine("metal", ""))))
-	facts := make(chan machineFacts, 4*machines)
-	ctx, cancel := context.WithCancel(t.Context())
+		api := newTalosAPI(serveTalos(t, newCountingState(t, sessionMachine("metal", ""))))
+		facts := make(chan machineFacts, 4*machines)
+		ctx, cancel := context.WithCancel(t.Context())
 
-	var wg sync.WaitGroup
+		var wg sync.WaitGroup
 
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+		t.Cleanup(func() {
+			cancel()
+			wg.Wait()
+		})
 
-	pprof.Do(ctx, pprof.Labels(sessionsLabel, t.Name()), func(ctx context.Context) {
-		for i := range machines {
-			spec := machineSessionSpec{
-				condition:  newNodeCondition(false, false),
-				api:        api,
-				machineRef: machineRef{node: "m1", ip: fmt.Sprintf("10.0.1.%d", i)},
-				opts:       sessionOptions{CallTimeout: 5 * time.Second, RetryMin: time.Second, RetryMax: time.Second, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
+		pprof.Do(ctx, pprof.Labels(sessionsLabel, t.Name()), func(ctx context.Context) {
+			for i := range machines {
+				spec := machineSessionSpec{
+					condition:  newNodeCondition(false, false),
+					api:        api,
+					machineRef: machineRef{node: "m1", ip: fmt.Sprintf("10.0.1.%d", i)},
+					opts:       sessionOptions{CallTimeout: 5 * time.Second, RetryMin: time.Second, RetryMax: time.Second, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
+				}
+
+				wg.Go(func() {
+					_ = spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
+				})
 			}
+		})
 
-			wg.Go(func() {
-				_ = spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
-			})
-		}
-	})
+		connected := map[string]bool{}
+		timeout := time.After(10 * time.Second)
 
-	connected := map[string]bool{}
-	timeout := time.After(10 * time.Second)
-
-	for len(connected) < machines {
-		select {
-		case f := <-facts:
-			if f.addresses != nil {
-				connected[f.ip] = true
+		for len(connected) < machines {
+			select {
+			case f := <-facts:
+				if f.addresses != nil {
+					connected[f.ip] = true
+				}
+			case <-timeout:
+				t.Fatalf("%d of %d sessions connected within 10s", len(connected), machines)
 			}
-		case <-timeout:
-			t.Fatalf("%d of %d sessions connected within 10s", len(connected), machines)
 		}
-	}
 
-	// Settled (a session's first work, looking at its Node's condition once, ends at once): at most two each.
-	require.Eventually(t, func() bool { return labeledGoroutines(t, t.Name()) <= 2*machines }, 5*time.Second, 10*time.Millisecond,
-		"goroutines of %d idle sessions: %d, more than two each", machines, labeledGoroutines(t, t.Name()))
-	t.Logf("%d idle sessions: %d goroutines", machines, labeledGoroutines(t, t.Name()))
+		// Settled (every goroutine of the bubble blocked: a session's first work, looking at its Node's
+		// condition once, has ended): at most two each.
+		synctest.Wait()
+		require.LessOrEqual(t, labeledGoroutines(t, t.Name()), 2*machines, "goroutines of %d idle sessions, more than two each", machines)
+		t.Logf("%d idle sessions: %d goroutines", machines, labeledGoroutines(t, t.Name()))
+	})
 }
 
 // sessionsLabel is the profiler label of the goroutines a test counts.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -106,7 +107,8 @@ func uninitialized(n int) []*nodeCondition {
 }
 
 // connectedWithin collects the IPs of the sessions that sent their addresses (which a session does once
-// connected) within d.
+// connected) within d. The tests run in a synctest bubble, so d is the bubble's time: everything the
+// sessions can do before d is done when it returns, and waiting costs no real time.
 func connectedWithin(facts <-chan machineFacts, connected map[string]bool, d time.Duration) {
 	timeout := time.After(d)
 
@@ -127,30 +129,32 @@ func connectedWithin(facts <-chan machineFacts, connected map[string]bool, d tim
 func TestSessionIntakeBoundsReads(t *testing.T) {
 	t.Parallel()
 
-	st := &gatedState{State: newCountingState(t, sessionMachine("metal", "")), gate: make(chan struct{})}
-	facts := intakeSessions(t, st, newSessionIntake(2, 10, time.Hour, time.Hour), uninitialized(6)...)
+	synctest.Test(t, func(t *testing.T) {
+		st := &gatedState{State: newCountingState(t, sessionMachine("metal", "")), gate: make(chan struct{})}
+		facts := intakeSessions(t, st, newSessionIntake(2, 10, time.Hour, time.Hour), uninitialized(6)...)
 
-	require.Eventually(t, func() bool { return st.heldNow() == 2 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
-	assert.Equal(t, 2, st.heldNow(), "sessions reading their machine while both reading slots are taken")
+		// Every session has done what it can: two hold the reading slots, the others wait for one.
+		synctest.Wait()
+		assert.Equal(t, 2, st.heldNow(), "sessions reading their machine while both reading slots are taken")
 
-	// Let the reads through one by one.
-	connected := map[string]bool{}
-	timeout := time.After(10 * time.Second)
+		// Let the reads through one by one.
+		connected := map[string]bool{}
+		timeout := time.After(10 * time.Second)
 
-	for len(connected) < 6 {
-		select {
-		case st.gate <- struct{}{}:
-		case f := <-facts:
-			if f.addresses != nil {
-				connected[f.ip] = true
+		for len(connected) < 6 {
+			select {
+			case st.gate <- struct{}{}:
+			case f := <-facts:
+				if f.addresses != nil {
+					connected[f.ip] = true
+				}
+			case <-timeout:
+				t.Fatalf("%d of 6 sessions connected within 10s", len(connected))
 			}
-		case <-timeout:
-			t.Fatalf("%d of 6 sessions connected within 10s", len(connected))
 		}
-	}
 
-	assert.LessOrEqual(t, st.mostAtOnce(), 2, "sessions reading their machine at once")
+		assert.LessOrEqual(t, st.mostAtOnce(), 2, "sessions reading their machine at once")
+	})
 }
 
 // TestSessionIntakeWaitsForInitialization: with two waiting places, two of four sessions whose Nodes wait to
@@ -158,34 +162,36 @@ func TestSessionIntakeBoundsReads(t *testing.T) {
 func TestSessionIntakeWaitsForInitialization(t *testing.T) {
 	t.Parallel()
 
-	conditions := uninitialized(4)
-	facts := intakeSessions(t, newCountingState(t, sessionMachine("metal", "")), newSessionIntake(4, 2, time.Hour, time.Hour), conditions...)
+	synctest.Test(t, func(t *testing.T) {
+		conditions := uninitialized(4)
+		facts := intakeSessions(t, newCountingState(t, sessionMachine("metal", "")), newSessionIntake(4, 2, time.Hour, time.Hour), conditions...)
 
-	connected := map[string]bool{}
-	connectedWithin(facts, connected, time.Second)
-	require.Len(t, connected, 2, "sessions in while two places are held")
+		connected := map[string]bool{}
+		connectedWithin(facts, connected, time.Second)
+		require.Len(t, connected, 2, "sessions in while two places are held")
 
-	for i, c := range conditions {
-		if connected[fmt.Sprintf("10.0.0.%d", 10+i)] {
-			c.set(false, false)
+		for i, c := range conditions {
+			if connected[fmt.Sprintf("10.0.0.%d", 10+i)] {
+				c.set(false, false)
 
-			break
+				break
+			}
 		}
-	}
 
-	connectedWithin(facts, connected, time.Second)
-	require.Len(t, connected, 3, "one Node initialized lets one more session in")
+		connectedWithin(facts, connected, time.Second)
+		require.Len(t, connected, 3, "one Node initialized lets one more session in")
 
-	for i, c := range conditions {
-		if connected[fmt.Sprintf("10.0.0.%d", 10+i)] && c.uninitialized.Load() {
-			c.set(false, false)
+		for i, c := range conditions {
+			if connected[fmt.Sprintf("10.0.0.%d", 10+i)] && c.uninitialized.Load() {
+				c.set(false, false)
 
-			break
+				break
+			}
 		}
-	}
 
-	connectedWithin(facts, connected, time.Second)
-	require.Len(t, connected, 4)
+		connectedWithin(facts, connected, time.Second)
+		require.Len(t, connected, 4)
+	})
 }
 
 // TestSessionIntakeHoldEnds: a Node that stays uninitialized holds its place for the hold only; Nodes
@@ -196,27 +202,31 @@ func TestSessionIntakeHoldEnds(t *testing.T) {
 	t.Run("uninitialized", func(t *testing.T) {
 		t.Parallel()
 
-		start := time.Now()
-		facts := intakeSessions(t, newCountingState(t, sessionMachine("metal", "")), newSessionIntake(2, 1, time.Hour, 300*time.Millisecond), uninitialized(2)...)
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			facts := intakeSessions(t, newCountingState(t, sessionMachine("metal", "")), newSessionIntake(2, 1, time.Hour, 300*time.Millisecond), uninitialized(2)...)
 
-		connected := map[string]bool{}
-		connectedWithin(facts, connected, 150*time.Millisecond)
-		require.Len(t, connected, 1, "the second waits for the first's place")
+			connected := map[string]bool{}
+			connectedWithin(facts, connected, 150*time.Millisecond)
+			require.Len(t, connected, 1, "the second waits for the first's place")
 
-		connectedWithin(facts, connected, 2*time.Second)
-		require.Len(t, connected, 2, "the place is given up after the hold")
-		assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+			connectedWithin(facts, connected, 2*time.Second)
+			require.Len(t, connected, 2, "the place is given up after the hold")
+			assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+		})
 	})
 
 	t.Run("initialized", func(t *testing.T) {
 		t.Parallel()
 
-		facts := intakeSessions(t, newCountingState(t, sessionMachine("metal", "")), newSessionIntake(2, 1, time.Hour, time.Hour),
-			newNodeCondition(false, false), newNodeCondition(false, false), newNodeCondition(true, false))
+		synctest.Test(t, func(t *testing.T) {
+			facts := intakeSessions(t, newCountingState(t, sessionMachine("metal", "")), newSessionIntake(2, 1, time.Hour, time.Hour),
+				newNodeCondition(false, false), newNodeCondition(false, false), newNodeCondition(true, false))
 
-		connected := map[string]bool{}
-		connectedWithin(facts, connected, time.Second)
-		require.Len(t, connected, 3, "initialized Nodes' sessions hold no place")
+			connected := map[string]bool{}
+			connectedWithin(facts, connected, time.Second)
+			require.Len(t, connected, 3, "initialized Nodes' sessions hold no place")
+		})
 	})
 }
 
@@ -247,15 +257,24 @@ func TestSlotsAcquireEndsWithContext(t *testing.T) {
 func TestSessionIntakeSlowReadGivesWay(t *testing.T) {
 	t.Parallel()
 
-	st := &gatedState{State: newCountingState(t, sessionMachine("metal", "")), gate: make(chan struct{})}
-	intakeSessions(t, st, newSessionIntake(1, 10, 200*time.Millisecond, time.Hour), uninitialized(3)...)
+	synctest.Test(t, func(t *testing.T) {
+		st := &gatedState{State: newCountingState(t, sessionMachine("metal", "")), gate: make(chan struct{})}
+		start := time.Now()
+		intakeSessions(t, st, newSessionIntake(1, 10, 200*time.Millisecond, time.Hour), uninitialized(3)...)
 
-	require.Eventually(t, func() bool { return st.heldNow() == 1 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
-	require.Equal(t, 1, st.heldNow(), "one reading slot")
+		synctest.Wait()
+		require.Equal(t, 1, st.heldNow(), "one reading slot")
 
-	// Nothing answers: after slowRead, the next session reads beside the first, then the third.
-	require.Eventually(t, func() bool { return st.heldNow() == 3 }, 5*time.Second, 10*time.Millisecond)
+		// Nothing answers: after slowRead, the next session reads beside the first, then the third.
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, 2, st.heldNow(), "the second session reads once the first has held its slot for slowRead")
 
-	close(st.gate)
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, 3, st.heldNow())
+		assert.Equal(t, 400*time.Millisecond, time.Since(start))
+
+		close(st.gate)
+	})
 }
