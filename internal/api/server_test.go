@@ -229,6 +229,8 @@ func TestStopsWithContext(t *testing.T) {
 
 	cancel()
 
+	// The server stops on a goroutine of its own, over a real socket (no synctest bubble may hold one), and
+	// tells no caller when: a poll of the socket's removal is the only wait.
 	require.Eventually(t, func() bool {
 		_, statErr := os.Stat(socket)
 

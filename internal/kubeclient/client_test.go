@@ -290,7 +290,8 @@ func certificateRequest(t *testing.T) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
-// eventually waits for check to pass, for 20s at most.
+// eventually waits for check to pass, for 20s at most. The checks read the envtest apiserver, a real peer
+// over the network that no synctest bubble may hold: a poll is the only wait.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
 

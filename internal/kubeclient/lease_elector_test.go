@@ -301,6 +301,8 @@ func TestLeaseElectorCheckFailsWhenRenewalsHang(t *testing.T) {
 	hanging.hang.Store(true)
 	hungAt := time.Now()
 
+	// The elector's Lease is on the envtest apiserver, a real peer that no synctest bubble may hold: the
+	// Lease's duration passes in real time, and a poll sees the check turn.
 	testenv.Eventually(t, 20*time.Second, 50*time.Millisecond, "Check fails", func(context.Context) error {
 		if e.Check(nil) == nil {
 			return errors.New("still healthy")

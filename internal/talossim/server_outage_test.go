@@ -51,7 +51,8 @@ func TestPauseResume(t *testing.T) {
 	require.NoError(t, srv.Resume()) // Neither does a second Resume.
 	assert.Equal(t, endpoint, srv.Endpoint())
 
-	// The clients reconnect by themselves, after their backoff.
+	// The clients reconnect by themselves, after their backoff, over real sockets that tell no one when: a
+	// poll is the only wait.
 	for _, c := range []*client.Client{tlsClient, unixClient} {
 		require.Eventually(t, func() bool { return get(c) == nil }, 15*time.Second, 100*time.Millisecond)
 	}
