@@ -13,6 +13,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/ctxwait"
 )
 
 // LeaseReadWriter is the part of the Lease client an elector uses; Client.Leases returns one, and so does
@@ -154,7 +156,7 @@ func (e *LeaseElector) acquire(ctx context.Context) bool {
 
 		jitter := time.Duration(rand.Int64N(int64(e.cfg.RetryPeriod)*6/5 + 1))
 
-		if !sleep(ctx, e.cfg.RetryPeriod+jitter) {
+		if !ctxwait.Sleep(ctx, e.cfg.RetryPeriod+jitter) {
 			return false
 		}
 	}
@@ -165,7 +167,7 @@ func (e *LeaseElector) acquire(ctx context.Context) bool {
 // ctx ended.
 func (e *LeaseElector) renew(ctx context.Context) (lost bool) {
 	for {
-		if !sleep(ctx, e.cfg.RetryPeriod) {
+		if !ctxwait.Sleep(ctx, e.cfg.RetryPeriod) {
 			return false
 		}
 
@@ -197,7 +199,7 @@ func (e *LeaseElector) renewRound(ctx context.Context) (renewed, held bool) {
 			e.cfg.Logger.Warn("failed to renew the leader lease", zap.String("lease", e.cfg.Name), zap.Error(err))
 		}
 
-		if !sleep(ctx, e.cfg.RetryPeriod) {
+		if !ctxwait.Sleep(ctx, e.cfg.RetryPeriod) {
 			return false, false
 		}
 	}
@@ -301,17 +303,4 @@ func (e *LeaseElector) release() {
 
 	e.observe(LeaseObservation{Spec: written.Spec, At: time.Now()}, written)
 	e.cfg.Logger.Info("leader lease released", zap.String("lease", e.cfg.Name))
-}
-
-// sleep waits for d, and reports false when ctx ends first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/ctxwait"
 )
 
 // cmcFacts is one read of one machine; spec is nil when the machine has no ControllerManagerConfig.
@@ -46,7 +47,7 @@ func (spec cmcReaderSpec) RunTask(ctx context.Context, _ *zap.Logger, in workerI
 
 			in.deliver(ctx, cmcFacts{spec: cmc, machineRef: spec.machineRef})
 
-			if !sleep(ctx, jitter(spec.opts.Refresh)) {
+			if !ctxwait.Sleep(ctx, jitter(spec.opts.Refresh)) {
 				return nil
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/talos-ccm/talos-ccm/internal/ctxwait"
 )
 
 // retryBackoff spaces the retries of one machine's worker: the step doubles from its floor up to its cap,
@@ -31,20 +33,7 @@ func (b *retryBackoff) wait(ctx context.Context) bool {
 	d := jitter(b.step)
 	b.step = min(b.step*2, b.limit)
 
-	return sleep(ctx, d)
-}
-
-// sleep waits for d, and reports false when ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
+	return ctxwait.Sleep(ctx, d)
 }
 
 // jitter returns half to all of d, at random.
