@@ -36,7 +36,7 @@ func serviceFamilies(svc *ServiceFacts) []string {
 // requireDualStack gives a RequireDualStack Service an IP of every family or none: when one family failed,
 // the IPs its other families were given in this plan are taken back, and their allocations fail with the
 // reason. An IP the Service held before (kept from the previous plan or taken back from its status) is
-// never taken away.
+// never taken away. tasks are the decided tasks of whole Services, in order.
 func (p *servicePlanner) requireDualStack(tasks []serviceTask) {
 	for start := 0; start < len(tasks); {
 		svc := tasks[start].svc

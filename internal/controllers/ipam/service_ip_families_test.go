@@ -30,14 +30,29 @@ func TestPlanServiceIPsFamilies(t *testing.T) {
 
 	tests := []planCase{
 		{
-			name:     "RequireDualStack with one family's pool exhausted: nothing, with the reason; its IPv4 is given back",
+			name:     "RequireDualStack with one family's pool exhausted: nothing, with the reason; its IPv4 is given back at once, to a younger Service",
 			pools:    pools,
 			services: []ipam.ServiceFacts{svc("d/a", 1, require), svc("d/b", 2, require), svc("d/c", 3)},
 			want: map[string]string{
 				v4("d/a"): "allocated 10.0.0.1", v6("d/a"): "allocated 2001:db8::1",
 				v4("d/b"): "failed: RequireDualStack: the Service gets an IP of every family or none, and it gets no ipv6 IP: " + exhausted,
 				v6("d/b"): "failed: " + exhausted,
-				v4("d/c"): "allocated 10.0.0.3",
+				v4("d/c"): "allocated 10.0.0.2",
+			},
+		},
+		{
+			name:     "a younger Service given the IP keeps it",
+			pools:    pools,
+			services: []ipam.ServiceFacts{svc("d/a", 1, require), svc("d/b", 2, require), svc("d/c", 3)},
+			previous: map[string]*specs.IPAllocationSpec{
+				v4("d/a"): held("10.0.0.1", "lb/p/ipv4", "uid-d/a"), v6("d/a"): held("2001:db8::1", "lb/p/ipv6", "uid-d/a"),
+				v4("d/c"): held("10.0.0.2", "lb/p/ipv4", "uid-d/c"),
+			},
+			want: map[string]string{
+				v4("d/a"): "allocated 10.0.0.1", v6("d/a"): "allocated 2001:db8::1",
+				v4("d/b"): "failed: RequireDualStack: the Service gets an IP of every family or none, and it gets no ipv6 IP: " + exhausted,
+				v6("d/b"): "failed: " + exhausted,
+				v4("d/c"): "allocated 10.0.0.2",
 			},
 		},
 		{

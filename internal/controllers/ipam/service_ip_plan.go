@@ -140,15 +140,31 @@ func PlanServiceIPs(in ServiceIPInput) ServiceIPPlan {
 		}
 	}
 
-	for _, pass := range []func(serviceTask){p.keepPrevious, p.adoptIngress, p.honourShownRequest, p.honourRequest, p.allocate} {
-		for _, t := range tasks {
+	passes := []func(serviceTask){p.keepPrevious, p.adoptIngress, p.honourShownRequest, p.honourRequest, p.allocate}
+
+	for i, pass := range passes {
+		start := 0
+
+		for j, t := range tasks {
 			if _, ok := p.decided[t.id]; !ok {
 				pass(t)
 			}
+
+			if j+1 < len(tasks) && tasks[j+1].svc == t.svc {
+				continue
+			}
+
+			// Every family of the Service is decided once the last pass saw its last one: a RequireDualStack
+			// Service that did not get them all gives back at once what it took, so that the younger Services
+			// may take it in this plan.
+			if i == len(passes)-1 {
+				p.requireDualStack(tasks[start : j+1])
+			}
+
+			start = j + 1
 		}
 	}
 
-	p.requireDualStack(tasks)
 	p.flagKeptShares(tasks)
 
 	plan := ServiceIPPlan{Allocations: map[string]*specs.IPAllocationSpec{}, Pools: map[string]*specs.IPPoolSpec{}}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
@@ -26,10 +25,7 @@ func TestPlanServiceIPsKeptIncompatibleShare(t *testing.T) {
 	api := func(policy, app string, mutate ...func(*ipam.ServiceFacts)) ipam.ServiceFacts {
 		return keyed("d/api", 2, append([]func(*ipam.ServiceFacts){withPorts("TCP/8080"), withPolicy(policy, app)}, mutate...)...)
 	}
-	heldShare := map[string]*specs.IPAllocationSpec{
-		v4("d/web"): held("10.0.0.1", "lb/p/ipv4", "uid-d/web"),
-		v4("d/api"): held("10.0.0.1", "lb/p/ipv4", "uid-d/api"),
-	}
+	heldShare := heldBy("10.0.0.1", "d/web", "d/api")
 	kept := "allocated 10.0.0.1 (IncompatibleShare)"
 
 	tests := []planCase{
@@ -109,10 +105,7 @@ func TestPlanServiceIPsKeptIncompatibleShare(t *testing.T) {
 			name:     "across namespaces and policies: the opt-in's warning first, the policy in its reason",
 			pools:    pools,
 			services: []ipam.ServiceFacts{teamWeb(), teamDB(withPolicy("Local", "db"))},
-			previous: map[string]*specs.IPAllocationSpec{
-				v4("team-a/web"): held("10.0.0.1", "lb/p/ipv4", "uid-team-a/web"),
-				v4("team-b/db"):  held("10.0.0.1", "lb/p/ipv4", "uid-team-b/db"),
-			},
+			previous: heldBy("10.0.0.1", "team-a/web", "team-b/db"),
 			want: map[string]string{
 				v4("team-a/web"): "allocated 10.0.0.1 (SharedWithoutOptIn)", v4("team-b/db"): "allocated 10.0.0.1 (SharedWithoutOptIn)",
 			},

@@ -44,6 +44,16 @@ func shareWith(namespaces string) func(*ipam.ServiceFacts) {
 // askFirstIP makes the Service request the pool's first IP, 10.0.0.1.
 var askFirstIP = withAnnotation(kubekeys.AnnotationLoadBalancerIPs, "10.0.0.1")
 
+// heldBy are the allocations of the previous plan in which each Service (by key) holds ip of the sharing pool.
+func heldBy(ip string, keys ...string) map[string]*specs.IPAllocationSpec {
+	out := map[string]*specs.IPAllocationSpec{}
+	for _, key := range keys {
+		out[sharingV4(key)] = held(ip, "lb/p/ipv4", "uid-"+key)
+	}
+
+	return out
+}
+
 // withPolicy sets the Service's externalTrafficPolicy and a selector of its pods by their app label.
 func withPolicy(policy, app string) func(*ipam.ServiceFacts) {
 	return func(s *ipam.ServiceFacts) {
@@ -154,10 +164,7 @@ func TestPlanServiceIPsKeptShareWithoutOptIn(t *testing.T) {
 
 	v4, pools := sharingV4, sharingPool
 	release := withAnnotation(kubekeys.AnnotationReleaseLoadBalancerIP, "true")
-	heldShare := map[string]*specs.IPAllocationSpec{
-		v4("team-a/web"): held("10.0.0.1", "lb/p/IPv4", "uid-team-a/web"),
-		v4("team-b/db"):  held("10.0.0.1", "lb/p/IPv4", "uid-team-b/db"),
-	}
+	heldShare := heldBy("10.0.0.1", "team-a/web", "team-b/db")
 	kept := "allocated 10.0.0.1 (SharedWithoutOptIn)"
 
 	tests := []planCase{

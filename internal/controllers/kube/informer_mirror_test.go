@@ -27,6 +27,19 @@ func service(namespace, name string, typ corev1.ServiceType) *corev1.Service {
 	}
 }
 
+// startFactory starts the informers of factory until the test ends. Called after the suite starts, the
+// informers stop before the runtime (cleanups run last-in first-out), and Shutdown waits for them.
+func startFactory(t *testing.T, factory informers.SharedInformerFactory) {
+	t.Helper()
+
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() {
+		close(stop)
+		factory.Shutdown()
+	})
+}
+
 // TestMirrorController runs a mirror (of Services) over a fake clientset: the initial list is mirrored
 // and said so, mirrors left from before whose object is gone are destroyed, an object that stops being
 // mirrored loses its mirror, and a mirror another controller holds is destroyed only once it is released.
@@ -50,13 +63,7 @@ func TestMirrorController(t *testing.T) {
 	s.Register(ctrl)
 	ctx := s.Start()
 
-	// The informer stops before the runtime (cleanups run last-in first-out), and Shutdown waits for it.
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() {
-		close(stop)
-		factory.Shutdown()
-	})
+	startFactory(t, factory)
 
 	ctest.AssertResource(s, kuberes.ServicesSyncID, func(res *kuberes.KubeSync, a *assert.Assertions) {
 		a.True(res.TypedSpec().Value.GetSynced())
@@ -110,12 +117,7 @@ func TestMirrorControllerFinalizers(t *testing.T) {
 	s.Register(&kube.KubeServiceController{Informer: factory.Core().V1().Services().Informer(), Finalizers: consumers})
 	ctx := s.Start()
 
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() {
-		close(stop)
-		factory.Shutdown()
-	})
+	startFactory(t, factory)
 
 	ctest.AssertResource(s, "prod/web", func(res *kuberes.KubeService, a *assert.Assertions) {
 		a.ElementsMatch(consumers, *res.Metadata().Finalizers())

@@ -28,12 +28,7 @@ func TestKubeNamespaceController(t *testing.T) {
 	s.Register(&kube.KubeNamespaceController{Informer: factory.Core().V1().Namespaces().Informer()})
 	ctx := s.Start()
 
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() {
-		close(stop)
-		factory.Shutdown()
-	})
+	startFactory(t, factory)
 
 	ctest.AssertResource(s, kuberes.NamespacesSyncID, func(res *kuberes.KubeSync, a *assert.Assertions) {
 		a.True(res.TypedSpec().Value.GetSynced())
