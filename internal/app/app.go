@@ -16,7 +16,6 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/internal/api"
 	"github.com/talos-ccm/talos-ccm/internal/configfile"
-	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -345,8 +344,8 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 
 	// The pool metrics are the process's own: registered here, once, not with each cluster of a host.
 	if enabled[ControllerNodeIPAM] || enabled[ControllerServiceLB] {
-		if err = pipeline.Runtime().RegisterController(&ipamctrl.IPPoolMetricsController{}); err != nil {
-			return fmt.Errorf("failed to register the ip pool metrics: %w", err)
+		if err = ccm.RegisterPoolMetrics(pipeline.Runtime()); err != nil {
+			return err
 		}
 	}
 

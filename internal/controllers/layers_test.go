@@ -18,10 +18,11 @@ import (
 
 const module = "github.com/talos-ccm/talos-ccm/"
 
-// assemblers may import the controllers of every group: they wire the pipeline together. The CLI
-// (internal/ccmctl) is no assembler: what it shares with the controllers (the NodeTransform decision, the
-// config merge, the Kubernetes keys) lives in leaf packages.
-var assemblers = []string{module + "internal/app", module + "pkg/ccm"}
+// assemblers may import the controllers of every group: they wire the pipeline together. The talos-ccm
+// service (internal/app) assembles itself through pkg/ccm, as a host does, and the CLI (internal/ccmctl)
+// imports what it shares with the controllers (the NodeTransform decision, the config merge, the Kubernetes
+// keys) from leaf packages: neither imports a controller package.
+var assemblers = []string{module + "pkg/ccm"}
 
 // shared are packages under internal/controllers that are not a group: test helpers and internal helpers
 // every group may use.
@@ -181,9 +182,11 @@ func TestLayerViolations(t *testing.T) {
 		{ImportPath: module + "internal/controllers/kube", Imports: []string{module + "internal/controllers/internal/dirty"}},
 		{ImportPath: module + "pkg/ccm", Imports: []string{module + "internal/controllers/talos"}},
 		{ImportPath: module + "internal/ccmctl", Imports: []string{module + "internal/nodetransform", module + "internal/controllers/node"}},
+		{ImportPath: module + "internal/app", Imports: []string{module + "pkg/ccm"}, TestImports: []string{module + "internal/controllers/config"}},
 	}
 
 	assert.Equal(t, []string{
+		module + "internal/app imports " + module + "internal/controllers/config",
 		module + "internal/ccmctl imports " + module + "internal/controllers/node",
 		module + "internal/configfile imports " + module + "internal/controllers/node",
 		module + "internal/controllers/ipam imports " + module + "internal/controllers/node/sub",
