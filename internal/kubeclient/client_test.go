@@ -210,8 +210,12 @@ func TestClientAgainstAPIServer(t *testing.T) {
 
 		eventually(t, "the Namespace's labels in the informer cache", func() error {
 			obj, ok, err := namespaces.GetStore().GetByKey("kubeclient-team")
-			if err != nil || !ok {
-				return fmt.Errorf("not in the cache: %v", err)
+			if err != nil {
+				return err
+			}
+
+			if !ok {
+				return errors.New("not in the cache")
 			}
 
 			if team := obj.(*corev1.Namespace).Labels["team"]; team != "b" {

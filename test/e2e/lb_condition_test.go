@@ -31,7 +31,7 @@ func editCondition(t *testing.T, ns, name string, edit func(metav1.Condition) *m
 	svc, err := env.Clientset().CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 
-	var conditions []metav1.Condition
+	conditions := others
 
 	for _, c := range svc.Status.Conditions {
 		if c.Type != kubekeys.ConditionLoadBalancerIPAllocated {
@@ -41,7 +41,7 @@ func editCondition(t *testing.T, ns, name string, edit func(metav1.Condition) *m
 		}
 	}
 
-	svc.Status.Conditions = append(conditions, others...)
+	svc.Status.Conditions = conditions
 	_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(t.Context(), svc, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
