@@ -38,21 +38,14 @@ type Options struct {
 	RebuildState bool
 	// ClusterName is the clustername label; empty means the talosconfig context name.
 	ClusterName string
-	// TalosTimeout bounds every Talos API call.
-	TalosTimeout time.Duration
 	// ProviderIDWait is how long a cloud machine's Node waits for an authoritative providerID.
 	ProviderIDWait time.Duration
-	// Concurrency bounds the Nodes written at once.
-	Concurrency int
-	// KubeAPIQPS and KubeAPIBurst rate-limit the Kubernetes client.
-	KubeAPIQPS   float32
-	KubeAPIBurst int
-	// DeleteStaleNodes deletes NotReady Nodes whose address answers as another machine (after StaleNodeGrace).
-	DeleteStaleNodes bool
-	// DeletePreemptedSpotNodes deletes NotReady Nodes of GCP spot machines (after StaleNodeGrace).
-	DeletePreemptedSpotNodes bool
-	// StaleNodeGrace is how long a Node must be NotReady before it may be deleted.
-	StaleNodeGrace time.Duration
+	// Pipeline are the options of the pipeline that talos-ccm runs, as a program that embeds it gives them
+	// (ccm.New): the Talos timeout, the concurrency and rate limit, node-lifecycle's deletions. The flags set
+	// them; Run adds what it builds itself (the Kubernetes client, the logger, the Talos connection, the
+	// controllers, the configuration and the pod CIDR settings) over them. Its KubeAPIQPS and KubeAPIBurst
+	// rate-limit talos-ccm's own clients too.
+	Pipeline ccm.Options
 	// MetricsBindAddress serves /metrics; "" or "0" turns it off.
 	MetricsBindAddress string
 	// MetricsInsecure serves /metrics (and the profiles) over plain HTTP without authentication
@@ -124,18 +117,18 @@ type Options struct {
 }
 
 // DefaultOptions returns the values zero Options fields stand for (and the flags' defaults): the embedding
-// API's defaults (ccm.DefaultOptions) and the configuration's (the config resource's), plus those of the
-// command alone: leader election and the client's rate limit.
+// API's (ccm.DefaultOptions) and its configuration's, plus those of the command alone: leader election.
 func DefaultOptions() Options {
-	embedded := ccm.DefaultOptions()
+	pipeline := ccm.DefaultOptions()
 
 	return Options{
-		TalosTimeout:         embedded.TalosTimeout,
+		Pipeline: pipeline,
+		// The configuration's defaults, which ccm.DefaultConfig is made of.
 		ProviderIDWait:       config.DefaultProviderIDWait,
-		Concurrency:          embedded.Concurrency,
-		StaleNodeGrace:       embedded.NodeLifecycle.StaleNodeGrace,
 		CSRMaxExpiration:     config.DefaultCSRMaxExpiration,
 		CSRRequestsPerMinute: config.DefaultCSRRequestsPerMinute,
+		NodeIPAMMode:         pipeline.NodeIPAM.Mode,
+		NodeCIDRMaskSizeIPv4: pipeline.NodeIPAM.MaskIPv4,
 		LeaderElection: LeaderElection{
 			Namespace:     "kube-system",
 			Name:          "talos-ccm",
@@ -143,17 +136,14 @@ func DefaultOptions() Options {
 			RenewDeadline: 10 * time.Second,
 			RetryPeriod:   2 * time.Second,
 		},
-		KubeAPIQPS:   500,
-		KubeAPIBurst: 1000,
 	}
 }
 
 func (o Options) withDefaults() Options {
 	defaults := DefaultOptions()
 
-	if o.TalosTimeout <= 0 {
-		o.TalosTimeout = defaults.TalosTimeout
-	}
+	// The pipeline's own, and the rate limit of talos-ccm's clients.
+	o.Pipeline = o.Pipeline.WithDefaults()
 
 	if o.ProviderIDWait < 0 {
 		o.ProviderIDWait = 0
@@ -165,18 +155,6 @@ func (o Options) withDefaults() Options {
 
 	if o.CSRRequestsPerMinute <= 0 {
 		o.CSRRequestsPerMinute = defaults.CSRRequestsPerMinute
-	}
-
-	if o.Concurrency <= 0 {
-		o.Concurrency = defaults.Concurrency
-	}
-
-	if o.KubeAPIQPS <= 0 {
-		o.KubeAPIQPS = defaults.KubeAPIQPS
-	}
-
-	if o.KubeAPIBurst <= 0 {
-		o.KubeAPIBurst = defaults.KubeAPIBurst
 	}
 
 	le, dle := &o.LeaderElection, defaults.LeaderElection
@@ -309,27 +287,20 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		return err
 	}
 
-	ccmOpts := ccm.Options{
-		RestConfig:  restConfig,
-		Logger:      logger,
-		Controllers: slices.Sorted(maps.Keys(enabled)),
-		Config:      flags,
-		ConfigFile: ccm.ConfigFile{
-			Path:         opts.ConfigFile,
-			Initial:      configFile,
-			Explicit:     explicit,
-			PodNamespace: opts.PodNamespace,
-			PodName:      opts.PodName,
-		},
-		TalosTimeout: opts.TalosTimeout,
-		Concurrency:  opts.Concurrency,
-		NodeLifecycle: ccm.NodeLifecycleOptions{
-			DeleteStaleNodes:         opts.DeleteStaleNodes,
-			DeletePreemptedSpotNodes: opts.DeletePreemptedSpotNodes,
-			StaleNodeGrace:           opts.StaleNodeGrace,
-		},
-		NodeIPAM: nodeIPAM,
+	// The pipeline's options as the flags set them, and what talos-ccm built for it.
+	ccmOpts := opts.Pipeline
+	ccmOpts.RestConfig = restConfig
+	ccmOpts.Logger = logger
+	ccmOpts.Controllers = slices.Sorted(maps.Keys(enabled))
+	ccmOpts.Config = flags
+	ccmOpts.ConfigFile = ccm.ConfigFile{
+		Path:         opts.ConfigFile,
+		Initial:      configFile,
+		Explicit:     explicit,
+		PodNamespace: opts.PodNamespace,
+		PodName:      opts.PodName,
 	}
+	ccmOpts.NodeIPAM = nodeIPAM
 
 	if talosConn != nil {
 		ccmOpts.Talos = talosConn
@@ -440,8 +411,8 @@ func kubeRestConfig(opts Options) (*rest.Config, error) {
 		return nil, fmt.Errorf("failed to load Kubernetes client configuration: %w", err)
 	}
 
-	cfg.QPS = opts.KubeAPIQPS
-	cfg.Burst = opts.KubeAPIBurst
+	cfg.QPS = opts.Pipeline.KubeAPIQPS
+	cfg.Burst = opts.Pipeline.KubeAPIBurst
 	cfg.UserAgent = "talos-ccm"
 	// Every client built from cfg (the pipeline's, the lease's, the apiserver probe's and the metrics port's
 	// reviews) speaks protobuf in all its requests, as kube-controller-manager's do.

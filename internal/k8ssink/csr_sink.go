@@ -33,8 +33,10 @@ import (
 type CSRSinkController = SinkController[*csr.CSRDecision]
 
 // NewCSRSinkController instantiates the CSR sink. requests and nodes read from the informer caches the
-// sources fill; events posts the Events.
-func NewCSRSinkController(applier *CSRApplier, requests certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, events record.EventRecorder) *CSRSinkController {
+// sources fill; events posts the Events; concurrency bounds the requests approved or denied at once.
+func NewCSRSinkController(
+	applier *CSRApplier, requests certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, events record.EventRecorder, concurrency uint,
+) *CSRSinkController {
 	s := &csrSink{applier: applier, requests: requests, nodes: nodes, events: events}
 
 	return newSinkController(sinkSettings[*csr.CSRDecision]{
@@ -43,7 +45,7 @@ func NewCSRSinkController(applier *CSRApplier, requests certlisters.CertificateS
 		Object:      "CertificateSigningRequest",
 		NewInput:    csr.NewCSRDecision,
 		Apply:       s.apply,
-		Concurrency: 32,
+		Concurrency: concurrency,
 		ExtraInputs: []qtransform.ControllerOption{
 			// Read to check that the decision is of the request as it is now. A change of the request is not
 			// a reason to run: the decision controller decides the request again (its input version changes

@@ -43,7 +43,7 @@ func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
 		k8ssink.NewCSRApplier(client.CertificatesV1().CertificateSigningRequests()),
 		certlisters.NewCertificateSigningRequestLister(requests),
 		corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
-		nil,
+		nil, 4,
 	))
 
 	ctx := s.Start()
@@ -114,7 +114,7 @@ func slicesContainsApproved(request *certificatesv1.CertificateSigningRequest) b
 func TestCSRSinkRunsOnDecisions(t *testing.T) {
 	t.Parallel()
 
-	ctrl := k8ssink.NewCSRSinkController(nil, nil, nil, nil)
+	ctrl := k8ssink.NewCSRSinkController(nil, nil, nil, nil, 1)
 
 	kinds := map[string]controller.InputKind{}
 	for _, in := range ctrl.Settings().Inputs {

@@ -64,7 +64,7 @@ func TestSinkRecordsFailuresAndRetries(t *testing.T) {
 	events := record.NewFakeRecorder(10)
 
 	s := ctest.New(t, ctest.WithoutLeakCheck())
-	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), nodeLister(t, current), events))
+	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), nodeLister(t, current), events, 4))
 	s.Start()
 
 	lifecycle := node.NewNodeLifecycle(node.NamespaceName, "w1")
@@ -110,7 +110,7 @@ func TestSinkRecordsAMissingObject(t *testing.T) {
 	client := fake.NewClientset()
 
 	s := ctest.New(t, ctest.WithoutLeakCheck())
-	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), nodeLister(t), record.NewFakeRecorder(10)))
+	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), nodeLister(t), record.NewFakeRecorder(10), 4))
 	s.Start()
 
 	lifecycle := node.NewNodeLifecycle(node.NamespaceName, "gone")
@@ -137,7 +137,7 @@ func TestLifecycleSinkRepairsDrift(t *testing.T) {
 	require.NoError(t, indexer.Add(current.DeepCopy()))
 
 	s := ctest.New(t, ctest.WithoutLeakCheck())
-	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), corelisters.NewNodeLister(indexer), record.NewFakeRecorder(10)))
+	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), corelisters.NewNodeLister(indexer), record.NewFakeRecorder(10), 4))
 	s.Start()
 
 	mirror := kube.NewKubeNode(kube.NamespaceName, "w1")

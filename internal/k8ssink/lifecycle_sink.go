@@ -33,8 +33,9 @@ type LifecycleNodeClient interface {
 // Nodes. It decides nothing; the verdict is the decision.
 type NodeLifecycleSinkController = SinkController[*node.NodeLifecycle]
 
-// NewNodeLifecycleSinkController instantiates the lifecycle sink.
-func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelisters.NodeLister, events record.EventRecorder) *NodeLifecycleSinkController {
+// NewNodeLifecycleSinkController instantiates the lifecycle sink; concurrency bounds the Nodes written at
+// once.
+func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelisters.NodeLister, events record.EventRecorder, concurrency uint) *NodeLifecycleSinkController {
 	s := &lifecycleSink{nodes: nodes, lister: lister, events: events}
 
 	return newSinkController(sinkSettings[*node.NodeLifecycle]{
@@ -43,7 +44,7 @@ func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelister
 		Object:      "Node",
 		NewInput:    node.NewNodeLifecycle,
 		Apply:       s.apply,
-		Concurrency: 8,
+		Concurrency: concurrency,
 		ExtraInputs: []qtransform.ControllerOption{
 			qtransform.WithExtraMappedInput[*kube.KubeNode](qtransform.MapperFuncFromTyped[*kube.KubeNode](lifecycleDrift)),
 		},

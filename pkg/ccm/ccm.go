@@ -5,188 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
-	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
-	"github.com/talos-ccm/talos-ccm/internal/resources/config"
-	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
-
-// Options configure one talos-ccm pipeline, for one Kubernetes cluster. The zero value of a field means
-// its default; RestConfig or ClientConfig is required.
-type Options struct {
-	// RestConfig is the cluster's Kubernetes client configuration: Nodes, CSRs and Services are read
-	// (informers) and written with it. Every controller group writes with its own client and connection,
-	// with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst). They
-	// speak protobuf to the apiserver unless RestConfig (or ClientConfig's answer) names a content type
-	// (PreferProtobuf).
-	RestConfig *rest.Config
-	// ClientConfig, instead of RestConfig, returns the cluster's current client configuration: it is called
-	// when the pipeline is built, and again when the apiserver answers 401 Unauthorized (at most every
-	// CredentialsRetry) and when the host calls CCM.RefreshCredentials. New credentials for the same
-	// apiserver switch every client over at once (open watches reconnect, caches are kept); a configuration
-	// that names another apiserver fails the pipeline's run, so that it is built again.
-	ClientConfig ClientConfigFunc
-	// Logger is the parent of the loggers of the pipeline; nil means no logs. The controllers log through
-	// the runtime's logger, a child of Logger named "runtime".
-	Logger *zap.Logger
-	// Controllers selects the controllers with the syntax of --controllers ("*", "name", "-name"); empty
-	// means "*": cloud-node, csr-approval and node-lifecycle.
-	Controllers []string
-	// Talos is the connection to the Talos API (apid), which the Talos source reads every machine's facts
-	// from: a host passes the connection it already holds, such as its machinery client's Conn(). The source
-	// calls COSI's State service over it and names the machine of each call in the "node" metadata, as the
-	// machinery client's WithNode does. Nil turns the Talos source off: the host then writes
-	// PlatformMetadata and MachineAddresses (and, for node-lifecycle, MachineStatus) into the state itself,
-	// and no Talos API is ever contacted.
-	Talos grpc.ClientConnInterface
-	// TalosTimeout bounds every Talos API call; zero means 10s.
-	TalosTimeout time.Duration
-	// HostFacts says that the host writes MachineAddresses while the Talos source is off: the CSR approver
-	// then checks the addresses a kubelet asks a serving certificate for against them (as it does with the
-	// Talos source), instead of skipping that check.
-	HostFacts bool
-	// Config is the configuration in force: cluster name, transformation rules, CSR approval settings. Nil
-	// means DefaultConfig(). Start from DefaultConfig() to change a few fields.
-	Config *specs.ConfigSpec
-	// ConfigFile, when its Path is set, is a talos-ccm config file merged over Config and followed for
-	// changes (what talos-ccm's --config does).
-	ConfigFile ConfigFile
-	// Concurrency bounds the Nodes written at once; zero means 64.
-	Concurrency int
-	// NodeLifecycle configures the node-lifecycle controller.
-	NodeLifecycle NodeLifecycleOptions
-	// NodeIPAM configures the node-ipam controller.
-	NodeIPAM NodeIPAMOptions
-	// CredentialsChanged, if set, is called after every switch to new credentials and every failure to get
-	// or use them (see CCM.Credentials), so that a host can show them, as the clusters.Controller's status does.
-	CredentialsChanged func()
-}
-
-// ConfigFile is a talos-ccm config file (see the README) followed for changes.
-type ConfigFile struct {
-	// Path is the file; empty means Options.Config alone.
-	Path string
-	// Initial is the file as already parsed by the caller, so that a bad file is reported before anything
-	// starts; nil means the file is read when the pipeline starts.
-	Initial *specs.ConfigSpec
-	// Explicit lists the ConfigSpec fields (protobuf names, such as "cluster_name", with a dot into a
-	// section: "csr_approval.max_expiration_seconds") of Options.Config that win over the file; the file
-	// wins over the others.
-	Explicit []string
-	// PodNamespace and PodName name a Pod that Events about rejected changes of the file are posted on;
-	// empty means no such Event.
-	PodNamespace, PodName string
-}
-
-// NodeLifecycleOptions configure the node-lifecycle controller. The zero value only taints shut-down Nodes.
-type NodeLifecycleOptions struct {
-	// DeleteStaleNodes deletes NotReady Nodes whose address answers as another machine (after
-	// StaleNodeGrace).
-	DeleteStaleNodes bool
-	// DeletePreemptedSpotNodes deletes NotReady Nodes of GCP spot machines (after StaleNodeGrace).
-	DeletePreemptedSpotNodes bool
-	// StaleNodeGrace is how long a Node must be NotReady before it may be deleted; zero means 5m.
-	StaleNodeGrace time.Duration
-}
-
-// NodeIPAMOptions configure the node-ipam controller (pod CIDRs).
-type NodeIPAMOptions struct {
-	// Mode is "range" (pod CIDRs from ClusterCIDRs; the default) or "talos-ipv6" (IPv6 pod CIDRs carved
-	// from each machine's own global IPv6 prefix, which needs the Talos source).
-	Mode string
-	// ClusterCIDRs are the pod ranges, at most one per family; empty means the ranges of a control-plane
-	// machine's Talos ControllerManagerConfig, which needs the Talos source.
-	ClusterCIDRs []netip.Prefix
-	// MaskIPv4 and MaskIPv6 are the pod CIDR sizes; zero means 24, and 64 (80 in talos-ipv6 mode).
-	MaskIPv4, MaskIPv6 int
-}
-
-// NeedsTalos reports whether pod CIDR allocation reads the Talos API: for the machines' IPv6 prefixes, or
-// for the cluster ranges when ClusterCIDRs is empty.
-func (o NodeIPAMOptions) NeedsTalos() bool {
-	return o.Mode == ipam.ModeTalosIPv6 || len(o.ClusterCIDRs) == 0
-}
-
-// Validate checks the pod CIDR settings.
-func (o NodeIPAMOptions) Validate() error {
-	return o.controllerOptions().Validate() //nolint:wrapcheck // The caller names the settings.
-}
-
-func (o NodeIPAMOptions) controllerOptions() ipamctrl.NodeCIDROptions {
-	return ipamctrl.NodeCIDROptions{
-		Mode:         o.Mode,
-		ClusterCIDRs: o.ClusterCIDRs,
-		MaskIPv4:     o.MaskIPv4,
-		MaskIPv6:     o.MaskIPv6,
-	}
-}
-
-// DefaultConfig returns the configuration talos-ccm runs with when no flag and no config file change it:
-// a 5m wait for a cloud providerID, cluster.local as the cluster domain, serving certificates of at most
-// one year, IPv4 first and no transformation rules.
-func DefaultConfig() *specs.ConfigSpec {
-	return config.DefaultSpec("embedder")
-}
-
-// DefaultOptions returns the options a zero field stands for: no logs, Talos calls bounded by 10s, the
-// DefaultConfig, 64 Nodes written at once, and Nodes deleted by node-lifecycle only after 5m NotReady. It
-// is the one place these defaults are written: talos-ccm's flags start from it too.
-func DefaultOptions() Options {
-	return Options{
-		Logger:        zap.NewNop(),
-		TalosTimeout:  10 * time.Second,
-		Config:        DefaultConfig(),
-		Concurrency:   64,
-		NodeLifecycle: NodeLifecycleOptions{StaleNodeGrace: 5 * time.Minute},
-	}
-}
-
-func (o Options) withDefaults() Options {
-	d := DefaultOptions()
-
-	if o.Logger == nil {
-		o.Logger = d.Logger
-	}
-
-	if o.TalosTimeout <= 0 {
-		o.TalosTimeout = d.TalosTimeout
-	}
-
-	if o.Config == nil {
-		o.Config = d.Config
-	}
-
-	if o.Concurrency <= 0 {
-		o.Concurrency = d.Concurrency
-	}
-
-	if o.NodeLifecycle.StaleNodeGrace <= 0 {
-		o.NodeLifecycle.StaleNodeGrace = d.NodeLifecycle.StaleNodeGrace
-	}
-
-	return o
-}
 
 // CCM is talos-ccm's pipeline for one cluster, in a COSI runtime of its own: what New builds and Run runs.
 type CCM struct {
@@ -235,7 +71,8 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 		st = cosistate.NewMemoryState()
 	}
 
-	opts = opts.withDefaults()
+	given := opts
+	opts = opts.WithDefaults()
 
 	// The runtime derives a logger With four fields for every item it reconciles: they are encoded only
 	// if it writes, and its routine lines (a reconcile that succeeded) are Debug.
@@ -267,7 +104,7 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 		return nil, err
 	}
 
-	c.conns = newConnections(base, c.credentials.unauthorized)
+	c.conns = newConnections(given.withRateLimit(base), c.credentials.unauthorized)
 
 	client, err := c.client("")
 	if err != nil {

@@ -39,8 +39,13 @@ func (c *CCM) registerSources() error {
 
 	if c.opts.Talos != nil {
 		err = errors.Join(err, c.runtime.RegisterController(&talosctrl.MachineSourceController{
-			Talos:   c.opts.Talos,
-			Options: talosctrl.MachineSourceOptions{CallTimeout: c.opts.TalosTimeout},
+			Talos: c.opts.Talos,
+			Options: talosctrl.MachineSourceOptions{
+				CallTimeout:     c.opts.TalosTimeout,
+				RetryMax:        c.opts.TalosSource.RetryMax,
+				PlatformRefresh: c.opts.TalosSource.PlatformRefresh,
+				ProbeInterval:   c.opts.TalosSource.ProbeInterval,
+			},
 		}))
 	}
 
@@ -125,6 +130,7 @@ func (c *CCM) registerCSRApproval() error {
 	sink := k8ssink.NewCSRSinkController(
 		k8ssink.NewCSRApplier(c.writer(ControllerCSRApproval).CertificateSigningRequests()),
 		c.requestInformers.CertificateSigningRequestLister(), c.informers.NodeLister(), c.eventRecorder(),
+		uint(c.opts.CSRConcurrency),
 	)
 
 	decisions := csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{
@@ -144,6 +150,7 @@ func (c *CCM) registerCSRApproval() error {
 func (c *CCM) registerNodeLifecycle() error {
 	sink := k8ssink.NewNodeLifecycleSinkController(
 		c.writer(ControllerNodeLifecycle).Nodes(), c.informers.NodeLister(), c.eventRecorder(),
+		uint(c.opts.LifecycleConcurrency),
 	)
 
 	lifecycle := nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{
@@ -171,10 +178,7 @@ func (c *CCM) registerNodeIPAM() error {
 	}
 
 	if len(opts.ClusterCIDRs) == 0 {
-		if err := c.runtime.RegisterController(&talosctrl.ControllerManagerConfigSourceController{
-			Talos:   c.opts.Talos,
-			Options: talosctrl.ControllerManagerConfigSourceOptions{CallTimeout: c.opts.TalosTimeout},
-		}); err != nil {
+		if err := c.runtime.RegisterController(c.controllerManagerConfigSource()); err != nil {
 			return err
 		}
 	}
@@ -201,7 +205,7 @@ func (c *CCM) registerServiceLB() error {
 		c.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
 		c.runtime.RegisterQController(k8ssink.NewServiceLBSinkController(
 			func(namespace string) k8ssink.ServiceStatusClient { return writer.Services(namespace) },
-			c.informers.ServiceLister(), c.eventRecorder(), 8,
+			c.informers.ServiceLister(), c.eventRecorder(), uint(c.opts.ServiceConcurrency),
 		)),
 	)
 }

@@ -25,10 +25,7 @@ func (c *CCM) registerReservedSources() (serviceCIDRsFromTalos bool, err error) 
 
 	// node-ipam registers the same source when it has no cluster CIDRs (registerNodeIPAM): once is enough.
 	if !c.nodeIPAMReadsControllerManagerConfig() {
-		err = c.runtime.RegisterController(&talosctrl.ControllerManagerConfigSourceController{
-			Talos:   c.opts.Talos,
-			Options: talosctrl.ControllerManagerConfigSourceOptions{CallTimeout: c.opts.TalosTimeout},
-		})
+		err = c.runtime.RegisterController(c.controllerManagerConfigSource())
 	}
 
 	return err == nil, err
@@ -39,4 +36,20 @@ func (c *CCM) registerReservedSources() (serviceCIDRsFromTalos bool, err error) 
 func (c *CCM) nodeIPAMReadsControllerManagerConfig() bool {
 	return c.enabled[ControllerNodeIPAM] && c.opts.NodeIPAM.Validate() == nil &&
 		len(c.opts.NodeIPAM.controllerOptions().WithDefaults().ClusterCIDRs) == 0
+}
+
+// controllerManagerConfigSource returns the source of the cluster ranges from the control-plane machines'
+// ControllerManagerConfig, which node-ipam and CSR approval's rule 9 read.
+func (c *CCM) controllerManagerConfigSource() *talosctrl.ControllerManagerConfigSourceController {
+	ts := c.opts.TalosSource
+
+	return &talosctrl.ControllerManagerConfigSourceController{
+		Talos: c.opts.Talos,
+		Options: talosctrl.ControllerManagerConfigSourceOptions{
+			CallTimeout: c.opts.TalosTimeout,
+			Refresh:     ts.ControllerManagerConfigRefresh,
+			RetryMin:    ts.ControllerManagerConfigRetryMin,
+			RetryMax:    ts.ControllerManagerConfigRetryMax,
+		},
+	}
 }

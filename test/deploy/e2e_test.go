@@ -24,6 +24,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
+	ccmpkg "github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // forbiddenRecorder records the requests the apiserver refused with 403 Forbidden.
@@ -116,8 +117,10 @@ func TestTalosCCMRunsWithTheChartIdentity(t *testing.T) {
 			Namespace: args["--leader-elect-resource-namespace"],
 			Name:      args["--leader-elect-resource-name"],
 		},
-		DeleteStaleNodes:         args["--delete-stale-nodes"] == "true",
-		DeletePreemptedSpotNodes: args["--delete-preempted-spot-nodes"] == "true",
+		Pipeline: ccmpkg.Options{NodeLifecycle: ccmpkg.NodeLifecycleOptions{
+			DeleteStaleNodes:         args["--delete-stale-nodes"] == "true",
+			DeletePreemptedSpotNodes: args["--delete-preempted-spot-nodes"] == "true",
+		}},
 		// Off: the ports would collide with other tests; the probes are not under test here.
 		MetricsBindAddress:     "0",
 		HealthProbeBindAddress: "0",

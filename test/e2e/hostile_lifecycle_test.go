@@ -19,6 +19,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/app"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	ccmpkg "github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 // TestAttackForgedNotReadyTime: with --delete-stale-nodes, a kubelet credential posts its own Node's Ready
@@ -31,7 +32,7 @@ func TestAttackForgedNotReadyTime(t *testing.T) {
 	const grace = 6 * time.Second
 
 	socket := filepath.Join(socketDir(t), "ccm.sock")
-	victim, own, kubelets := attackScene(t, "lcforge", 64, app.Options{DeleteStaleNodes: true, StaleNodeGrace: grace, APIListen: socket})
+	victim, own, kubelets := attackScene(t, "lcforge", 64, app.Options{Pipeline: lifecycleOptions(ccmpkg.NodeLifecycleOptions{DeleteStaleNodes: true, StaleNodeGrace: grace}), APIListen: socket})
 	attacker := own.Name
 	st := stateClient(t, socket)
 
@@ -105,7 +106,7 @@ func TestForgedNotReadyTimeAcrossRestart(t *testing.T) {
 	replaced := machines[1].Name
 	stateDir := filepath.Join(t.TempDir(), "state")
 	opts := func(socket string) app.Options {
-		return app.Options{StateDir: stateDir, DeleteStaleNodes: true, StaleNodeGrace: grace, APIListen: socket}
+		return app.Options{StateDir: stateDir, Pipeline: lifecycleOptions(ccmpkg.NodeLifecycleOptions{DeleteStaleNodes: true, StaleNodeGrace: grace}), APIListen: socket}
 	}
 
 	sim, srv := talossim.StartTest(t, machines)

@@ -21,6 +21,7 @@ import (
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
+	ccmpkg "github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
 const shutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
@@ -103,7 +104,7 @@ func TestStaleNodeDeletion(t *testing.T) {
 			sim, srv := talossim.StartTest(t, machines)
 
 			socket := filepath.Join(socketDir(t), "ccm.sock")
-			startCCM(t, srv, app.Options{DeleteStaleNodes: tc.deleteFlag, StaleNodeGrace: 3 * time.Second, APIListen: socket})
+			startCCM(t, srv, app.Options{Pipeline: lifecycleOptions(ccmpkg.NodeLifecycleOptions{DeleteStaleNodes: tc.deleteFlag, StaleNodeGrace: 3 * time.Second}), APIListen: socket})
 			st := stateClient(t, socket)
 
 			kubelets := joinNodes(t, machines)
@@ -181,7 +182,7 @@ func TestPreemptedSpotNodeDeletion(t *testing.T) {
 			_, srv := talossim.StartTest(t, machines)
 
 			socket := filepath.Join(socketDir(t), "ccm.sock")
-			startCCM(t, srv, app.Options{DeletePreemptedSpotNodes: tc.deleteFlag, StaleNodeGrace: 3 * time.Second, APIListen: socket})
+			startCCM(t, srv, app.Options{Pipeline: lifecycleOptions(ccmpkg.NodeLifecycleOptions{DeletePreemptedSpotNodes: tc.deleteFlag, StaleNodeGrace: 3 * time.Second}), APIListen: socket})
 			st := stateClient(t, socket)
 
 			kubelets := joinNodes(t, machines)
@@ -318,4 +319,9 @@ func waitNodeEvent(t *testing.T, node, eventType, reason, message string) {
 
 		return fmt.Errorf("events %q", seen)
 	})
+}
+
+// lifecycleOptions are the pipeline options of talos-ccm with node-lifecycle's settings.
+func lifecycleOptions(lifecycle ccmpkg.NodeLifecycleOptions) ccmpkg.Options {
+	return ccmpkg.Options{NodeLifecycle: lifecycle}
 }

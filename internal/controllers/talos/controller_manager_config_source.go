@@ -26,7 +26,8 @@ import (
 // controlPlaneLabels mark the Nodes of control-plane machines.
 var controlPlaneLabels = []string{kubekeys.LabelControlPlane, kubekeys.LabelMaster}
 
-// ControllerManagerConfigSourceOptions tune the ControllerManagerConfig source.
+// ControllerManagerConfigSourceOptions tune the ControllerManagerConfig source. Every field must be set:
+// the embedding API's DefaultOptions (pkg/ccm) gives them, and the source has no default of its own.
 type ControllerManagerConfigSourceOptions struct {
 	// CallTimeout bounds every Talos API call.
 	CallTimeout time.Duration
@@ -63,7 +64,11 @@ func (ctrl *ControllerManagerConfigSourceController) Outputs() []controller.Outp
 
 // Run implements controller.Controller interface.
 func (ctrl *ControllerManagerConfigSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
-	opts := ctrl.options()
+	opts, err := ctrl.options()
+	if err != nil {
+		return err
+	}
+
 	readers := newNodeWorkers[cmcFacts, cmcReaderSpec](logger, 16, "", readerPacing)
 
 	return readers.run(ctx, r,
@@ -72,26 +77,17 @@ func (ctrl *ControllerManagerConfigSourceController) Run(ctx context.Context, r 
 	)
 }
 
-func (ctrl *ControllerManagerConfigSourceController) options() ControllerManagerConfigSourceOptions {
+// options are Options, every one of which must be set.
+func (ctrl *ControllerManagerConfigSourceController) options() (ControllerManagerConfigSourceOptions, error) {
 	opts := ctrl.Options
 
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 10 * time.Second
+	if err := requireDurations(map[string]time.Duration{
+		"CallTimeout": opts.CallTimeout, "Refresh": opts.Refresh, "RetryMin": opts.RetryMin, "RetryMax": opts.RetryMax,
+	}); err != nil {
+		return opts, fmt.Errorf("failed to start the ControllerManagerConfig source: %w", err)
 	}
 
-	if opts.Refresh <= 0 {
-		opts.Refresh = 5 * time.Minute
-	}
-
-	if opts.RetryMin <= 0 {
-		opts.RetryMin = time.Second
-	}
-
-	if opts.RetryMax <= 0 {
-		opts.RetryMax = 30 * time.Second
-	}
-
-	return opts
+	return opts, nil
 }
 
 // reconcileReaders reads every control-plane Node's machine, restarts the reader of a Node whose IP

@@ -29,8 +29,10 @@ func TestControllerManagerConfigSource(t *testing.T) {
 
 	s := ctest.New(t)
 	s.Register(&talosctrl.ControllerManagerConfigSourceController{
-		Talos:   api.conn(t),
-		Options: talosctrl.ControllerManagerConfigSourceOptions{RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond},
+		Talos: api.conn(t),
+		Options: talosctrl.ControllerManagerConfigSourceOptions{
+			CallTimeout: 10 * time.Second, Refresh: 5 * time.Minute, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+		},
 	})
 	s.Start()
 

@@ -25,11 +25,13 @@ func (unreachableState) Get(context.Context, resource.Pointer, ...state.GetOptio
 }
 
 // The machines waiting are read again within RetryMax of a Talos API outage's end (README: "at most 10s
-// apart"): the source's default cap is 10 s, and a session's backoff grows up to its cap, never past it.
+// apart"; pkg/ccm's TestDefaultOptions checks that default): a session's backoff grows up to its cap, never
+// past it. A source without a cap is refused, not given one of its own.
 func TestSessionBackoffCapped(t *testing.T) {
 	t.Parallel()
 
-	require.Equal(t, 10*time.Second, (&MachineSourceController{}).sessionOptions().RetryMax, "the default cap on Talos retries")
+	_, err := (&MachineSourceController{}).sessionOptions()
+	require.ErrorContains(t, err, "RetryMax", "a source without options refuses to start")
 
 	const (
 		retryFloor = 5 * time.Millisecond

@@ -23,7 +23,8 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
-// MachineSourceOptions tune the Talos source.
+// MachineSourceOptions tune the Talos source. Every field must be set: the embedding API's DefaultOptions
+// (pkg/ccm) gives them, and the source has no default of its own.
 type MachineSourceOptions struct {
 	// CallTimeout bounds every Talos API call.
 	CallTimeout time.Duration
@@ -92,7 +93,11 @@ const reconcileInterval = 250 * time.Millisecond
 
 // Run implements controller.Controller interface.
 func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
-	opts := ctrl.sessionOptions()
+	opts, err := ctrl.sessionOptions()
+	if err != nil {
+		return err
+	}
+
 	sessions := newNodeWorkers[machineFacts, machineSessionSpec](logger, 1024, "talos_facts", sessionPacing)
 
 	return sessions.run(ctx, r,
@@ -101,37 +106,23 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 	)
 }
 
-func (ctrl *MachineSourceController) sessionOptions() sessionOptions {
-	opts := sessionOptions{
+// sessionOptions are the sessions' options, from Options, every one of which must be set.
+func (ctrl *MachineSourceController) sessionOptions() (sessionOptions, error) {
+	if err := requireDurations(map[string]time.Duration{
+		"CallTimeout": ctrl.Options.CallTimeout, "RetryMax": ctrl.Options.RetryMax,
+		"PlatformRefresh": ctrl.Options.PlatformRefresh, "ProbeInterval": ctrl.Options.ProbeInterval,
+	}); err != nil {
+		return sessionOptions{}, fmt.Errorf("failed to start the Talos source: %w", err)
+	}
+
+	return sessionOptions{
 		CallTimeout:     ctrl.Options.CallTimeout,
 		RetryMin:        500 * time.Millisecond,
 		RetryMax:        ctrl.Options.RetryMax,
 		PlatformRefresh: ctrl.Options.PlatformRefresh,
+		ProbeInterval:   ctrl.Options.ProbeInterval,
 		Intake:          newSessionIntake(intakeReading, intakeWaiting, intakeSlowRead, intakeHold),
-	}
-
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 10 * time.Second
-	}
-
-	// After a Talos API outage, the machines waiting are read again within RetryMax of its end. A failed
-	// attempt costs one call that fails at once while the connection is down.
-	if opts.RetryMax <= 0 {
-		opts.RetryMax = 10 * time.Second
-	}
-
-	// A Node waits for its providerID for --provider-id-wait (5 minutes by default): read every 15 to 30
-	// seconds, a late providerID is taken well within it.
-	if opts.PlatformRefresh <= 0 {
-		opts.PlatformRefresh = 30 * time.Second
-	}
-
-	opts.ProbeInterval = ctrl.Options.ProbeInterval
-	if opts.ProbeInterval <= 0 {
-		opts.ProbeInterval = 5 * time.Second
-	}
-
-	return opts
+	}, nil
 }
 
 // reconcileSessions runs a session for every Node with an IP, restarts those whose IP changed, and stops

@@ -1,6 +1,7 @@
 package talos_test
 
 import (
+	"cmp"
 	"net/netip"
 	"testing"
 	"time"
@@ -19,11 +20,19 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
-// startMachineSource runs the Talos source over api.
+// startMachineSource runs the Talos source over api, with the embedding API's defaults for the options
+// opts leaves zero.
 func startMachineSource(t *testing.T, api *talosAPI, opts talosctrl.MachineSourceOptions) *ctest.Suite {
 	t.Helper()
+
+	defaults := ccm.DefaultOptions()
+	opts.CallTimeout = cmp.Or(opts.CallTimeout, defaults.TalosTimeout)
+	opts.RetryMax = cmp.Or(opts.RetryMax, defaults.TalosSource.RetryMax)
+	opts.PlatformRefresh = cmp.Or(opts.PlatformRefresh, defaults.TalosSource.PlatformRefresh)
+	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, defaults.TalosSource.ProbeInterval)
 
 	s := ctest.New(t)
 	s.Register(&talosctrl.MachineSourceController{Talos: api.conn(t), Options: opts})

@@ -279,6 +279,15 @@ so talos-ccm's own default applies.
 {{- with $v.concurrency }}
 - {{ printf "--concurrency=%v" (int64 .) | quote }}
 {{- end }}
+{{- with $v.csrConcurrency }}
+- {{ printf "--csr-concurrency=%v" (int64 .) | quote }}
+{{- end }}
+{{- with $v.serviceLBConcurrency }}
+- {{ printf "--service-lb-concurrency=%v" (int64 .) | quote }}
+{{- end }}
+{{- with $v.nodeLifecycleConcurrency }}
+- {{ printf "--node-lifecycle-concurrency=%v" (int64 .) | quote }}
+{{- end }}
 {{- with $v.logLevel }}
 - {{ printf "--log-level=%v" . | quote }}
 {{- end }}
