@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -165,7 +165,7 @@ func TestServiceLBSink(t *testing.T) {
 		{Type: "example.com/Other", Status: metav1.ConditionTrue, Reason: "Theirs", LastTransitionTime: metav1.Now()},
 	}
 
-	client, lister, events, s := startServiceLBSink(t, svc)
+	client, informer, events, s := startServiceLBSink(t, svc)
 
 	alloc := allocatedIPv4()
 
@@ -179,7 +179,7 @@ func TestServiceLBSink(t *testing.T) {
 	})
 
 	vip := corev1.LoadBalancerIPModeVIP
-	got := waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
+	got := waitService(t, informer, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
 	assert.Equal(t, []corev1.LoadBalancerIngress{{IP: "192.0.2.10", IPMode: &vip}}, got.Status.LoadBalancer.Ingress)
 	assert.Equal(t, "Normal "+k8ssink.EventLoadBalancerIPAllocated+" Assigned 192.0.2.10", <-events.Events)
 
@@ -200,7 +200,7 @@ func TestServiceLBSink(t *testing.T) {
 		return nil
 	})
 
-	got = waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) == 0 })
+	got = waitService(t, informer, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) == 0 })
 	cond = meta.FindStatusCondition(got.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
@@ -219,11 +219,11 @@ func TestServiceLBSink(t *testing.T) {
 	_, err := client.CoreV1().Services("default").Update(s.Ctx(), got, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	waitService(t, lister, func(svc *corev1.Service) bool { return svc.Spec.Type == corev1.ServiceTypeClusterIP })
+	waitService(t, informer, func(svc *corev1.Service) bool { return svc.Spec.Type == corev1.ServiceTypeClusterIP })
 	ctest.Destroy[*kube.KubeService](s, "default/web")
 	ctest.AssertNoResource[*sink.ApplyStatus](s, statusID)
 
-	got = waitService(t, lister, func(svc *corev1.Service) bool {
+	got = waitService(t, informer, func(svc *corev1.Service) bool {
 		return meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated) == nil
 	})
 	assert.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, "example.com/Other"), "other conditions are kept")
@@ -234,24 +234,25 @@ func TestServiceLBSink(t *testing.T) {
 func TestServiceLBSinkPreferDualStack(t *testing.T) {
 	t.Parallel()
 
-	_, lister, _, s := startServiceLBSink(t, webService())
+	_, informer, _, s := startServiceLBSink(t, webService())
 
 	s.Create(webMirror([]string{"IPv4", "IPv6"}, "PreferDualStack"), allocatedIPv4())
 
-	got := waitService(t, lister, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
+	got := waitService(t, informer, func(svc *corev1.Service) bool { return len(svc.Status.LoadBalancer.Ingress) > 0 })
 	assert.Equal(t, "192.0.2.10", got.Status.LoadBalancer.Ingress[0].IP)
 	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated))
 }
 
 // startServiceLBSink runs the LoadBalancer sink over a fake clientset that holds svc, with an informer's
-// lister, so that the sink reads what it wrote.
-func startServiceLBSink(t *testing.T, svc *corev1.Service) (*fake.Clientset, corelisters.ServiceLister, *record.FakeRecorder, *ctest.Suite) {
+// lister, so that the sink reads what it wrote; the informer is returned for waitService.
+func startServiceLBSink(t *testing.T, svc *corev1.Service) (*fake.Clientset, cache.SharedIndexInformer, *record.FakeRecorder, *ctest.Suite) {
 	t.Helper()
 
 	client := fake.NewClientset(svc.DeepCopy())
 	events := record.NewFakeRecorder(10)
 
 	factory := informers.NewSharedInformerFactory(client, 0)
+	informer := factory.Core().V1().Services().Informer()
 	lister := factory.Core().V1().Services().Lister()
 
 	factory.Start(t.Context().Done())
@@ -265,7 +266,7 @@ func startServiceLBSink(t *testing.T, svc *corev1.Service) (*fake.Clientset, cor
 	))
 	s.Start()
 
-	return client, lister, events, s
+	return client, informer, events, s
 }
 
 // webService is the LoadBalancer Service default/web, of UID u1, that the sink tests write the status of.
@@ -295,19 +296,44 @@ func allocatedIPv4() *ipam.IPAllocation {
 	return alloc
 }
 
-// waitService waits until the informer's copy of default/web satisfies ok, and returns it.
-func waitService(t *testing.T, lister corelisters.ServiceLister, ok func(*corev1.Service) bool) *corev1.Service {
+// waitService waits until the informer's copy of default/web satisfies ok, and returns it. A handler added to
+// the informer is handed its cache, then every change: the wait ends on an event, never on a poll.
+func waitService(t *testing.T, informer cache.SharedIndexInformer, ok func(*corev1.Service) bool) *corev1.Service {
 	t.Helper()
 
-	var got *corev1.Service
+	seen := make(chan *corev1.Service)
+	done := make(chan struct{})
 
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		svc, err := lister.Services("default").Get("web")
-		require.NoError(c, err)
-		require.True(c, ok(svc), "status %+v", svc.Status)
+	send := func(obj any) {
+		if svc, isService := obj.(*corev1.Service); isService && svc.Namespace == "default" && svc.Name == "web" {
+			select {
+			case seen <- svc:
+			case <-done:
+			}
+		}
+	}
 
-		got = svc
-	}, 10*time.Second, 10*time.Millisecond)
+	registration, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    send,
+		UpdateFunc: func(_, obj any) { send(obj) },
+	})
+	require.NoError(t, err)
 
-	return got
+	defer func() {
+		close(done)
+		require.NoError(t, informer.RemoveEventHandler(registration))
+	}()
+
+	timeout := time.After(10 * time.Second)
+
+	for {
+		select {
+		case svc := <-seen:
+			if ok(svc) {
+				return svc
+			}
+		case <-timeout:
+			t.Fatal("default/web did not reach the state awaited within 10s")
+		}
+	}
 }
