@@ -21,7 +21,7 @@ import (
 // data: a user of the Talos CCM should find their configs and machines behave as before. Where talos-ccm
 // deliberately gives another result (a known defect of the Talos CCM), the case says so and why.
 
-// dropinInput is a bound TransformInput of the node "web-3" at 172.20.0.3.
+// dropinInput is a bound Input of the node "web-3" at 172.20.0.3.
 func dropinInput(pm *specs.PlatformMetadataSpec, ma *specs.MachineAddressesSpec, cfg *specs.ConfigSpec, provided ...string) nodetransform.Input {
 	if len(provided) == 0 {
 		provided = []string{"172.20.0.3"}

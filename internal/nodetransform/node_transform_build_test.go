@@ -288,7 +288,7 @@ func TestProviderIDAndLabels(t *testing.T) {
 	}
 }
 
-func TestBuildNodeTransformWithoutFacts(t *testing.T) {
+func TestBuildWithoutFacts(t *testing.T) {
 	t.Parallel()
 
 	spec, requeue := nodetransform.Build(bound(nodetransform.Input{
