@@ -2,6 +2,7 @@ package ipam_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -18,16 +19,9 @@ import (
 // TestServiceIPAllocator runs the LoadBalancer IP allocator: once the Service mirror is complete, each
 // Service gets a free IP of the config's pool, and a Service that is gone releases its IP.
 func TestServiceIPAllocator(t *testing.T) {
-	s := ctest.New(t)
-	s.Register(&ipam.ServiceIPAllocatorController{})
-	s.Start()
+	s := startServiceIPAllocator(t, &specs.LoadBalancerPoolConfig{Name: "default", Addresses: []string{"192.0.2.0-192.0.2.3"}})
 
-	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
-	cfg.TypedSpec().Value.LoadBalancer = &specs.LoadBalancerConfig{
-		Pools: []*specs.LoadBalancerPoolConfig{{Name: "default", Addresses: []string{"192.0.2.0-192.0.2.3"}}},
-	}
-
-	s.Create(cfg, service("prod", "web", 1))
+	s.Create(service("prod", "web", 1))
 	setSynced(s, kube.ServicesSyncID)
 
 	web := ipamres.ServiceAllocationID("prod/web", ipamres.FamilyIPv4)
@@ -55,6 +49,21 @@ func TestServiceIPAllocator(t *testing.T) {
 	})
 }
 
+// startServiceIPAllocator runs the LoadBalancer IP allocator alone, with a config of the pools.
+func startServiceIPAllocator(t *testing.T, pools ...*specs.LoadBalancerPoolConfig) *ctest.Suite {
+	t.Helper()
+
+	s := ctest.New(t, ctest.WithTimeout(time.Minute))
+	s.Register(&ipam.ServiceIPAllocatorController{})
+	s.Start()
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value.LoadBalancer = &specs.LoadBalancerConfig{Pools: pools}
+	s.Create(cfg)
+
+	return s
+}
+
 // service is the mirror of a Service of type LoadBalancer without a class, age milliseconds younger than t0.
 func service(namespace, name string, age int) *kube.KubeService {
 	res := kube.NewKubeService(kube.NamespaceName, namespace+"/"+name)
@@ -69,45 +78,48 @@ func service(namespace, name string, age int) *kube.KubeService {
 }
 
 // TestServiceIPAllocatorNamespaceSelector: with a pool that selects namespaces by their labels, the allocator
-// waits for the Namespace mirror (else the Service would get an IP of the pool for every namespace, and keep
-// it), and a change of a namespace's labels re-decides its Services: one whose namespace stops matching keeps
-// its IP, with the warning.
+// decides nothing until the Namespace mirror is complete (else the Service would get an IP of the pool for
+// every namespace, and keep it), and a change of a namespace's labels re-decides its Services: one whose
+// namespace stops matching keeps its IP, with the warning.
 func TestServiceIPAllocatorNamespaceSelector(t *testing.T) {
-	s := ctest.New(t)
-	s.Register(&ipam.ServiceIPAllocatorController{})
-	s.Start()
+	// In a bubble: synctest.Wait tells when the allocator is idle, to show that it decides nothing.
+	synctest.Test(t, func(t *testing.T) {
+		s := startServiceIPAllocator(t,
+			&specs.LoadBalancerPoolConfig{
+				Name: "team-a", Addresses: []string{"192.0.2.1-192.0.2.2"},
+				NamespaceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"team": "a"}},
+			},
+			&specs.LoadBalancerPoolConfig{Name: "rest", Addresses: []string{"198.51.100.1-198.51.100.2"}},
+		)
 
-	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
-	cfg.TypedSpec().Value.LoadBalancer = &specs.LoadBalancerConfig{
-		Pools: []*specs.LoadBalancerPoolConfig{
-			{Name: "team-a", Addresses: []string{"192.0.2.1-192.0.2.2"}, NamespaceSelector: &specs.LabelSelector{MatchLabels: map[string]string{"team": "a"}}},
-			{Name: "rest", Addresses: []string{"198.51.100.1-198.51.100.2"}},
-		},
-	}
+		s.Create(service("prod", "web", 1))
+		setSynced(s, kube.ServicesSyncID)
 
-	s.Create(cfg, service("prod", "web", 1))
-	setSynced(s, kube.ServicesSyncID)
+		prod := kube.NewKubeNamespace(kube.NamespaceName, "prod")
+		prod.TypedSpec().Value.Labels = map[string]string{"team": "a"}
+		s.Create(prod)
 
-	prod := kube.NewKubeNamespace(kube.NamespaceName, "prod")
-	prod.TypedSpec().Value.Labels = map[string]string{"team": "a"}
-	s.Create(prod)
-	setSynced(s, kube.NamespacesSyncID)
+		web := ipamres.ServiceAllocationID("prod/web", ipamres.FamilyIPv4)
 
-	web := ipamres.ServiceAllocationID("prod/web", ipamres.FamilyIPv4)
+		synctest.Wait()
+		ctest.AssertNoResource[*ipamres.IPAllocation](s, web)
 
-	ctest.AssertResource(s, web, func(res *ipamres.IPAllocation, a *assert.Assertions) {
-		a.Equal("192.0.2.1", res.TypedSpec().Value.GetAddress())
-		a.Empty(res.TypedSpec().Value.GetWarning())
-	})
+		setSynced(s, kube.NamespacesSyncID)
 
-	ctest.Modify(s, prod, func(res *kube.KubeNamespace) error {
-		res.TypedSpec().Value.Labels = map[string]string{"team": "b"}
+		ctest.AssertResource(s, web, func(res *ipamres.IPAllocation, a *assert.Assertions) {
+			a.Equal("192.0.2.1", res.TypedSpec().Value.GetAddress())
+			a.Empty(res.TypedSpec().Value.GetWarning())
+		})
 
-		return nil
-	})
+		ctest.Modify(s, prod, func(res *kube.KubeNamespace) error {
+			res.TypedSpec().Value.Labels = map[string]string{"team": "b"}
 
-	ctest.AssertResource(s, web, func(res *ipamres.IPAllocation, a *assert.Assertions) {
-		a.Equal("192.0.2.1", res.TypedSpec().Value.GetAddress())
-		a.Equal(ipamres.WarningOutsidePools, res.TypedSpec().Value.GetWarning())
+			return nil
+		})
+
+		ctest.AssertResource(s, web, func(res *ipamres.IPAllocation, a *assert.Assertions) {
+			a.Equal("192.0.2.1", res.TypedSpec().Value.GetAddress())
+			a.Equal(ipamres.WarningOutsidePools, res.TypedSpec().Value.GetWarning())
+		})
 	})
 }
