@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 func TestNodeStates(t *testing.T) {
@@ -19,8 +21,8 @@ func TestNodeStates(t *testing.T) {
 
 	for _, n := range []*corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Conditions: ready}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized"}}}, Status: corev1.NodeStatus{Conditions: ready}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node.cloudprovider.kubernetes.io/shutdown"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized}}}, Status: corev1.NodeStatus{Conditions: ready}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kubekeys.TaintShutdown}}}},
 	} {
 		require.NoError(t, indexer.Add(n))
 	}

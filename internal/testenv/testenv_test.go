@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -77,7 +78,7 @@ func testNode(t *testing.T, clientset kubernetes.Interface) {
 		},
 		Spec: corev1.NodeSpec{
 			Taints: []corev1.Taint{{
-				Key:    "node.cloudprovider.kubernetes.io/uninitialized",
+				Key:    kubekeys.TaintUninitialized,
 				Value:  "true",
 				Effect: corev1.TaintEffectNoSchedule,
 			}},

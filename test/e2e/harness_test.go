@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
@@ -167,7 +168,7 @@ var errNotYet = errors.New("not yet")
 
 func initialized(n *corev1.Node) bool {
 	for _, taint := range n.Spec.Taints {
-		if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+		if taint.Key == kubekeys.TaintUninitialized {
 			return false
 		}
 	}

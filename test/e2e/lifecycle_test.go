@@ -18,16 +18,15 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/app"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 	ccmpkg "github.com/talos-ccm/talos-ccm/pkg/ccm"
 )
 
-const shutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
-
 func hasShutdownTaint(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == shutdownTaint })
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == kubekeys.TaintShutdown })
 }
 
 func TestShutdownTaint(t *testing.T) {
