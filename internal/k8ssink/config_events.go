@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 )
 
 // ConfigRejectedReason is the reason of the Warning Event posted when a change of the config file is
@@ -18,13 +17,13 @@ const maxEventMessage = 1024
 // ConfigEvents posts a Warning Event on talos-ccm's own Pod when a config file change is rejected. It
 // implements the config source's RejectionReporter.
 type ConfigEvents struct {
-	recorder record.EventRecorder
+	recorder EventRecorder
 	pod      *corev1.ObjectReference
 }
 
 // NewConfigEvents returns a ConfigEvents posting on the Pod namespace/name (from the downward API:
 // POD_NAMESPACE and POD_NAME), or nil when either is empty: outside a Pod there is no object to post on.
-func NewConfigEvents(recorder record.EventRecorder, namespace, name string) *ConfigEvents {
+func NewConfigEvents(recorder EventRecorder, namespace, name string) *ConfigEvents {
 	if recorder == nil || namespace == "" || name == "" {
 		return nil
 	}

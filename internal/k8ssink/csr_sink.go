@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	certlisters "k8s.io/client-go/listers/certificates/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
@@ -35,7 +34,7 @@ type CSRSinkController = SinkController[*csr.CSRDecision]
 // NewCSRSinkController instantiates the CSR sink. requests and nodes read from the informer caches the
 // sources fill; events posts the Events; concurrency bounds the requests approved or denied at once.
 func NewCSRSinkController(
-	applier *CSRApplier, requests certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, events record.EventRecorder, concurrency uint,
+	applier *CSRApplier, requests certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, events EventRecorder, concurrency uint,
 ) *CSRSinkController {
 	s := &csrSink{applier: applier, requests: requests, nodes: nodes, events: events}
 
@@ -60,7 +59,7 @@ type csrSink struct {
 	applier  *CSRApplier
 	requests certlisters.CertificateSigningRequestLister
 	nodes    corelisters.NodeLister
-	events   record.EventRecorder
+	events   EventRecorder
 }
 
 func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, in *csr.CSRDecision, last *specs.ApplyStatusSpec) (outcome, error) {

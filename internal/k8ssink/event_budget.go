@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
@@ -25,13 +24,13 @@ const (
 // per object. A Normal Event beyond the budget is counted in talos_ccm_events_suppressed_total, and the
 // first of each run of them is logged.
 type budgetedRecorder struct {
-	next        record.EventRecorder
+	next        EventRecorder
 	limiter     flowcontrol.RateLimiter
 	logger      *zap.Logger
 	suppressing atomic.Bool
 }
 
-func newBudgetedRecorder(next record.EventRecorder, limiter flowcontrol.RateLimiter, logger *zap.Logger) *budgetedRecorder {
+func newBudgetedRecorder(next EventRecorder, limiter flowcontrol.RateLimiter, logger *zap.Logger) *budgetedRecorder {
 	return &budgetedRecorder{next: next, limiter: limiter, logger: logger}
 }
 
@@ -54,21 +53,21 @@ func (r *budgetedRecorder) allowed(eventtype, reason string) bool {
 	return false
 }
 
-// Event implements record.EventRecorder.
+// Event implements EventRecorder.
 func (r *budgetedRecorder) Event(object runtime.Object, eventtype, reason, message string) {
 	if r.allowed(eventtype, reason) {
 		r.next.Event(object, eventtype, reason, message)
 	}
 }
 
-// Eventf implements record.EventRecorder.
+// Eventf implements EventRecorder.
 func (r *budgetedRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	if r.allowed(eventtype, reason) {
 		r.next.Eventf(object, eventtype, reason, messageFmt, args...)
 	}
 }
 
-// AnnotatedEventf implements record.EventRecorder.
+// AnnotatedEventf implements EventRecorder.
 func (r *budgetedRecorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
 	if r.allowed(eventtype, reason) {
 		r.next.AnnotatedEventf(object, annotations, eventtype, reason, messageFmt, args...)

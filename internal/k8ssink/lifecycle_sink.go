@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -35,7 +34,7 @@ type NodeLifecycleSinkController = SinkController[*node.NodeLifecycle]
 
 // NewNodeLifecycleSinkController instantiates the lifecycle sink; concurrency bounds the Nodes written at
 // once.
-func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelisters.NodeLister, events record.EventRecorder, concurrency uint) *NodeLifecycleSinkController {
+func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelisters.NodeLister, events EventRecorder, concurrency uint) *NodeLifecycleSinkController {
 	s := &lifecycleSink{nodes: nodes, lister: lister, events: events}
 
 	return newSinkController(sinkSettings[*node.NodeLifecycle]{
@@ -54,7 +53,7 @@ func NewNodeLifecycleSinkController(nodes LifecycleNodeClient, lister corelister
 type lifecycleSink struct {
 	nodes  LifecycleNodeClient
 	lister corelisters.NodeLister
-	events record.EventRecorder
+	events EventRecorder
 }
 
 func (s *lifecycleSink) apply(ctx context.Context, _ controller.Reader, logger *zap.Logger, in *node.NodeLifecycle, _ *specs.ApplyStatusSpec) (outcome, error) {

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
@@ -48,7 +47,7 @@ type PodCIDRSinkController = SinkController[*kube.KubeNode]
 
 // NewPodCIDRSinkController instantiates the pod CIDR sink. lister reads the Nodes from the informer cache the
 // KubeNode source fills.
-func NewPodCIDRSinkController(nodes PodCIDRNodeClient, lister corelisters.NodeLister, events record.EventRecorder, concurrency uint) *PodCIDRSinkController {
+func NewPodCIDRSinkController(nodes PodCIDRNodeClient, lister corelisters.NodeLister, events EventRecorder, concurrency uint) *PodCIDRSinkController {
 	s := &podCIDRSink{nodes: nodes, lister: lister, events: events}
 
 	return newSinkController(sinkSettings[*kube.KubeNode]{
@@ -79,7 +78,7 @@ func mapAllocationToOwner(kind string, ns resource.Namespace, typ resource.Type)
 type podCIDRSink struct {
 	nodes  PodCIDRNodeClient
 	lister corelisters.NodeLister
-	events record.EventRecorder
+	events EventRecorder
 }
 
 func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, kn *kube.KubeNode, last *specs.ApplyStatusSpec) (outcome, error) {

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
@@ -24,7 +23,7 @@ const MachineIdentityConflictReason = "MachineIdentityConflict"
 // changed for another reason, posts nothing again; a rule skipped again after it applied (or for another
 // reason) is posted again. It is safe for concurrent use.
 type NodeRuleEvents struct {
-	recorder record.EventRecorder
+	recorder EventRecorder
 
 	mu sync.Mutex
 	// posted holds, per Node, the skipped rules last posted.
@@ -40,7 +39,7 @@ type skippedRule struct {
 const conflictRule = "\x00conflict"
 
 // NewNodeRuleEvents returns a NodeRuleEvents posting through recorder.
-func NewNodeRuleEvents(recorder record.EventRecorder) *NodeRuleEvents {
+func NewNodeRuleEvents(recorder EventRecorder) *NodeRuleEvents {
 	return &NodeRuleEvents{recorder: recorder, posted: map[string]map[skippedRule]struct{}{}}
 }
 

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
@@ -55,7 +54,7 @@ type ServiceLBSinkController = SinkController[*kube.KubeService]
 // (clientset.CoreV1().Services); lister reads the Services from the informer cache the KubeService source
 // fills.
 func NewServiceLBSinkController(
-	services func(namespace string) ServiceStatusClient, lister corelisters.ServiceLister, events record.EventRecorder, concurrency uint,
+	services func(namespace string) ServiceStatusClient, lister corelisters.ServiceLister, events EventRecorder, concurrency uint,
 ) *ServiceLBSinkController {
 	s := &serviceLBSink{services: services, lister: lister, events: events}
 
@@ -76,7 +75,7 @@ func NewServiceLBSinkController(
 type serviceLBSink struct {
 	services func(namespace string) ServiceStatusClient
 	lister   corelisters.ServiceLister
-	events   record.EventRecorder
+	events   EventRecorder
 }
 
 func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, ks *kube.KubeService, last *specs.ApplyStatusSpec) (outcome, error) {

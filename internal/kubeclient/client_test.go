@@ -238,7 +238,7 @@ func TestClientAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("events", func(t *testing.T) {
-		sink := client.EventSink()
+		events := client.Events("default")
 		event := &corev1.Event{
 			ObjectMeta:     metav1.ObjectMeta{Name: "kubeclient-n1.1", Namespace: "default"},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "kubeclient-n1"},
@@ -248,19 +248,15 @@ func TestClientAgainstAPIServer(t *testing.T) {
 			Type:           corev1.EventTypeNormal,
 		}
 
-		created, err := sink.Create(event)
+		created, err := events.Create(ctx, event, metav1.CreateOptions{})
 		require.NoError(t, err)
 
-		_, err = sink.Patch(created, []byte(`{"count":2}`))
+		_, err = events.Patch(ctx, created.Name, types.MergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{})
 		require.NoError(t, err)
 
 		got, err := env.Clientset().CoreV1().Events("default").Get(ctx, event.Name, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, int32(2), got.Count)
-
-		got.Count = 3
-		_, err = sink.Update(got)
-		require.NoError(t, err)
 	})
 
 	t.Run("reviews", func(t *testing.T) {

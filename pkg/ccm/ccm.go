@@ -13,7 +13,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
@@ -47,7 +46,7 @@ type CCM struct {
 	heldBy map[resource.Type][]resource.Finalizer
 
 	// events is created on first use by eventRecorder.
-	events     record.EventRecorder
+	events     k8ssink.EventRecorder
 	stopEvents func()
 
 	// ready is closed once Run's informers have synced and its controllers start.
@@ -268,9 +267,13 @@ func (c *CCM) Close() {
 }
 
 // eventRecorder returns the recorder of Kubernetes Events shared by the sinks.
-func (c *CCM) eventRecorder() record.EventRecorder {
+func (c *CCM) eventRecorder() k8ssink.EventRecorder {
 	if c.events == nil {
-		c.events, c.stopEvents = k8ssink.NewEventRecorder(c.writer("events").EventSink(), kubeclient.Scheme, c.logger)
+		writer := c.writer("events")
+
+		c.events, c.stopEvents = k8ssink.NewEventRecorder(func(namespace string) k8ssink.EventWriter {
+			return writer.Events(namespace)
+		}, kubeclient.Scheme, c.logger)
 	}
 
 	return c.events

@@ -99,7 +99,7 @@ func TestConnectionsSpeakProtobuf(t *testing.T) {
 			_, err = nodes.Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 
-			_, err = client.EventSink().Create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "n1.1", Namespace: "default"}})
+			_, err = client.Events("default").Create(t.Context(), &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "n1.1", Namespace: "default"}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 
 			patch := `{"metadata":{"labels":{"a":"b"}}}`
