@@ -14,12 +14,20 @@ import (
 // clients); the Talos machinery client and its config (OpenPGP, CNI, API signatures), machinery's resources and
 // machine config (CEL, netlink). Their code is in every pod's resident memory; internal/kubeclient holds the
 // groups talos-ccm uses, and the Talos source reads the Talos API's COSI service with the generated
-// definitions of the resources.
+// definitions of the resources. client-go's event recorder and its generic typed client (whose fake-client
+// support brings the object tracker) link strategic merge patches, managed fields and the OpenAPI models:
+// talos-ccm posts its Events and types its clients itself.
 var unlinked = []string{
 	"k8s.io/client-go/kubernetes",
 	"k8s.io/client-go/informers",
 	"k8s.io/client-go/applyconfigurations",
 	"k8s.io/client-go/tools/leaderelection",
+	"k8s.io/client-go/tools/record",
+	"k8s.io/client-go/gentype",
+	"k8s.io/client-go/testing",
+	"k8s.io/apimachinery/pkg/util/strategicpatch",
+	"k8s.io/apimachinery/pkg/util/managedfields",
+	"github.com/google/gnostic-models",
 	"github.com/siderolabs/talos/pkg/machinery/client",
 	"github.com/siderolabs/talos/pkg/machinery/resources",
 	"github.com/siderolabs/talos/pkg/machinery/config",

@@ -12,9 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -91,25 +89,28 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	return c, nil
 }
 
-// Typed clients of the resources talos-ccm uses. Their methods are those of client-go's typed clients
-// (gentype's), with the same signatures.
+// Typed clients of the resources talos-ccm uses. Their methods are those of client-go's typed clients, with
+// the same signatures.
 type (
 	// NodeClient reads and writes Nodes.
-	NodeClient = gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
+	NodeClient = ListClient[*corev1.Node, *corev1.NodeList, corev1.Node, corev1.NodeList]
 	// ServiceClient reads and writes the Services of one namespace.
-	ServiceClient = gentype.ClientWithList[*corev1.Service, *corev1.ServiceList]
+	ServiceClient = ListClient[*corev1.Service, *corev1.ServiceList, corev1.Service, corev1.ServiceList]
 	// NamespaceClient reads Namespaces.
-	NamespaceClient = gentype.ClientWithList[*corev1.Namespace, *corev1.NamespaceList]
+	NamespaceClient = ListClient[*corev1.Namespace, *corev1.NamespaceList, corev1.Namespace, corev1.NamespaceList]
 	// EventClient writes the Events of one namespace.
-	EventClient = gentype.Client[*corev1.Event]
+	EventClient = TypedClient[*corev1.Event, corev1.Event]
 	// LeaseClient reads and writes the Leases of one namespace.
-	LeaseClient = gentype.Client[*coordinationv1.Lease]
+	LeaseClient = TypedClient[*coordinationv1.Lease, coordinationv1.Lease]
 	// EndpointSliceClient reads the EndpointSlices of one namespace.
-	EndpointSliceClient = gentype.ClientWithList[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
+	EndpointSliceClient = ListClient[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList, discoveryv1.EndpointSlice, discoveryv1.EndpointSliceList]
 	// TokenReviewClient creates TokenReviews.
-	TokenReviewClient = gentype.Client[*authenticationv1.TokenReview]
+	TokenReviewClient = TypedClient[*authenticationv1.TokenReview, authenticationv1.TokenReview]
 	// SubjectAccessReviewClient creates SubjectAccessReviews.
-	SubjectAccessReviewClient = gentype.Client[*authorizationv1.SubjectAccessReview]
+	SubjectAccessReviewClient = TypedClient[*authorizationv1.SubjectAccessReview, authorizationv1.SubjectAccessReview]
+	// csrListClient reads CertificateSigningRequests.
+	csrListClient = ListClient[*certificatesv1.CertificateSigningRequest, *certificatesv1.CertificateSigningRequestList,
+		certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList]
 )
 
 // Nodes returns the client of Nodes. What it reads, and what its writes return, comes trimmed as
@@ -118,54 +119,55 @@ type (
 // talos-ccm reads of a Node. A write sends what it is given: an update of the Node itself leaves the status
 // as it is on the server, whatever the object says of it.
 func (c *Client) Nodes() *NodeClient {
-	return withList[corev1.Node, corev1.NodeList](c.nodes, "nodes", "")
+	return &NodeClient{TypedClient: TypedClient[*corev1.Node, corev1.Node]{c.nodes, "nodes", ""}}
 }
 
 // Services returns the client of the Services of namespace ("" for every namespace, to list and watch).
 func (c *Client) Services(namespace string) *ServiceClient {
-	return withList[corev1.Service, corev1.ServiceList](c.core, "services", namespace)
+	return &ServiceClient{TypedClient: TypedClient[*corev1.Service, corev1.Service]{c.core, "services", namespace}}
 }
 
 // Namespaces returns the client of Namespaces, which talos-ccm only lists and watches (for the labels the
 // LoadBalancer pools select namespaces by).
 func (c *Client) Namespaces() *NamespaceClient {
-	return withList[corev1.Namespace, corev1.NamespaceList](c.core, "namespaces", "")
+	return &NamespaceClient{TypedClient: TypedClient[*corev1.Namespace, corev1.Namespace]{c.core, "namespaces", ""}}
 }
 
 // Events returns the client of the Events of namespace.
 func (c *Client) Events(namespace string) *EventClient {
-	return single[corev1.Event](c.core, "events", namespace)
+	return &EventClient{c.core, "events", namespace}
 }
 
 // CertificateSigningRequests returns the client of CertificateSigningRequests.
 func (c *Client) CertificateSigningRequests() CSRClient {
-	return CSRClient{withList[certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList](
-		c.certificates, "certificatesigningrequests", "")}
+	return CSRClient{&csrListClient{TypedClient: TypedClient[*certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequest]{
+		c.certificates, "certificatesigningrequests", "",
+	}}}
 }
 
 // Leases returns the client of the Leases of namespace.
 func (c *Client) Leases(namespace string) *LeaseClient {
-	return single[coordinationv1.Lease](c.coordination, "leases", namespace)
+	return &LeaseClient{c.coordination, "leases", namespace}
 }
 
 // EndpointSlices returns the client of the EndpointSlices of namespace.
 func (c *Client) EndpointSlices(namespace string) *EndpointSliceClient {
-	return withList[discoveryv1.EndpointSlice, discoveryv1.EndpointSliceList](c.discovery, "endpointslices", namespace)
+	return &EndpointSliceClient{TypedClient: TypedClient[*discoveryv1.EndpointSlice, discoveryv1.EndpointSlice]{c.discovery, "endpointslices", namespace}}
 }
 
 // TokenReviews returns the client of TokenReviews.
 func (c *Client) TokenReviews() *TokenReviewClient {
-	return single[authenticationv1.TokenReview](c.authentication, "tokenreviews", "")
+	return &TokenReviewClient{c.authentication, "tokenreviews", ""}
 }
 
 // SubjectAccessReviews returns the client of SubjectAccessReviews.
 func (c *Client) SubjectAccessReviews() *SubjectAccessReviewClient {
-	return single[authorizationv1.SubjectAccessReview](c.authorization, "subjectaccessreviews", "")
+	return &SubjectAccessReviewClient{c.authorization, "subjectaccessreviews", ""}
 }
 
 // CSRClient reads CertificateSigningRequests and approves or denies them.
 type CSRClient struct {
-	*gentype.ClientWithList[*certificatesv1.CertificateSigningRequest, *certificatesv1.CertificateSigningRequestList]
+	*csrListClient
 }
 
 // UpdateApproval writes the approval subresource of the request name: its Approved or Denied condition.
@@ -173,9 +175,7 @@ func (c CSRClient) UpdateApproval(
 	ctx context.Context, name string, csr *certificatesv1.CertificateSigningRequest, opts metav1.UpdateOptions,
 ) (*certificatesv1.CertificateSigningRequest, error) {
 	result := &certificatesv1.CertificateSigningRequest{}
-	err := c.GetClient().Put().
-		UseProtobufAsDefault().
-		Resource("certificatesigningrequests").
+	err := c.request(c.client.Put).
 		Name(name).
 		SubResource("approval").
 		VersionedParams(&opts, ParameterCodec).
@@ -184,29 +184,4 @@ func (c CSRClient) UpdateApproval(
 		Into(result)
 
 	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
-}
-
-// object is a pointer to a Kubernetes object type E.
-type object[E any] interface {
-	*E
-	runtime.Object
-	metav1.Object
-}
-
-// list is a pointer to a Kubernetes list type L.
-type list[L any] interface {
-	*L
-	runtime.Object
-}
-
-// withList returns gentype's client of resource, with lists and watches, in namespace ("" for the resources
-// of the cluster, or of every namespace).
-func withList[E, L any, PE object[E], PL list[L]](rc rest.Interface, resource, namespace string) *gentype.ClientWithList[PE, PL] {
-	return gentype.NewClientWithList[PE, PL](resource, rc, ParameterCodec, namespace,
-		func() PE { return new(E) }, func() PL { return new(L) }, gentype.PrefersProtobuf[PE]())
-}
-
-// single returns gentype's client of resource, without lists, in namespace.
-func single[E any, PE object[E]](rc rest.Interface, resource, namespace string) *gentype.Client[PE] {
-	return gentype.NewClient[PE](resource, rc, ParameterCodec, namespace, func() PE { return new(E) }, gentype.PrefersProtobuf[PE]())
 }

@@ -4,9 +4,9 @@
 // k8s.io/client-go/kubernetes/scheme, which registers every built-in API group (about 55 group versions, with
 // their protobuf descriptors and apply configurations). That code is linked into the binary and its pages
 // are in every talos-ccm pod's resident memory, although talos-ccm reads and writes six groups. This package
-// registers only those, and builds the typed clients over rest.RESTClient with client-go's generic typed
-// client (gentype), so they have the method signatures of client-go's typed interfaces: a consumer declares
-// the few methods it calls, and its tests may pass client-go's fake clients.
+// registers only those, and builds typed clients of its own over rest.RESTClient (see TypedClient) with the
+// method signatures of client-go's typed interfaces: a consumer declares the few methods it calls, and its
+// tests may pass client-go's fake clients.
 package kubeclient
 
 import (
