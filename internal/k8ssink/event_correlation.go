@@ -153,12 +153,12 @@ func (l *lru[K, V]) get(key K) (V, bool) {
 
 	l.order.MoveToFront(e)
 
-	return e.Value.(*lruEntry[K, V]).value, true //nolint:forcetypeassert,errcheck // Only entries go in.
+	return e.Value.(*lruEntry[K, V]).value, true //nolint:forcetypeassert // Only entries go in.
 }
 
 func (l *lru[K, V]) put(key K, value V) {
 	if e, ok := l.entries[key]; ok {
-		e.Value.(*lruEntry[K, V]).value = value //nolint:forcetypeassert,errcheck // Only entries go in.
+		e.Value.(*lruEntry[K, V]).value = value //nolint:forcetypeassert // Only entries go in.
 		l.order.MoveToFront(e)
 
 		return
@@ -169,7 +169,7 @@ func (l *lru[K, V]) put(key K, value V) {
 	if l.order.Len() > l.size {
 		oldest := l.order.Back()
 		l.order.Remove(oldest)
-		delete(l.entries, oldest.Value.(*lruEntry[K, V]).key) //nolint:forcetypeassert,errcheck // Only entries go in.
+		delete(l.entries, oldest.Value.(*lruEntry[K, V]).key) //nolint:forcetypeassert // Only entries go in.
 	}
 }
 

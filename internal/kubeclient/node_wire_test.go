@@ -26,7 +26,7 @@ func kubeletNode(name string) *corev1.Node {
 			Annotations: map[string]string{"alpha.kubernetes.io/provided-node-ip": "10.0.0.1"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{
 				Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:images":{}}}`)}, Subresource: "status",
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:images":{}}}`), Subresource: "status",
 			}},
 		},
 		Spec: corev1.NodeSpec{
@@ -114,7 +114,7 @@ func TestTrimNodeEnvelope(t *testing.T) {
 
 		want := trimmedAsTheCacheKeepsIt(node)
 		want.TypeMeta = metav1.TypeMeta{}
-		got := obj.(*corev1.Node) //nolint:forcetypeassert,errcheck
+		got := obj.(*corev1.Node) //nolint:forcetypeassert
 		got.TypeMeta = metav1.TypeMeta{}
 
 		assert.Equal(t, want, got)
@@ -132,7 +132,7 @@ func TestTrimNodeEnvelope(t *testing.T) {
 		obj, err := decodeTrimming(encodeProtobuf(t, list))
 		require.NoError(t, err)
 
-		got := obj.(*corev1.NodeList) //nolint:forcetypeassert,errcheck
+		got := obj.(*corev1.NodeList) //nolint:forcetypeassert
 		assert.Equal(t, "77", got.ResourceVersion)
 		require.Len(t, got.Items, 2)
 
