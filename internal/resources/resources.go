@@ -58,6 +58,7 @@ func All() []meta.ResourceWithRD {
 		&node.NodeTransform{},
 		&node.NodeLifecycle{},
 		&node.NodeOwnership{},
+		&node.NodeClaimRecheck{},
 		&ipam.IPAllocation{},
 		&ipam.IPPool{},
 		&csr.CSRDecision{},

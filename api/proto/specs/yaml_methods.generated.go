@@ -89,6 +89,12 @@ func (x *NodeOwnershipSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 func (x *NodeOwnershipSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
 
 // MarshalYAML implements yaml.Marshaler.
+func (x *NodeClaimRecheckSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (x *NodeClaimRecheckSpec) UnmarshalYAML(n *yaml.Node) error { return unmarshalYAML(n, x) }
+
+// MarshalYAML implements yaml.Marshaler.
 func (x *IPAllocationSpec) MarshalYAML() (any, error) { return marshalYAML(x) }
 
 // UnmarshalYAML implements yaml.Unmarshaler.

@@ -31,6 +31,9 @@ type claimant struct {
 	node    string
 	held    bool
 	current bool
+	// refused is whether the Node's claim was refused when it was bound: a Node that was given what it
+	// claims has its decision made again when a stronger claim comes (see bind).
+	refused bool
 }
 
 // stronger orders two claimants of one key: a claim its machine renews beats one kept from before, a
@@ -103,23 +106,48 @@ func newClaimRegistry() *claimRegistry {
 	return &claimRegistry{byKey: map[string][]claimant{}, keysOf: map[string][]string{}}
 }
 
-// bind records claim (replacing the Node's previous one) and returns what refuses it, or "", and whether
-// any of its keys is contested.
-func (r *claimRegistry) bind(claim Claim) (string, bool) {
+// bind records claim (replacing the Node's previous one) and returns what refuses it, or ""; whether any of
+// its keys is contested; and the Nodes it displaces: those that were given a key of it (their claim was not
+// refused when it was bound) and whose claim on it is weaker. The claims are seen one Node at a time, in any
+// order (after a restart, as facts arrive): a Node given a key before a stronger claimant was seen holds a
+// decision that is no longer right, and must be decided again.
+func (r *claimRegistry) bind(claim Claim) (conflict string, contested bool, displaced []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
 	r.removeLocked(claim.Node)
 
 	// Judged against the other Nodes' claims, before this one joins them.
-	conflict, contested := claimConflict(claim, r.byKey)
+	conflict, contested = claimConflict(claim, r.byKey)
+	displaced = displacedBy(claim, r.byKey)
 
 	for key, held := range claim.Keys {
-		r.byKey[key] = append(r.byKey[key], claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current})
+		r.byKey[key] = append(r.byKey[key], claimant{
+			node: claim.Node, created: claim.Created, held: held, current: claim.Current, refused: conflict != "",
+		})
 		r.keysOf[claim.Node] = append(r.keysOf[claim.Node], key)
 	}
 
-	return conflict, contested
+	return conflict, contested, displaced
+}
+
+// displacedBy returns, sorted, the Nodes given a key of claim whose claim on it is weaker than claim's.
+func displacedBy(claim Claim, others map[string][]claimant) []string {
+	var displaced []string
+
+	for key, held := range claim.Keys {
+		self := claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current}
+
+		for _, other := range others[key] {
+			if other.node != claim.Node && !other.refused && stronger(self, other) && !slices.Contains(displaced, other.node) {
+				displaced = append(displaced, other.node)
+			}
+		}
+	}
+
+	slices.Sort(displaced)
+
+	return displaced
 }
 
 // remove forgets the claim of a Node.

@@ -81,26 +81,57 @@ func TestClaimRegistry(t *testing.T) {
 	victim := Claim{Node: "victim", Created: old, Current: true, Keys: map[string]bool{"machine/uuid/u1": true, "providerID/x://1": true}}
 	second := Claim{Node: "second", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false, "providerID/x://1": false}}
 
-	conflict, _ := r.bind(victim)
+	conflict, _, _ := r.bind(victim)
 	assert.Empty(t, conflict)
 
-	conflict, contested := r.bind(second)
+	conflict, contested, _ := r.bind(second)
 	assert.Contains(t, conflict, "is Node victim's")
 	assert.True(t, contested)
 
 	// Binding again replaces the Node's claim instead of adding to it.
-	conflict, _ = r.bind(victim)
+	conflict, _, displaced := r.bind(victim)
 	assert.Empty(t, conflict)
+	assert.Empty(t, displaced, "the other claimant was refused: nothing to decide again")
 
 	r.remove("victim")
 
-	conflict, contested = r.bind(second)
+	conflict, contested, _ = r.bind(second)
 	assert.Empty(t, conflict, "once the holder is gone the other claimant gets the machine")
 	assert.False(t, contested)
 
 	r.remove("second")
 	assert.Empty(t, r.byKey)
 	assert.Empty(t, r.keysOf)
+}
+
+// TestClaimRegistryDisplaced: the claims are seen one Node at a time, in any order. A weaker claim seen
+// first is given the machine; the stronger one, seen after, displaces it, and says so, so that the weaker
+// Node's decision is made again (and refused then); once it is refused it is displaced no more.
+func TestClaimRegistryDisplaced(t *testing.T) {
+	t.Parallel()
+
+	r := newClaimRegistry()
+	old, young := time.Unix(1000, 0), time.Unix(2000, 0)
+
+	older := Claim{Node: "older", Created: old, Current: true, Keys: map[string]bool{"machine/uuid/u1": false, "ip/10.0.0.1": false}}
+	younger := Claim{Node: "younger", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false, "ip/10.0.0.2": false}}
+
+	conflict, contested, displaced := r.bind(younger)
+	assert.Empty(t, conflict, "seen first, alone")
+	assert.False(t, contested)
+	assert.Empty(t, displaced)
+
+	conflict, contested, displaced = r.bind(older)
+	assert.Empty(t, conflict, "the older claim is the stronger")
+	assert.True(t, contested)
+	assert.Equal(t, []string{"younger"}, displaced, "the younger Node was given the machine: decide it again")
+
+	conflict, _, displaced = r.bind(younger)
+	assert.Contains(t, conflict, "is Node older's")
+	assert.Empty(t, displaced)
+
+	_, _, displaced = r.bind(older)
+	assert.Empty(t, displaced, "the younger Node is refused now")
 }
 
 func TestClaimOfProviderID(t *testing.T) {
@@ -199,7 +230,7 @@ func TestClaimsSquattedProviderID(t *testing.T) {
 			}
 
 			for _, claim := range append(order, victim) {
-				conflict, contested := r.bind(claim)
+				conflict, contested, _ := r.bind(claim)
 				assert.Empty(t, conflict, "%s", claim.Node)
 				assert.False(t, contested, "the squatter claims nothing of the victim's: %s", claim.Node)
 			}

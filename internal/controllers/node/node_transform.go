@@ -44,13 +44,20 @@ func NewNodeTransformController(consumers ...resource.Finalizer) *NodeTransformC
 			UnmapMetadataFunc: func(out *node.NodeTransform) *kube.KubeNode {
 				return kube.NewKubeNode(kube.NamespaceName, out.Metadata().ID())
 			},
-			TransformFunc: t.transform,
-			FinalizerRemovalFunc: func(_ context.Context, _ controller.Reader, _ *zap.Logger, in *kube.KubeNode) error {
+			TransformExtraOutputFunc: t.transform,
+			FinalizerRemovalExtraOutputFunc: func(ctx context.Context, rw controller.ReaderWriter, _ *zap.Logger, in *kube.KubeNode) error {
 				t.claims.remove(in.Metadata().ID())
+
+				err := rw.Destroy(ctx, node.NewNodeClaimRecheck(node.NamespaceName, in.Metadata().ID()).Metadata())
+				if err != nil && !state.IsNotFoundError(err) {
+					return fmt.Errorf("failed to destroy the claim recheck of node %q: %w", in.Metadata().ID(), err)
+				}
 
 				return nil
 			},
 		},
+		qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
+		qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
 		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
@@ -78,7 +85,7 @@ type nodeTransformer struct {
 	consumers []resource.Finalizer
 }
 
-func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, out *node.NodeTransform) error {
+func (t *nodeTransformer) transform(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeNode, out *node.NodeTransform) error {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
@@ -136,9 +143,13 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, lo
 	if spec.GetVerified() {
 		current := nodetransform.PointerConflict(id, msSpec) == ""
 
-		conflict, contested := t.claims.bind(claimOf(id, in.TypedSpec().Value, spec, current))
+		conflict, contested, displaced := t.claims.bind(claimOf(id, in.TypedSpec().Value, spec, current))
 		if conflict != "" {
 			nodetransform.Refuse(spec, conflict)
+		}
+
+		if err = askRecheck(ctx, r, id, displaced); err != nil {
+			return err
 		}
 
 		if contested && (requeue == 0 || requeue > contestedRecheck) {
@@ -160,6 +171,23 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.Reader, lo
 		logger.Debug("node transform waits", zap.String("node", id), zap.String("pending", spec.GetPending()), zap.Duration("recheck_in", requeue))
 
 		return controller.NewRequeueInterval(requeue)
+	}
+
+	return nil
+}
+
+// askRecheck asks for the NodeTransforms of the Nodes displaced by claimer's claim to be decided again: each
+// one's NodeClaimRecheck, an input of this controller, counts the request.
+func askRecheck(ctx context.Context, rw controller.ReaderWriter, claimer string, displaced []string) error {
+	for _, name := range displaced {
+		if err := safe.WriterModify(ctx, rw, node.NewNodeClaimRecheck(node.NamespaceName, name), func(r *node.NodeClaimRecheck) error {
+			r.TypedSpec().Value.Requests++
+			r.TypedSpec().Value.DisplacedBy = claimer
+
+			return nil
+		}); err != nil {
+			return fmt.Errorf("failed to ask for node %q's transform again: %w", name, err)
+		}
 	}
 
 	return nil

@@ -180,6 +180,44 @@ func TestNodeTransformControllerOneMachineOneNode(t *testing.T) {
 	})
 }
 
+// The claims are seen one Node at a time, in any order: a younger Node decided first is given the machine,
+// and when the older one, whose claim is stronger, is decided after it, the younger one is decided again
+// and refused at once (not only when its own facts change), and told by whom in its NodeClaimRecheck.
+func TestNodeTransformControllerDisplacedClaim(t *testing.T) {
+	s := startTransformer(t)
+	createConfig(s, &specs.ConfigSpec{Source: "test"})
+
+	created := time.Now().Add(-time.Hour)
+
+	createMachineNode(s, "younger", "10.0.0.2", "same-uuid", created.Add(time.Minute))
+
+	ctest.AssertResource(s, "younger", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.True(nt.TypedSpec().Value.GetInitialize(), nt.TypedSpec().Value.GetPending())
+	})
+
+	createMachineNode(s, "older", "10.0.0.1", "same-uuid", created)
+
+	ctest.AssertResource(s, "older", func(nt *node.NodeTransform, a *assert.Assertions) {
+		a.True(nt.TypedSpec().Value.GetInitialize(), nt.TypedSpec().Value.GetPending())
+	})
+
+	ctest.AssertResource(s, "younger", func(nt *node.NodeTransform, a *assert.Assertions) {
+		spec := nt.TypedSpec().Value
+		a.False(spec.GetInitialize())
+		a.Empty(spec.GetProviderId())
+		a.Equal("machine uuid/same-uuid is Node older's: one machine, providerID and address belong to one Node", spec.GetConflict())
+	})
+
+	ctest.AssertResource(s, "younger", func(r *node.NodeClaimRecheck, a *assert.Assertions) {
+		a.Equal("older", r.TypedSpec().Value.GetDisplacedBy())
+		a.Positive(r.TypedSpec().Value.GetRequests())
+	})
+
+	// A Node that goes away takes its recheck with it.
+	ctest.Destroy[*kube.KubeNode](s, "younger")
+	ctest.AssertNoResource[*node.NodeClaimRecheck](s, "younger")
+}
+
 // A kubelet may register its Node untainted and with any providerID, such as a victim's predictable
 // talos://metal/<IP>. That Node's own machine does not give it, so it is in conflict and holds no claim on
 // it, before and after its machine is verified: the victim's Node, younger, is initialized with its
