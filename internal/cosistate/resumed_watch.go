@@ -28,13 +28,8 @@ type resumingState struct {
 // WatchKindAggregated implements state.CoreState: watches that start from the present are resumed after
 // they fell behind (see resumingState); those that start from a bookmark or the history's tail are not.
 func (s *resumingState) WatchKindAggregated(ctx context.Context, kind resource.Kind, ch chan<- []state.Event, opts ...state.WatchKindOption) error {
-	var options state.WatchKindOptions
-
-	for _, opt := range opts {
-		opt(&options)
-	}
-
-	if options.TailEvents > 0 || options.StartFromBookmark != nil {
+	options, fromPresent := watchOptions(opts)
+	if !fromPresent {
 		return s.CoreState.WatchKindAggregated(ctx, kind, ch, opts...)
 	}
 
@@ -48,13 +43,8 @@ func (s *resumingState) WatchKindAggregated(ctx context.Context, kind resource.K
 // API, and a watcher reading over the network falls behind a burst more easily than the runtime's own);
 // one from a bookmark or the history's tail is the state's own.
 func (s *resumingState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- state.Event, opts ...state.WatchKindOption) error {
-	var options state.WatchKindOptions
-
-	for _, opt := range opts {
-		opt(&options)
-	}
-
-	if options.TailEvents > 0 || options.StartFromBookmark != nil {
+	options, fromPresent := watchOptions(opts)
+	if !fromPresent {
 		return s.CoreState.WatchKind(ctx, kind, ch, opts...)
 	}
 
@@ -67,6 +57,18 @@ func (s *resumingState) WatchKind(ctx context.Context, kind resource.Kind, ch ch
 
 		return true
 	}, opts)
+}
+
+// watchOptions are the options opts set, and whether the watch starts from the present (not from a
+// bookmark or the history's tail), the only watches resumed.
+func watchOptions(opts []state.WatchKindOption) (state.WatchKindOptions, bool) {
+	var options state.WatchKindOptions
+
+	for _, opt := range opts {
+		opt(&options)
+	}
+
+	return options, options.TailEvents == 0 && options.StartFromBookmark == nil
 }
 
 // resume starts a watch of kind that is resumed after it fell behind, whose events send hands on.

@@ -243,6 +243,24 @@ func keepFields(msg []byte, keep func(protowire.Number, []byte) (bool, error)) (
 // eachField calls fn with the number, wire type and value of each field of an encoded message (a
 // length-delimited field's value is its contents, any other's its encoding).
 func eachField(msg []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
+	return walkFields(msg, func(num protowire.Number, typ protowire.Type, value, _ []byte) error {
+		return fn(num, typ, value)
+	})
+}
+
+// eachFieldRaw calls fn with the number and the whole encoding (tag and value) of each field of an encoded
+// message.
+func eachFieldRaw(msg []byte, fn func(protowire.Number, []byte)) error {
+	return walkFields(msg, func(num protowire.Number, _ protowire.Type, _, field []byte) error {
+		fn(num, field)
+
+		return nil
+	})
+}
+
+// walkFields calls fn with the number, wire type, value (a length-delimited field's contents, any other's
+// encoding) and whole encoding of each field of an encoded message, and stops at its first error.
+func walkFields(msg []byte, fn func(num protowire.Number, typ protowire.Type, value, field []byte) error) error {
 	for len(msg) > 0 {
 		num, typ, n := protowire.ConsumeTag(msg)
 		if n < 0 {
@@ -264,31 +282,9 @@ func eachField(msg []byte, fn func(protowire.Number, protowire.Type, []byte) err
 			}
 		}
 
-		if err := fn(num, typ, value); err != nil {
+		if err := fn(num, typ, value, msg[:n+size]); err != nil {
 			return err
 		}
-
-		msg = msg[n+size:]
-	}
-
-	return nil
-}
-
-// eachFieldRaw calls fn with the number and the whole encoding (tag and value) of each field of an encoded
-// message.
-func eachFieldRaw(msg []byte, fn func(protowire.Number, []byte)) error {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return fmt.Errorf("failed to read a field's tag: %w", protowire.ParseError(n))
-		}
-
-		size := protowire.ConsumeFieldValue(num, typ, msg[n:])
-		if size < 0 {
-			return fmt.Errorf("failed to read field %d: %w", num, protowire.ParseError(size))
-		}
-
-		fn(num, msg[:n+size])
 
 		msg = msg[n+size:]
 	}
