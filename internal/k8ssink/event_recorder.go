@@ -163,6 +163,9 @@ func (r *eventRecorder) run(ctx context.Context) {
 // post posts one Event: a new one, or a raised count of the one it repeats.
 func (r *eventRecorder) post(ctx context.Context, ev pendingEvent) {
 	decision := r.correlator.decide(ev.key, ev.at)
+	if decision.action == eventDrop {
+		return
+	}
 
 	var err error
 
@@ -171,18 +174,14 @@ func (r *eventRecorder) post(ctx context.Context, ev pendingEvent) {
 			return
 		}
 
-		switch decision.action {
-		case eventDrop:
-			return
-		case eventRepeat:
+		if decision.action == eventRepeat {
 			err = r.repeat(ctx, ev, decision)
-			if apierrors.IsNotFound(err) {
-				// The Event expired on the apiserver: post it anew.
-				r.correlator.forget(ev.key)
-				decision = eventDecision{action: eventCreate}
-				err = r.create(ctx, ev)
-			}
-		case eventCreate:
+		}
+
+		if decision.action == eventCreate || apierrors.IsNotFound(err) {
+			// A new Event, or one whose repeat found it expired on the apiserver: post it anew.
+			r.correlator.forget(ev.key)
+			decision = eventDecision{action: eventCreate}
 			err = r.create(ctx, ev)
 		}
 
