@@ -104,6 +104,7 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 	}
 
 	c.conns = newConnections(given.withRateLimit(base), c.credentials.unauthorized)
+	c.conns.health.changed = opts.CredentialsChanged
 
 	client, err := c.client("")
 	if err != nil {

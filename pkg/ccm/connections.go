@@ -41,6 +41,8 @@ var errConnectionsClosed = errors.New("the pipeline's Kubernetes connections are
 type connections struct {
 	// unauthorized is called (without blocking) when the apiserver answers 401 Unauthorized.
 	unauthorized func()
+	// health follows the refusals of the credentials and the failures to reach the apiserver.
+	health *apiServerHealth
 
 	mu sync.Mutex
 	// base is the current client configuration, as given.
@@ -60,6 +62,7 @@ func newConnections(base *rest.Config, unauthorized func()) *connections {
 
 	return &connections{
 		unauthorized: unauthorized,
+		health:       newAPIServerHealth(),
 		base:         rest.CopyConfig(base),
 		fingerprint:  clientFingerprint(base),
 		tracker:      newConnTracker(),
@@ -73,7 +76,7 @@ func (c *connections) config(name string) (*rest.Config, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	t := &rotatingTransport{unauthorized: c.unauthorized}
+	t := &rotatingTransport{unauthorized: c.unauthorized, health: c.health}
 
 	inner, err := c.innerTransport(c.base)
 	if err != nil {
@@ -205,11 +208,12 @@ func clientFingerprint(cfg *rest.Config) [sha256.Size]byte {
 	return out
 }
 
-// rotatingTransport sends a client's requests through the transport of the current credentials, and
-// reports 401 Unauthorized answers.
+// rotatingTransport sends a client's requests through the transport of the current credentials, reports
+// 401 Unauthorized answers, and records what the apiserver answers (or that it could not be reached).
 type rotatingTransport struct {
 	current      atomic.Pointer[transportOf]
 	unauthorized func()
+	health       *apiServerHealth
 }
 
 // transportOf is the transport of one generation of credentials.
@@ -220,11 +224,19 @@ type transportOf struct {
 // RoundTrip implements http.RoundTripper.
 func (t *rotatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.current.Load().RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+	if err != nil {
+		t.health.failed(err)
+
+		return nil, err //nolint:wrapcheck // A transport passes its errors on as they are.
+	}
+
+	if resp.StatusCode == http.StatusUnauthorized {
 		t.unauthorized()
 	}
 
-	return resp, err //nolint:wrapcheck // A transport passes its errors on as they are.
+	t.health.answered(req, resp)
+
+	return resp, nil
 }
 
 // connTracker tracks the connections of one generation of credentials, so that they can all be closed, and

@@ -75,7 +75,8 @@ type Options struct {
 	// NodeIPAM configures the node-ipam controller.
 	NodeIPAM NodeIPAMOptions
 	// CredentialsChanged, if set, is called after every switch to new credentials and every failure to get
-	// or use them (see CCM.Credentials), so that a host can show them, as the clusters.Controller's status does.
+	// or use them (see CCM.Credentials), and when the apiserver begins or stops refusing them or being
+	// unreachable (see CCM.APIServer), so that a host can show them, as the clusters.Controller's status does.
 	CredentialsChanged func()
 }
 
