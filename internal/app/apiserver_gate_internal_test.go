@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -18,8 +19,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
 // refused is the error of a dial to a port nothing listens on, as the transport returns it.
@@ -59,66 +58,66 @@ func newTestGate(t *testing.T, f *fakeAPIServer) (*apiServerGate, *observer.Obse
 }
 
 // While the apiserver is gone, a request that can wait is held at the gate, not failed, and sent as soon as
-// the apiserver is back; the loss and the return are logged once each, whatever the requests meanwhile, and
-// the readiness check fails in between.
+// the apiserver is back (by the next probe); the loss and the return are logged once each, whatever the
+// requests meanwhile, and the readiness check fails in between.
 func TestAPIServerGateHoldsRequestsUntilReturn(t *testing.T) {
 	t.Parallel()
 
-	f := &fakeAPIServer{}
-	g, logs := newTestGate(t, f)
-	rt := g.wrap(f)
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeAPIServer{}
+		g, logs := newTestGate(t, f)
+		rt := g.wrap(f)
 
-	f.down.Store(true)
+		f.down.Store(true)
 
-	results := make(chan error, 3)
+		results := make(chan error, 3)
 
-	for range cap(results) {
-		go func() {
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://apiserver/api/v1/nodes", nil)
-			if err == nil {
-				var resp *http.Response
-				if resp, err = rt.RoundTrip(req); err == nil {
-					err = resp.Body.Close()
+		for range cap(results) {
+			go func() {
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://apiserver/api/v1/nodes", nil)
+				if err == nil {
+					var resp *http.Response
+					if resp, err = rt.RoundTrip(req); err == nil {
+						err = resp.Body.Close()
+					}
 				}
-			}
 
-			results <- err
-		}()
-	}
-
-	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, "the loss logged", func(context.Context) error {
-		if logs.FilterMessage("api unreachable").Len() == 0 {
-			return errors.New("not logged")
+				results <- err
+			}()
 		}
 
-		return nil
+		// Half the longest hold passes with the apiserver gone (the bubble's clock: no real time passes).
+		time.Sleep(apiServerMaxHold / 2)
+		synctest.Wait()
+
+		assert.Len(t, logs.FilterMessage("api unreachable").All(), 1, "the loss logged once")
+		require.Error(t, g.check(), "not ready while the apiserver is gone")
+		assert.Empty(t, results, "no request fails while the apiserver is gone")
+		assert.Zero(t, f.sent.Load())
+
+		f.down.Store(false)
+
+		time.Sleep(apiServerProbeInterval)
+		synctest.Wait()
+
+		require.Len(t, results, cap(results), "the held requests are sent by the first probe after the return")
+
+		for range cap(results) {
+			require.NoError(t, <-results)
+		}
+
+		assert.Equal(t, int32(3), f.sent.Load())
+		require.NoError(t, g.check(), "ready again")
+
+		lost := logs.FilterMessage("api unreachable").All()
+		require.Len(t, lost, 1)
+		assert.Equal(t, zapcore.WarnLevel, lost[0].Level)
+		assert.Equal(t, refused.Error(), lost[0].ContextMap()["error"])
+
+		back := logs.FilterMessage("api reachable again").All()
+		require.Len(t, back, 1)
+		assert.Equal(t, zapcore.InfoLevel, back[0].Level)
 	})
-
-	require.Error(t, g.check(), "not ready while the apiserver is gone")
-	assert.Empty(t, results, "no request fails while the apiserver is gone")
-
-	f.down.Store(false)
-
-	for range cap(results) {
-		select {
-		case err := <-results:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("a held request was not sent within 5s of the apiserver's return")
-		}
-	}
-
-	assert.Equal(t, int32(3), f.sent.Load())
-	require.NoError(t, g.check(), "ready again")
-
-	lost := logs.FilterMessage("api unreachable").All()
-	require.Len(t, lost, 1)
-	assert.Equal(t, zapcore.WarnLevel, lost[0].Level)
-	assert.Equal(t, refused.Error(), lost[0].ContextMap()["error"])
-
-	back := logs.FilterMessage("api reachable again").All()
-	require.Len(t, back, 1)
-	assert.Equal(t, zapcore.InfoLevel, back[0].Level)
 }
 
 // A request whose context never ends is not held: it would wait as long as the outage (the event sink posts

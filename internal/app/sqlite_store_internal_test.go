@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -174,79 +175,120 @@ func TestSQLiteStoreKeepsMetadataAndDestroys(t *testing.T) {
 	closeDB()
 }
 
-// A write that fails stays pending and is written once the database accepts it; nothing is lost on Close.
+// A write that fails stays pending and is tried again flushRetry later, until the database accepts it.
 func TestSQLiteStoreRetriesFailedWrites(t *testing.T) {
 	t.Parallel()
 
-	db, closeDB := openTestDatabase(t, t.TempDir())
-	defer closeDB()
+	synctest.Test(t, func(t *testing.T) {
+		db, closeDB := openTestDatabase(t, t.TempDir())
+		defer closeDB()
 
-	db.failWrites.Store(2)
+		db.failWrites.Store(2)
 
-	decisions, mem := newTestStore(t, db)
-	decisions.delay = func(resource.Namespace, resource.Resource) time.Duration { return flushDelay } // due at the first pass
+		decisions, mem := newTestStore(t, db)
+		decisions.delay = func(resource.Namespace, resource.Resource) time.Duration { return flushDelay } // due at the first pass
 
-	nt := node.NewNodeTransform(node.NamespaceName, "w1")
-	nt.TypedSpec().Value.ProviderId = "talos://metal/10.0.0.1"
-	require.NoError(t, mem.Create(t.Context(), nt))
+		nt := node.NewNodeTransform(node.NamespaceName, "w1")
+		nt.TypedSpec().Value.ProviderId = "talos://metal/10.0.0.1"
+		require.NoError(t, mem.Create(t.Context(), nt))
 
-	require.Eventually(t, func() bool {
-		_, err := db.Get(t.Context(), transformPtr("w1"))
+		// The first pass and the first retry fail; the write is still pending.
+		for attempt, wait := range []time.Duration{flushDelay, flushRetry} {
+			time.Sleep(wait) // the bubble's clock: no real time passes
+			synctest.Wait()
 
-		return err == nil
-	}, 10*time.Second, flushRetry/10)
+			require.Equal(t, int64(attempt+1), db.writes.Load())
+			requireNotStored(t, db, "w1")
+		}
 
-	require.GreaterOrEqual(t, db.writes.Load(), int64(3))
-	require.NoError(t, decisions.Close())
+		// The second retry is accepted.
+		time.Sleep(flushRetry)
+		synctest.Wait()
+
+		require.Equal(t, int64(3), db.writes.Load())
+		requireStored(t, db, "w1")
+
+		require.NoError(t, decisions.Close())
+	})
 }
 
-// A decision waits its namespace's delay before it is written: one made and dropped within it (a CSR
-// decision of a request approved at once) is never written, one that lasts is written once it is due, and
-// Close writes what is pending, due or not.
+// A decision waits its delay before it is written: one made and dropped within it (a CSR decision of a
+// request approved at once) is never written, one that lasts is written by the first pass once it is due,
+// one with a shorter delay made meanwhile is written first, and Close writes what is pending, due or not.
 func TestSQLiteStoreWritesDecisionsOnceTheyAreDue(t *testing.T) {
 	t.Parallel()
 
-	db, closeDB := openTestDatabase(t, t.TempDir())
-	defer closeDB()
+	synctest.Test(t, func(t *testing.T) {
+		db, closeDB := openTestDatabase(t, t.TempDir())
+		defer closeDB()
 
-	decisions, mem := newTestStore(t, db)
+		decisions, mem := newTestStore(t, db)
+		decisions.delay = func(_ resource.Namespace, res resource.Resource) time.Duration {
+			if res != nil && res.Metadata().ID() == "quick" {
+				return flushDelay
+			}
 
-	var delay atomic.Int64
+			return time.Hour
+		}
 
-	delay.Store(int64(time.Hour))
-	decisions.delay = func(resource.Namespace, resource.Resource) time.Duration { return time.Duration(delay.Load()) }
+		start := time.Now()
+		due := start.Add(time.Hour - flushDelay) // see sqliteStore.due
 
-	// Made and dropped within the delay.
-	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "brief")))
-	require.NoError(t, mem.Destroy(t.Context(), transformPtr("brief")))
+		// Made and dropped within the delay.
+		require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "brief")))
+		require.NoError(t, mem.Destroy(t.Context(), transformPtr("brief")))
 
-	// Lasting, and not due within the hour.
-	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "lasting")))
+		// Lasting.
+		require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "lasting")))
 
-	time.Sleep(2 * flushDelay) // the writer wakes flushDelay after a change, finds nothing due
+		// The writer's pass flushDelay after the change finds nothing due, and the next waits for "lasting".
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
 
-	require.Zero(t, db.writes.Load(), "a decision written before it was due")
+		require.Zero(t, db.writes.Load(), "a decision written before it was due")
 
-	// Due at the next pass: a change wakes the writer.
-	delay.Store(int64(10 * time.Millisecond))
-	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "wake")))
+		// A decision due at once is written by the pass flushDelay after it, not when "lasting" is due.
+		require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "quick")))
 
-	require.Eventually(t, func() bool {
-		_, err := db.Get(t.Context(), transformPtr("lasting"))
+		time.Sleep(flushDelay)
+		synctest.Wait()
 
-		return err == nil
-	}, 10*time.Second, flushDelay/10)
+		require.Equal(t, int64(1), db.writes.Load())
+		requireStored(t, db, "quick")
 
-	_, err := db.Get(t.Context(), transformPtr("brief"))
-	require.True(t, state.IsNotFoundError(err), "a decision dropped before it was due was written: %v", err)
+		// "lasting" is written when it is due, not a moment before.
+		time.Sleep(time.Until(due) - time.Millisecond)
+		synctest.Wait()
 
-	// Close writes what is pending, due or not.
-	delay.Store(int64(time.Hour))
-	require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "last")))
-	require.NoError(t, decisions.Close())
+		requireNotStored(t, db, "lasting")
 
-	_, err = db.Get(t.Context(), transformPtr("last"))
-	require.NoError(t, err)
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+
+		requireStored(t, db, "lasting")
+		requireNotStored(t, db, "brief")
+		require.Equal(t, int64(2), db.writes.Load(), "only the decisions that lasted are written")
+
+		// Close writes what is pending, due or not.
+		require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "last")))
+		require.NoError(t, decisions.Close())
+
+		requireStored(t, db, "last")
+	})
+}
+
+func requireStored(t *testing.T, db state.CoreState, id string) {
+	t.Helper()
+
+	_, err := db.Get(t.Context(), transformPtr(id))
+	require.NoError(t, err, "decision %q is not in the database", id)
+}
+
+func requireNotStored(t *testing.T, db state.CoreState, id string) {
+	t.Helper()
+
+	_, err := db.Get(t.Context(), transformPtr(id))
+	require.True(t, state.IsNotFoundError(err), "decision %q is in the database: %v", id, err)
 }
 
 func TestWriteDelay(t *testing.T) {

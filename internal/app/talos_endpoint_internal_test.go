@@ -78,6 +78,8 @@ func TestTalosEndpointReachability(t *testing.T) {
 		return err
 	}
 
+	// The endpoint is a real gRPC server on a socket (no synctest bubble may hold one), whose connection
+	// state changes on gRPC's goroutines and tells no caller when: polls are the only waits.
 	testenv.Eventually(t, 10*time.Second, 50*time.Millisecond, "the endpoint answers", call)
 	require.NoError(t, endpoint.check())
 

@@ -49,19 +49,19 @@ func (v *watchedView) apply(events []state.Event) {
 	}
 }
 
-// readUntil applies the watcher's events until done holds.
+// readUntil applies the watcher's events until done holds, which only an event can change: it waits for
+// the next event, never polls, and fails if none comes for 30s.
 func (v *watchedView) readUntil(t *testing.T, ch <-chan []state.Event, done func() bool, msg string) {
 	t.Helper()
 
-	require.Eventually(t, func() bool {
+	for !done() {
 		select {
 		case events := <-ch:
 			v.apply(events)
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(30 * time.Second):
+			require.FailNow(t, "no event for 30s", msg)
 		}
-
-		return done()
-	}, 30*time.Second, time.Millisecond, msg)
+	}
 }
 
 // shortHistoryState is a resumed in-memory namespace whose history holds 8 events.
