@@ -105,7 +105,7 @@ func (o outcome) withInitialized(initialized bool) outcome {
 //
 // What was written, and when, is recorded by the passes that wrote something, and by the first that
 // succeeded: a resync that writes nothing leaves the record of the last write, so the status is not
-// rewritten.
+// rewritten. A status that would say nothing more than that is not created (saysSomething).
 func recordOutcome(status *specs.ApplyStatusSpec, version resource.Version, o outcome) error {
 	if o.initialized != nil {
 		status.Initialized = *o.initialized
@@ -137,6 +137,16 @@ func recordOutcome(status *specs.ApplyStatusSpec, version resource.Version, o ou
 	}
 
 	return nil
+}
+
+// saysSomething tells whether an ApplyStatus is worth keeping for its object when there is none yet: it
+// records writes, an error, failures in a row or an initialized Node. A pass that applied nothing and has
+// nothing to report (a decision that asks for nothing, a verdict the Node already agrees with, a request
+// still waiting for its decision) would otherwise create a resource per object and sink that only names
+// its object: at thousands of Nodes, hundreds of bytes each for what "no ApplyStatus" says as well.
+func saysSomething(status *specs.ApplyStatusSpec) bool {
+	return len(status.GetWrites()) > 0 || status.GetError() != "" || status.GetConsecutiveFailures() > 0 ||
+		status.GetInitialized()
 }
 
 func recordWrites(status *specs.ApplyStatusSpec, version resource.Version, writes []string) {

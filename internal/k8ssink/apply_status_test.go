@@ -149,3 +149,28 @@ func TestRetryAfter(t *testing.T) {
 		assert.Equal(t, want, retryAfter(failures), "after %d failures", failures)
 	}
 }
+
+func TestSaysSomething(t *testing.T) {
+	t.Parallel()
+
+	stamped := timestamppb.Now()
+
+	for _, tc := range []struct {
+		status *specs.ApplyStatusSpec
+		name   string
+		want   bool
+	}{
+		{name: "nothing", status: &specs.ApplyStatusSpec{Object: "Node/w1"}, want: false},
+		{name: "a first pass that wrote nothing", status: &specs.ApplyStatusSpec{Object: "Node/w1", AppliedVersion: "2", AppliedAt: stamped}, want: false},
+		{name: "writes", status: &specs.ApplyStatusSpec{AppliedVersion: "2", AppliedAt: stamped, Writes: []string{"shutdown taint added"}}, want: true},
+		{name: "an error", status: &specs.ApplyStatusSpec{Error: "Node not found"}, want: true},
+		{name: "failures", status: &specs.ApplyStatusSpec{ConsecutiveFailures: 1}, want: true},
+		{name: "an initialized Node", status: &specs.ApplyStatusSpec{AppliedVersion: "2", Initialized: true}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			assert.Equal(t, tc.want, saysSomething(tc.status))
+		})
+	}
+}

@@ -21,6 +21,8 @@
 // the kind of its ApplyStatuses, its other inputs and the function that applies one input and says how the
 // pass ended (applied, skipped, failed, ...); the outcome is recorded in the input's ApplyStatus the same
 // way for every sink, and a failed write is retried after a backoff that grows with the failures in a row.
+// An object gets an ApplyStatus once a pass has something to say about it (a write, an error, a failure, an
+// initialized Node): a pass that finds nothing to do creates none.
 // The passes run from a keyed queue of the sink's own (internal/keyed), which costs the same whether ten or
 // ten thousand objects wait for the apiserver.
 package k8ssink

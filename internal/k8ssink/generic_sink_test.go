@@ -125,6 +125,35 @@ func TestSinkRecordsAMissingObject(t *testing.T) {
 	assert.Empty(t, client.Actions())
 }
 
+// A pass that wrote nothing and has nothing to report leaves no ApplyStatus; one with something to report
+// (its Node missing from the cache) leaves one. With one pass at a time, in the order the inputs came, the
+// second input's ApplyStatus says that the first input's pass is over.
+func TestSinkLeavesNoStatusThatSaysNothing(t *testing.T) {
+	t.Parallel()
+
+	client := fake.NewClientset()
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewNodeLifecycleSinkController(client.CoreV1().Nodes(), nodeLister(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1"}}), record.NewFakeRecorder(10), 1))
+	s.Start()
+
+	for _, name := range []string{"w1", "gone"} {
+		lifecycle := node.NewNodeLifecycle(node.NamespaceName, name)
+		lifecycle.TypedSpec().Value = &specs.NodeLifecycleSpec{Reason: "the Node is Ready", NodeReady: true}
+		s.Create(lifecycle)
+	}
+
+	ctest.AssertResource(s, sink.ApplyStatusID(sink.KindLifecycle, "gone"), func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal("Node not found", as.TypedSpec().Value.GetError())
+	})
+
+	ctest.AssertResource(s, "w1", func(l *node.NodeLifecycle, a *assert.Assertions) {
+		a.True(l.Metadata().Finalizers().Has("k8ssink.NodeLifecycleSinkController"), "the pass ran")
+	})
+	ctest.AssertNoResource[*sink.ApplyStatus](s, sink.ApplyStatusID(sink.KindLifecycle, "w1"))
+	assert.Empty(t, client.Actions())
+}
+
 // A Node that stops agreeing with its verdict (someone taints a running machine's Node as shut down) runs
 // the lifecycle sink through its mirror, and the sink puts it right.
 func TestLifecycleSinkRepairsDrift(t *testing.T) {
@@ -150,10 +179,11 @@ func TestLifecycleSinkRepairsDrift(t *testing.T) {
 
 	statusID := sink.ApplyStatusID(sink.KindLifecycle, "w1")
 
-	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
-		a.NotEmpty(as.TypedSpec().Value.GetAppliedVersion())
-		a.Empty(as.TypedSpec().Value.GetWrites())
+	// The first pass finds nothing to do: it holds the verdict (its finalizer), and leaves no ApplyStatus.
+	ctest.AssertResource(s, "w1", func(l *node.NodeLifecycle, a *assert.Assertions) {
+		a.True(l.Metadata().Finalizers().Has("k8ssink.NodeLifecycleSinkController"))
 	})
+	ctest.AssertNoResource[*sink.ApplyStatus](s, statusID)
 
 	// Someone adds the shutdown taint: the Node, its cache and its mirror show it.
 	tainted := current.DeepCopy()

@@ -55,9 +55,10 @@ func lifecycleDrift(ctx context.Context, _ *zap.Logger, r controller.QRuntime, m
 // lifecycleWantsPass says whether a Node (its mirror) calls for a pass of the lifecycle sink: its verdict
 // deletes it (whether it may depends on the Node), the shutdown taint is there and the verdict says the
 // machine runs (or the other way round), or the last pass did not end cleanly (the Node was missing from
-// the cache, say) or there was none.
+// the cache, say). No ApplyStatus (last is nil) is a clean record: a pass that ends otherwise writes one
+// (saysSomething), and a verdict's creation runs the sink by itself.
 func lifecycleWantsPass(verdict *specs.NodeLifecycleSpec, mirror *specs.KubeNodeSpec, last *specs.ApplyStatusSpec) bool {
-	if last == nil || last.GetError() != "" || last.GetConsecutiveFailures() > 0 {
+	if last.GetError() != "" || last.GetConsecutiveFailures() > 0 {
 		return true
 	}
 

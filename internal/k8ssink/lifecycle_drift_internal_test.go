@@ -33,7 +33,10 @@ func TestLifecycleWantsPass(t *testing.T) {
 		{name: "running, tainted by someone", verdict: running, mirror: tainted, last: clean, want: true},
 		{name: "shut down, taint removed by someone", verdict: shutdown, mirror: plain, last: clean, want: true},
 		{name: "to delete", verdict: stale, mirror: plain, last: clean, want: true},
-		{name: "no pass yet", verdict: running, mirror: plain, want: true},
+		// A pass that has nothing to say leaves no ApplyStatus; the verdict's creation runs the first pass.
+		{name: "no ApplyStatus, no taint", verdict: running, mirror: plain, want: false},
+		{name: "no ApplyStatus, tainted by someone", verdict: running, mirror: tainted, want: true},
+		{name: "no ApplyStatus, to delete", verdict: stale, mirror: plain, want: true},
 		{name: "the Node was not in the cache", verdict: running, mirror: plain, last: &specs.ApplyStatusSpec{Error: "Node not found"}, want: true},
 		{name: "the last write failed", verdict: running, mirror: plain, last: &specs.ApplyStatusSpec{ConsecutiveFailures: 2}, want: true},
 		{name: "no mirror spec", verdict: running, last: clean, want: false},

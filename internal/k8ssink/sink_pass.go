@@ -118,6 +118,12 @@ func (c *SinkController[Input]) applyInput(ctx context.Context, logger *zap.Logg
 		return requeue
 	}
 
+	if current == nil && !saysSomething(status) {
+		// A pass that wrote nothing, failed at nothing and has no error to report leaves no ApplyStatus:
+		// one per object and sink would cost every Node a resource that says nothing ("never applied").
+		return requeue
+	}
+
 	if err = c.writeStatus(ctx, r, current, statusID, status); err != nil {
 		return err
 	}
