@@ -262,7 +262,7 @@ func externalIPs(platform string, addrs []*specs.MachineAddress, internal []neti
 			continue
 		}
 
-		if isPublic(ip, a.GetScope()) && !isVirtualLink(a.GetLinkName()) {
+		if IsPublic(ip, a.GetScope()) && !isVirtualLink(a.GetLinkName()) {
 			c.origin = globalAddressOrigin(a.GetLinkName())
 			public = append(public, c)
 		}
@@ -347,7 +347,11 @@ func unusableIP(ip netip.Addr) string {
 	}
 }
 
-func isPublic(ip netip.Addr, scope string) bool {
+// IsPublic reports whether an address of the given scope (Talos's scope name; empty is taken as global) is
+// public by the IP alone: global unicast, and neither private (RFC 1918, RFC 4193) nor shared (carrier-grade
+// NAT). It is how the ExternalIPs are found where no link name or marking says which addresses are public,
+// and how a host's facts adapter decides the exposure of an unmarked address when the host asks it to.
+func IsPublic(ip netip.Addr, scope string) bool {
 	if scope != "" && scope != scopeGlobal {
 		return false
 	}

@@ -459,7 +459,13 @@ type MachineStatusSpec struct {
 	// resource), once it was asked: see nodename_read.
 	Nodename string `protobuf:"bytes,7,opt,name=nodename,proto3" json:"nodename,omitempty"`
 	// Whether the machine at node_ip was asked for its Nodename: then an empty nodename means it has none.
-	NodenameRead  bool `protobuf:"varint,8,opt,name=nodename_read,json=nodenameRead,proto3" json:"nodename_read,omitempty"`
+	NodenameRead bool `protobuf:"varint,8,opt,name=nodename_read,json=nodenameRead,proto3" json:"nodename_read,omitempty"`
+	// Whether the host that feeds the machine's facts (pkg/ccm/factsv1) removed the machine from the
+	// cluster. The Talos source never sets it: a machine cannot say that it left its cluster.
+	Removed bool `protobuf:"varint,9,opt,name=removed,proto3" json:"removed,omitempty"`
+	// Whether the host asks that the Node of its removed machine be deleted, once NotReady for the
+	// stale-node grace: the host's opt-in, as deleteStaleNodes is the operator's.
+	DeleteRemoved bool `protobuf:"varint,10,opt,name=delete_removed,json=deleteRemoved,proto3" json:"delete_removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,6 +552,20 @@ func (x *MachineStatusSpec) GetNodename() string {
 func (x *MachineStatusSpec) GetNodenameRead() bool {
 	if x != nil {
 		return x.NodenameRead
+	}
+	return false
+}
+
+func (x *MachineStatusSpec) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+func (x *MachineStatusSpec) GetDeleteRemoved() bool {
+	if x != nil {
+		return x.DeleteRemoved
 	}
 	return false
 }
@@ -673,7 +693,7 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIP\x12\x1a\n" +
 	"\bwarnings\x18\x03 \x03(\tR\bwarnings\x12\x1a\n" +
 	"\bnodename\x18\x04 \x01(\tR\bnodename\x12+\n" +
-	"\x11excluded_prefixes\x18\x05 \x03(\tR\x10excludedPrefixes\"\x9c\x02\n" +
+	"\x11excluded_prefixes\x18\x05 \x03(\tR\x10excludedPrefixes\"\xdd\x02\n" +
 	"\x11MachineStatusSpec\x12\x14\n" +
 	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1c\n" +
 	"\treachable\x18\x02 \x01(\bR\treachable\x12\x1d\n" +
@@ -683,7 +703,10 @@ const file_specs_talos_proto_rawDesc = "" +
 	"\anode_ip\x18\x05 \x01(\tR\x06nodeIP\x127\n" +
 	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x1a\n" +
 	"\bnodename\x18\a \x01(\tR\bnodename\x12#\n" +
-	"\rnodename_read\x18\b \x01(\bR\fnodenameRead\"\xb0\x01\n" +
+	"\rnodename_read\x18\b \x01(\bR\fnodenameRead\x12\x18\n" +
+	"\aremoved\x18\t \x01(\bR\aremoved\x12%\n" +
+	"\x0edelete_removed\x18\n" +
+	" \x01(\bR\rdeleteRemoved\"\xb0\x01\n" +
 	"\x1bControllerManagerConfigSpec\x12\x1b\n" +
 	"\tpod_cidrs\x18\x01 \x03(\tR\bpodCIDRs\x12#\n" +
 	"\rservice_cidrs\x18\x02 \x03(\tR\fserviceCIDRs\x12\x17\n" +

@@ -143,6 +143,8 @@ func (m *MachineStatusSpec) CloneVT() *MachineStatusSpec {
 	r.LastSeen = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.LastSeen).CloneVT())
 	r.Nodename = m.Nodename
 	r.NodenameRead = m.NodenameRead
+	r.Removed = m.Removed
+	r.DeleteRemoved = m.DeleteRemoved
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -413,6 +415,12 @@ func (this *MachineStatusSpec) EqualVT(that *MachineStatusSpec) bool {
 		return false
 	}
 	if this.NodenameRead != that.NodenameRead {
+		return false
+	}
+	if this.Removed != that.Removed {
+		return false
+	}
+	if this.DeleteRemoved != that.DeleteRemoved {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

@@ -46,9 +46,10 @@ type LifecycleInput struct {
 // pure function: the clock is an input; the duration says when the verdict may change by time alone.
 //
 // It never concludes anything from the Talos API being unreachable: an outage must not delete Nodes. A
-// Node is deleted only on positive evidence (another machine answering at its address, or a preempted
-// GCP spot machine), only when the operator enabled it, and only after the grace period, which a time the
-// kubelet wrote can make longer but never shorter.
+// Node is deleted only on positive evidence (another machine answering at its address, a preempted GCP
+// spot machine, or the word of the host that feeds the facts that it removed the machine from the
+// cluster), only when the operator (the host, for its word) enabled it, and only after the grace period,
+// which a time the kubelet wrote can make longer but never shorter.
 func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Duration) {
 	out := &specs.NodeLifecycleSpec{
 		RecordedMachineUuid: in.Previous.GetRecordedMachineUuid(),
@@ -88,6 +89,8 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 	case out.Stage == stageShuttingDown:
 		out.Shutdown = true
 		out.Reason = "the Node is NotReady and its machine stopped answering after reporting that it was shutting down"
+	case in.Status.GetRemoved():
+		out.Reason = "the Node is NotReady and the host removed its machine from the cluster"
 	case !out.Reachable:
 		out.Reason = "the Node is NotReady and its machine does not answer (not evidence of anything: nothing is done)"
 	case addressMoved(in, out):
@@ -105,7 +108,7 @@ func BuildNodeLifecycle(in LifecycleInput) (*specs.NodeLifecycleSpec, time.Durat
 	}
 
 	if !enabled {
-		out.Reason += "; " + evidence + " (the Node would be deleted with the deletion flag on)"
+		out.Reason += "; " + evidence + " (the Node would be deleted with " + deletionSwitch(in) + " on)"
 
 		return out, 0
 	}
@@ -157,6 +160,12 @@ func notReadyTimes(in LifecycleInput) (observed, since *timestamppb.Timestamp) {
 // staleEvidence returns positive evidence that the Node's machine is gone, and whether the operator
 // enabled deletion for that kind of evidence.
 func staleEvidence(in LifecycleInput, out *specs.NodeLifecycleSpec) (string, bool) {
+	// The host's word comes from the host's own hold on the machine, not from the kubelet's address: no
+	// address of the kubelet's can make it or unmake it.
+	if in.Status.GetRemoved() {
+		return "the host removed the machine from the cluster", in.Status.GetDeleteRemoved()
+	}
+
 	if addressMoved(in, out) {
 		// The Node's machine may still answer where it did: only the platform's word below is evidence.
 		return spotEvidence(in)
@@ -172,6 +181,16 @@ func staleEvidence(in LifecycleInput, out *specs.NodeLifecycleSpec) (string, boo
 	}
 
 	return spotEvidence(in)
+}
+
+// deletionSwitch names what enables the deletion for the evidence staleEvidence found: the host's opt-in
+// for its own word, the operator's flags otherwise.
+func deletionSwitch(in LifecycleInput) string {
+	if in.Status.GetRemoved() {
+		return "the host's opt-in (factsv1.DeleteRemovedNodes)"
+	}
+
+	return "the deletion flag"
 }
 
 // spotEvidence says that the Node's machine, by its platform's facts (read only from the machine that said

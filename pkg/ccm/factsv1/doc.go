@@ -15,8 +15,30 @@
 // Outputs as its outputs; ns is the cluster's talos namespace in the host's state (the cluster's namespace
 // prefix followed by "talos"). Sync writes the facts of every valid machine under its Node name, destroys
 // those of machines no longer listed, and says which machines it refused: their facts stay as they were.
-// Machine.Validate says the same before a host stores a machine; PlatformMetadataSpec and
-// MachineAddressesSpec convert one machine for a host that writes the resources itself.
+// Machine.Validate says the same before a host stores a machine; PlatformMetadataSpec,
+// MachineAddressesSpec and MachineStatusSpec convert one machine for a host that writes the resources
+// itself. The host's options (ExposureFromIP, DeleteRemovedNodes) are given to Sync and the conversions
+// alike.
+//
+// # Lifecycle
+//
+// A host knows when a machine shuts down, when it no longer reaches it, and when it removes it from the
+// cluster: Machine.Stage, Connected and Removed say it, and node-lifecycle reads them as it reads a Talos
+// machine's own stage and whether it answers:
+//
+//   - StageShuttingDown: the Node gets the taint node.cloudprovider.kubernetes.io/shutdown while it is
+//     NotReady, whether the host still reaches the machine or not; another stage removes it.
+//   - Connected false: nothing is done. Losing the connection is no evidence of anything.
+//   - Removed: the Node is deleted once NotReady for the stale-node grace (nodeLifecycle.staleNodeGrace,
+//     5 minutes by default), only when the host passes DeleteRemovedNodes; never while it is Ready. Without
+//     the option, the NodeLifecycle only says that the Node would be deleted.
+//   - None of them: node-lifecycle has no facts about the machine and does nothing to its Node.
+//
+// Removed Nodes: a host that already deletes the Nodes of the machines it removes, as Omni's node audit
+// does, leaves DeleteRemovedNodes out; one that does not passes it. With both on, both delete the same
+// Nodes (talos-ccm's deletion is guarded by the Node's UID, and a Node already gone is no error): no harm,
+// but the work is done twice and the Events say two things. Either way, keep listing a removed machine
+// until its Node is gone: the lifecycle of a machine no longer listed goes with its other facts.
 //
 // # What talos-ccm can and cannot decide without link names
 //
@@ -30,8 +52,9 @@
 //     virtual link (KubeSpan, SideroLink, Cilium) cannot be told from a real one: mark it private.
 //   - ExternalIPs on every other platform (aws, gcp, azure, hcloud...): only the addresses marked public,
 //     or on a link named "external" (Talos's shape). Unmarked addresses without a link name are never
-//     chosen, unless a transformation rule turns publicIPDiscovery on, which takes the global non-private
-//     ones as on metal.
+//     chosen, unless the host passes ExposureFromIP, which marks them public or private by their IP (global
+//     unicast and neither private nor shared is public, as talos-ccm decides on metal), or a transformation
+//     rule turns publicIPDiscovery on, which takes the global non-private ones as on metal.
 //   - Marked private always wins: such an address is never an ExternalIP, whatever its link, the platform
 //     or publicIPDiscovery.
 //   - A marked public address is taken even when its IP is private (the host knows better), but never

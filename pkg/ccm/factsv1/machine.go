@@ -57,6 +57,58 @@ type Machine struct {
 	NodeIPs []string `json:"nodeIPs,omitempty" yaml:"nodeIPs,omitempty"`
 	// Addresses are every address of the machine, in any order.
 	Addresses []Address `json:"addresses,omitempty" yaml:"addresses,omitempty"`
+
+	// Stage, Connected and Removed are the machine's lifecycle, as the host knows it: node-lifecycle taints
+	// the Node of a machine shutting down, and (with DeleteRemovedNodes) deletes the Node of a removed one.
+	// A host that gives none of them gives no lifecycle: node-lifecycle then has no facts about the machine,
+	// and does nothing to its Node.
+
+	// Stage is the machine's stage, by Talos's names (StageRunning, StageShuttingDown...); empty when the
+	// host does not know it. A machine the host knows to be powered off is StageShuttingDown, the last stage
+	// Talos reports before it.
+	Stage Stage `json:"stage,omitempty" yaml:"stage,omitempty"`
+	// Connected says whether the host reaches the machine now (Omni's connection to it); nil when the host
+	// does not say, which is taken as reached. Give a machine not reached with the last stage the host knew:
+	// a machine that was shutting down is still shut down when it no longer answers, while the loss of the
+	// connection alone is never taken as evidence of anything.
+	Connected *bool `json:"connected,omitempty" yaml:"connected,omitempty"`
+	// Removed says that the host removed the machine from the cluster. Its Node is deleted once NotReady for
+	// the stale-node grace, only when the host passes DeleteRemovedNodes to Sync; keep listing the machine
+	// until its Node is gone, as the facts of a machine no longer listed are destroyed with its lifecycle.
+	Removed bool `json:"removed,omitempty" yaml:"removed,omitempty"`
+}
+
+// Stage is a machine's stage, by the names Talos gives its machine stages (machinery's
+// runtime.MachineStage), which Omni's machine stages follow.
+type Stage string
+
+// Stages.
+const (
+	// StageUnknown is a stage the host does not know.
+	StageUnknown Stage = ""
+	// StageBooting is a machine starting up.
+	StageBooting Stage = "booting"
+	// StageInstalling is a machine installing Talos.
+	StageInstalling Stage = "installing"
+	// StageMaintenance is a machine in maintenance mode, without its configuration.
+	StageMaintenance Stage = "maintenance"
+	// StageRunning is a machine up and running.
+	StageRunning Stage = "running"
+	// StageRebooting is a machine rebooting.
+	StageRebooting Stage = "rebooting"
+	// StageShuttingDown is a machine shutting down, or shut down (powered off): its Node gets the shutdown
+	// taint while NotReady.
+	StageShuttingDown Stage = "shutting down"
+	// StageResetting is a machine wiping itself.
+	StageResetting Stage = "resetting"
+	// StageUpgrading is a machine upgrading Talos.
+	StageUpgrading Stage = "upgrading"
+)
+
+// stages are the stages a host may give, besides StageUnknown.
+var stages = []Stage{
+	StageBooting, StageInstalling, StageMaintenance, StageRunning, StageRebooting, StageShuttingDown,
+	StageResetting, StageUpgrading,
 }
 
 // Machine types, as Talos names them.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 )
 
 // Address families and scopes by Talos's names (nethelpers.Family and nethelpers.Scope), which talos-ccm's
@@ -22,10 +23,11 @@ const (
 // MachineAddressesSpec converts m's addresses into talos-ccm's MachineAddresses spec, in Talos's shape:
 // every address with its prefix length (a bare IP gets /32 or /128), family and scope, the node IPs added
 // where Addresses lacks them, sorted by link and address as Talos's facts are, so that the order in which a
-// host lists addresses changes nothing. node_ip is the first node IP, and nodename names the Node. The
+// host lists addresses changes nothing. node_ip is the first node IP, and nodename names the Node. With
+// ExposureFromIP, an address without link name and exposure gets the exposure its IP says (see ExposureFromIP). The
 // error lists the addresses and node IPs that do not parse (Validate says it too).
-func (m Machine) MachineAddressesSpec() (*specs.MachineAddressesSpec, error) {
-	addresses, errs := m.addresses()
+func (m Machine) MachineAddressesSpec(opts ...Option) (*specs.MachineAddressesSpec, error) {
+	addresses, errs := m.addresses(newOptions(opts))
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("failed to convert the addresses of %q: %w", m.NodeName, errs)
 	}
@@ -40,7 +42,7 @@ func (m Machine) MachineAddressesSpec() (*specs.MachineAddressesSpec, error) {
 }
 
 // addresses is the sorted address list of m, and what in it cannot be taken.
-func (m Machine) addresses() ([]*specs.MachineAddress, problems) {
+func (m Machine) addresses(o options) ([]*specs.MachineAddress, problems) {
 	var (
 		out      []*specs.MachineAddress
 		errs     problems
@@ -79,7 +81,7 @@ func (m Machine) addresses() ([]*specs.MachineAddress, problems) {
 
 		exposure[prefix.Addr()] = a.Exposure
 
-		out = append(out, machineAddress(prefix, a.Link, a.Exposure))
+		out = append(out, machineAddress(prefix, a.Link, a.Exposure, o))
 	}
 
 	ips, ipErrs := m.nodeIPs()
@@ -87,7 +89,7 @@ func (m Machine) addresses() ([]*specs.MachineAddress, problems) {
 
 	for _, ip := range ips {
 		if _, listed := exposure[ip]; !listed {
-			out = append(out, machineAddress(netip.PrefixFrom(ip, ip.BitLen()), "", ExposureUnknown))
+			out = append(out, machineAddress(netip.PrefixFrom(ip, ip.BitLen()), "", ExposureUnknown, o))
 		}
 	}
 
@@ -171,8 +173,9 @@ func parsePrefix(s string) (netip.Prefix, error) {
 }
 
 // machineAddress is one address in Talos's shape. The scope is what the IP itself says: the host knows no
-// more of it.
-func machineAddress(prefix netip.Prefix, link string, exposure Exposure) *specs.MachineAddress {
+// more of it. With ExposureFromIP, so is the exposure of an address that has neither link name nor
+// exposure.
+func machineAddress(prefix netip.Prefix, link string, exposure Exposure, o options) *specs.MachineAddress {
 	family := familyInet4
 	if prefix.Addr().Is6() {
 		family = familyInet6
@@ -187,6 +190,10 @@ func machineAddress(prefix netip.Prefix, link string, exposure Exposure) *specs.
 		scope = scopeLink
 	}
 
+	if o.exposureFromIP && link == "" && exposure == ExposureUnknown {
+		exposure = exposureOf(prefix.Addr())
+	}
+
 	return &specs.MachineAddress{
 		Address:  prefix.String(),
 		LinkName: link,
@@ -194,4 +201,15 @@ func machineAddress(prefix netip.Prefix, link string, exposure Exposure) *specs.
 		Family:   family,
 		Exposure: string(exposure),
 	}
+}
+
+// exposureOf is the exposure that ExposureFromIP gives an address without link name and exposure: public
+// when ip is global unicast and neither private nor shared (carrier-grade NAT), private otherwise, as
+// talos-ccm tells public addresses on metal from Talos's own facts.
+func exposureOf(ip netip.Addr) Exposure {
+	if nodeaddress.IsPublic(ip.Unmap(), "") {
+		return ExposurePublic
+	}
+
+	return ExposurePrivate
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1"
 )
 
-// notFactFields are the Machine fields that give no fact of the facts table, by JSON name: the Node's name
-// and the addresses, which are checked and converted on their own.
-var notFactFields = []string{"nodeName", "nodeIPs", "addresses"}
+// notFactFields are the Machine fields that give no fact of the facts table, by JSON name: the Node's name,
+// the addresses and the lifecycle, which are checked and converted on their own.
+var notFactFields = []string{"nodeName", "nodeIPs", "addresses", "stage", "connected", "removed"}
 
 // machineField returns the Machine field of JSON name name, or false.
 func machineField(name string) (reflect.StructField, bool) {

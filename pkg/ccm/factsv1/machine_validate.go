@@ -48,8 +48,8 @@ func (p problems) orNil() error {
 }
 
 // Validate says what in m talos-ccm cannot take, or returns nil: a Node name that is not a Kubernetes Node
-// name, an unknown machine type, an address or node IP that does not parse, an unknown exposure, an address listed with two
-// exposures, and values beyond talos-ccm's bounds (1024 bytes a field, 256 tags, 512 addresses). Every
+// name, an unknown machine type or stage, an address or node IP that does not parse, an unknown exposure, an address listed
+// with two exposures, and values beyond talos-ccm's bounds (1024 bytes a field, 256 tags, 512 addresses). Every
 // problem is in the error, which errors.As and errors.Is see through.
 func (m Machine) Validate() error {
 	var errs problems
@@ -64,7 +64,11 @@ func (m Machine) Validate() error {
 		errs = append(errs, mf.check(reflect.ValueOf(m).Field(mf.index))...)
 	}
 
-	addresses, addressErrs := m.addresses()
+	if !m.Stage.known() {
+		errs = append(errs, notAmong("stage", m.Stage, stages))
+	}
+
+	addresses, addressErrs := m.addresses(options{})
 	errs = append(errs, addressErrs...)
 
 	if len(addresses) > maxAddresses {
@@ -85,18 +89,23 @@ func (mf machineFact) check(v reflect.Value) problems {
 				return problems{err}
 			}
 		case s != "" && !slices.Contains(mf.fact.Values, s):
-			quoted := make([]string, 0, len(mf.fact.Values))
-			for _, value := range mf.fact.Values {
-				quoted = append(quoted, strconv.Quote(value))
-			}
-
-			return problems{fmt.Errorf("%s %s: not %s or empty", mf.name, quote(s), strings.Join(quoted, ", "))}
+			return problems{notAmong(mf.name, s, mf.fact.Values)}
 		}
 	case reflect.Map:
 		return checkTags(mf.name, v.Interface().(map[string]string))
 	}
 
 	return nil
+}
+
+// notAmong says that the value of name is none of values, which an empty value is not either.
+func notAmong[T ~string](name string, value T, values []T) error {
+	quoted := make([]string, 0, len(values))
+	for _, v := range values {
+		quoted = append(quoted, strconv.Quote(string(v)))
+	}
+
+	return fmt.Errorf("%s %s: not %s or empty", name, quote(string(value)), strings.Join(quoted, ", "))
 }
 
 // checkTags says what talos-ccm cannot take of the tags, by key: the error reads the same every time.

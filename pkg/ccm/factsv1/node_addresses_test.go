@@ -21,8 +21,8 @@ func TestExposuresMatchNodeAddress(t *testing.T) {
 }
 
 // TestWhatIsDecidedWithoutLinkNames states what talos-ccm can and cannot decide from a host's facts: the
-// Node addresses chosen from a machine with node IP 10.0.0.5 and one more address, by platform, link name
-// and exposure. The package documentation lists the conclusions.
+// Node addresses chosen from a machine with node IP 10.0.0.5 and one more address, by platform, link name,
+// exposure and the host's ExposureFromIP. The package documentation and the README list the conclusions.
 func TestWhatIsDecidedWithoutLinkNames(t *testing.T) {
 	t.Parallel()
 
@@ -36,6 +36,8 @@ func TestWhatIsDecidedWithoutLinkNames(t *testing.T) {
 		platform  string
 		address   factsv1.Address
 		discovery string
+		// fromIP is the host's ExposureFromIP.
+		fromIP bool
 		// provided are the kubelet's provided node IPs; the InternalIP is nodeIP whatever they are.
 		provided []string
 		external string
@@ -73,6 +75,18 @@ func TestWhatIsDecidedWithoutLinkNames(t *testing.T) {
 		{name: "aws, no link name, publicIPDiscovery", platform: "aws", address: factsv1.Address{Address: public}, discovery: "rule discover", external: public},
 		{name: "aws, marked private, publicIPDiscovery", platform: "aws", address: factsv1.Address{Address: public, Exposure: factsv1.ExposurePrivate}, discovery: "rule discover"},
 
+		// ExposureFromIP: an address without link name and exposure is public by its IP, on every platform.
+		{name: "aws, no link name, exposure from the IP", platform: "aws", address: factsv1.Address{Address: public}, fromIP: true, external: public},
+		{name: "gcp, no link name, exposure from the IP", platform: "gcp", address: factsv1.Address{Address: public}, fromIP: true, external: public},
+		{name: "azure, no link name, exposure from the IP", platform: "azure", address: factsv1.Address{Address: public}, fromIP: true, external: public},
+		{name: "hcloud, IPv6 without link name, exposure from the IP", platform: "hcloud", address: factsv1.Address{Address: "2001:db8::7"}, fromIP: true, external: "2001:db8::7"},
+		{name: "metal, no link name, exposure from the IP", platform: "metal", address: factsv1.Address{Address: public}, fromIP: true, external: public},
+		{name: "aws, a private IP, exposure from the IP", platform: "aws", address: factsv1.Address{Address: "172.16.0.7"}, fromIP: true},
+		{name: "aws, a CGNAT IP, exposure from the IP", platform: "aws", address: factsv1.Address{Address: "100.64.1.4"}, fromIP: true},
+		{name: "aws, an ordinary link, exposure from the IP: the link decides", platform: "aws", address: factsv1.Address{Address: public, Link: "eth0"}, fromIP: true},
+		{name: "aws, marked private, exposure from the IP", platform: "aws", address: factsv1.Address{Address: public, Exposure: factsv1.ExposurePrivate}, fromIP: true},
+		{name: "aws, marked public, a private IP, exposure from the IP", platform: "aws", address: factsv1.Address{Address: "172.16.0.7", Exposure: factsv1.ExposurePublic}, fromIP: true, external: "172.16.0.7"},
+
 		// The InternalIP is never an ExternalIP, and the kubelet's claims must be the machine's.
 		{name: "aws, the node IP marked public", platform: "aws", address: factsv1.Address{Address: nodeIP, Exposure: factsv1.ExposurePublic}},
 		{name: "the kubelet's claim of another IP is left out", platform: "aws", address: factsv1.Address{Address: public}, provided: []string{"10.9.9.9"}},
@@ -84,7 +98,12 @@ func TestWhatIsDecidedWithoutLinkNames(t *testing.T) {
 			m := factsv1.Machine{NodeName: "w1", Platform: tc.platform, NodeIPs: []string{nodeIP}, Addresses: []factsv1.Address{tc.address}}
 			require.NoError(t, m.Validate())
 
-			ma, err := m.MachineAddressesSpec()
+			var opts []factsv1.Option
+			if tc.fromIP {
+				opts = append(opts, factsv1.ExposureFromIP())
+			}
+
+			ma, err := m.MachineAddressesSpec(opts...)
 			require.NoError(t, err)
 
 			// As NodeTransform does, an empty platform is taken as metal.

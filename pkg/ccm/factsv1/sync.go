@@ -32,19 +32,23 @@ func (e *InvalidMachineError) Error() string {
 // Unwrap returns what is wrong with the machine.
 func (e *InvalidMachineError) Unwrap() error { return e.Err }
 
-// Outputs are the outputs a host's controller that calls Sync declares: the facts, which it alone writes.
+// Outputs are the outputs a host's controller that calls Sync declares: the facts (the machines' platform
+// metadata, addresses and lifecycle), which it alone writes.
 // While a cluster's talos-ccm pipeline reads its facts from a host, its Talos source is off, and no
 // controller of the pipeline writes them.
 func Outputs() []controller.Output {
 	return []controller.Output{
 		{Type: talos.PlatformMetadataType, Kind: controller.OutputExclusive},
 		{Type: talos.MachineAddressesType, Kind: controller.OutputExclusive},
+		{Type: talos.MachineStatusType, Kind: controller.OutputExclusive},
 	}
 }
 
-// Sync makes the facts in the namespace ns those of machines: it writes the PlatformMetadata and the
-// MachineAddresses of every valid machine (their IDs are the Node names; an unchanged fact is not written
-// again), and destroys the facts of the Node names no longer listed. ns is the namespace of the facts in the
+// Sync makes the facts in the namespace ns those of machines: it writes the PlatformMetadata, the
+// MachineAddresses and, for a machine that gives its lifecycle, the MachineStatus of every valid machine
+// (their IDs are the Node names; an unchanged fact is not written again), and destroys the facts of the
+// Node names no longer listed, and the MachineStatus of a machine that no longer gives its lifecycle. opts
+// are the host's choices (ExposureFromIP, DeleteRemovedNodes); give the same on every call. ns is the namespace of the facts in the
 // host's state: the cluster's prefixed talos namespace (the cluster's namespace prefix followed by
 // "talos", as pkg/ccm's HostNamespace(prefix, TalosNamespace) returns it).
 //
@@ -53,13 +57,17 @@ func Outputs() []controller.Output {
 // of the state is returned at once, wrapped; calling Sync again resumes.
 //
 // rw is the controller.Runtime of the host's controller (or any writer with Outputs as its outputs).
-func Sync(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespace, machines []Machine) error {
+func Sync(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespace, machines []Machine, opts ...Option) error {
 	listed := make(map[string]int, len(machines))
 	for _, m := range machines {
 		listed[m.NodeName]++
 	}
 
-	var invalid []error
+	var (
+		invalid []error
+		// quiet are the valid machines that give no lifecycle: a MachineStatus they had goes.
+		quiet = map[string]bool{}
+	)
 
 	for i, m := range machines {
 		if n := listed[m.NodeName]; n > 1 {
@@ -74,24 +82,27 @@ func Sync(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespace
 			continue
 		}
 
-		if err := write(ctx, rw, ns, m); err != nil {
+		wroteStatus, err := write(ctx, rw, ns, m, opts)
+		if err != nil {
 			return err
 		}
+
+		quiet[m.NodeName] = !wroteStatus
 	}
 
 	// The facts of an invalid machine stay: its Node name is listed, as the host still knows the machine.
-	if err := destroyUnlisted(ctx, rw, ns, listed); err != nil {
+	if err := destroyUnlisted(ctx, rw, ns, listed, quiet); err != nil {
 		return err
 	}
 
 	return errors.Join(invalid...)
 }
 
-// write writes the facts of a valid machine.
-func write(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespace, m Machine) error {
-	addresses, err := m.MachineAddressesSpec()
+// write writes the facts of a valid machine, and says whether it gave a lifecycle to write.
+func write(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespace, m Machine, opts []Option) (bool, error) {
+	addresses, err := m.MachineAddressesSpec(opts...)
 	if err != nil {
-		return err
+		return false, err
 	}
 
 	if err = safe.WriterModify(ctx, rw, talos.NewPlatformMetadata(ns, m.NodeName), func(res *talos.PlatformMetadata) error {
@@ -99,7 +110,7 @@ func write(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespac
 
 		return nil
 	}); err != nil {
-		return fmt.Errorf("failed to write platform metadata of %q: %w", m.NodeName, err)
+		return false, fmt.Errorf("failed to write platform metadata of %q: %w", m.NodeName, err)
 	}
 
 	if err = safe.WriterModify(ctx, rw, talos.NewMachineAddresses(ns, m.NodeName), func(res *talos.MachineAddresses) error {
@@ -107,25 +118,42 @@ func write(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespac
 
 		return nil
 	}); err != nil {
-		return fmt.Errorf("failed to write addresses of %q: %w", m.NodeName, err)
+		return false, fmt.Errorf("failed to write addresses of %q: %w", m.NodeName, err)
 	}
 
-	return nil
+	status := m.MachineStatusSpec(opts...)
+	if status == nil {
+		return false, nil
+	}
+
+	if err = safe.WriterModify(ctx, rw, talos.NewMachineStatus(ns, m.NodeName), func(res *talos.MachineStatus) error {
+		res.TypedSpec().Value = status
+
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("failed to write machine status of %q: %w", m.NodeName, err)
+	}
+
+	return true, nil
 }
 
-// destroyUnlisted destroys the facts in ns whose Node name is not listed.
-func destroyUnlisted(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespace, listed map[string]int) error {
+// destroyUnlisted destroys the facts in ns whose Node name is not listed, and the MachineStatus of the quiet
+// machines.
+func destroyUnlisted(ctx context.Context, rw controller.ReaderWriter, ns resource.Namespace, listed map[string]int, quiet map[string]bool) error {
 	for _, kind := range []resource.Kind{
 		talos.NewPlatformMetadata(ns, "").Metadata(),
 		talos.NewMachineAddresses(ns, "").Metadata(),
+		talos.NewMachineStatus(ns, "").Metadata(),
 	} {
+		statuses := kind.Type() == talos.MachineStatusType
+
 		list, err := rw.List(ctx, kind)
 		if err != nil {
 			return fmt.Errorf("failed to list %s: %w", kind.Type(), err)
 		}
 
 		for _, res := range list.Items {
-			if listed[res.Metadata().ID()] > 0 {
+			if id := res.Metadata().ID(); listed[id] > 0 && !(statuses && quiet[id]) {
 				continue
 			}
 

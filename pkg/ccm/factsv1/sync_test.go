@@ -26,6 +26,8 @@ const hostNamespace resource.Namespace = "cluster-a:talos"
 type hostFactsController struct {
 	machines chan []factsv1.Machine
 	results  chan error
+	// opts are the host's options, given to every Sync.
+	opts []factsv1.Option
 }
 
 func (ctrl *hostFactsController) Name() string { return "factsv1test.HostFactsController" }
@@ -44,7 +46,7 @@ func (ctrl *hostFactsController) Run(ctx context.Context, r controller.Runtime, 
 		case machines = <-ctrl.machines:
 		}
 
-		err := factsv1.Sync(ctx, r, hostNamespace, machines)
+		err := factsv1.Sync(ctx, r, hostNamespace, machines, ctrl.opts...)
 
 		select {
 		case <-ctx.Done():
