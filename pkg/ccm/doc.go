@@ -45,4 +45,51 @@
 // The host writes these facts from a controller of its own runtime: from the pipeline's point of view, the
 // host is a source, as the Kubernetes API is. No controller of the pipeline outputs those types while the
 // Talos source is off, so the writes never conflict with one.
+//
+// # Compatibility
+//
+// talos-ccm is at v0: this is what a host that embeds it may count on, and what a release may change. It
+// covers the embedding API: the exported names of this package and of packages clusters and factsv1, with
+// their signatures, fields and documented meaning; the resource types and namespaces they name; the specs
+// of those resources (api/proto/specs); factsv1's YAML and JSON schema; and the names stored as finalizers
+// and owners. Nothing else is promised here: internal packages, log lines, error texts (test an error with
+// errors.Is or errors.As, on the types exported here), metric names, or the flags of the talos-ccm command.
+//
+//   - A patch release (v0.X.Y to v0.X.Y+1) does not change the embedding API.
+//   - A minor release (v0.X to v0.X+1) removes or changes incompatibly only what an earlier minor release
+//     marked "Deprecated:" in its doc comment, naming what replaces it: a deprecated name works for at
+//     least one whole minor series.
+//   - A minor release may add: functions, methods, types, constants, fields of option structs (their zero
+//     value keeps the behaviour they had before: write struct literals with field names), and optional
+//     parameters at the end of a signature (variadic options: a call still compiles, a function value of
+//     the old type does not, which the change log says). A default in DefaultOptions may change in a minor
+//     release, said in the change log and the README.
+//   - Resource types and namespaces (ClusterType, PlatformMetadataType, TalosNamespace...) and controller
+//     names (clusters.ControllerName) are stored in the host's state, in owners and in finalizers, and
+//     never change. A spec is a protobuf message: fields are added with new numbers; a field keeps its
+//     number, type, JSON name and meaning, and a removed field's number and name are reserved. A
+//     resource whose spec must change in another way becomes a new type, next to the old one for at least
+//     one minor release.
+//   - factsv1 keeps its shape, its YAML and JSON names and their meaning for as long as it exists; a new
+//     optional field may be added, and leaving it out keeps the behaviour it had before. A version of the
+//     facts that cannot say the same is a new package (factsv2) next to factsv1, which stays for at least
+//     one minor release after it.
+//   - The types of the modules the API is made of (COSI's state.State and controller.Runtime, client-go's
+//     rest.Config, zap's Logger) follow those modules: a minor release may move to a newer version of
+//     them, said in the change log.
+//
+// Every change of the embedding API has an entry in API_CHANGES.md (next to this file), newest first: what
+// changed, whether it is compatible, and what replaces what is deprecated. TestExportedAPI keeps it so: it
+// renders the exported declarations of the three packages into testdata/api.txt and fails when they
+// differ, and when the newest entry of API_CHANGES.md does not name the rendering's hash. After an intended
+// change, run
+//
+//	go test ./pkg/ccm -run TestExportedAPI -update
+//
+// and write the entry with the line the test then asks for ("API sha256: ..."). The test sees the
+// declarations, not what the resources' specs or the documented behaviour say: a change of those needs its
+// entry too.
+//
+// The examples (Example functions of this package, clusters and factsv1) run with go test: they use an
+// in-memory state and an apiserver address that nothing answers, so they run everywhere.
 package ccm

@@ -1,0 +1,106 @@
+package ccm_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/talos-ccm/talos-ccm/pkg/ccm"
+)
+
+// exampleAPIServer is an apiserver address nothing listens on: the examples run everywhere, and show what
+// happens before the cluster's apiserver answers.
+const exampleAPIServer = "https://127.0.0.1:1"
+
+// A program that runs one cluster builds its pipeline with New: nothing reaches Kubernetes before Run.
+func ExampleNew() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	opts := ccm.DefaultOptions()
+	opts.RestConfig = &rest.Config{Host: exampleAPIServer, BearerToken: "token"}
+	opts.Controllers = []string{"*", "-node-lifecycle"}
+
+	// A nil state is an in-memory one of the pipeline's own; a program that keeps the decisions across
+	// restarts gives its own.
+	pipeline, err := ccm.New(ctx, nil, opts)
+	if err != nil {
+		fmt.Println(err)
+
+		return
+	}
+	defer pipeline.Close()
+
+	fmt.Println(pipeline.Controllers())
+	// Output: [cloud-node csr-approval]
+}
+
+// A host whose credentials rotate gives a client provider instead of a fixed configuration, and signals
+// a rotation with RefreshCredentials: the pipeline asks the provider again and switches every connection to
+// the new credentials at once (it does so on its own when the apiserver answers 401 Unauthorized).
+func ExampleCCM_RefreshCredentials() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// The host's current credentials of the cluster.
+	var (
+		mu    sync.Mutex
+		token = "token-1"
+	)
+
+	changed := make(chan struct{}, 1)
+
+	pipeline, err := ccm.New(ctx, nil, ccm.Options{
+		ClientConfig: func(context.Context) (*rest.Config, error) {
+			mu.Lock()
+			defer mu.Unlock()
+
+			return &rest.Config{Host: exampleAPIServer, BearerToken: token}, nil
+		},
+		// Called after every switch to new credentials, and every failure to get or use them.
+		CredentialsChanged: func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+
+		return
+	}
+	defer pipeline.Close()
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+
+	go func() { done <- pipeline.Run(runCtx) }()
+
+	// The host rotated the credentials: it tells the pipeline.
+	mu.Lock()
+	token = "token-2"
+	mu.Unlock()
+
+	pipeline.RefreshCredentials()
+
+	for pipeline.Credentials().Rotations == 0 {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			fmt.Println("no rotation")
+		}
+	}
+
+	fmt.Println("rotations:", pipeline.Credentials().Rotations)
+
+	stop()
+
+	if err = <-done; err != nil {
+		fmt.Println(err)
+	}
+	// Output: rotations: 1
+}
