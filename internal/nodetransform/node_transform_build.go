@@ -42,7 +42,18 @@ type Input struct {
 // Build computes the desired state of one Node from its facts and the transformation rules of the Config.
 // It is a pure function: the clock is an input. The duration is when the result should be computed again
 // because it depends on time (the providerID wait); zero means only a change of the inputs matters.
+//
+// The strings the result repeats from Node to Node are shared with the other results (see sharedStrings):
+// what every Node holds for as long as it exists is its NodeTransform.
 func Build(in Input) (*specs.NodeTransformSpec, time.Duration) {
+	out, requeue := build(in)
+
+	sharedStrings.shareStrings(out)
+
+	return out, requeue
+}
+
+func build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 	out := &specs.NodeTransformSpec{
 		Labels:  map[string]string{},
 		Origins: map[string]string{},

@@ -1,0 +1,103 @@
+package nodetransform
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+)
+
+// sameBytes tells whether two strings are one copy.
+func sameBytes(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+// awsInput is a bound Input of the Node name on an AWS machine at ip, every fact read from the machine
+// anew (as each machine's session reads its own).
+func awsInput(name, ip string) Input {
+	return Input{
+		NodeName: name,
+		Node:     &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Uninitialized: true, Created: timestamppb.Now()},
+		Platform: &specs.PlatformMetadataSpec{
+			HasPlatformMetadata: true, Platform: strings.Clone("aws"), Region: strings.Clone("eu-west-1"), Zone: strings.Clone("eu-west-1b"),
+			InstanceType: strings.Clone("m5.large"), ProviderId: "aws:///eu-west-1b/i-" + name, Hostname: name, Uuid: "uuid-" + name,
+			Nodename: name, NodeIp: ip,
+		},
+		Addresses: &specs.MachineAddressesSpec{
+			Addresses: []*specs.MachineAddress{{LinkName: "ens5", Address: ip + "/20", Scope: "global"}},
+			Nodename:  name, NodeIp: ip,
+		},
+		Config: &specs.ConfigSpec{ClusterName: "bench", Source: "defaults"},
+	}
+}
+
+// Two Nodes on like machines carry one copy of the strings their NodeTransforms repeat (labels, origins,
+// platform), and each its own addresses' origin keys.
+func TestBuildSharesRepeatedStrings(t *testing.T) {
+	t.Parallel()
+
+	a, _ := Build(awsInput("w1", "10.0.0.1"))
+	b, _ := Build(awsInput("w2", "10.0.0.2"))
+
+	require.True(t, a.GetInitialize(), a.GetPending())
+	require.True(t, b.GetInitialize(), b.GetPending())
+
+	assert.True(t, sameBytes(a.GetPlatform(), b.GetPlatform()), "platform")
+
+	for _, key := range []string{kubekeys.LabelZone, kubekeys.LabelInstanceType, kubekeys.LabelPlatform} {
+		assert.Equal(t, a.GetLabels()[key], b.GetLabels()[key], key)
+		assert.True(t, sameBytes(a.GetLabels()[key], b.GetLabels()[key]), "value of label %s", key)
+	}
+
+	keyOf := func(spec *specs.NodeTransformSpec, want string) string {
+		for k := range spec.GetOrigins() {
+			if k == want {
+				return k
+			}
+		}
+
+		t.Fatalf("no origin %s in %v", want, spec.GetOrigins())
+
+		return ""
+	}
+
+	for _, key := range []string{node.OriginKey(node.OriginKindLabel, kubekeys.LabelZone), node.OriginKey(node.OriginKindLabel, kubekeys.LabelClusterName)} {
+		assert.True(t, sameBytes(keyOf(a, key), keyOf(b, key)), "origin key %s", key)
+		assert.True(t, sameBytes(a.GetOrigins()[key], b.GetOrigins()[key]), "origin of %s", key)
+	}
+
+	assert.Contains(t, a.GetOrigins(), node.OriginAddressKey("InternalIP", "10.0.0.1"))
+	assert.Contains(t, b.GetOrigins(), node.OriginAddressKey("InternalIP", "10.0.0.2"))
+}
+
+func TestStringTableLimits(t *testing.T) {
+	t.Parallel()
+
+	table := &stringTable{strings: map[string]string{}}
+
+	first := table.share(strings.Clone("topology.kubernetes.io/zone"))
+	assert.True(t, sameBytes(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "a string held is handed out")
+
+	long := strings.Repeat("x", maxSharedLen+1)
+	assert.True(t, sameBytes(long, table.share(long)), "a long string is not taken")
+	assert.Empty(t, table.share(""))
+
+	for i := len(table.strings); i < maxShared; i++ {
+		table.share(fmt.Sprintf("value-%d", i))
+	}
+
+	require.Len(t, table.strings, maxShared)
+
+	late := strings.Clone("late")
+	assert.True(t, sameBytes(late, table.share(late)), "a full table takes no more")
+	assert.Len(t, table.strings, maxShared)
+	assert.True(t, sameBytes(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "what it holds is still handed out")
+}
