@@ -48,7 +48,7 @@ func TestExportedAPI(t *testing.T) {
 	}
 
 	if *updateAPI {
-		if err = os.WriteFile(apiGolden, api, 0o644); err != nil { //nolint:gosec // A file of the repository.
+		if err = os.WriteFile(apiGolden, api, 0o644); err != nil {
 			t.Fatalf("failed to write %s: %v", apiGolden, err)
 		}
 	}

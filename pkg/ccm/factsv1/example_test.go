@@ -109,7 +109,10 @@ func ExampleSync() {
 
 	defer func() {
 		stop()
-		<-done
+
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Println("host runtime:", err)
+		}
 	}()
 
 	var invalid *factsv1.InvalidMachineError
