@@ -80,6 +80,28 @@ func TestExportedAPI(t *testing.T) {
 	}
 }
 
+// TestExamplesNeedNoInternalPackage: the examples are what a host in another module can write: they import
+// no internal package of the module.
+func TestExamplesNeedNoInternalPackage(t *testing.T) {
+	t.Parallel()
+
+	public := []string{"pkg/ccm", "pkg/ccm/clusters", "pkg/ccm/factsv1", "api/proto/specs"}
+
+	for _, dir := range apiPackages {
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, "example_test.go"), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatalf("failed to parse the examples of %s: %v", dir, err)
+		}
+
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value) //nolint:errcheck // The parser checked it.
+			if rel, ok := strings.CutPrefix(p, modulePath+"/"); ok && !slices.Contains(public, rel) {
+				t.Errorf("the examples of %s import %s: a host outside the module cannot", dir, p)
+			}
+		}
+	}
+}
+
 // apiHash names a rendering of the API: the first 12 hex digits of its SHA-256.
 func apiHash(api []byte) string {
 	sum := sha256.Sum256(api)
@@ -575,6 +597,17 @@ func (r *constResolver) lookup(pkg, name string) (constDecl, bool) {
 	return c, ok
 }
 
+// importName is the name a file refers to an import by.
+func importName(imp *ast.ImportSpec) string {
+	if imp.Name != nil {
+		return imp.Name.Name
+	}
+
+	p, _ := strconv.Unquote(imp.Path.Value) //nolint:errcheck // The parser checked it.
+
+	return path.Base(p)
+}
+
 // importedModulePackage returns the import path below the module of the package f imports as name, if it
 // is one of the module's.
 func importedModulePackage(f *ast.File, name string) (string, bool) {
@@ -584,12 +617,7 @@ func importedModulePackage(f *ast.File, name string) (string, bool) {
 			continue
 		}
 
-		local := path.Base(p)
-		if imp.Name != nil {
-			local = imp.Name.Name
-		}
-
-		if local != name {
+		if importName(imp) != name {
 			continue
 		}
 

@@ -92,6 +92,8 @@ func ExampleCCM_RefreshCredentials() {
 		case <-changed:
 		case <-ctx.Done():
 			fmt.Println("no rotation")
+
+			return
 		}
 	}
 
@@ -103,4 +105,57 @@ func ExampleCCM_RefreshCredentials() {
 		fmt.Println(err)
 	}
 	// Output: rotations: 1
+}
+
+// A program reads what the pipeline met at the apiserver: whether it refuses the credentials, or cannot be
+// reached, and since when. Options.CredentialsChanged says when either begins or ends.
+func ExampleCCM_APIServer() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	changed := make(chan struct{}, 1)
+
+	pipeline, err := ccm.New(ctx, nil, ccm.Options{
+		RestConfig: &rest.Config{Host: exampleAPIServer, BearerToken: "token"},
+		CredentialsChanged: func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+
+		return
+	}
+	defer pipeline.Close()
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+
+	go func() { done <- pipeline.Run(runCtx) }()
+
+	for pipeline.APIServer().UnreachableSince.IsZero() {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			fmt.Println("the apiserver was reached")
+
+			return
+		}
+	}
+
+	// Unreachable is the last failure, as the connection says it (here, connection refused).
+	fmt.Println("unreachable:", pipeline.APIServer().Unreachable != "")
+	fmt.Println("refused:", !pipeline.APIServer().RefusedSince.IsZero())
+
+	stop()
+
+	if err = <-done; err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// unreachable: true
+	// refused: false
 }
