@@ -140,13 +140,17 @@ func recordOutcome(status *specs.ApplyStatusSpec, version resource.Version, o ou
 }
 
 // saysSomething tells whether an ApplyStatus is worth keeping for its object when there is none yet: it
-// records writes, an error, failures in a row or an initialized Node. A pass that applied nothing and has
-// nothing to report (a decision that asks for nothing, a verdict the Node already agrees with, a request
-// still waiting for its decision) would otherwise create a resource per object and sink that only names
-// its object: at thousands of Nodes, hundreds of bytes each for what "no ApplyStatus" says as well.
-func saysSomething(status *specs.ApplyStatusSpec) bool {
-	return len(status.GetWrites()) > 0 || status.GetError() != "" || status.GetConsecutiveFailures() > 0 ||
-		status.GetInitialized()
+// records an error or failures in a row, or (unless the sink records problems only) writes or an
+// initialized Node. A pass that applied nothing and has nothing to report (a decision that asks for
+// nothing, a verdict the Node already agrees with, a request still waiting for its decision) would
+// otherwise create a resource per object and sink that only names its object: at thousands of Nodes,
+// hundreds of bytes each for what "no ApplyStatus" says as well.
+func saysSomething(status *specs.ApplyStatusSpec, problemsOnly bool) bool {
+	if status.GetError() != "" || status.GetConsecutiveFailures() > 0 {
+		return true
+	}
+
+	return !problemsOnly && (len(status.GetWrites()) > 0 || status.GetInitialized())
 }
 
 func recordWrites(status *specs.ApplyStatusSpec, version resource.Version, writes []string) {

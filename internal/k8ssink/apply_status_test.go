@@ -159,18 +159,22 @@ func TestSaysSomething(t *testing.T) {
 		status *specs.ApplyStatusSpec
 		name   string
 		want   bool
+		// problems is what a sink that records problems only gets.
+		problems bool
 	}{
-		{name: "nothing", status: &specs.ApplyStatusSpec{Object: "Node/w1"}, want: false},
-		{name: "a first pass that wrote nothing", status: &specs.ApplyStatusSpec{Object: "Node/w1", AppliedVersion: "2", AppliedAt: stamped}, want: false},
+		{name: "nothing", status: &specs.ApplyStatusSpec{Object: "Node/w1"}},
+		{name: "a first pass that wrote nothing", status: &specs.ApplyStatusSpec{Object: "Node/w1", AppliedVersion: "2", AppliedAt: stamped}},
 		{name: "writes", status: &specs.ApplyStatusSpec{AppliedVersion: "2", AppliedAt: stamped, Writes: []string{"shutdown taint added"}}, want: true},
-		{name: "an error", status: &specs.ApplyStatusSpec{Error: "Node not found"}, want: true},
-		{name: "failures", status: &specs.ApplyStatusSpec{ConsecutiveFailures: 1}, want: true},
+		{name: "an error", status: &specs.ApplyStatusSpec{Error: "Node not found"}, want: true, problems: true},
+		{name: "failures", status: &specs.ApplyStatusSpec{ConsecutiveFailures: 1}, want: true, problems: true},
+		{name: "writes and a failure", status: &specs.ApplyStatusSpec{Writes: []string{"Approved"}, ConsecutiveFailures: 1, Error: "timeout"}, want: true, problems: true},
 		{name: "an initialized Node", status: &specs.ApplyStatusSpec{AppliedVersion: "2", Initialized: true}, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			assert.Equal(t, tc.want, saysSomething(tc.status))
+			assert.Equal(t, tc.want, saysSomething(tc.status, false))
+			assert.Equal(t, tc.problems, saysSomething(tc.status, true), "problems only")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -26,8 +27,9 @@ import (
 )
 
 // CSRSinkController carries out every CSRDecision: it approves or denies the request through the approval
-// subresource, posts Events (on the request, and on the Node for a denial) and records the outcome in an
-// ApplyStatus. A wait verdict leaves the request pending. It decides nothing: the CSRDecision is the
+// subresource, posts Events (on the request, and on the Node for a denial) and records a pass that failed
+// or has a problem to report in an ApplyStatus (the request shows the condition written). A wait verdict
+// leaves the request pending. It decides nothing: the CSRDecision is the
 // decision.
 type CSRSinkController = SinkController[*csr.CSRDecision]
 
@@ -36,15 +38,23 @@ type CSRSinkController = SinkController[*csr.CSRDecision]
 func NewCSRSinkController(
 	applier *CSRApplier, requests certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister, events EventRecorder, concurrency uint,
 ) *CSRSinkController {
-	s := &csrSink{applier: applier, requests: requests, nodes: nodes, events: events}
+	s := &csrSink{applier: applier, requests: requests, nodes: nodes, events: events, applied: map[resource.ID]writtenCondition{}}
 
 	return newSinkController(sinkSettings[*csr.CSRDecision]{
-		Name:        "k8ssink.CSRSinkController",
-		Kind:        sink.KindCSR,
-		Object:      "CertificateSigningRequest",
-		NewInput:    csr.NewCSRDecision,
-		Apply:       s.apply,
+		Name:     "k8ssink.CSRSinkController",
+		Kind:     sink.KindCSR,
+		Object:   "CertificateSigningRequest",
+		NewInput: csr.NewCSRDecision,
+		Apply:    s.apply,
+		Teardown: func(_ context.Context, _ controller.ReaderWriter, _ *zap.Logger, in *csr.CSRDecision) error {
+			s.forget(in.Metadata().ID())
+
+			return nil
+		},
 		Concurrency: concurrency,
+		// A request shows the condition written on it (and the KubeCSR mirror, its state): an ApplyStatus
+		// per request approved would only repeat it. The sink remembers the conditions it wrote itself.
+		ProblemsOnly: true,
 		ExtraInputs: []qtransform.ControllerOption{
 			// Read to check that the decision is of the request as it is now. A change of the request is not
 			// a reason to run: the decision controller decides the request again (its input version changes
@@ -60,6 +70,42 @@ type csrSink struct {
 	requests certlisters.CertificateSigningRequestLister
 	nodes    corelisters.NodeLister
 	events   EventRecorder
+
+	mu sync.Mutex
+	// applied holds the condition written on each request whose decision is in the state, so that a newer
+	// version of the same decision writes nothing while the cache shows the request pending. It goes with
+	// the decision; after a restart the cache shows the condition (applicable).
+	applied map[resource.ID]writtenCondition
+}
+
+// writtenCondition is a condition the CSR sink wrote on a request, and the request's uid.
+type writtenCondition struct {
+	uid  string
+	cond certificatesv1.RequestConditionType
+}
+
+// wrote says whether the sink wrote the condition of decision on the request name.
+func (s *csrSink) wrote(name resource.ID, decision *specs.CSRDecisionSpec, cond certificatesv1.RequestConditionType) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return s.applied[name] == writtenCondition{uid: decision.GetCsrUid(), cond: cond}
+}
+
+// remember records the condition written on the request name, of the decision's uid.
+func (s *csrSink) remember(name resource.ID, decision *specs.CSRDecisionSpec, cond certificatesv1.RequestConditionType) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.applied[name] = writtenCondition{uid: decision.GetCsrUid(), cond: cond}
+}
+
+// forget drops what was written on the request of a decision that goes away.
+func (s *csrSink) forget(name resource.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	delete(s.applied, name)
 }
 
 func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Logger, in *csr.CSRDecision, last *specs.ApplyStatusSpec) (outcome, error) {
@@ -82,7 +128,7 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 		return untouched(), nil
 	}
 
-	if cond, ok := DecisionCondition(decision, time.Time{}); ok && slices.Contains(last.GetWrites(), string(cond.Type)) && last.GetError() == "" {
+	if cond, ok := DecisionCondition(decision, time.Time{}); ok && (s.wrote(name, decision, cond.Type) || slices.Contains(last.GetWrites(), string(cond.Type)) && last.GetError() == "") {
 		// Applied already: this is a newer version of the same decision (the finalizer this sink adds, say).
 		// A condition is never taken back, and the cache may not show it yet: nothing is read or written.
 		return alreadyApplied(), nil
@@ -108,6 +154,7 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 		return applied(), nil
 	}
 
+	s.remember(name, decision, result.Condition)
 	s.post(result.CSR, decision, result.Condition)
 
 	switch {

@@ -40,12 +40,13 @@ type SinkController[Input generic.ResourceWithRD] struct {
 	// queue holds the IDs of the inputs to apply.
 	queue *keyed.Queue[resource.ID]
 
-	apply       applyWritingFunc[Input]
-	teardown    func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
-	name        string
-	kind        sink.Kind
-	object      string
-	concurrency int
+	apply        applyWritingFunc[Input]
+	teardown     func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
+	name         string
+	kind         sink.Kind
+	object       string
+	concurrency  int
+	problemsOnly bool
 }
 
 // applyFunc applies one input, given its ApplyStatus as last recorded (to read, not to change), and says how
@@ -83,6 +84,10 @@ type sinkSettings[Input generic.ResourceWithRD] struct {
 	Teardown func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
 	// Concurrency bounds the inputs applied at once (at least one).
 	Concurrency uint
+	// ProblemsOnly makes the sink create an ApplyStatus only for a pass that failed or has an error to
+	// report: a sink whose clean passes are shown by the object itself, and which remembers its own writes
+	// (an ApplyStatus that exists is still kept up to date).
+	ProblemsOnly bool
 	// ExtraInputs are the qtransform.WithExtraMappedInput options of the sink's other inputs: each change
 	// of one of them applies the inputs its mapper names.
 	ExtraInputs []qtransform.ControllerOption
@@ -123,14 +128,15 @@ func newSinkController[Input generic.ResourceWithRD](s sinkSettings[Input]) *Sin
 	)
 
 	return &SinkController[Input]{
-		declared:    declared,
-		queue:       keyed.New[resource.ID](nil),
-		apply:       apply,
-		teardown:    s.Teardown,
-		name:        s.Name,
-		kind:        s.Kind,
-		object:      s.Object,
-		concurrency: int(max(s.Concurrency, 1)),
+		declared:     declared,
+		queue:        keyed.New[resource.ID](nil),
+		apply:        apply,
+		teardown:     s.Teardown,
+		name:         s.Name,
+		kind:         s.Kind,
+		object:       s.Object,
+		concurrency:  int(max(s.Concurrency, 1)),
+		problemsOnly: s.ProblemsOnly,
 	}
 }
 

@@ -118,9 +118,10 @@ func (c *SinkController[Input]) applyInput(ctx context.Context, logger *zap.Logg
 		return requeue
 	}
 
-	if current == nil && !saysSomething(status) {
-		// A pass that wrote nothing, failed at nothing and has no error to report leaves no ApplyStatus:
-		// one per object and sink would cost every Node a resource that says nothing ("never applied").
+	if current == nil && !saysSomething(status, c.problemsOnly) {
+		// A pass that wrote nothing (or, for a sink that records problems only, ended cleanly), failed at
+		// nothing and has no error to report leaves no ApplyStatus: one per object and sink would cost
+		// every Node a resource that says nothing ("never applied").
 		return requeue
 	}
 
