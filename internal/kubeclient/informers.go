@@ -21,6 +21,9 @@ import (
 type Informers struct {
 	client *Client
 
+	// nodeSelector, when set, is the label selector the Nodes informer lists and watches with.
+	nodeSelector string
+
 	mu        sync.Mutex
 	informers map[string]cache.SharedIndexInformer
 	started   map[string]bool
@@ -31,6 +34,16 @@ type Informers struct {
 // NewInformers returns the informers of client; none is made yet.
 func NewInformers(client *Client) *Informers {
 	return &Informers{client: client, informers: map[string]cache.SharedIndexInformer{}, started: map[string]bool{}}
+}
+
+// NewNodeInformers returns the informers of client whose Nodes informer lists and watches only the Nodes
+// that selector (a label selector, as kubectl's -l; empty means every Node) selects; none is made yet. The
+// others are those of NewInformers.
+func NewNodeInformers(client *Client, selector string) *Informers {
+	f := NewInformers(client)
+	f.nodeSelector = selector
+
+	return f
 }
 
 // For returns the informer named key, made by newInformer on first use.
@@ -47,11 +60,18 @@ func (f *Informers) For(key string, newInformer func(*Client) cache.SharedIndexI
 	return informer
 }
 
-// Nodes returns the informer of every Node. Its Nodes come trimmed from the wire: their metadata without
-// managed fields, their spec, and of their status the addresses and the Ready condition (see trimNodeEnvelope).
+// Nodes returns the informer of every Node (of those the node selector selects, see NewNodeInformers). Its
+// Nodes come trimmed from the wire: their metadata without managed fields, their spec, and of their status
+// the addresses and the Ready condition (see trimNodeEnvelope).
 func (f *Informers) Nodes() cache.SharedIndexInformer { //nolint:ireturn
 	return f.For("nodes", func(c *Client) cache.SharedIndexInformer {
-		return NewInformer(c.Nodes(), &corev1.Node{}, nil, nil)
+		var narrow func(*metav1.ListOptions)
+
+		if selector := f.nodeSelector; selector != "" {
+			narrow = func(opts *metav1.ListOptions) { opts.LabelSelector = selector }
+		}
+
+		return NewInformer(c.Nodes(), &corev1.Node{}, narrow, nil)
 	})
 }
 

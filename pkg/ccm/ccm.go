@@ -12,6 +12,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	configctrl "github.com/talos-ccm/talos-ccm/internal/controllers/config"
@@ -85,6 +86,10 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 		return nil, err
 	}
 
+	if _, err = labels.Parse(opts.NodeSelector); err != nil {
+		return nil, fmt.Errorf("invalid node selector %q: %w", opts.NodeSelector, err)
+	}
+
 	c := &CCM{
 		runtime: rt,
 		state:   st,
@@ -120,7 +125,7 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 		return nil, err
 	}
 
-	c.informers = kubeclient.NewInformers(client)
+	c.informers = kubeclient.NewNodeInformers(client, opts.NodeSelector)
 	c.requestInformers = kubeclient.NewInformers(requestClient)
 
 	// Nodes are cached without what talos-ccm never reads (images, other managers' managedFields): on a

@@ -36,6 +36,17 @@ type Options struct {
 	// Controllers selects the controllers with the syntax of --controllers ("*", "name", "-name"); empty
 	// means "*": cloud-node, csr-approval and node-lifecycle.
 	Controllers []string
+	// NodeSelector, when set, is a label selector (as kubectl's -l: "cluster=a", "tier in (web),!legacy")
+	// that narrows the Nodes the pipeline lists and watches to those it selects, so that the clusters of a
+	// host that partitions one apiserver between them each see only their own Nodes: only those are
+	// initialized, transformed, tainted or deleted by node-lifecycle, given pod CIDRs, and counted. Nothing
+	// else is narrowed. Every pipeline on the apiserver sees every kubelet serving certificate request: one
+	// of a Node outside its selector waits there (its Node does not exist for it) and is decided by the
+	// pipeline of the Node's own cluster, but each pipeline parses it and keeps its decision, so a host
+	// with many clusters on one apiserver leaves csr-approval to one of them, or to none. Services
+	// (service-lb), Namespaces, the apiserver's EndpointSlices and Events are not narrowed either. Empty
+	// means every Node.
+	NodeSelector string
 	// Talos is the connection to the Talos API (apid), which the Talos source reads every machine's facts
 	// from: a host passes the connection it already holds, such as its machinery client's Conn(). The source
 	// calls COSI's State service over it and names the machine of each call in the "node" metadata, as the

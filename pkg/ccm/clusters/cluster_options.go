@@ -6,6 +6,7 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm"
@@ -39,6 +40,8 @@ func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (clusterConfig, err
 			Controllers: spec.GetControllers(),
 			HostFacts:   spec.GetHostFacts(),
 			Concurrency: int(spec.GetConcurrency()),
+			// A host that partitions one apiserver between its clusters gives each its Nodes' selector.
+			NodeSelector: spec.GetNodeSelector(),
 		},
 	}
 
@@ -52,6 +55,10 @@ func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (clusterConfig, err
 
 	if _, err := ccm.EnabledControllers(opts.Controllers); err != nil {
 		return clusterConfig{}, err
+	}
+
+	if _, err := labels.Parse(opts.NodeSelector); err != nil {
+		return clusterConfig{}, fmt.Errorf("invalid nodeSelector %q: %w", opts.NodeSelector, err)
 	}
 
 	if opts.Concurrency < 0 {

@@ -47,6 +47,7 @@ func TestClusterOptions(t *testing.T) {
 				Config:          &specs.ConfigSpec{ClusterName: "seven", PreferIpv6: true},
 				HostFacts:       true,
 				Concurrency:     8,
+				NodeSelector:    "cluster in (seven),!legacy",
 				NodeLifecycle: &specs.ClusterNodeLifecycle{
 					DeleteStaleNodes: true, DeletePreemptedSpotNodes: true, StaleNodeGrace: durationpb.New(time.Minute),
 				},
@@ -62,6 +63,7 @@ func TestClusterOptions(t *testing.T) {
 				assert.Equal(t, ccm.DefaultConfig().GetClusterDomain(), o.Config.GetClusterDomain(), "unset fields keep their defaults")
 				assert.True(t, o.HostFacts)
 				assert.Equal(t, 8, o.Concurrency)
+				assert.Equal(t, "cluster in (seven),!legacy", o.NodeSelector)
 				assert.Equal(t, ccm.NodeLifecycleOptions{DeleteStaleNodes: true, DeletePreemptedSpotNodes: true, StaleNodeGrace: time.Minute}, o.NodeLifecycle)
 				assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00::/56")}, o.NodeIPAM.ClusterCIDRs)
 				assert.Equal(t, 25, o.NodeIPAM.MaskIPv4)
@@ -70,6 +72,7 @@ func TestClusterOptions(t *testing.T) {
 		{name: "ID that is no prefix", id: "Cluster_7", spec: &specs.ClusterSpec{}, err: `cluster ID "Cluster_7" is no namespace prefix, give one (namespacePrefix)`},
 		{name: "bad prefix", id: "a", spec: &specs.ClusterSpec{NamespacePrefix: "a"}, err: `invalid namespace prefix "a"`},
 		{name: "unknown controller", id: "a", spec: &specs.ClusterSpec{Controllers: []string{"cloud-nodes"}}, err: `unknown controller "cloud-nodes"`},
+		{name: "bad node selector", id: "a", spec: &specs.ClusterSpec{NodeSelector: "cluster in seven"}, err: `invalid nodeSelector "cluster in seven"`},
 		{name: "negative concurrency", id: "a", spec: &specs.ClusterSpec{Concurrency: -1}, err: "invalid concurrency -1"},
 		{
 			name: "negative grace", id: "a",
