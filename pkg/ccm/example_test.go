@@ -38,6 +38,46 @@ func ExampleNew() {
 	// Output: [cloud-node csr-approval]
 }
 
+// changes turns Options.CredentialsChanged into events to wait on.
+type changes chan struct{}
+
+// notify is an Options.CredentialsChanged: it never blocks.
+func (c changes) notify() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until done holds, asking it again after every change; false when ctx ends first.
+func (c changes) waitFor(ctx context.Context, done func() bool) bool {
+	for !done() {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return false
+		}
+	}
+
+	return true
+}
+
+// runPipeline runs the pipeline until stop, which waits for Run to return.
+func runPipeline(ctx context.Context, pipeline *ccm.CCM) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+
+	go func() { done <- pipeline.Run(ctx) }()
+
+	return func() {
+		cancel()
+
+		if err := <-done; err != nil {
+			fmt.Println(err)
+		}
+	}
+}
+
 // A host whose credentials rotate gives a client provider instead of a fixed configuration, and signals
 // a rotation with RefreshCredentials: the pipeline asks the provider again and switches every connection to
 // the new credentials at once (it does so on its own when the apiserver answers 401 Unauthorized).
@@ -51,7 +91,7 @@ func ExampleCCM_RefreshCredentials() {
 		token = "token-1"
 	)
 
-	changed := make(chan struct{}, 1)
+	changed := make(changes, 1)
 
 	pipeline, err := ccm.New(ctx, nil, ccm.Options{
 		ClientConfig: func(context.Context) (*rest.Config, error) {
@@ -61,12 +101,7 @@ func ExampleCCM_RefreshCredentials() {
 			return &rest.Config{Host: exampleAPIServer, BearerToken: token}, nil
 		},
 		// Called after every switch to new credentials, and every failure to get or use them.
-		CredentialsChanged: func() {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		},
+		CredentialsChanged: changed.notify,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -75,10 +110,8 @@ func ExampleCCM_RefreshCredentials() {
 	}
 	defer pipeline.Close()
 
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-
-	go func() { done <- pipeline.Run(runCtx) }()
+	stop := runPipeline(ctx, pipeline)
+	defer stop()
 
 	// The host rotated the credentials: it tells the pipeline.
 	mu.Lock()
@@ -87,22 +120,8 @@ func ExampleCCM_RefreshCredentials() {
 
 	pipeline.RefreshCredentials()
 
-	for pipeline.Credentials().Rotations == 0 {
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			fmt.Println("no rotation")
-
-			return
-		}
-	}
-
-	fmt.Println("rotations:", pipeline.Credentials().Rotations)
-
-	stop()
-
-	if err = <-done; err != nil {
-		fmt.Println(err)
+	if changed.waitFor(ctx, func() bool { return pipeline.Credentials().Rotations > 0 }) {
+		fmt.Println("rotations:", pipeline.Credentials().Rotations)
 	}
 	// Output: rotations: 1
 }
@@ -113,16 +132,11 @@ func ExampleCCM_APIServer() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	changed := make(chan struct{}, 1)
+	changed := make(changes, 1)
 
 	pipeline, err := ccm.New(ctx, nil, ccm.Options{
-		RestConfig: &rest.Config{Host: exampleAPIServer, BearerToken: "token"},
-		CredentialsChanged: func() {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		},
+		RestConfig:         &rest.Config{Host: exampleAPIServer, BearerToken: "token"},
+		CredentialsChanged: changed.notify,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -131,29 +145,13 @@ func ExampleCCM_APIServer() {
 	}
 	defer pipeline.Close()
 
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	stop := runPipeline(ctx, pipeline)
+	defer stop()
 
-	go func() { done <- pipeline.Run(runCtx) }()
-
-	for pipeline.APIServer().UnreachableSince.IsZero() {
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			fmt.Println("the apiserver was reached")
-
-			return
-		}
-	}
-
-	// Unreachable is the last failure, as the connection says it (here, connection refused).
-	fmt.Println("unreachable:", pipeline.APIServer().Unreachable != "")
-	fmt.Println("refused:", !pipeline.APIServer().RefusedSince.IsZero())
-
-	stop()
-
-	if err = <-done; err != nil {
-		fmt.Println(err)
+	if changed.waitFor(ctx, func() bool { return !pipeline.APIServer().UnreachableSince.IsZero() }) {
+		// Unreachable is the last failure, as the connection says it (here, connection refused).
+		fmt.Println("unreachable:", pipeline.APIServer().Unreachable != "")
+		fmt.Println("refused:", !pipeline.APIServer().RefusedSince.IsZero())
 	}
 	// Output:
 	// unreachable: true
