@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -47,8 +48,14 @@ func (ctrl *StatusLogController) Run(ctx context.Context, r controller.Runtime, 
 			id, s := status.Metadata().ID(), status.TypedSpec().Value
 			seen[id] = true
 
+			phase := s.GetPhase()
+			if s.GetPhaseReason() != "" {
+				// credentials-refused or apiserver-unreachable: why, and since when.
+				phase += fmt.Sprintf(" (%s, since %s)", s.GetPhaseReason(), s.GetPhaseSince().AsTime().Format(time.RFC3339))
+			}
+
 			line := fmt.Sprintf("%s: %d Nodes initialized, %d waiting; CSRs %d approved, %d denied, %d waiting; %d credential rotations; %s",
-				s.GetPhase(), s.GetNodesInitialized(), s.GetNodesWaiting(), s.GetCsrApproved(), s.GetCsrDenied(), s.GetCsrWaiting(),
+				phase, s.GetNodesInitialized(), s.GetNodesWaiting(), s.GetCsrApproved(), s.GetCsrDenied(), s.GetCsrWaiting(),
 				s.GetCredentialRotations(), s.GetLastError())
 			if last[id] != line {
 				last[id] = line

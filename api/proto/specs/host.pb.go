@@ -48,10 +48,6 @@ type ClusterSpec struct {
 	// Keep the cluster's resources (facts, decisions, allocations) in the host's state when the cluster is
 	// removed; they are destroyed otherwise.
 	KeepResources bool `protobuf:"varint,8,opt,name=keep_resources,json=keepResources,proto3" json:"keep_resources,omitempty"`
-	// A label selector (as kubectl's -l: "cluster=a", "tier in (web),!legacy") that narrows the Nodes the
-	// pipeline lists and watches to those it selects, for hosts whose clusters share one apiserver; empty
-	// means every Node. Certificate requests and Services are not narrowed (see ccm.Options.NodeSelector).
-	NodeSelector  string `protobuf:"bytes,9,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,13 +136,6 @@ func (x *ClusterSpec) GetKeepResources() bool {
 		return x.KeepResources
 	}
 	return false
-}
-
-func (x *ClusterSpec) GetNodeSelector() string {
-	if x != nil {
-		return x.NodeSelector
-	}
-	return ""
 }
 
 // ClusterNodeLifecycle configures node-lifecycle. A host that deletes stale Nodes itself leaves both
@@ -285,8 +274,10 @@ func (x *ClusterNodeIPAM) GetMaskIpv6() int32 {
 // ClusterStatusSpec is the health of one cluster's pipeline, for the host's own UI; its ID is the cluster's.
 type ClusterStatusSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// starting (building the pipeline, waiting for the informers), running, failed (waiting to restart), or
-	// removing (stopped, its resources being torn down).
+	// starting (building the pipeline, waiting for the informers), running, failed (waiting to restart),
+	// stopping (to start again with a changed Cluster), removing (stopped, its resources being torn down),
+	// credentials-refused (the apiserver refuses the credentials the client provider returns), or
+	// apiserver-unreachable (the apiserver cannot be reached: connection refused, timeouts, DNS).
 	Phase           string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
 	NamespacePrefix string `protobuf:"bytes,2,opt,name=namespace_prefix,json=namespacePrefix,proto3" json:"namespace_prefix,omitempty"`
 	// The enabled controllers, sorted.
@@ -311,8 +302,14 @@ type ClusterStatusSpec struct {
 	// and returned new credentials, which the pipeline's connections switched to.
 	CredentialRotations  int32                  `protobuf:"varint,14,opt,name=credential_rotations,json=credentialRotations,proto3" json:"credential_rotations,omitempty"`
 	CredentialsRotatedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=credentials_rotated_at,json=credentialsRotatedAt,proto3" json:"credentials_rotated_at,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Why the phase is credentials-refused (the apiserver's message, such as "401 Unauthorized" or a 403's
+	// "nodes is forbidden: User ... cannot list ...") or apiserver-unreachable (the connection's error), and
+	// since when: the first refusal or failure of the pipeline running now, since it last got an answer it
+	// asked for. Both are empty in the other phases.
+	PhaseReason   string                 `protobuf:"bytes,16,opt,name=phase_reason,json=phaseReason,proto3" json:"phase_reason,omitempty"`
+	PhaseSince    *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=phase_since,json=phaseSince,proto3" json:"phase_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatusSpec) Reset() {
@@ -450,12 +447,26 @@ func (x *ClusterStatusSpec) GetCredentialsRotatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ClusterStatusSpec) GetPhaseReason() string {
+	if x != nil {
+		return x.PhaseReason
+	}
+	return ""
+}
+
+func (x *ClusterStatusSpec) GetPhaseSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PhaseSince
+	}
+	return nil
+}
+
 var File_specs_host_proto protoreflect.FileDescriptor
 
 const file_specs_host_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/host.proto\x12\n" +
-	"tccm.specs\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12specs/config.proto\"\x9a\x03\n" +
+	"tccm.specs\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12specs/config.proto\"\xf5\x02\n" +
 	"\vClusterSpec\x12)\n" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\x12 \n" +
 	"\vcontrollers\x18\x02 \x03(\tR\vcontrollers\x12.\n" +
@@ -465,8 +476,7 @@ const file_specs_host_proto_rawDesc = "" +
 	"\vconcurrency\x18\x05 \x01(\x05R\vconcurrency\x12G\n" +
 	"\x0enode_lifecycle\x18\x06 \x01(\v2 .tccm.specs.ClusterNodeLifecycleR\rnodeLifecycle\x128\n" +
 	"\tnode_ipam\x18\a \x01(\v2\x1b.tccm.specs.ClusterNodeIPAMR\bnodeIPAM\x12%\n" +
-	"\x0ekeep_resources\x18\b \x01(\bR\rkeepResources\x12#\n" +
-	"\rnode_selector\x18\t \x01(\tR\fnodeSelector\"\xc8\x01\n" +
+	"\x0ekeep_resources\x18\b \x01(\bR\rkeepResources\"\xc8\x01\n" +
 	"\x14ClusterNodeLifecycle\x12,\n" +
 	"\x12delete_stale_nodes\x18\x01 \x01(\bR\x10deleteStaleNodes\x12=\n" +
 	"\x1bdelete_preempted_spot_nodes\x18\x02 \x01(\bR\x18deletePreemptedSpotNodes\x12C\n" +
@@ -475,7 +485,7 @@ const file_specs_host_proto_rawDesc = "" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12#\n" +
 	"\rcluster_cidrs\x18\x02 \x03(\tR\fclusterCIDRs\x12\x1b\n" +
 	"\tmask_ipv4\x18\x03 \x01(\x05R\bmaskIPv4\x12\x1b\n" +
-	"\tmask_ipv6\x18\x04 \x01(\x05R\bmaskIPv6\"\x95\x05\n" +
+	"\tmask_ipv6\x18\x04 \x01(\x05R\bmaskIPv6\"\xf5\x05\n" +
 	"\x11ClusterStatusSpec\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12)\n" +
 	"\x10namespace_prefix\x18\x02 \x01(\tR\x0fnamespacePrefix\x12 \n" +
@@ -495,7 +505,10 @@ const file_specs_host_proto_rawDesc = "" +
 	"\vcsr_waiting\x18\r \x01(\x05R\n" +
 	"csrWaiting\x121\n" +
 	"\x14credential_rotations\x18\x0e \x01(\x05R\x13credentialRotations\x12P\n" +
-	"\x16credentials_rotated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x14credentialsRotatedAtB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\x16credentials_rotated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x14credentialsRotatedAt\x12!\n" +
+	"\fphase_reason\x18\x10 \x01(\tR\vphaseReason\x12;\n" +
+	"\vphase_since\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"phaseSinceB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_host_proto_rawDescOnce sync.Once
@@ -527,11 +540,12 @@ var file_specs_host_proto_depIdxs = []int32{
 	6, // 4: tccm.specs.ClusterStatusSpec.last_error_at:type_name -> google.protobuf.Timestamp
 	6, // 5: tccm.specs.ClusterStatusSpec.running_since:type_name -> google.protobuf.Timestamp
 	6, // 6: tccm.specs.ClusterStatusSpec.credentials_rotated_at:type_name -> google.protobuf.Timestamp
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6, // 7: tccm.specs.ClusterStatusSpec.phase_since:type_name -> google.protobuf.Timestamp
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_specs_host_proto_init() }

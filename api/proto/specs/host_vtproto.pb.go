@@ -32,7 +32,6 @@ func (m *ClusterSpec) CloneVT() *ClusterSpec {
 	r.NodeLifecycle = m.NodeLifecycle.CloneVT()
 	r.NodeIpam = m.NodeIpam.CloneVT()
 	r.KeepResources = m.KeepResources
-	r.NodeSelector = m.NodeSelector
 	if rhs := m.Controllers; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -111,6 +110,8 @@ func (m *ClusterStatusSpec) CloneVT() *ClusterStatusSpec {
 	r.CsrWaiting = m.CsrWaiting
 	r.CredentialRotations = m.CredentialRotations
 	r.CredentialsRotatedAt = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.CredentialsRotatedAt).CloneVT())
+	r.PhaseReason = m.PhaseReason
+	r.PhaseSince = (*timestamppb.Timestamp)((*timestamppb1.Timestamp)(m.PhaseSince).CloneVT())
 	if rhs := m.Controllers; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -161,9 +162,6 @@ func (this *ClusterSpec) EqualVT(that *ClusterSpec) bool {
 		return false
 	}
 	if this.KeepResources != that.KeepResources {
-		return false
-	}
-	if this.NodeSelector != that.NodeSelector {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -290,6 +288,12 @@ func (this *ClusterStatusSpec) EqualVT(that *ClusterStatusSpec) bool {
 		return false
 	}
 	if !(*timestamppb1.Timestamp)(this.CredentialsRotatedAt).EqualVT((*timestamppb1.Timestamp)(that.CredentialsRotatedAt)) {
+		return false
+	}
+	if this.PhaseReason != that.PhaseReason {
+		return false
+	}
+	if !(*timestamppb1.Timestamp)(this.PhaseSince).EqualVT((*timestamppb1.Timestamp)(that.PhaseSince)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

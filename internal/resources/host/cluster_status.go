@@ -37,6 +37,9 @@ func (ClusterStatusExtension) ResourceDefinition() meta.ResourceDefinitionSpec {
 		DefaultNamespace: NamespaceName,
 		PrintColumns: []meta.PrintColumn{
 			{Name: "Phase", JSONPath: "{.phase}"},
+			// Why and since when the phase is credentials-refused or apiserver-unreachable.
+			{Name: "Since", JSONPath: "{.phaseSince}"},
+			{Name: "Reason", JSONPath: "{.phaseReason}"},
 			{Name: "Initialized", JSONPath: "{.nodesInitialized}"},
 			{Name: "Waiting", JSONPath: "{.nodesWaiting}"},
 			{Name: "Error", JSONPath: "{.lastError}"},

@@ -61,52 +61,69 @@ func (c *clusterCounts) bootstrapped() {
 	c.seen = nil
 }
 
-// apply counts one event of the pipeline's state.
-func (c *clusterCounts) apply(ev state.Event) {
+// apply counts one event of the pipeline's state, and reports whether a count changed: most events (a Node's
+// transform written again, a decision's status) change none, and then no status is written.
+func (c *clusterCounts) apply(ev state.Event) bool {
 	md := ev.Resource.Metadata()
 	gone := ev.Type == state.Destroyed
 
 	switch r := ev.Resource.(type) {
 	case *node.NodeTransform:
-		c.set(c.waiting, md.ID(), !gone && r.TypedSpec().Value.GetPending() != "")
+		return c.set(c.waiting, md.ID(), !gone && r.TypedSpec().Value.GetPending() != "")
 	case *sink.ApplyStatus:
 		if kind, name, ok := sink.ParseApplyStatusID(md.ID()); ok && kind == sink.KindNode {
-			c.set(c.initialized, name, !gone && r.TypedSpec().Value.GetInitialized())
+			return c.set(c.initialized, name, !gone && r.TypedSpec().Value.GetInitialized())
 		}
 	case *csr.CSRDecision:
-		c.decision(md.ID(), r.TypedSpec().Value.GetVerdict(), gone)
+		return c.decision(md.ID(), r.TypedSpec().Value.GetVerdict(), gone)
 	}
+
+	return false
 }
 
-func (c *clusterCounts) set(m map[resource.ID]bool, id resource.ID, on bool) {
+func (c *clusterCounts) set(m map[resource.ID]bool, id resource.ID, on bool) bool {
+	if m[id] == on {
+		return false
+	}
+
 	if on {
 		m[id] = true
 	} else {
 		delete(m, id)
 	}
+
+	return true
 }
 
-func (c *clusterCounts) decision(id resource.ID, verdict string, gone bool) {
+func (c *clusterCounts) decision(id resource.ID, verdict string, gone bool) bool {
+	old := c.verdicts[id]
+
 	if gone {
 		delete(c.verdicts, id)
 
-		return
+		return old == csr.VerdictWait
 	}
 
 	if c.seen != nil {
 		c.seen[id] = true
 	}
 
-	if c.verdicts[id] != verdict {
+	counted := false
+
+	if old != verdict {
 		switch verdict {
 		case csr.VerdictApprove:
 			c.approved++
+			counted = true
 		case csr.VerdictDeny:
 			c.denied++
+			counted = true
 		}
 	}
 
 	c.verdicts[id] = verdict
+
+	return counted || (old == csr.VerdictWait) != (verdict == csr.VerdictWait)
 }
 
 // fill writes the counts into a status.
@@ -204,15 +221,15 @@ func (w *countsWatch) watch(ctx context.Context, st state.State, changed func())
 					w.mu.Lock()
 					w.counts.bootstrapped()
 					w.mu.Unlock()
+
+					dirty = true
 				}
 			case state.Created, state.Updated, state.Destroyed:
 				w.mu.Lock()
-				w.counts.apply(ev)
+				dirty = w.counts.apply(ev) || dirty
 				w.mu.Unlock()
 			case state.Noop:
 			}
-
-			dirty = true
 		case <-ticker.C:
 			if dirty {
 				dirty = false

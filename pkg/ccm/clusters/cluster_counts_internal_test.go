@@ -104,7 +104,15 @@ func TestClusterCounts(t *testing.T) {
 				case ev.Resource == nil:
 					counts.restart()
 				default:
-					counts.apply(ev)
+					// apply says whether a count changed: a status is written then, and only then.
+					before := &specs.ClusterStatusSpec{}
+					counts.fill(before)
+
+					changed := counts.apply(ev)
+
+					after := &specs.ClusterStatusSpec{}
+					counts.fill(after)
+					assert.Equal(t, !proto.Equal(before, after), changed, "%s %s: counts %v, then %v", ev.Type, ev.Resource.Metadata().ID(), before, after)
 				}
 			}
 

@@ -33,6 +33,13 @@ const (
 	PhaseStopping = "stopping"
 	// PhaseRemoving: the Cluster is removed; the pipeline stops and its resources are destroyed.
 	PhaseRemoving = "removing"
+	// PhaseCredentialsRefused: the pipeline is built (starting or running), and the apiserver refuses the
+	// credentials the client provider returns (401 Unauthorized, or 403 Forbidden); the status's reason is
+	// the apiserver's message.
+	PhaseCredentialsRefused = "credentials-refused"
+	// PhaseAPIServerUnreachable: the pipeline is built (starting or running), and its apiserver cannot be
+	// reached (connection refused, timeouts, DNS); the status's reason is the connection's error.
+	PhaseAPIServerUnreachable = "apiserver-unreachable"
 )
 
 // Backoff of a cluster's pipeline that failed: doubled at every failure in a row, up to the maximum, and
@@ -57,8 +64,9 @@ type clusterRun struct {
 	controllers []string
 	host        state.State
 	logger      *zap.Logger
-	// changed wakes the host controller: the status changed.
-	changed func()
+	// changed says that the status may have changed: the host controller writes it if it did. ended says
+	// that the run is over: the host controller reconciles the clusters again.
+	changed, ended func()
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -80,11 +88,11 @@ type clusterRun struct {
 }
 
 // startClusterRun starts running a Cluster's pipeline until ctx is done or stop.
-func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpec, version resource.Version, opts clusterConfig, host state.State, changed func()) *clusterRun {
+func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpec, version resource.Version, opts clusterConfig, host state.State, changed, ended func()) *clusterRun {
 	ctx, cancel := context.WithCancel(ctx)
 
 	cr := &clusterRun{
-		id: id, spec: spec, version: version, opts: opts, host: host, logger: opts.Logger, changed: changed,
+		id: id, spec: spec, version: version, opts: opts, host: host, logger: opts.Logger, changed: changed, ended: ended,
 		cancel: cancel, done: make(chan struct{}), phase: PhaseStarting,
 	}
 
@@ -110,6 +118,7 @@ func (cr *clusterRun) stop(phase string, destroy bool) {
 	cr.mu.Unlock()
 
 	cr.cancel()
+	cr.changed()
 }
 
 // stopping reports whether the run was asked to stop.
@@ -134,13 +143,13 @@ func (cr *clusterRun) stopped() bool {
 func startClusterRemoval(stopped *clusterRun) *clusterRun {
 	cr := &clusterRun{
 		id: stopped.id, spec: stopped.spec, version: stopped.version, opts: stopped.opts, controllers: stopped.controllers, host: stopped.host,
-		logger: stopped.logger, changed: stopped.changed, cancel: func() {}, done: make(chan struct{}),
+		logger: stopped.logger, changed: stopped.changed, ended: stopped.ended, cancel: func() {}, done: make(chan struct{}),
 		phase: PhaseRemoving, destroy: true,
 	}
 
 	go func() {
 		// Closed before the host controller is woken, which then finds the run over.
-		defer cr.changed()
+		defer cr.ended()
 		defer close(cr.done)
 
 		cr.destroyResources(context.Background())
@@ -151,7 +160,7 @@ func startClusterRemoval(stopped *clusterRun) *clusterRun {
 
 func (cr *clusterRun) loop(ctx context.Context) {
 	// Closed before the host controller is woken, which then finds the run over.
-	defer cr.changed()
+	defer cr.ended()
 	defer close(cr.done)
 
 	cr.runUntilStopped(ctx)
@@ -313,8 +322,8 @@ func (cr *clusterRun) failed(err error) {
 func (cr *clusterRun) status() *specs.ClusterStatusSpec {
 	cr.mu.Lock()
 
+	phase := cr.phase
 	out := &specs.ClusterStatusSpec{
-		Phase:           cr.phase,
 		NamespacePrefix: cr.opts.NamespacePrefix,
 		ClusterVersion:  cr.version.String(),
 		LastError:       cr.lastErr,
@@ -326,6 +335,8 @@ func (cr *clusterRun) status() *specs.ClusterStatusSpec {
 	rotations, rotatedAt := cr.rotations, cr.rotatedAt
 	pipeline := cr.pipeline
 	cr.mu.Unlock()
+
+	var apiServer ccm.APIServerState
 
 	out.Controllers = slices.Clone(cr.controllers)
 
@@ -340,7 +351,14 @@ func (cr *clusterRun) status() *specs.ClusterStatusSpec {
 		if credentials.LastError != nil && out.LastError == "" {
 			out.LastError = credentials.LastError.Error()
 		}
+
+		apiServer = pipeline.APIServer()
 	}
+
+	var since time.Time
+
+	out.Phase, out.PhaseReason, since = statusPhase(phase, apiServer)
+	out.PhaseSince = timestampOrNil(since)
 
 	out.CredentialRotations = int32(rotations) //nolint:gosec // Rotations are few.
 	out.CredentialsRotatedAt = timestampOrNil(rotatedAt)

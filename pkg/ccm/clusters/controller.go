@@ -53,11 +53,15 @@ type Options struct {
 // finalizer, so that the Cluster's destruction completes once nothing is left running. A Cluster created
 // again under the same ID starts afresh. A pipeline that fails is started again with a backoff.
 //
-// For every Cluster it writes a ClusterStatus with the same ID: phase, last error, counts of Nodes and
-// certificate decisions, credential rotations.
+// For every Cluster it writes a ClusterStatus with the same ID: phase (with why and since when the apiserver
+// refuses the credentials or cannot be reached), last error, counts of Nodes and certificate decisions,
+// credential rotations. A status is written when it changed, and only then: a wake-up writes the statuses
+// of the clusters that changed, not of every cluster.
 type Controller struct {
 	host state.State
 	opts Options
+	// statuses are the clusters whose status may have changed, and the statuses written.
+	statuses *statusQueue
 
 	mu   sync.Mutex
 	runs map[resource.ID]*clusterRun
@@ -92,7 +96,10 @@ func NewController(hostState state.State, opts Options) (*Controller, error) {
 		opts.Logger = zap.NewNop()
 	}
 
-	return &Controller{host: hostState, opts: opts, runs: map[resource.ID]*clusterRun{}, invalid: map[resource.ID]invalidCluster{}}, nil
+	return &Controller{
+		host: hostState, opts: opts, statuses: newStatusQueue(),
+		runs: map[resource.ID]*clusterRun{}, invalid: map[resource.ID]invalidCluster{},
+	}, nil
 }
 
 // Name implements controller.Controller.
@@ -128,21 +135,42 @@ func (ctrl *Controller) RefreshCredentials(clusterID string) {
 
 // Run implements controller.Controller. When the host's runtime stops it, it stops every pipeline and
 // waits for them, leaving their resources in place.
+//
+// The Clusters' events, and the end of a run, reconcile every cluster; a change of a cluster's status (its
+// run's phase, counts, credentials, apiserver) writes that cluster's status alone.
 func (ctrl *Controller) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	defer ctrl.stopAll()
 
+	// The statuses in the host's state are read again by the first reconcile.
+	ctrl.statuses.written = nil
+
 	retry := time.NewTimer(0)
 	defer retry.Stop()
+
+	reconcile := true
 
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.EventCh():
+			reconcile = true
+		case <-ctrl.statuses.wake:
 		case <-retry.C:
 		}
 
-		if err := ctrl.reconcile(ctx, r); err != nil {
+		var err error
+
+		if reconcile {
+			err = ctrl.reconcile(ctx, r)
+			reconcile = err != nil
+		}
+
+		if ctrl.statuses.written != nil {
+			err = errors.Join(err, ctrl.writeMarked(ctx, r))
+		}
+
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -170,7 +198,8 @@ func (ctrl *Controller) stopAll() {
 	}
 }
 
-// reconcile makes the pipelines those the Clusters declare, and writes their statuses.
+// reconcile makes the pipelines those the Clusters declare, and destroys the statuses of the clusters gone;
+// the clusters whose status changed are marked, for writeMarked.
 func (ctrl *Controller) reconcile(ctx context.Context, r controller.Runtime) error {
 	clusters, err := safe.ReaderList[*Cluster](ctx, r, NewCluster(ctrl.opts.Namespace, "").Metadata())
 	if err != nil {
@@ -226,7 +255,7 @@ func (ctrl *Controller) reconcile(ctx context.Context, r controller.Runtime) err
 		ctrl.remove(id)
 	}
 
-	return errors.Join(append(errs, ctrl.writeStatuses(ctx, r, declared))...)
+	return errors.Join(append(errs, ctrl.destroyStatuses(ctx, r, declared))...)
 }
 
 // declare runs a Cluster that is not torn down as its spec says: it starts its pipeline, or, when its spec
@@ -248,8 +277,13 @@ func (ctrl *Controller) declare(ctx context.Context, r controller.Runtime, clust
 			return
 		case run.spec.EqualVT(spec):
 			run.mu.Lock()
+			changed := !run.version.Equal(md.Version())
 			run.version = md.Version()
 			run.mu.Unlock()
+
+			if changed {
+				ctrl.statuses.mark(id)
+			}
 
 			return
 		default:
@@ -270,6 +304,7 @@ func (ctrl *Controller) declare(ctx context.Context, r controller.Runtime, clust
 			ctrl.opts.Logger.Error("invalid cluster", zap.String("cluster", id), zap.Error(err))
 
 			ctrl.invalid[id] = invalidCluster{spec: spec, version: md.Version(), err: err, at: time.Now()}
+			ctrl.statuses.mark(id)
 		}
 
 		return
@@ -280,7 +315,8 @@ func (ctrl *Controller) declare(ctx context.Context, r controller.Runtime, clust
 	opts.Logger = ctrl.opts.Logger.Named(id)
 	opts.ClientConfig = clusterClientConfig(ctrl.opts.ClientConfig, id)
 
-	ctrl.runs[id] = startClusterRun(ctx, id, spec.CloneVT(), md.Version(), opts, ctrl.host, r.QueueReconcile)
+	ctrl.runs[id] = startClusterRun(ctx, id, spec.CloneVT(), md.Version(), opts, ctrl.host, func() { ctrl.statuses.mark(id) }, r.QueueReconcile)
+	ctrl.statuses.mark(id)
 }
 
 // prefixFree says why a cluster cannot have a namespace prefix: another cluster's pipeline (running, or
@@ -323,6 +359,7 @@ func (ctrl *Controller) remove(id resource.ID) bool {
 
 	if !destroyed {
 		ctrl.runs[id] = startClusterRemoval(run)
+		ctrl.statuses.mark(id)
 
 		return false
 	}
@@ -334,8 +371,8 @@ func (ctrl *Controller) remove(id resource.ID) bool {
 func (ctrl *Controller) forget(ctx context.Context, r controller.Runtime, cluster *Cluster) error {
 	md := cluster.Metadata()
 
-	if err := r.Destroy(ctx, NewClusterStatus(ctrl.opts.Namespace, md.ID()).Metadata()); err != nil && !state.IsNotFoundError(err) {
-		return fmt.Errorf("failed to destroy the status of cluster %s: %w", md.ID(), err)
+	if err := ctrl.destroyStatus(ctx, r, md.ID()); err != nil {
+		return err
 	}
 
 	if md.Finalizers().Has(ControllerName) {
@@ -345,58 +382,6 @@ func (ctrl *Controller) forget(ctx context.Context, r controller.Runtime, cluste
 	}
 
 	return nil
-}
-
-// writeStatuses writes the status of every cluster with a pipeline or an invalid spec, and destroys the
-// others.
-func (ctrl *Controller) writeStatuses(ctx context.Context, r controller.Runtime, declared map[resource.ID]bool) error {
-	ctrl.mu.Lock()
-
-	statuses := map[resource.ID]*specs.ClusterStatusSpec{}
-
-	for id, run := range ctrl.runs {
-		statuses[id] = run.status()
-	}
-
-	for id, invalid := range ctrl.invalid {
-		statuses[id] = &specs.ClusterStatusSpec{
-			Phase:          PhaseFailed,
-			ClusterVersion: invalid.version.String(),
-			LastError:      invalid.err.Error(),
-			LastErrorAt:    timestampOrNil(invalid.at),
-		}
-	}
-	ctrl.mu.Unlock()
-
-	var errs []error
-
-	for id, status := range statuses {
-		if err := safe.WriterModify(ctx, r, NewClusterStatus(ctrl.opts.Namespace, id), func(s *ClusterStatus) error {
-			s.TypedSpec().Value = status
-
-			return nil
-		}); err != nil {
-			errs = append(errs, fmt.Errorf("failed to write the status of cluster %s: %w", id, err))
-		}
-	}
-
-	existing, err := safe.ReaderList[*ClusterStatus](ctx, r, NewClusterStatus(ctrl.opts.Namespace, "").Metadata())
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("failed to list the cluster statuses: %w", err))...)
-	}
-
-	for status := range existing.All() {
-		id := status.Metadata().ID()
-		if _, ok := statuses[id]; ok || declared[id] {
-			continue
-		}
-
-		if err = r.Destroy(ctx, status.Metadata()); err != nil && !state.IsNotFoundError(err) {
-			errs = append(errs, fmt.Errorf("failed to destroy the status of cluster %s: %w", id, err))
-		}
-	}
-
-	return errors.Join(errs...)
 }
 
 // RegisterResources registers the namespace ns (empty means DefaultNamespace) and the definitions
