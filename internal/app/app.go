@@ -301,6 +301,8 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		PodName:      opts.PodName,
 	}
 	ccmOpts.NodeIPAM = nodeIPAM
+	// The pool metrics are the process's own, and this is its one pipeline.
+	ccmOpts.PoolMetrics = true
 
 	if talosConn != nil {
 		ccmOpts.Talos = talosConn
@@ -311,13 +313,6 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	pipeline, err := ccm.New(ctx, st, ccmOpts)
 	if err != nil {
 		return err
-	}
-
-	// The pool metrics are the process's own: registered here, once, not with each cluster of a host.
-	if enabled[ControllerNodeIPAM] || enabled[ControllerServiceLB] {
-		if err = ccm.RegisterPoolMetrics(pipeline.Runtime()); err != nil {
-			return err
-		}
 	}
 
 	// Close waits for the informers, which stop only when the context they started with ends: end it first,

@@ -154,6 +154,12 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 		}
 	}
 
+	if err = c.registerPoolMetrics(); err != nil {
+		c.Close()
+
+		return nil, err
+	}
+
 	c.holdMirrors()
 
 	return c, nil

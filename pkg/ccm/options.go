@@ -85,6 +85,11 @@ type Options struct {
 	NodeLifecycle NodeLifecycleOptions
 	// NodeIPAM configures the node-ipam controller.
 	NodeIPAM NodeIPAMOptions
+	// PoolMetrics shows the pipeline's IP pools and refused allocations in the process's
+	// talos_ccm_ippool_* metrics (registered with the Prometheus default registry) while node-ipam or
+	// service-lb runs. The metrics carry no cluster label: one pipeline of a process sets it (the talos-ccm
+	// command does), never each of a host's clusters.
+	PoolMetrics bool
 	// CredentialsChanged, if set, is called after every switch to new credentials and every failure to get
 	// or use them (see CCM.Credentials), and when the apiserver begins or stops refusing them or being
 	// unreachable (see CCM.APIServer), so that a host can show them, as the clusters.Controller's status does.
