@@ -223,7 +223,9 @@ type transportOf struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *rotatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.current.Load().RoundTrip(req)
+	used := t.current.Load()
+
+	resp, err := used.RoundTrip(req)
 	if err != nil {
 		t.health.failed(err)
 
@@ -234,7 +236,10 @@ func (t *rotatingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		t.unauthorized()
 	}
 
-	t.health.answered(req, resp)
+	// An answer to credentials that were replaced meanwhile says nothing of the current ones.
+	if t.current.Load() == used {
+		t.health.answered(req, resp)
+	}
 
 	return resp, nil
 }
