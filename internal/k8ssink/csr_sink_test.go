@@ -29,27 +29,9 @@ import (
 func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
 	t.Parallel()
 
-	request := &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "csr-1", UID: "uid-1", ResourceVersion: "1"},
-		Spec:       certificatesv1.CertificateSigningRequestSpec{Username: "system:node:w1", SignerName: certificatesv1.KubeletServingSignerName},
-	}
-
-	client := fake.NewClientset(request.DeepCopy())
-
 	// The cache never catches up in this test: it shows the request pending throughout.
-	requests := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, requests.Add(request))
-
-	// One pass at a time, in the order the decisions change.
-	s := ctest.New(t, ctest.WithoutLeakCheck())
-	s.Register(k8ssink.NewCSRSinkController(
-		k8ssink.NewCSRApplier(client.CertificatesV1().CertificateSigningRequests()),
-		certlisters.NewCertificateSigningRequestLister(requests),
-		corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
-		nil, 1,
-	))
-
-	ctx := s.Start()
+	s, client, _ := startCSRSink(t)
+	ctx := s.Ctx()
 
 	decision := decideCSR(s, "csr-1", "uid-1")
 	passedCSRs(s, "missing-1")
@@ -74,6 +56,36 @@ func TestCSRSinkAppliesADecisionOnce(t *testing.T) {
 	got, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, "csr-1", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.True(t, slicesContainsApproved(got))
+}
+
+// pendingCSR is the pending request csr-1 of uid.
+func pendingCSR(uid string) *certificatesv1.CertificateSigningRequest {
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "csr-1", UID: types.UID(uid), ResourceVersion: "1"},
+		Spec:       certificatesv1.CertificateSigningRequestSpec{Username: "system:node:w1", SignerName: certificatesv1.KubeletServingSignerName},
+	}
+}
+
+// startCSRSink starts a CSR sink that runs one pass at a time, in the order the decisions change, over a
+// client and a cache that hold the pending request csr-1 of uid-1.
+func startCSRSink(t *testing.T) (*ctest.Suite, *fake.Clientset, cache.Indexer) {
+	t.Helper()
+
+	client := fake.NewClientset(pendingCSR("uid-1"))
+
+	requests := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, requests.Add(pendingCSR("uid-1")))
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewCSRSinkController(
+		k8ssink.NewCSRApplier(client.CertificatesV1().CertificateSigningRequests()),
+		certlisters.NewCertificateSigningRequestLister(requests),
+		corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
+		nil, 1,
+	))
+	s.Start()
+
+	return s, client, requests
 }
 
 // decideCSR approves the request name of uid, as mirrored now.
@@ -117,27 +129,8 @@ func approvals(client *fake.Clientset) int {
 func TestCSRSinkAppliesADecisionToAReplacedRequest(t *testing.T) {
 	t.Parallel()
 
-	request := func(uid string) *certificatesv1.CertificateSigningRequest {
-		return &certificatesv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: "csr-1", UID: types.UID(uid), ResourceVersion: "1"},
-			Spec:       certificatesv1.CertificateSigningRequestSpec{Username: "system:node:w1", SignerName: certificatesv1.KubeletServingSignerName},
-		}
-	}
-
-	client := fake.NewClientset(request("uid-1"))
-
-	requests := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, requests.Add(request("uid-1")))
-
-	s := ctest.New(t, ctest.WithoutLeakCheck())
-	s.Register(k8ssink.NewCSRSinkController(
-		k8ssink.NewCSRApplier(client.CertificatesV1().CertificateSigningRequests()),
-		certlisters.NewCertificateSigningRequestLister(requests),
-		corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
-		nil, 1,
-	))
-
-	ctx := s.Start()
+	s, client, requests := startCSRSink(t)
+	ctx := s.Ctx()
 
 	decision := decideCSR(s, "csr-1", "uid-1")
 	passedCSRs(s, "missing-1")
@@ -145,9 +138,9 @@ func TestCSRSinkAppliesADecisionToAReplacedRequest(t *testing.T) {
 
 	// The request is replaced, and its decision follows the new one.
 	require.NoError(t, client.CertificatesV1().CertificateSigningRequests().Delete(ctx, "csr-1", metav1.DeleteOptions{}))
-	_, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, request("uid-2"), metav1.CreateOptions{})
+	_, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, pendingCSR("uid-2"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.NoError(t, requests.Update(request("uid-2")))
+	require.NoError(t, requests.Update(pendingCSR("uid-2")))
 
 	mirror := kube.NewKubeCSR(kube.NamespaceName, "csr-1")
 	ctest.Modify(s, mirror, func(m *kube.KubeCSR) error {
