@@ -80,27 +80,85 @@ func run() error {
 	return nil
 }
 
+// commandFlags are the flags' values that parseFlags turns into app.Options, or that are not options.
+type commandFlags struct {
+	endpoints   string
+	logLevel    string
+	showVersion bool
+	secure      bool
+
+	betaTopologyLabels bool
+}
+
 func parseFlags(args []string) (app.Options, string, error) {
 	var (
-		opts        app.Options
-		endpoints   string
-		logLevel    string
-		showVersion bool
-		secure      bool
-
-		betaTopologyLabels bool
+		opts app.Options
+		cmd  commandFlags
 	)
 
+	fs := newFlagSet(&opts, &cmd)
+
+	if err := fs.Parse(args); err != nil {
+		return opts, "", err
+	}
+
+	if cmd.showVersion {
+		return opts, "", errVersion
+	}
+
+	opts.MetricsInsecure = !cmd.secure
+
+	// An explicit --cluster-domain wins over the config file's global.clusterDomain; the default does not.
+	if !fs.Changed("cluster-domain") {
+		opts.ClusterDomain = ""
+	}
+
+	// An explicit --prefer-ipv6 (true or false) wins over the config file's global.preferIPv6.
+	opts.PreferIPv6Set = fs.Changed("prefer-ipv6")
+
+	// An explicit --csr-max-expiration wins over the config file's csrApproval.maxExpirationSeconds.
+	opts.CSRMaxExpirationSet = fs.Changed("csr-max-expiration")
+
+	opts.DisableBetaTopologyLabels = !cmd.betaTopologyLabels
+
+	// The Pod that Events about the config file are posted on, from the downward API.
+	opts.PodNamespace, opts.PodName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+
+	// The default socket follows --state-dir; an explicit --api-listen="" disables the API.
+	if !fs.Changed("api-listen") {
+		opts.APIListen = api.DefaultSocket(opts.StateDir)
+	}
+
+	for e := range strings.SplitSeq(cmd.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			opts.TalosEndpoints = append(opts.TalosEndpoints, e)
+		}
+	}
+
+	return opts, cmd.logLevel, nil
+}
+
+// newFlagSet returns talos-ccm's flags, bound to opts and cmd, with their defaults from app.DefaultOptions
+// (and so from the embedding API's ccm.DefaultOptions): what --help shows.
+func newFlagSet(opts *app.Options, cmd *commandFlags) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("talos-ccm", pflag.ContinueOnError)
 	defaults := app.DefaultOptions()
+	talosSource := &opts.Pipeline.TalosSource
+	talosSourceDefaults := defaults.Pipeline.TalosSource
 
 	fs.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster configuration)")
 	fs.StringVar(&opts.ConfigFile, "config", "", "config file: global settings and transformation rules, reloaded when it changes (explicit flags win over it)")
 	fs.Float32Var(&opts.Pipeline.KubeAPIQPS, "kube-api-qps", defaults.Pipeline.KubeAPIQPS, "queries per second to the Kubernetes API")
 	fs.IntVar(&opts.Pipeline.KubeAPIBurst, "kube-api-burst", defaults.Pipeline.KubeAPIBurst, "burst of queries to the Kubernetes API")
 	fs.StringVar(&opts.TalosConfig, "talosconfig", "", "talosconfig file (default: $TALOSCONFIG, then the in-cluster Talos API credentials)")
-	fs.StringVar(&endpoints, "talos-endpoints", os.Getenv("TALOS_ENDPOINTS"), "comma-separated Talos API endpoints replacing the talosconfig's ($TALOS_ENDPOINTS)")
+	fs.StringVar(&cmd.endpoints, "talos-endpoints", os.Getenv("TALOS_ENDPOINTS"), "comma-separated Talos API endpoints replacing the talosconfig's ($TALOS_ENDPOINTS)")
 	fs.DurationVar(&opts.Pipeline.TalosTimeout, "talos-timeout", defaults.Pipeline.TalosTimeout, "deadline of every Talos API call")
+	fs.DurationVar(&talosSource.RetryMax, "talos-retry-max", talosSourceDefaults.RetryMax, "longest backoff of a machine whose Talos API reads fail: after an outage of the Talos API, the machines are read again within it")
+	fs.DurationVar(&talosSource.PlatformRefresh, "talos-platform-refresh-period", talosSourceDefaults.PlatformRefresh, "how often an uninitialized Node's PlatformMetadata is read again while its cloud machine has not reported its providerID (half to all of it, jittered)")
+	fs.DurationVar(&talosSource.ProbeInterval, "talos-probe-period", talosSourceDefaults.ProbeInterval, "how often the machine of a NotReady Node is asked for its status")
+	fs.DurationVar(&talosSource.ControllerManagerConfigRefresh, "talos-controller-manager-config-refresh-period", talosSourceDefaults.ControllerManagerConfigRefresh, "how often a control-plane machine's ControllerManagerConfig (the cluster's pod and Service ranges) is read again")
+	fs.DurationVar(&talosSource.ControllerManagerConfigRetryMin, "talos-controller-manager-config-retry-min", talosSourceDefaults.ControllerManagerConfigRetryMin, "first backoff after a failed read of the ControllerManagerConfig")
+	fs.DurationVar(&talosSource.ControllerManagerConfigRetryMax, "talos-controller-manager-config-retry-max", talosSourceDefaults.ControllerManagerConfigRetryMax, "longest backoff after failed reads of the ControllerManagerConfig")
 	fs.StringVar(&opts.StateDir, "state-dir", "./state", `directory of the persisted decisions ("" keeps everything in memory)`)
 	fs.BoolVar(&opts.RebuildState, "rebuild-state", false, "if the state database cannot be read, move it aside and rebuild the decisions from Kubernetes and Talos")
 	fs.StringVar(&opts.ClusterName, "cluster-name", "", "value of the clustername label (default: the talosconfig context name)")
@@ -131,7 +189,7 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.DurationVar(&opts.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", defaults.LeaderElection.RenewDeadline, "how long the leader retries renewing the Lease before giving up leadership")
 	fs.DurationVar(&opts.LeaderElection.RetryPeriod, "leader-elect-retry-period", defaults.LeaderElection.RetryPeriod, "how often to try to acquire or renew the Lease")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" turns it off)`)
-	fs.BoolVar(&secure, "metrics-secure", true, "serve /metrics (and --profiling) over HTTPS to callers whose bearer token the apiserver authenticates and authorizes (TokenReview, SubjectAccessReview for get on the path); false serves plain HTTP, only on a localhost --metrics-bind-address")
+	fs.BoolVar(&cmd.secure, "metrics-secure", true, "serve /metrics (and --profiling) over HTTPS to callers whose bearer token the apiserver authenticates and authorizes (TokenReview, SubjectAccessReview for get on the path); false serves plain HTTP, only on a localhost --metrics-bind-address")
 	fs.StringVar(&opts.TLSCertFile, "tls-cert-file", "", "serving certificate of the secure metrics endpoint, re-read when it changes (default: a self-signed one generated at start)")
 	fs.StringVar(&opts.TLSPrivateKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.BoolVar(&opts.Profiling, "profiling", false, "serve Go's profiles under /debug/pprof/ and the COSI runtime counters under /debug/vars on the metrics address")
@@ -139,46 +197,9 @@ func parseFlags(args []string) (app.Options, string, error) {
 	fs.StringVar(&opts.ClusterDomain, "cluster-domain", config.DefaultClusterDomain, "cluster DNS domain: names under it are never approved in kubelet serving certificates")
 	fs.DurationVar(&opts.CSRMaxExpiration, "csr-max-expiration", defaults.CSRMaxExpiration, "longest certificate lifetime (expirationSeconds) a kubelet serving certificate request may ask for")
 	fs.IntVar(&opts.CSRRequestsPerMinute, "csr-requests-per-minute", defaults.CSRRequestsPerMinute, "kubelet serving certificate requests a minute one requester may file before its requests are throttled (decided later)")
-	fs.BoolVar(&betaTopologyLabels, "beta-topology-labels", true, "also set the deprecated beta.kubernetes.io/instance-type, failure-domain.beta.kubernetes.io/zone and region labels, as the Kubernetes cloud-node controller does")
-	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.BoolVar(&showVersion, "version", false, "print the version, commit and Go version, and exit")
+	fs.BoolVar(&cmd.betaTopologyLabels, "beta-topology-labels", true, "also set the deprecated beta.kubernetes.io/instance-type, failure-domain.beta.kubernetes.io/zone and region labels, as the Kubernetes cloud-node controller does")
+	fs.StringVar(&cmd.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&cmd.showVersion, "version", false, "print the version, commit and Go version, and exit")
 
-	if err := fs.Parse(args); err != nil {
-		return opts, "", err
-	}
-
-	if showVersion {
-		return opts, "", errVersion
-	}
-
-	opts.MetricsInsecure = !secure
-
-	// An explicit --cluster-domain wins over the config file's global.clusterDomain; the default does not.
-	if !fs.Changed("cluster-domain") {
-		opts.ClusterDomain = ""
-	}
-
-	// An explicit --prefer-ipv6 (true or false) wins over the config file's global.preferIPv6.
-	opts.PreferIPv6Set = fs.Changed("prefer-ipv6")
-
-	// An explicit --csr-max-expiration wins over the config file's csrApproval.maxExpirationSeconds.
-	opts.CSRMaxExpirationSet = fs.Changed("csr-max-expiration")
-
-	opts.DisableBetaTopologyLabels = !betaTopologyLabels
-
-	// The Pod that Events about the config file are posted on, from the downward API.
-	opts.PodNamespace, opts.PodName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
-
-	// The default socket follows --state-dir; an explicit --api-listen="" disables the API.
-	if !fs.Changed("api-listen") {
-		opts.APIListen = api.DefaultSocket(opts.StateDir)
-	}
-
-	for e := range strings.SplitSeq(endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			opts.TalosEndpoints = append(opts.TalosEndpoints, e)
-		}
-	}
-
-	return opts, logLevel, nil
+	return fs
 }

@@ -309,6 +309,24 @@ so talos-ccm's own default applies.
 {{- with $v.talos.timeout }}
 - {{ printf "--talos-timeout=%v" . | quote }}
 {{- end }}
+{{- with $v.talos.retryMax }}
+- {{ printf "--talos-retry-max=%v" . | quote }}
+{{- end }}
+{{- with $v.talos.platformRefreshPeriod }}
+- {{ printf "--talos-platform-refresh-period=%v" . | quote }}
+{{- end }}
+{{- with $v.talos.probePeriod }}
+- {{ printf "--talos-probe-period=%v" . | quote }}
+{{- end }}
+{{- with $v.talos.controllerManagerConfigRefreshPeriod }}
+- {{ printf "--talos-controller-manager-config-refresh-period=%v" . | quote }}
+{{- end }}
+{{- with $v.talos.controllerManagerConfigRetryMin }}
+- {{ printf "--talos-controller-manager-config-retry-min=%v" . | quote }}
+{{- end }}
+{{- with $v.talos.controllerManagerConfigRetryMax }}
+- {{ printf "--talos-controller-manager-config-retry-max=%v" . | quote }}
+{{- end }}
 {{- if $v.nodeLifecycle.deleteStaleNodes }}
 - "--delete-stale-nodes=true"
 {{- end }}
