@@ -45,11 +45,34 @@ func openAddressWatch(ctx context.Context, api talosAPI, retryMin, retryMax time
 // next waits for the next message of the watch and returns its events; it fails when ctx ends or the
 // watch cannot go on.
 func (w *addressWatch) next(ctx context.Context) ([]addressEvent, error) {
-	msg, err := w.stream.Recv()
-	if err != nil {
-		if msg, err = w.resume(ctx, err); err != nil {
+	msg, err := w.receive()
+
+	return w.events(ctx, msg, err)
+}
+
+// receive waits for the next message of the stream, and does nothing else, not even decode it: the
+// goroutine that waits on the watch for as long as its session lasts calls only this, and hands what it
+// received to events on a goroutine that ends with that work (see offStack).
+func (w *addressWatch) receive() (watchFrame, error) {
+	var frame watchFrame
+
+	err := w.stream.RecvMsg(&frame)
+
+	return frame, err //nolint:wrapcheck // events reads the stream's error.
+}
+
+// events returns the events of frame, the watch's next message, or of the first message of the watch
+// resumed when receiving failed with err; it fails when ctx ends or the watch cannot go on.
+func (w *addressWatch) events(ctx context.Context, frame watchFrame, err error) ([]addressEvent, error) {
+	var msg *v1alpha1.WatchResponse
+
+	if err == nil {
+		msg, err = frame.decode()
+		if err != nil {
 			return nil, err
 		}
+	} else if msg, err = w.resume(ctx, err); err != nil {
+		return nil, err
 	}
 
 	events := make([]addressEvent, 0, len(msg.GetEvent()))

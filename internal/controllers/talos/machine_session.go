@@ -59,8 +59,8 @@ type machineSessionSpec struct {
 }
 
 // RunTask implements task.Spec: the session retries with its own backoff, and returns only when ctx ends.
-func (spec machineSessionSpec) RunTask(ctx context.Context, _ *zap.Logger, in workerInput[machineFacts]) error {
-	s := &machineSession{machineSessionSpec: spec, workerInput: in}
+func (spec *machineSessionSpec) RunTask(ctx context.Context, _ *zap.Logger, in workerInput[machineFacts]) error {
+	s := &machineSession{machineSessionSpec: *spec, workerInput: in}
 	s.run(ctx)
 
 	return nil
@@ -94,7 +94,11 @@ func (s *machineSession) run(ctx context.Context) {
 			return
 		}
 
-		s.ended(ctx, err)
+		_ = offStack(func() error {
+			s.ended(ctx, err)
+
+			return nil
+		})
 
 		if time.Since(started) > s.opts.RetryMax {
 			// The session worked for a while: start the backoff over.
@@ -111,14 +115,17 @@ func (s *machineSession) run(ctx context.Context) {
 // goroutine is the only one it keeps: what it does besides reading the watch (probes, reads of
 // PlatformMetadata, its Node's changes of condition, the intake's hold) runs when due, on a goroutine that
 // lasts as long as that work (see waking), so that an idle machine costs one goroutine, blocked on
-// its watch stream, beside the one gRPC keeps for the stream.
+// its watch stream, beside the one gRPC keeps for the stream. That goroutine stays shallow: it only waits
+// for its turn in the intake and for the stream's messages, and hands connecting and every message to a
+// goroutine that ends with that work (see offStack), so that an idle session's stack is what waiting on
+// the stream takes.
 func (s *machineSession) session(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(withNode(ctx, s.ip))
 
 	c := newConnection(s, ctx, cancel)
 	defer c.close()
 
-	admitted, err := s.opts.Intake.admit(ctx, func() error { return c.connect(ctx) }, c.wake)
+	admitted, err := s.opts.Intake.admit(ctx, func() error { return offStack(func() error { return c.connect(ctx) }) }, c.wake)
 	c.admit(admitted)
 
 	if err != nil {
@@ -128,13 +135,24 @@ func (s *machineSession) session(ctx context.Context) error {
 	c.start()
 
 	for {
-		events, err := c.watch.next(ctx)
-		if err != nil {
-			return c.endedBy(err)
+		frame, err := c.watch.receive()
+		if err = offStack(func() error { return c.watchMessage(ctx, frame, err) }); err != nil {
+			return err
 		}
-
-		c.addressEvents(ctx, events)
 	}
+}
+
+// watchMessage applies the watch's next message, frame, or what receiving it failed with, err: it fails
+// when the watch cannot go on.
+func (c *connection) watchMessage(ctx context.Context, frame watchFrame, err error) error {
+	events, err := c.watch.events(ctx, frame, err)
+	if err != nil {
+		return c.endedBy(err)
+	}
+
+	c.addressEvents(ctx, events)
+
+	return nil
 }
 
 // ended reports why a session ended in MachineStatus.

@@ -77,7 +77,7 @@ func TestSessionGoroutinesPerMachine(t *testing.T) {
 const sessionsLabel = "talos_sessions"
 
 // labeledGoroutines counts the goroutines labelled sessionsLabel=value.
-func labeledGoroutines(t *testing.T, value string) int {
+func labeledGoroutines(t testing.TB, value string) int {
 	t.Helper()
 
 	var profile bytes.Buffer

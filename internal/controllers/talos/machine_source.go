@@ -98,7 +98,7 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 		return err
 	}
 
-	sessions := newNodeWorkers[machineFacts, machineSessionSpec](logger, 1024, "talos_facts", sessionPacing)
+	sessions := newNodeWorkers[machineFacts, *machineSessionSpec](logger, 1024, "talos_facts", sessionPacing)
 
 	return sessions.run(ctx, r,
 		func(ctx context.Context) error { return ctrl.reconcileSessions(ctx, r, logger, sessions, opts) },
@@ -129,7 +129,7 @@ func (ctrl *MachineSourceController) sessionOptions() (sessionOptions, error) {
 // (and forgets the facts of) those whose Node is gone.
 func (ctrl *MachineSourceController) reconcileSessions(
 	ctx context.Context, r controller.Runtime, logger *zap.Logger,
-	sessions *nodeWorkers[machineFacts, machineSessionSpec], opts sessionOptions,
+	sessions *nodeWorkers[machineFacts, *machineSessionSpec], opts sessionOptions,
 ) error {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
@@ -145,7 +145,7 @@ func (ctrl *MachineSourceController) reconcileSessions(
 		return fmt.Errorf("failed to list nodes: %w", err)
 	}
 
-	wanted := make(map[task.ID]machineSessionSpec, nodes.Len())
+	wanted := make(map[task.ID]*machineSessionSpec, nodes.Len())
 
 	for n := range nodes.All() {
 		if n.Metadata().Phase() != resource.PhaseRunning {
@@ -183,15 +183,15 @@ func (ctrl *MachineSourceController) reconcileSessions(
 // sessionSpec is the spec of the session that reads ref's machine. A session running for the same ref keeps
 // its spec, and learns through its nodeCondition whether its Node is NotReady or uninitialized.
 func (ctrl *MachineSourceController) sessionSpec(
-	sessions *nodeWorkers[machineFacts, machineSessionSpec], ref machineRef, notReady, uninitialized bool, opts sessionOptions,
-) machineSessionSpec {
+	sessions *nodeWorkers[machineFacts, *machineSessionSpec], ref machineRef, notReady, uninitialized bool, opts sessionOptions,
+) *machineSessionSpec {
 	if running, ok := sessions.running(ref.node); ok && running.machineRef == ref {
 		running.condition.set(notReady, uninitialized)
 
 		return running
 	}
 
-	return machineSessionSpec{condition: newNodeCondition(notReady, uninitialized), api: newTalosAPI(ctrl.Talos), machineRef: ref, opts: opts}
+	return &machineSessionSpec{condition: newNodeCondition(notReady, uninitialized), api: newTalosAPI(ctrl.Talos), machineRef: ref, opts: opts}
 }
 
 // writeFacts mirrors what a session learned into the resources of its machine.

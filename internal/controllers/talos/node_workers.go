@@ -10,9 +10,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/task"
 	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
-	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -64,17 +62,14 @@ func sameMachine[F any, S machineWorker[F]](a, b S) bool {
 	return a.ref() == b.ref()
 }
 
-// nodeWorkers runs one worker per Node on a task.Runner, reconciled on every pass of its controller from
-// the Nodes that should have one, and hands their facts to the controller: so one slow or unreachable
-// machine never delays another, and only the controller writes.
+// nodeWorkers runs one worker per Node, each on a goroutine of its own (runningWorker), reconciled on every
+// pass of its controller from the Nodes that should have one, and hands their facts to the controller: so
+// one slow or unreachable machine never delays another, and only the controller writes.
 type nodeWorkers[F fromMachine, S machineWorker[F]] struct {
-	runner *task.Runner[workerInput[F], S]
-	// specs are the specs of the running workers, by Node.
-	specs map[task.ID]S
-	facts chan F
-	input workerInput[F]
-	// runnerLogger is the logger of the runner's own messages.
-	runnerLogger *zap.Logger
+	// workers are the running workers, by Node.
+	workers map[task.ID]*runningWorker[F, S]
+	facts   chan F
+	input   workerInput[F]
 	// queue names the backlog of facts in the QueueLength metric; empty for none.
 	queue string
 	// swept is set once facts left by a previous run were looked for.
@@ -88,26 +83,12 @@ type nodeWorkers[F fromMachine, S machineWorker[F]] struct {
 func newNodeWorkers[F fromMachine, S machineWorker[F]](logger *zap.Logger, backlog int, queue string, pace pacing) *nodeWorkers[F, S] {
 	facts := make(chan F, backlog)
 
-	runnerLogger := logger
-	if logger.Core().Enabled(zapcore.WarnLevel) {
-		// The runner logs every start and stop of a worker, at Info a "task finished" for each one stopped
-		// (thousands when talos-ccm stops): only its warnings and errors, a worker that panicked, are kept.
-		runnerLogger = logger.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
-	}
-
-	// The runner gives every worker a logger With the worker's ID, which costs an encoder and its buffer
-	// (a few KiB) per machine for as long as the worker runs, to log only if it panics: the With is made
-	// when that logger first writes.
-	runnerLogger = logging.DeferFields(runnerLogger)
-
 	return &nodeWorkers[F, S]{
-		runner:       task.NewRunner[workerInput[F]](sameMachine[F, S]),
-		specs:        map[task.ID]S{},
-		facts:        facts,
-		input:        workerInput[F]{facts: facts, logger: logger},
-		runnerLogger: runnerLogger,
-		queue:        queue,
-		pacing:       pace,
+		workers: map[task.ID]*runningWorker[F, S]{},
+		facts:   facts,
+		input:   workerInput[F]{facts: facts, logger: logger},
+		queue:   queue,
+		pacing:  pace,
 	}
 }
 
@@ -117,7 +98,7 @@ func newNodeWorkers[F fromMachine, S machineWorker[F]](logger *zap.Logger, backl
 func (w *nodeWorkers[F, S]) run(
 	ctx context.Context, r controller.Runtime, pass func(context.Context) error, write func(context.Context, F) error,
 ) error {
-	defer w.runner.Stop()
+	defer w.stopAll()
 
 	pacer := newPassPacer(w.pacing)
 	defer pacer.stop()
@@ -158,35 +139,67 @@ func (w *nodeWorkers[F, S]) run(
 // reconcile runs a worker for every spec of wanted (by Node name): it starts the new ones, restarts those
 // whose spec changed, and stops those not wanted any more, waiting for them to end. It reports whether
 // facts may have outlived their worker: on the first pass (facts of a previous run) and after a worker
-// stopped. wanted belongs to the workers from then on.
+// stopped.
 func (w *nodeWorkers[F, S]) reconcile(ctx context.Context, wanted map[task.ID]S) (stale bool) {
 	stale = !w.swept
 	w.swept = true
 
-	for id, running := range w.specs {
-		if next, ok := wanted[id]; !ok || !sameMachine[F](next, running) {
+	// The workers not wanted any more, or wanted for another machine, are all stopped first, then waited
+	// for: they end together.
+	var stopped []*runningWorker[F, S]
+
+	for id, running := range w.workers {
+		if next, ok := wanted[id]; !ok || !sameMachine[F](next, running.spec) {
+			running.stop()
+			stopped = append(stopped, running)
+			delete(w.workers, id)
+
 			stale = true
 		}
 	}
 
-	w.runner.Reconcile(ctx, w.runnerLogger, wanted, w.input)
-	w.specs = wanted
+	for _, running := range stopped {
+		running.wait()
+	}
+
+	for id, spec := range wanted {
+		if _, ok := w.workers[id]; !ok {
+			w.workers[id] = startWorker(ctx, spec, w.input)
+		}
+	}
 
 	return stale
 }
 
+// stopAll stops every worker, and waits for them to end.
+func (w *nodeWorkers[F, S]) stopAll() {
+	for _, running := range w.workers {
+		running.stop()
+	}
+
+	for id, running := range w.workers {
+		running.wait()
+		delete(w.workers, id)
+	}
+}
+
 // running returns the spec of the Node's running worker.
 func (w *nodeWorkers[F, S]) running(id task.ID) (S, bool) {
-	spec, ok := w.specs[id]
+	running, ok := w.workers[id]
+	if !ok {
+		var none S
 
-	return spec, ok
+		return none, false
+	}
+
+	return running.spec, true
 }
 
 // current reports whether a fact comes from a worker that still runs.
 func (w *nodeWorkers[F, S]) current(f F) bool {
-	spec, ok := w.specs[f.ref().node]
+	running, ok := w.workers[f.ref().node]
 
-	return ok && spec.ref() == f.ref()
+	return ok && running.spec.ref() == f.ref()
 }
 
 // forgetStale destroys the resources of these kinds whose Node has no worker any more.
@@ -198,7 +211,7 @@ func (w *nodeWorkers[F, S]) forgetStale(ctx context.Context, r controller.Runtim
 		}
 
 		for _, res := range list.Items {
-			if _, ok := w.specs[res.Metadata().ID()]; ok {
+			if _, ok := w.workers[res.Metadata().ID()]; ok {
 				continue
 			}
 

@@ -86,11 +86,12 @@ func decodeSpec(res *v1alpha1.Resource, r talosResource, spec proto.Message) err
 
 // watchKind opens a watch of the machine's resources of kind (ctx addresses the machine), their current
 // contents first, and takes the stream's opening message. bookmark, when set, resumes an earlier watch of
-// the same kind from the event it names, with no contents. The watch is counted by type and result.
+// the same kind from the event it names, with no contents. The watch is counted by type and result. Its
+// messages can be received undecoded, as watchFrames.
 func (api talosAPI) watchKind(ctx context.Context, kind talosResource, bookmark []byte) (v1alpha1.State_WatchClient, error) {
 	opts := &v1alpha1.WatchOptions{BootstrapContents: bookmark == nil, StartFromBookmark: bookmark}
 
-	stream, err := api.state.Watch(ctx, &v1alpha1.WatchRequest{Namespace: kind.namespace, Type: kind.typ, Options: opts, ApiVersion: 1})
+	stream, err := api.state.Watch(ctx, &v1alpha1.WatchRequest{Namespace: kind.namespace, Type: kind.typ, Options: opts, ApiVersion: 1}, watchFramesCodec)
 	if err == nil {
 		// The server opens every watch with an empty message, once it has started watching.
 		_, err = stream.Recv()

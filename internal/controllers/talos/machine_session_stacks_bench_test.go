@@ -1,0 +1,198 @@
+package talos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/task"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/talos-ccm/talos-ccm/internal/talossim"
+)
+
+// BenchmarkSessionStacks starts a session for every machine of a simulated fleet, as the Talos source does
+// for the Nodes of a large cluster (through the intake, with its production bounds), and reports what the
+// idle sessions cost once all of them connected and a GC ran: the goroutine stacks per machine (the growth
+// of StackInuse since before the sessions started) and the goroutines per machine (the sessions' own and
+// those gRPC keeps for their streams). A session's goroutine keeps the stack of the deepest call it ever
+// made until GCs halve it, and a new goroutine starts at the average size: what a session runs on its own
+// goroutine is what thousands of machines pay for. The fleet is served by talos-sim in a process of its own
+// (this test binary, see TestSessionStacksSimulator): in this one, the simulator's side of every stream
+// would count with the sessions' stacks.
+func BenchmarkSessionStacks(b *testing.B) {
+	const machines = 2000
+
+	// A unix socket's path is limited to about 100 bytes, a benchmark's temporary directory can be longer.
+	sockDir, err := os.MkdirTemp("", "talos-sessions")
+	require.NoError(b, err)
+
+	b.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+
+	socket := filepath.Join(sockDir, "apid.sock")
+	startSimulator(b, socket, machines)
+
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+
+	b.Cleanup(func() { _ = conn.Close() })
+
+	for b.Loop() {
+		grown, stacks, goroutines := runIdleSessions(b, simulatedFleet(machines), conn)
+
+		b.ReportMetric(float64(grown)/machines, "stack-grown-B/machine")
+		b.ReportMetric(float64(stacks)/machines, "stack-B/machine")
+		b.ReportMetric(float64(goroutines)/machines, "goroutines/machine")
+	}
+}
+
+// simulatorEnv names the socket TestSessionStacksSimulator serves the fleet on, and the fleet's size.
+const (
+	simulatorEnv  = "TALOS_SESSIONS_SIMULATOR"
+	simulatorSize = "TALOS_SESSIONS_SIMULATOR_MACHINES"
+)
+
+// simulatedFleet is the fleet of count machines BenchmarkSessionStacks reads.
+func simulatedFleet(count int) []talossim.Machine {
+	return talossim.Generate(count, 7)
+}
+
+// startSimulator serves the fleet of count machines on socket from a process of its own, this test binary
+// running TestSessionStacksSimulator, until the benchmark ends.
+func startSimulator(b *testing.B, socket string, count int) {
+	b.Helper()
+
+	bin, err := os.Executable()
+	require.NoError(b, err)
+
+	cmd := exec.Command(bin, "-test.run=^TestSessionStacksSimulator$")
+	cmd.Env = append(os.Environ(), simulatorEnv+"="+socket, simulatorSize+"="+strconv.Itoa(count))
+	cmd.Stderr = os.Stderr
+
+	stdin, err := cmd.StdinPipe()
+	require.NoError(b, err)
+
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+
+	require.NoError(b, cmd.Start())
+
+	b.Cleanup(func() {
+		// The simulator stops when its stdin closes.
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+
+	ready, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(b, err, "the simulator did not start")
+	require.Equal(b, "serving\n", ready)
+}
+
+// TestSessionStacksSimulator is the simulator of BenchmarkSessionStacks, run in a process of its own; it is
+// skipped unless the benchmark started it. It serves the fleet, says so on stdout, and stops when its stdin
+// closes.
+func TestSessionStacksSimulator(t *testing.T) {
+	socket := os.Getenv(simulatorEnv)
+	if socket == "" {
+		t.Skip("run by BenchmarkSessionStacks only")
+	}
+
+	count, err := strconv.Atoi(os.Getenv(simulatorSize))
+	require.NoError(t, err)
+
+	fleet, err := talossim.NewFleet(simulatedFleet(count))
+	require.NoError(t, err)
+
+	srv, err := talossim.StartServer(fleet, talossim.ServerConfig{Unix: socket}, zap.NewNop())
+	require.NoError(t, err)
+
+	defer srv.Stop()
+
+	fmt.Println("serving") //nolint:forbidigo // The benchmark waits for this line.
+
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// runIdleSessions runs a session for every one of machines over conn until all of them sent their
+// addresses, and returns the growth of StackInuse since before they started, and the sessions' goroutines,
+// both after a GC; the sessions are stopped before it returns.
+func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.ClientConnInterface) (grown, stacks uint64, goroutines int) {
+	b.Helper()
+
+	opts := sessionOptions{
+		CallTimeout: 10 * time.Second, RetryMin: time.Second, RetryMax: 10 * time.Second,
+		PlatformRefresh: time.Hour, ProbeInterval: time.Hour,
+		Intake: newSessionIntake(intakeReading, intakeWaiting, intakeSlowRead, intakeHold),
+	}
+
+	before := stackInuse()
+
+	// No GC while the sessions start: what their goroutines grew to is measured before a GC halves it, as a
+	// process whose heap is large (and its GCs far apart) has them while thousands of Nodes join.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+
+	// The sessions run as the source runs them, each a task of the workers' runner: its goroutine's frames
+	// are part of every session's stack.
+	workers := newNodeWorkers[machineFacts, *machineSessionSpec](zap.NewNop(), 1024, "", sessionPacing)
+	wanted := make(map[task.ID]*machineSessionSpec, len(machines))
+	api := newTalosAPI(conn)
+
+	for _, m := range machines {
+		ref := machineRef{node: m.Name, ip: m.NodeIPs[0].String()}
+		wanted[ref.node] = &machineSessionSpec{condition: newNodeCondition(false, false), api: api, machineRef: ref, opts: opts}
+	}
+
+	defer workers.stopAll()
+
+	pprof.Do(b.Context(), pprof.Labels(sessionsLabel, b.Name()), func(ctx context.Context) {
+		workers.reconcile(ctx, wanted)
+	})
+
+	connected := map[string]bool{}
+	timeout := time.After(5 * time.Minute)
+
+	for len(connected) < len(machines) {
+		select {
+		case f := <-workers.facts:
+			if f.addresses != nil {
+				connected[f.node] = true
+			}
+
+			if f.status != nil && !f.status.GetReachable() {
+				b.Fatalf("the session of %s failed: %s", f.node, f.status.GetLastError())
+			}
+		case <-timeout:
+			b.Fatalf("%d of %d sessions connected within 5 minutes", len(connected), len(machines))
+		}
+	}
+
+	var ms runtime.MemStats
+
+	runtime.ReadMemStats(&ms)
+
+	return ms.StackInuse - before, stackInuse() - before, labeledGoroutines(b, b.Name())
+}
+
+// stackInuse is StackInuse after a GC.
+func stackInuse() uint64 {
+	runtime.GC()
+
+	var ms runtime.MemStats
+
+	runtime.ReadMemStats(&ms)
+
+	return ms.StackInuse
+}
