@@ -7,7 +7,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 25m
 # what it stores (pkg/ccm/shared_reads.go): talos-ccm itself runs without the check.
 GOTEST_ENV := TALOS_CCM_CHECK_SHARED_READS=1
 
-.PHONY: test-fuzz test-faults test-k8s-versions test-bench-functions all build test envtest generate check-generate demo lint clean bench bench-quick bench-readme
+.PHONY: test-fuzz test-faults test-k8s-versions test-bench-functions all build test envtest generate check-generate demo lint clean bench bench-quick bench-readme bench-clusters
 
 all: build
 
@@ -111,6 +111,16 @@ bench: build
 ## bench-quick: the same at 1,000 nodes with one idle minute.
 bench-quick: build
 	@assets="$$(hack/envtest.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench --nodes 1000 --idle 1m --slow-at 1000
+
+## bench-clusters: what embedded clusters cost a host (issue 36): 1,000 clusters of 3 Nodes each in one host
+## process embedding pkg/ccm/clusters, on one envtest apiserver they share through node selectors; heap,
+## goroutines and connections per idle cluster, idle CPU, time to the first Node while 50 clusters start at
+## once, fairness against a cluster of 2,000 Nodes, idle status writes, the heap once every cluster is
+## removed. The markdown table goes to bench/clusters/report.md. BENCH_CLUSTERS_FLAGS changes the counts
+## (e.g. "--clusters 200 --idle 30s"; see go run ./test/benchclusters --help).
+BENCH_CLUSTERS_FLAGS ?=
+bench-clusters:
+	@assets="$$(hack/envtest.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/benchclusters $(BENCH_CLUSTERS_FLAGS)
 
 ## bench-readme: replace the table between <!-- bench-table:begin --> and <!-- bench-table:end --> in
 ## README.md with bench/results/report.txt (the README's table is never edited by hand).

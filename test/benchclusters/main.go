@@ -1,0 +1,136 @@
+// Command benchclusters measures what embedded clusters cost a host (make bench-clusters): it starts envtest
+// apiservers shared by the clusters (each cluster sees only its own Nodes, by a node selector), builds and
+// starts the host process (test/benchclusters/host, which embeds pkg/ccm/clusters.Controller and feeds the
+// facts through factsv1), creates every cluster's Nodes as their kubelets would, declares the clusters, and
+// measures the host from outside: its heap and goroutines (its /stats, after a collection), its
+// connections (/proc/PID/fd and /proc/PID/net/tcp), its CPU (/proc/PID/stat), the time from a Cluster to
+// its first Node initialized, fairness between a busy cluster and another's joining Node, the ClusterStatus
+// writes of an idle host, and the heap once every cluster is removed. The report is a markdown table
+// (report.md), each measure against issue 36's target.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	clusters, nodesPerCluster, burst, bigNodes, apiservers int
+
+	idle     time.Duration
+	settle   time.Duration
+	timeout  time.Duration
+	outDir   string
+	logLevel string
+}
+
+func main() {
+	var opts options
+
+	flag.IntVar(&opts.clusters, "clusters", 1000, "clusters in the host")
+	flag.IntVar(&opts.nodesPerCluster, "nodes", 3, "Nodes of each cluster")
+	flag.IntVar(&opts.burst, "burst", 50, "clusters declared at once, last, whose time to their first Node initialized is measured (part of --clusters)")
+	flag.IntVar(&opts.bigNodes, "big-nodes", 2000, "Nodes of the busy cluster of the fairness measure (0: skip it)")
+	flag.IntVar(&opts.apiservers, "apiservers", 1, "envtest apiservers the clusters share (round robin)")
+	flag.DurationVar(&opts.idle, "idle", time.Minute, "window of the idle CPU and status writes")
+	flag.DurationVar(&opts.settle, "settle", 10*time.Second, "wait before a measure of the idle host")
+	flag.DurationVar(&opts.timeout, "timeout", 20*time.Minute, "bound of each wait for the host")
+	flag.StringVar(&opts.outDir, "out", "bench/clusters", "directory of the report and the host's log")
+	flag.StringVar(&opts.logLevel, "host-log-level", "warn", "log level of the host")
+	flag.Parse()
+
+	if opts.clusters < 1 || opts.nodesPerCluster < 1 || opts.burst < 0 || opts.burst > opts.clusters || opts.apiservers < 1 || opts.bigNodes < 0 {
+		fmt.Fprintln(os.Stderr, "benchclusters: want --clusters, --nodes and --apiservers of at least 1, and --burst within --clusters")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, opts)
+
+	stop()
+
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchclusters:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, opts options) error {
+	if err := os.MkdirAll(opts.outDir, 0o755); err != nil {
+		return fmt.Errorf("failed to create %s: %w", opts.outDir, err)
+	}
+
+	tmp, err := os.MkdirTemp("", "benchclusters-")
+	if err != nil {
+		return fmt.Errorf("failed to create a temporary directory: %w", err)
+	}
+
+	defer os.RemoveAll(tmp) //nolint:errcheck // Best effort.
+
+	step("building the host")
+
+	bin, err := buildHost(ctx, tmp)
+	if err != nil {
+		return err
+	}
+
+	fleet, err := startFleet(ctx, opts.apiservers, tmp)
+	if err != nil {
+		return err
+	}
+
+	defer fleet.stop()
+
+	res, err := measure(ctx, opts, fleet, bin)
+	if err != nil {
+		return err
+	}
+
+	var out bytes.Buffer
+
+	writeHeader(&out, opts)
+	res.writeTable(&out)
+
+	os.Stdout.Write(out.Bytes()) //nolint:errcheck // Nowhere to report it.
+
+	if err = os.WriteFile(filepath.Join(opts.outDir, "report.md"), out.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("failed to write the report: %w", err)
+	}
+
+	return nil
+}
+
+// writeHeader says what was measured on what.
+func writeHeader(out *bytes.Buffer, opts options) {
+	fmt.Fprintf(out, "One run of `make bench-clusters` on %s, %d cores, %s: %d clusters of %d Nodes on %d envtest apiserver(s), %d of them declared at once last; a busy cluster of %d Nodes; idle window %s.\n\n",
+		cpuModel(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), opts.clusters, opts.nodesPerCluster, opts.apiservers, opts.burst, opts.bigNodes, opts.idle)
+}
+
+// cpuModel is the machine's CPU model, from /proc/cpuinfo.
+func cpuModel() string {
+	info, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "an unknown CPU"
+	}
+
+	for line := range strings.SplitSeq(string(info), "\n") {
+		if name, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+		}
+	}
+
+	return "an unknown CPU"
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1"
+	"github.com/talos-ccm/talos-ccm/test/benchclusters/hostapi"
+)
+
+// declareBatch is how many clusters one request to the host declares, outside the burst.
+const declareBatch = 100
+
+// joiners are the extra machines of the first cluster, whose Nodes join later: one on an idle host, one
+// while the busy cluster initializes its Nodes.
+const joiners = 2
+
+// plan is every cluster and Node of a run.
+type plan struct {
+	clusters []hostapi.Cluster
+	// nodes are each cluster's Nodes created before it is declared.
+	nodes [][]benchNode
+	// joiners are the first cluster's Nodes created later (its facts are declared with the others).
+	joiners  []benchNode
+	big      hostapi.Cluster
+	bigNodes []benchNode
+}
+
+func clusterID(i int) string { return fmt.Sprintf("c%04d", i) }
+
+// newPlan names every cluster and Node, and gives every machine an address of its own.
+func newPlan(opts options) plan {
+	var p plan
+
+	perCluster := opts.nodesPerCluster + joiners
+
+	declared := func(id string, apiserver int, nodes []benchNode) hostapi.Cluster {
+		machines := make([]factsv1.Machine, 0, len(nodes))
+		for _, n := range nodes {
+			machines = append(machines, n.machine())
+		}
+
+		return hostapi.Cluster{ID: id, APIServer: apiserver, NodeSelector: clusterLabel + "=" + id, Machines: machines}
+	}
+
+	for i := range opts.clusters {
+		id := clusterID(i)
+
+		var nodes []benchNode
+
+		count := opts.nodesPerCluster
+		if i == 0 {
+			count += joiners
+		}
+
+		for j := range count {
+			nodes = append(nodes, benchNode{cluster: id, name: fmt.Sprintf("%s-n%d", id, j+1), ip: nodeIP(i*perCluster + j)})
+		}
+
+		p.clusters = append(p.clusters, declared(id, i%opts.apiservers, nodes))
+		p.nodes = append(p.nodes, nodes[:opts.nodesPerCluster])
+
+		if i == 0 {
+			p.joiners = nodes[opts.nodesPerCluster:]
+		}
+	}
+
+	for j := range opts.bigNodes {
+		p.bigNodes = append(p.bigNodes, benchNode{cluster: "big", name: fmt.Sprintf("big-n%d", j+1), ip: nodeIP(opts.clusters*perCluster + j)})
+	}
+
+	p.big = declared("big", 0, p.bigNodes)
+
+	return p
+}
+
+// byAPIServer groups the Nodes to create by apiserver.
+func (p plan) byAPIServer(n int) [][]benchNode {
+	out := make([][]benchNode, n)
+
+	for i, nodes := range p.nodes {
+		a := p.clusters[i].APIServer
+		out[a] = append(out[a], nodes...)
+	}
+
+	out[p.big.APIServer] = append(out[p.big.APIServer], p.bigNodes...)
+
+	return out
+}
+
+func measure(ctx context.Context, opts options, f *fleet, bin string) (*results, error) {
+	res := &results{
+		clusters: opts.clusters, nodesPerCluster: opts.nodesPerCluster, burst: opts.burst,
+		bigNodes: opts.bigNodes, apiservers: opts.apiservers, idleWindow: opts.idle,
+	}
+
+	p := newPlan(opts)
+
+	watch, err := startInitWatch(ctx, f.clients)
+	if err != nil {
+		return nil, err
+	}
+
+	for a, nodes := range p.byAPIServer(opts.apiservers) {
+		step("creating %d Nodes on apiserver %d, as their kubelets would", len(nodes), a+1)
+
+		if err = createNodes(ctx, f.clients[a], nodes); err != nil {
+			return nil, err
+		}
+	}
+
+	step("starting the host")
+
+	host, err := startHost(ctx, bin, f.kubeconfigs, opts.logLevel, filepath.Join(opts.outDir, "host.log"))
+	if err != nil {
+		return nil, err
+	}
+
+	defer host.stop()
+
+	sleep(ctx, opts.settle)
+
+	if res.empty, err = readSample(ctx, host, f.ports); err != nil {
+		return nil, err
+	}
+
+	step("empty host: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.empty.heap/(1<<20), res.empty.goroutines, res.empty.conns)
+
+	first := opts.clusters - opts.burst
+	step("declaring %d clusters", first)
+
+	for b := 0; b < first; b += declareBatch {
+		if err = host.declare(ctx, p.clusters[b:min(b+declareBatch, first)]); err != nil {
+			return nil, err
+		}
+	}
+
+	if err = watch.waitAll(ctx, flatten(p.nodes[:first]), opts.timeout); err != nil {
+		return nil, fmt.Errorf("the first %d clusters: %w", first, err)
+	}
+
+	step("declaring %d clusters at once", opts.burst)
+
+	declaredAt := time.Now()
+
+	if err = host.declare(ctx, p.clusters[first:]); err != nil {
+		return nil, err
+	}
+
+	if err = watch.waitFirst(ctx, p.nodes[first:], opts.timeout); err != nil {
+		return nil, fmt.Errorf("the clusters declared at once: %w", err)
+	}
+
+	for _, nodes := range p.nodes[first:] {
+		at, _ := watch.first(nodes)
+		res.startLatencies = append(res.startLatencies, at.Sub(declaredAt))
+	}
+
+	if err = watch.waitAll(ctx, flatten(p.nodes), opts.timeout); err != nil {
+		return nil, fmt.Errorf("every cluster: %w", err)
+	}
+
+	if err = measureIdle(ctx, opts, res, host, f.ports); err != nil {
+		return nil, err
+	}
+
+	if opts.bigNodes > 0 {
+		if err = measureFairness(ctx, opts, res, p, f, host, watch); err != nil {
+			return nil, err
+		}
+	}
+
+	step("removing every cluster")
+
+	if err = host.remove(ctx, nil); err != nil {
+		return nil, err
+	}
+
+	sleep(ctx, opts.settle)
+
+	if res.removed, err = readSample(ctx, host, f.ports); err != nil {
+		return nil, err
+	}
+
+	step("host without clusters: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.removed.heap/(1<<20), res.removed.goroutines, res.removed.conns)
+
+	return res, nil
+}
+
+// measureIdle measures the host with every cluster running and nothing to do.
+func measureIdle(ctx context.Context, opts options, res *results, host *hostProcess, ports map[int]bool) error {
+	sleep(ctx, opts.settle)
+
+	var err error
+
+	if res.idle, err = readSample(ctx, host, ports); err != nil {
+		return err
+	}
+
+	step("idle host: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.idle.heap/(1<<20), res.idle.goroutines, res.idle.conns)
+
+	before, err := host.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+
+	cpuBefore, err := cpuTime(host.pid())
+	if err != nil {
+		return err
+	}
+
+	step("idle window of %s", opts.idle)
+	sleep(ctx, opts.idle)
+
+	after, err := host.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+
+	cpuAfter, err := cpuTime(host.pid())
+	if err != nil {
+		return err
+	}
+
+	res.idleCPU = cpuAfter - cpuBefore
+	res.statusWrites = after.StatusWrites - before.StatusWrites
+
+	return ctx.Err()
+}
+
+// measureFairness times a Node of the first cluster joining an idle host, then another while the busy
+// cluster initializes its Nodes.
+func measureFairness(ctx context.Context, opts options, res *results, p plan, f *fleet, host *hostProcess, watch *initWatch) error {
+	client := f.clients[p.clusters[0].APIServer]
+
+	join := func(n benchNode) (time.Duration, error) {
+		at := time.Now()
+
+		if err := createNodes(ctx, client, []benchNode{n}); err != nil {
+			return 0, err
+		}
+
+		if err := watch.waitAll(ctx, []benchNode{n}, opts.timeout); err != nil {
+			return 0, fmt.Errorf("the joining Node: %w", err)
+		}
+
+		initialized, _ := watch.at(n.name)
+
+		return initialized.Sub(at), nil
+	}
+
+	var err error
+
+	step("a Node joins the idle host")
+
+	if res.joinIdle, err = join(p.joiners[0]); err != nil {
+		return err
+	}
+
+	step("a cluster of %d Nodes starts; another Node joins meanwhile", opts.bigNodes)
+
+	bigAt := time.Now()
+
+	if err = host.declare(ctx, []hostapi.Cluster{p.big}); err != nil {
+		return err
+	}
+
+	// The busy cluster initializes its Nodes: the first one is done, the others are under way.
+	if err = watch.waitFirst(ctx, [][]benchNode{p.bigNodes}, opts.timeout); err != nil {
+		return fmt.Errorf("the busy cluster: %w", err)
+	}
+
+	if res.joinBusy, err = join(p.joiners[1]); err != nil {
+		return err
+	}
+
+	if err = watch.waitAll(ctx, p.bigNodes, opts.timeout); err != nil {
+		return fmt.Errorf("the busy cluster: %w", err)
+	}
+
+	var last time.Time
+
+	for _, n := range p.bigNodes {
+		if at, _ := watch.at(n.name); at.After(last) {
+			last = at
+		}
+	}
+
+	res.bigInit = last.Sub(bigAt)
+
+	return nil
+}
+
+// readSample reads the host's live heap and goroutines, and counts its connections to the apiservers.
+func readSample(ctx context.Context, host *hostProcess, ports map[int]bool) (sample, error) {
+	stats, err := host.stats(ctx, true)
+	if err != nil {
+		return sample{}, err
+	}
+
+	conns, err := connsTo(host.pid(), ports)
+	if err != nil {
+		return sample{}, err
+	}
+
+	return sample{heap: float64(stats.HeapAlloc), goroutines: float64(stats.Goroutines), conns: float64(conns)}, nil
+}
+
+func flatten(groups [][]benchNode) []benchNode {
+	var out []benchNode
+
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

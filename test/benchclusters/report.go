@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+// Targets of issue 36 for a host of many clusters.
+const (
+	targetHeapPerCluster       = 256 * 1024 // bytes
+	targetGoroutinesPerCluster = 24
+	targetConnsPerCluster      = 2
+	targetIdleCPU              = 2.0 // percent of one core, the whole host
+	targetStartP99             = 2 * time.Second
+	targetHeapReturn           = 0.05 // of the empty host's heap
+	targetJoinDelay            = time.Second
+)
+
+// sample is what the bench reads of the host at one moment.
+type sample struct {
+	heap       float64 // live heap, bytes, after a collection
+	goroutines float64
+	conns      float64 // open TCP connections to the apiservers
+}
+
+// results is everything one run measured.
+type results struct {
+	clusters, nodesPerCluster, burst, bigNodes, apiservers int
+
+	empty, idle, removed sample
+
+	// idleWindow is how long the idle CPU and status writes were measured; idleCPU the host's CPU time over
+	// it, statusWrites the ClusterStatus writes.
+	idleWindow   time.Duration
+	idleCPU      time.Duration
+	statusWrites int64
+
+	// startLatencies are, for each of the burst clusters declared at once, the time from their declaration to
+	// their first Node initialized.
+	startLatencies []time.Duration
+
+	// joinIdle is a single joining Node's time to be initialized on an idle host; joinBusy the same while
+	// another cluster initializes bigNodes Nodes; bigInit is how long that cluster took for all of them.
+	joinIdle, joinBusy, bigInit time.Duration
+}
+
+// perCluster is what each of n clusters adds to a host: (with - without) / n.
+func perCluster(with, without float64, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+
+	return (with - without) / float64(n)
+}
+
+// cpuPercent is cpu used over window as a percentage of one core.
+func cpuPercent(cpu, window time.Duration) float64 {
+	if window <= 0 {
+		return 0
+	}
+
+	return 100 * cpu.Seconds() / window.Seconds()
+}
+
+// percentile is the p-th percentile (0 < p <= 100) of ds by the nearest-rank method; zero when empty.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+
+	rank := max(int(math.Ceil(p/100*float64(len(sorted)))), 1)
+
+	return sorted[min(rank, len(sorted))-1]
+}
+
+// growth is how much after exceeds before, as a fraction of before.
+func growth(after, before float64) float64 {
+	if before <= 0 {
+		return 0
+	}
+
+	return (after - before) / before
+}
+
+// row is one line of the report's table.
+type row struct {
+	what, value, target string
+	met                 bool
+}
+
+// rows are the report's lines, each measure against its target.
+func (r *results) rows() []row {
+	heap := perCluster(r.idle.heap, r.empty.heap, r.clusters)
+	goroutines := perCluster(r.idle.goroutines, r.empty.goroutines, r.clusters)
+	conns := perCluster(r.idle.conns, r.empty.conns, r.clusters)
+	cpu := cpuPercent(r.idleCPU, r.idleWindow)
+	p99 := percentile(r.startLatencies, 99)
+	back := growth(r.removed.heap, r.empty.heap)
+	writes := 0.0
+
+	if r.idleWindow > 0 {
+		writes = float64(r.statusWrites) / r.idleWindow.Seconds()
+	}
+
+	return []row{
+		{
+			what:   fmt.Sprintf("Heap per idle cluster (with its %d Nodes)", r.nodesPerCluster),
+			value:  fmt.Sprintf("%.0f KiB", heap/1024),
+			target: fmt.Sprintf("at most %d KiB beyond its Nodes", targetHeapPerCluster/1024),
+			met:    heap <= targetHeapPerCluster,
+		},
+		{
+			what:   "Goroutines per idle cluster",
+			value:  fmt.Sprintf("%.1f", goroutines),
+			target: fmt.Sprintf("at most %d", targetGoroutinesPerCluster),
+			met:    goroutines <= targetGoroutinesPerCluster,
+		},
+		{
+			what:   "Connections per cluster",
+			value:  fmt.Sprintf("%.1f", conns),
+			target: fmt.Sprintf("at most %d", targetConnsPerCluster),
+			met:    conns <= targetConnsPerCluster,
+		},
+		{
+			what:   fmt.Sprintf("Idle CPU of the host (%d clusters, %s)", r.clusters, r.idleWindow),
+			value:  fmt.Sprintf("%.1f%% of one core", cpu),
+			target: fmt.Sprintf("under %g%%", targetIdleCPU),
+			met:    cpu < targetIdleCPU,
+		},
+		{
+			what:   fmt.Sprintf("Cluster to first Node initialized, p99 of %d starting at once", len(r.startLatencies)),
+			value:  seconds(p99),
+			target: "under " + seconds(targetStartP99),
+			met:    len(r.startLatencies) > 0 && p99 < targetStartP99,
+		},
+		{
+			what:   "Heap after removing every cluster, vs the empty host",
+			value:  fmt.Sprintf("%+.1f%% (%.1f MiB, empty %.1f MiB)", 100*back, r.removed.heap/(1<<20), r.empty.heap/(1<<20)),
+			target: fmt.Sprintf("within %g%%", 100*targetHeapReturn),
+			met:    math.Abs(back) <= targetHeapReturn,
+		},
+		{
+			what:   fmt.Sprintf("A joining Node's initialization while another cluster initializes %d (took %s)", r.bigNodes, seconds(r.bigInit)),
+			value:  fmt.Sprintf("%s (idle host: %s)", seconds(r.joinBusy), seconds(r.joinIdle)),
+			target: "at most " + seconds(targetJoinDelay),
+			met:    r.joinBusy > 0 && r.joinBusy <= targetJoinDelay,
+		},
+		{
+			what:   "ClusterStatus writes when idle",
+			value:  fmt.Sprintf("%.1f/s (%d in %s)", writes, r.statusWrites, r.idleWindow),
+			target: "O(clusters changed): none",
+			met:    r.statusWrites == 0,
+		},
+	}
+}
+
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// writeTable writes the rows as a markdown table.
+func (r *results) writeTable(w io.Writer) {
+	fmt.Fprintln(w, "| Measure | Measured | Target | Met |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+
+	for _, row := range r.rows() {
+		met := "no"
+		if row.met {
+			met = "yes"
+		}
+
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", row.what, row.value, row.target, met)
+	}
+}
