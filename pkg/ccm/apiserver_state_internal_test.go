@@ -105,7 +105,7 @@ func writeStatus(t *testing.T, w http.ResponseWriter, code int, reason metav1.St
 
 	status := &metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure, Reason: reason, Message: message, Code: int32(code), //nolint:gosec // HTTP codes fit.
+		Status:   metav1.StatusFailure, Reason: reason, Message: message, Code: int32(code),
 	}
 
 	body, err := runtime.Encode(info.Serializer, status)
