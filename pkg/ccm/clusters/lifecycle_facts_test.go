@@ -270,11 +270,15 @@ func TestLifecycleFactsFromHost(t *testing.T) {
 
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the Node of the removed machine deleted", func(ctx context.Context) error {
 		_, err := nodes.Get(ctx, w2.NodeName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
 
-		return fmt.Errorf("still there: %v", err)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		default:
+			return errors.New("still there")
+		}
 	})
 
 	_, err = nodes.Get(ctx, w1.NodeName, metav1.GetOptions{})
@@ -293,4 +297,3 @@ func nodeAddresses(n *corev1.Node, typ corev1.NodeAddressType) []string {
 
 	return out
 }
-

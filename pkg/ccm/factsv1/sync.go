@@ -153,7 +153,7 @@ func destroyUnlisted(ctx context.Context, rw controller.ReaderWriter, ns resourc
 		}
 
 		for _, res := range list.Items {
-			if id := res.Metadata().ID(); listed[id] > 0 && !(statuses && quiet[id]) {
+			if id := res.Metadata().ID(); listed[id] > 0 && (!statuses || !quiet[id]) {
 				continue
 			}
 
