@@ -336,9 +336,9 @@ func (cr *clusterRun) status() *specs.ClusterStatusSpec {
 	pipeline := cr.pipeline
 	cr.mu.Unlock()
 
-	var apiServer ccm.APIServerState
-
 	out.Controllers = slices.Clone(cr.controllers)
+
+	var apiServer ccm.APIServerState
 
 	if pipeline != nil {
 		credentials := pipeline.Credentials()
