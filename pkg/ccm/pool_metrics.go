@@ -11,7 +11,8 @@ import (
 // service-lb) runs. The metrics are the process's own: one pipeline of a process asks for them, never each
 // cluster of a host (see Options.PoolMetrics).
 func (c *CCM) registerPoolMetrics() error {
-	if !c.opts.PoolMetrics || !(c.enabled[ControllerNodeIPAM] || c.enabled[ControllerServiceLB]) {
+	allocating := c.enabled[ControllerNodeIPAM] || c.enabled[ControllerServiceLB]
+	if !c.opts.PoolMetrics || !allocating {
 		return nil
 	}
 
