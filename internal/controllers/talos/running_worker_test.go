@@ -1,0 +1,56 @@
+package talos
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// panickingWorker panics on its first run, and on the next ones sends one fact and waits for its context.
+type panickingWorker struct {
+	machineRef
+
+	runs *atomic.Int32
+}
+
+func (w panickingWorker) RunTask(ctx context.Context, _ *zap.Logger, in workerInput[machineFacts]) error {
+	if w.runs.Add(1) == 1 {
+		panic("the worker failed")
+	}
+
+	in.deliver(ctx, machineFacts{machineRef: w.machineRef})
+	<-ctx.Done()
+
+	return nil
+}
+
+// TestRunningWorkerStartsOverAfterPanic checks that a worker that panicked is reported and started over
+// after a backoff, as pkg/task's runner did, and that stopping it waits for its goroutine.
+func TestRunningWorkerStartsOverAfterPanic(t *testing.T) {
+	t.Parallel()
+
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.ErrorLevel)
+		facts := make(chan machineFacts, 1)
+		spec := panickingWorker{machineRef: machineRef{node: "w1", ip: "10.0.0.5"}, runs: &atomic.Int32{}}
+
+		started := time.Now()
+		w := startWorker(t.Context(), spec, workerInput[machineFacts]{facts: facts, logger: zap.New(core)})
+
+		f := <-facts
+		require.Equal(t, spec.machineRef, f.machineRef)
+		require.Equal(t, int32(2), spec.runs.Load(), "started over once")
+		require.GreaterOrEqual(t, time.Since(started), panicBackoffMin/2, "after the backoff")
+		require.Equal(t, 1, logs.FilterMessage("talos worker panicked").Len())
+
+		w.stop()
+		w.wait()
+		require.Equal(t, int32(2), spec.runs.Load(), "not started again once stopped")
+	})
+}
