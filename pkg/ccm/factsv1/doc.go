@@ -29,16 +29,17 @@
 //   - StageShuttingDown: the Node gets the taint node.cloudprovider.kubernetes.io/shutdown while it is
 //     NotReady, whether the host still reaches the machine or not; another stage removes it.
 //   - Connected false: nothing is done. Losing the connection is no evidence of anything.
-//   - Removed: the Node is deleted once NotReady for the stale-node grace (nodeLifecycle.staleNodeGrace,
-//     5 minutes by default), only when the host passes DeleteRemovedNodes; never while it is Ready. Without
-//     the option, the NodeLifecycle only says that the Node would be deleted.
+//   - Removed: the Node is deleted once NotReady for the stale-node grace (the Cluster's
+//     nodeLifecycle.staleNodeGrace, or ccm.Options.NodeLifecycle.StaleNodeGrace; 5 minutes by default),
+//     only when the host passes DeleteRemovedNodes; never while it is Ready. Without the option, the
+//     NodeLifecycle only says that the Node would be deleted.
 //   - None of them: node-lifecycle has no facts about the machine and does nothing to its Node.
 //
 // Removed Nodes: a host that already deletes the Nodes of the machines it removes, as Omni's node audit
 // does, leaves DeleteRemovedNodes out; one that does not passes it. With both on, both delete the same
 // Nodes (talos-ccm's deletion is guarded by the Node's UID, and a Node already gone is no error): no harm,
-// but the work is done twice and the Events say two things. Either way, keep listing a removed machine
-// until its Node is gone: the lifecycle of a machine no longer listed goes with its other facts.
+// but the work is done twice. Either way, keep listing a removed machine until its Node is gone: the
+// lifecycle of a machine no longer listed goes with its other facts.
 //
 // # What talos-ccm can and cannot decide without link names
 //

@@ -24,8 +24,8 @@ const (
 // every address with its prefix length (a bare IP gets /32 or /128), family and scope, the node IPs added
 // where Addresses lacks them, sorted by link and address as Talos's facts are, so that the order in which a
 // host lists addresses changes nothing. node_ip is the first node IP, and nodename names the Node. With
-// ExposureFromIP, an address without link name and exposure gets the exposure its IP says (see ExposureFromIP). The
-// error lists the addresses and node IPs that do not parse (Validate says it too).
+// ExposureFromIP, an address without link name and exposure gets the exposure its IP says. The error lists
+// the addresses and node IPs that do not parse (Validate says it too).
 func (m Machine) MachineAddressesSpec(opts ...Option) (*specs.MachineAddressesSpec, error) {
 	addresses, errs := m.addresses(newOptions(opts))
 	if len(errs) > 0 {
