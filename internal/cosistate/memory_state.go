@@ -1,6 +1,8 @@
 package cosistate
 
 import (
+	"slices"
+
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
@@ -28,6 +30,9 @@ const (
 // instead of copying them (see sharedReads: what is read must not be changed): what a host's state builder
 // should give the namespaces of PrefixedNamespaces, with its own options (inmem.WithBackingStore for the
 // persisted ones) as extra.
+//
+// Every namespace has an index of its stored resources of its own, so that a namespace dropped (see
+// ReleasableNamespaces) takes its index along.
 func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
 	var host inmem.StateOptions
 
@@ -35,10 +40,12 @@ func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
 		opt(&host)
 	}
 
-	stored := newStoredIndex(host.BackingStore)
-	memory := inmem.NewStateWithOptions(append(append(memoryStateOptions(), extra...), inmem.WithBackingStore(stored))...)
+	options := slices.Concat(memoryStateOptions(), extra)
 
 	return func(ns resource.Namespace) state.CoreState {
+		stored := newStoredIndex(host.BackingStore)
+		memory := inmem.NewStateWithOptions(append(slices.Clip(options), inmem.WithBackingStore(stored))...)
+
 		return &resumingState{CoreState: &sharedReads{CoreState: memory(ns), stored: stored}}
 	}
 }

@@ -59,8 +59,37 @@ func eachClusterResource(ctx context.Context, host state.State, prefix string, f
 }
 
 // destroyClusterResources destroys every resource of a stopped pipeline in the host's state, each with its
-// finalizers removed first: the controllers that put them there do not run any more.
+// finalizers removed first: the controllers that put them there do not run any more. Once they are all
+// gone, it releases the prefix's namespaces when the host's state can (see NamespaceReleaser).
 func destroyClusterResources(ctx context.Context, host state.State, prefix string) error {
+	if err := destroyEachClusterResource(ctx, host, prefix); err != nil {
+		return err
+	}
+
+	releaser, ok := host.(NamespaceReleaser)
+	if !ok {
+		return nil
+	}
+
+	namespaces, err := PrefixedNamespaces(prefix)
+	if err != nil {
+		return fmt.Errorf("failed to release the namespaces of prefix %q: %w", prefix, err)
+	}
+
+	names := make([]resource.Namespace, 0, len(namespaces))
+	for _, ns := range namespaces {
+		names = append(names, ns.Name)
+	}
+
+	if err = releaser.ReleaseNamespaces(ctx, names); err != nil {
+		return fmt.Errorf("failed to release the namespaces of prefix %q: %w", prefix, err)
+	}
+
+	return nil
+}
+
+// destroyEachClusterResource destroys every resource of a stopped pipeline in the host's state.
+func destroyEachClusterResource(ctx context.Context, host state.State, prefix string) error {
 	return eachClusterResource(ctx, host, prefix, func(r resource.Resource) error {
 		md := r.Metadata()
 

@@ -1,7 +1,10 @@
 package clusters
 
 import (
+	"context"
+
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 
@@ -70,4 +73,54 @@ func PrefixedNamespaces(prefix string) ([]PrefixedNamespace, error) {
 // options (inmem.WithBackingStore for the persisted ones) as extra.
 func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
 	return cosistate.MemoryStateBuilder(extra...)
+}
+
+// NamespaceReleaser is a host's state that can drop namespaces it no longer needs from memory. When the
+// host's state given to NewController is one, the Controller releases the namespaces of a removed
+// cluster's prefix (PrefixedNamespaces) once the cluster's pipeline stopped and its resources were
+// destroyed: a namespaced.State never drops a namespace, so without it every cluster a host ever ran keeps
+// its in-memory collections, and their history of events, in the host's state. Namespaces of a cluster
+// that keeps its resources (keepResources) are not released.
+//
+// HostState is one. A host with a state of its own (its own layers over namespaced.State) builds its
+// namespaces with NewReleasableNamespaces instead of namespaced.NewState, and gives the state it hands to
+// NewController a ReleaseNamespaces method that calls theirs.
+type NamespaceReleaser interface {
+	// ReleaseNamespaces drops the given namespaces once nothing is stored in them and nobody watches them
+	// (at once, or when their last watch ends); a namespace written again meanwhile keeps what was written.
+	ReleaseNamespaces(ctx context.Context, namespaces []resource.Namespace) error
+}
+
+// ReleasableNamespaces is a state split by namespace (the host's namespaced.State), whose namespace ns is
+// what its builder returns for ns, and whose namespaces can be released: a released namespace is dropped,
+// with everything it holds, once it is empty and unwatched; used again, it is built afresh.
+type ReleasableNamespaces = cosistate.ReleasableNamespaces
+
+// NewReleasableNamespaces returns a state whose namespace ns is builder(ns) (as namespaced.NewState does),
+// whose namespaces can be released: what a host's state should split its namespaces with, so that a
+// removed cluster's go (see NamespaceReleaser).
+func NewReleasableNamespaces(builder namespaced.StateBuilder) *ReleasableNamespaces {
+	return cosistate.NewReleasableNamespaces(builder)
+}
+
+// HostState is a host's state split by namespace whose namespaces are released when a cluster is removed
+// (a NamespaceReleaser): state.WrapCore over ReleasableNamespaces.
+type HostState struct {
+	state.State
+
+	namespaces *ReleasableNamespaces
+}
+
+// NewHostState returns a host's state whose namespace ns is builder(ns), such as MemoryStateBuilder's, in
+// place of state.WrapCore(namespaced.NewState(builder)): given to NewController, it gives the memory of the
+// namespaces of a removed cluster back.
+func NewHostState(builder namespaced.StateBuilder) *HostState {
+	namespaces := NewReleasableNamespaces(builder)
+
+	return &HostState{State: state.WrapCore(namespaces), namespaces: namespaces}
+}
+
+// ReleaseNamespaces implements NamespaceReleaser.
+func (s *HostState) ReleaseNamespaces(ctx context.Context, namespaces []resource.Namespace) error {
+	return s.namespaces.ReleaseNamespaces(ctx, namespaces) //nolint:wrapcheck // It says what failed.
 }
