@@ -2,6 +2,7 @@ package nodetransform
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -100,4 +101,42 @@ func TestStringTableLimits(t *testing.T) {
 	assert.True(t, sameBytes(late, table.share(late)), "a full table takes no more")
 	assert.Len(t, table.strings, maxShared)
 	assert.True(t, sameBytes(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "what it holds is still handed out")
+}
+
+// BenchmarkBuildRetained reports what the NodeTransforms of a fleet of like machines hold once stored: the
+// heap a copy of each result keeps (the state stores a copy), per Node, after a collection.
+func BenchmarkBuildRetained(b *testing.B) {
+	const nodes = 2000
+
+	inputs := make([]Input, nodes)
+	for i := range inputs {
+		inputs[i] = awsInput(fmt.Sprintf("worker-%04d", i), fmt.Sprintf("10.0.%d.%d", i/250, i%250+1))
+	}
+
+	heapAlloc := func() uint64 {
+		runtime.GC()
+
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+
+		return m.HeapAlloc
+	}
+
+	var retained uint64
+
+	for b.Loop() {
+		stored := make([]*specs.NodeTransformSpec, 0, nodes)
+		before := heapAlloc()
+
+		for _, in := range inputs {
+			spec, _ := Build(in)
+			stored = append(stored, spec.CloneVT())
+		}
+
+		retained = heapAlloc() - before
+
+		runtime.KeepAlive(stored)
+	}
+
+	b.ReportMetric(float64(retained)/nodes, "retained-B/node")
 }
