@@ -185,3 +185,33 @@ func (h *hostProcess) call(ctx context.Context, method, path string, in, out any
 
 	return nil
 }
+
+// saveProfile writes one of the host's /debug/pprof endpoints (path and query) to file.
+func (h *hostProcess) saveProfile(ctx context.Context, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.addr+path, nil)
+	if err != nil {
+		return fmt.Errorf("failed to build the request: %w", err)
+	}
+
+	resp, err := h.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("failed to read the host's %s: %w", path, err)
+	}
+
+	defer resp.Body.Close() //nolint:errcheck // Read to the end below.
+
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("host's %s: %s", path, resp.Status)
+	}
+
+	out, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("failed to create %s: %w", file, err)
+	}
+
+	if _, err = io.Copy(out, resp.Body); err != nil {
+		return errors.Join(fmt.Errorf("failed to write %s: %w", file, err), out.Close())
+	}
+
+	return out.Close() //nolint:wrapcheck // It names the file.
+}

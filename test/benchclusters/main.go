@@ -21,6 +21,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 type options struct {
@@ -28,6 +31,7 @@ type options struct {
 
 	idle     time.Duration
 	settle   time.Duration
+	profile  time.Duration
 	timeout  time.Duration
 	outDir   string
 	logLevel string
@@ -43,8 +47,9 @@ func main() {
 	flag.IntVar(&opts.apiservers, "apiservers", 1, "envtest apiservers the clusters share (round robin)")
 	flag.DurationVar(&opts.idle, "idle", time.Minute, "window of the idle CPU and status writes")
 	flag.DurationVar(&opts.settle, "settle", 10*time.Second, "wait before a measure of the idle host")
+	flag.DurationVar(&opts.profile, "cpu-profile", 20*time.Second, "how long the host's CPU profile runs from the burst's declaration (cpu-burst.pprof)")
 	flag.DurationVar(&opts.timeout, "timeout", 20*time.Minute, "bound of each wait for the host")
-	flag.StringVar(&opts.outDir, "out", "bench/clusters", "directory of the report and the host's log")
+	flag.StringVar(&opts.outDir, "out", "bench/clusters", "directory of the report, the host's log and its profiles")
 	flag.StringVar(&opts.logLevel, "host-log-level", "warn", "log level of the host")
 	flag.Parse()
 
@@ -52,6 +57,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchclusters: want --clusters, --nodes and --apiservers of at least 1, and --burst within --clusters")
 		os.Exit(2)
 	}
+
+	// envtest logs through controller-runtime, whose lines would drown the bench's.
+	ctrllog.SetLogger(logr.Discard())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, opts)

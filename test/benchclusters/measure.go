@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -143,6 +144,20 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 
 	step("declaring %d clusters at once", opts.burst)
 
+	// Where the host's CPU goes while they start.
+	profiled := make(chan error, 1)
+
+	go func() {
+		if opts.profile <= 0 {
+			profiled <- nil
+
+			return
+		}
+
+		profiled <- host.saveProfile(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(opts.profile.Seconds())),
+			filepath.Join(opts.outDir, "cpu-burst.pprof"))
+	}()
+
 	declaredAt := time.Now()
 
 	if err = host.declare(ctx, p.clusters[first:]); err != nil {
@@ -160,6 +175,10 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 
 	if err = watch.waitAll(ctx, flatten(p.nodes), opts.timeout); err != nil {
 		return nil, fmt.Errorf("every cluster: %w", err)
+	}
+
+	if err = <-profiled; err != nil {
+		return nil, err
 	}
 
 	if err = measureIdle(ctx, opts, res, host, f.ports); err != nil {
@@ -184,6 +203,11 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		return nil, err
 	}
 
+	// What the removed clusters left behind.
+	if err = saveProfiles(ctx, host, opts.outDir, "removed"); err != nil {
+		return nil, err
+	}
+
 	step("host without clusters: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.removed.heap/(1<<20), res.removed.goroutines, res.removed.conns)
 
 	return res, nil
@@ -200,6 +224,11 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 	}
 
 	step("idle host: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.idle.heap/(1<<20), res.idle.goroutines, res.idle.conns)
+
+	// Where the heap and the goroutines of the idle clusters go.
+	if err = saveProfiles(ctx, host, opts.outDir, "idle"); err != nil {
+		return err
+	}
 
 	before, err := host.stats(ctx, false)
 	if err != nil {
@@ -306,6 +335,14 @@ func readSample(ctx context.Context, host *hostProcess, ports map[int]bool) (sam
 	}
 
 	return sample{heap: float64(stats.HeapAlloc), goroutines: float64(stats.Goroutines), conns: float64(conns)}, nil
+}
+
+// saveProfiles writes the host's heap profile and goroutine counts by stack, named after the moment.
+func saveProfiles(ctx context.Context, host *hostProcess, dir, moment string) error {
+	return errors.Join(
+		host.saveProfile(ctx, "/debug/pprof/heap", filepath.Join(dir, "heap-"+moment+".pprof")),
+		host.saveProfile(ctx, "/debug/pprof/goroutine?debug=1", filepath.Join(dir, "goroutines-"+moment+".txt")),
+	)
 }
 
 func flatten(groups [][]benchNode) []benchNode {
