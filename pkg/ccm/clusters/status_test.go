@@ -12,6 +12,7 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/stretchr/testify/require"
@@ -79,21 +80,15 @@ func (s *statusOps) Destroy(ctx context.Context, ptr resource.Pointer, opts ...s
 	return s.CoreState.Destroy(ctx, ptr, opts...) //nolint:wrapcheck
 }
 
-// statusHost is a host runtime with a ClustersController over a state that counts the status operations.
-type statusHost struct {
-	// state is the host's state; uncounted holds the same resources, for the test's own reads and writes.
-	state, uncounted state.State
-	ctrl             *clusters.Controller
-	ops              *statusOps
-}
-
-func startStatusHost(ctx context.Context, t *testing.T, provider func(context.Context, string) (*rest.Config, error)) *statusHost {
+// startStatusHost is a host runtime with a ClustersController over a state that counts the status
+// operations; the test's own reads and writes go to the same state uncounted.
+func startStatusHost(ctx context.Context, t *testing.T, provider func(context.Context, string) (*rest.Config, error)) (*clustersHost, *statusOps) {
 	t.Helper()
 
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 
 	ops := &statusOps{CoreState: namespaced.NewState(clusters.MemoryStateBuilder()), ops: map[resource.ID]int{}}
-	h := &statusHost{state: state.WrapCore(ops), uncounted: state.WrapCore(ops.CoreState), ops: ops}
+	h := &clustersHost{state: state.WrapCore(ops), uncounted: state.WrapCore(ops.CoreState)}
 
 	require.NoError(t, clusters.RegisterResources(ctx, h.state, ""))
 
@@ -117,39 +112,7 @@ func startStatusHost(ctx context.Context, t *testing.T, provider func(context.Co
 		}
 	})
 
-	return h
-}
-
-// waitStatus waits until check passes on a cluster's status, checking it at every change, and returns it.
-func (h *statusHost) waitStatus(t *testing.T, id string, check func(*specs.ClusterStatusSpec) error) *specs.ClusterStatusSpec {
-	t.Helper()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-
-	events := make(chan state.Event)
-	require.NoError(t, h.uncounted.Watch(ctx, clusters.NewClusterStatus(clusters.DefaultNamespace, id).Metadata(), events))
-
-	err := errors.New("no status")
-
-	for {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("status of cluster %s: %v", id, err)
-		case ev := <-events:
-			switch ev.Type {
-			case state.Errored:
-				t.Fatalf("watch of the status of cluster %s: %v", id, ev.Error)
-			case state.Created, state.Updated:
-				status := ev.Resource.(*clusters.ClusterStatus).TypedSpec().Value //nolint:forcetypeassert // Its type.
-				if err = check(status); err == nil {
-					return status
-				}
-			case state.Destroyed, state.Bootstrapped, state.Noop:
-				err = errors.New("no status")
-			}
-		}
-	}
+	return h, ops
 }
 
 // phase checks a status's phase, and that its reason contains reason (none if empty), with a since
@@ -202,7 +165,7 @@ func TestClusterStatusSaysWhatFails(t *testing.T) {
 		configs[id] = cfg
 	}
 
-	h := startStatusHost(ctx, t, func(_ context.Context, id string) (*rest.Config, error) {
+	h, ops := startStatusHost(ctx, t, func(_ context.Context, id string) (*rest.Config, error) {
 		mu.Lock()
 		defer mu.Unlock()
 
@@ -224,18 +187,23 @@ func TestClusterStatusSaysWhatFails(t *testing.T) {
 	h.waitStatus(t, "down", phase(clusters.PhaseAPIServerUnreachable, "connection refused"))
 
 	// The host's provider now returns a token the apiserver does not know, and the host says so.
-	h.ops.take()
+	ops.take()
 
 	before := time.Now()
 
 	provide("refused", tokenConfig(env, "not-a-token"))
 	h.ctrl.RefreshCredentials("refused")
 
-	refused := h.waitStatus(t, "refused", phase(clusters.PhaseCredentialsRefused, "401 Unauthorized"))
+	h.waitStatus(t, "refused", phase(clusters.PhaseCredentialsRefused, "401 Unauthorized"))
+
+	status, err := safe.StateGet[*clusters.ClusterStatus](ctx, h.uncounted, clusters.NewClusterStatus(clusters.DefaultNamespace, "refused").Metadata())
+	require.NoError(t, err)
+
+	refused := status.TypedSpec().Value
 	require.False(t, refused.GetPhaseSince().AsTime().Before(before.Truncate(time.Second)), "since the first refusal, after the rotation")
 	require.EqualValues(t, 1, refused.GetCredentialRotations())
 
-	changed := h.ops.take()
+	changed := ops.take()
 	require.Positive(t, changed["refused"], "the refused cluster's status was written")
 	delete(changed, "refused")
 	require.Empty(t, changed, "the statuses of the clusters that did not change were neither read nor written")
@@ -250,7 +218,7 @@ func TestClusterStatusSaysWhatFails(t *testing.T) {
 	h.ctrl.RefreshCredentials("down")
 	h.waitStatus(t, "down", phase(clusters.PhaseRunning, ""))
 
-	changed = h.ops.take()
+	changed = ops.take()
 	for _, id := range healthy {
 		require.Zero(t, changed[id], "the status of %s, which did not change, was neither read nor written", id)
 	}
