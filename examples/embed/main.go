@@ -21,8 +21,6 @@ import (
 	"syscall"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
-	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -65,7 +63,8 @@ func run(ctx context.Context, dir string, rotated <-chan os.Signal, logger *zap.
 	// The host's own state, which every cluster's pipeline shares through its prefixed view (in memory here;
 	// a host that keeps talos-ccm's decisions across restarts routes the persisted namespaces of
 	// clusters.PrefixedNamespaces to a database), and the host's runtime, where its own controllers run.
-	hostState := state.WrapCore(namespaced.NewState(clusters.MemoryStateBuilder()))
+	// A host state of NewHostState gives the memory of a removed cluster's namespaces back.
+	hostState := clusters.NewHostState(clusters.MemoryStateBuilder())
 
 	if err := clusters.RegisterResources(ctx, hostState, ""); err != nil {
 		return err
