@@ -27,17 +27,17 @@ type runningWorker[F any, S machineWorker[F]] struct {
 	backoff *retryBackoff
 }
 
-// Panicked workers are started over after a backoff, which grows from panicBackoffMin to panicBackoffMax.
+// Panicked workers are started over after a backoff, which grows from panicBackoffFloor to panicBackoffCap.
 const (
-	panicBackoffMin = time.Second
-	panicBackoffMax = time.Minute
+	panicBackoffFloor = time.Second
+	panicBackoffCap   = time.Minute
 )
 
 // startWorker runs spec on a goroutine of its own until ctx ends or stop is called. A worker returns only
 // when its context ends; one that panicked is reported and started over after a backoff.
 func startWorker[F any, S machineWorker[F]](ctx context.Context, spec S, in workerInput[F]) *runningWorker[F, S] {
 	w := &runningWorker[F, S]{spec: spec, in: in, done: make(chan struct{})}
-	w.ctx, w.cancel = context.WithCancel(ctx)
+	w.ctx, w.cancel = context.WithCancel(ctx) //nolint:gosec // stop calls it.
 
 	go w.run()
 
@@ -48,7 +48,8 @@ func startWorker[F any, S machineWorker[F]](ctx context.Context, spec S, in work
 func (w *runningWorker[F, S]) run() {
 	defer w.returned()
 
-	_ = w.spec.RunTask(w.ctx, w.in.logger, w.in) //nolint:errcheck // The workers report their errors as facts.
+	// The workers report their errors as facts, and return only when their context ends.
+	_ = w.spec.RunTask(w.ctx, w.in.logger, w.in)
 }
 
 // returned ends the worker's goroutine, unless the worker panicked before its context ended: the panic is
@@ -64,7 +65,7 @@ func (w *runningWorker[F, S]) returned() {
 	w.in.logger.Error("talos worker panicked", zap.String("node", w.spec.ref().node), zap.Error(fmt.Errorf("panic: %v", p)), zap.StackSkip("stack", 1))
 
 	if w.backoff == nil {
-		w.backoff = newRetryBackoff(panicBackoffMin, panicBackoffMax)
+		w.backoff = newRetryBackoff(panicBackoffFloor, panicBackoffCap)
 	}
 
 	go w.restart()

@@ -46,7 +46,7 @@ func TestRunningWorkerStartsOverAfterPanic(t *testing.T) {
 		f := <-facts
 		require.Equal(t, spec.machineRef, f.machineRef)
 		require.Equal(t, int32(2), spec.runs.Load(), "started over once")
-		require.GreaterOrEqual(t, time.Since(started), panicBackoffMin/2, "after the backoff")
+		require.GreaterOrEqual(t, time.Since(started), panicBackoffFloor/2, "after the backoff")
 		require.Equal(t, 1, logs.FilterMessage("talos worker panicked").Len())
 
 		w.stop()
