@@ -45,6 +45,11 @@ func (c *CCM) APIServer() APIServerState {
 // remembered.
 const maxForbiddenRequests = 64
 
+// forbiddenExpiry is how long a 403 answer not repeated holds the state while other requests are accepted:
+// a write refused once, for an object since gone, is not held for ever, while a list or watch refused
+// again at every retry (client-go retries them within a minute) is.
+const forbiddenExpiry = 5 * time.Minute
+
 // maxReasonLen bounds the reasons kept (an apiserver's message, a connection's error).
 const maxReasonLen = 512
 
@@ -60,16 +65,19 @@ type apiServerHealth struct {
 	// clear it; otherwise it takes nothing.
 	abnormal atomic.Bool
 
+	// now is the clock.
+	now func() time.Time
+
 	mu sync.Mutex
 	// unauthorized: a 401 answer since the last accepted request, of any kind. forbidden: the requests
-	// (method and path) answered 403 since they were last accepted.
+	// (method and path) answered 403 since they were last accepted, with the time of the last refusal.
 	unauthorized bool
-	forbidden    map[string]struct{}
+	forbidden    map[string]time.Time
 	state        APIServerState
 }
 
 func newAPIServerHealth() *apiServerHealth {
-	return &apiServerHealth{forbidden: map[string]struct{}{}}
+	return &apiServerHealth{now: time.Now, forbidden: map[string]time.Time{}}
 }
 
 // current returns the state.
@@ -94,7 +102,7 @@ func (h *apiServerHealth) answered(req *http.Request, resp *http.Response) {
 	}
 
 	key := req.Method + " " + req.URL.Path
-	now := time.Now()
+	now := h.now()
 
 	h.mu.Lock()
 	before := h.state
@@ -108,12 +116,18 @@ func (h *apiServerHealth) answered(req *http.Request, resp *http.Response) {
 		// Authenticated: the credentials are good, this request is not allowed.
 		h.unauthorized = false
 
-		if len(h.forbidden) < maxForbiddenRequests {
-			h.forbidden[key] = struct{}{}
+		if _, ok := h.forbidden[key]; ok || len(h.forbidden) < maxForbiddenRequests {
+			h.forbidden[key] = now
 		}
 	default:
 		h.unauthorized = false
 		delete(h.forbidden, key)
+
+		for other, at := range h.forbidden {
+			if now.Sub(at) > forbiddenExpiry {
+				delete(h.forbidden, other)
+			}
+		}
 	}
 
 	switch {
@@ -145,7 +159,7 @@ func (h *apiServerHealth) failed(err error) {
 	before := h.state
 
 	if h.state.UnreachableSince.IsZero() {
-		h.state.UnreachableSince = time.Now()
+		h.state.UnreachableSince = h.now()
 	}
 
 	h.state.Unreachable = truncate(err.Error())
@@ -154,6 +168,17 @@ func (h *apiServerHealth) failed(err error) {
 	h.mu.Unlock()
 
 	h.notifyIf(before, after)
+}
+
+// rotated forgets the refusals of the credentials just replaced. The state stays as it is until the new
+// ones are answered: accepted, it clears; refused too, it goes on since the first refusal, so that a
+// provider that keeps returning credentials the apiserver refuses is seen refused since the first.
+func (h *apiServerHealth) rotated() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+
+	h.unauthorized = false
+	clear(h.forbidden)
 }
 
 // notifyIf calls changed when a refusal or unreachability began or ended between before and after: a new

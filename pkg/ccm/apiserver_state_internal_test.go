@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -160,8 +161,11 @@ func TestAPIServerRefusals(t *testing.T) {
 
 	var changes atomic.Int64
 
+	clock := &testClock{now: time.Now()}
+
 	conns := newConnections(&rest.Config{Host: srv.srv.URL}, nil)
 	conns.health.changed = func() { changes.Add(1) }
+	conns.health.now = clock.read
 	t.Cleanup(conns.close)
 
 	require.NoError(t, get(t, conns, "/api/v1/nodes"))
@@ -202,6 +206,76 @@ func TestAPIServerRefusals(t *testing.T) {
 	require.NoError(t, get(t, conns, "/api/v1/nodes"))
 	require.Equal(t, APIServerState{}, conns.health.current(), "the refused request accepted clears it")
 	require.EqualValues(t, 4, changes.Load())
+
+	// A 403 that is not repeated (a write refused once, for an object since gone) holds the state only
+	// for a while.
+	srv.set(false, "/api/v1/nodes")
+	require.Error(t, get(t, conns, "/api/v1/nodes"))
+	require.EqualValues(t, 5, changes.Load())
+
+	clock.advance(forbiddenExpiry)
+	require.NoError(t, get(t, conns, "/api/v1/services"))
+	require.NotZero(t, conns.health.current().RefusedSince, "refused no longer than the expiry ago")
+
+	clock.advance(time.Second)
+	require.NoError(t, get(t, conns, "/api/v1/services"))
+	require.Equal(t, APIServerState{}, conns.health.current(), "a 403 not repeated for longer than the expiry is forgotten")
+	require.EqualValues(t, 6, changes.Load())
+}
+
+// New credentials forget the refusals of the old ones, but a refusal of the new ones goes on since the
+// first refusal of the old: a provider that keeps returning refused credentials is refused since the
+// first. Their first accepted request clears it.
+func TestAPIServerRefusalsAcrossRotations(t *testing.T) {
+	t.Parallel()
+
+	srv := newRefusingServer(t)
+	conns := newConnections(&rest.Config{Host: srv.srv.URL, BearerToken: "a"}, nil)
+	t.Cleanup(conns.close)
+
+	srv.set(false, "/api/v1/nodes")
+	require.Error(t, get(t, conns, "/api/v1/nodes"))
+
+	refused := conns.health.current()
+	require.NotZero(t, refused.RefusedSince)
+
+	rotated, err := conns.rotate(&rest.Config{Host: srv.srv.URL, BearerToken: "b"})
+	require.NoError(t, err)
+	require.True(t, rotated)
+	require.Equal(t, refused, conns.health.current(), "nothing is known of the new credentials yet")
+
+	srv.set(true)
+	require.Error(t, get(t, conns, "/api/v1/services"))
+	require.Equal(t, refused.RefusedSince, conns.health.current().RefusedSince, "refused since the old credentials were")
+
+	rotated, err = conns.rotate(&rest.Config{Host: srv.srv.URL, BearerToken: "c"})
+	require.NoError(t, err)
+	require.True(t, rotated)
+
+	// The old credentials' 403 for Nodes is forgotten: any request accepted clears the state.
+	srv.set(false)
+	require.NoError(t, get(t, conns, "/api/v1/services"))
+	require.Equal(t, APIServerState{}, conns.health.current())
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) read() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	return c.now
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	c.now = c.now.Add(d)
 }
 
 // An apiserver that cannot be dialled is reported with the dial's error and the time of the first failure,

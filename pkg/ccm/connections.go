@@ -159,6 +159,7 @@ func (c *connections) rotate(base *rest.Config) (bool, error) {
 
 	c.base = rest.CopyConfig(base)
 	c.fingerprint = fingerprint
+	c.health.rotated()
 
 	old.closeAll()
 
