@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 
@@ -32,7 +32,8 @@ type exampleHost struct {
 // startExampleHost starts a host as a program such as Omni sets one up: its own state and runtime, the
 // resource types of the clusters registered in the state, and one clusters.Controller in the runtime.
 func startExampleHost(ctx context.Context, provider func(ctx context.Context, clusterID string) (*rest.Config, error)) (*exampleHost, error) {
-	hostState := state.WrapCore(namespaced.NewState(clusters.MemoryStateBuilder()))
+	// A host state of NewHostState gives the memory of a removed cluster's namespaces back.
+	hostState := clusters.NewHostState(clusters.MemoryStateBuilder())
 
 	if err := clusters.RegisterResources(ctx, hostState, ""); err != nil {
 		return nil, err
@@ -83,7 +84,8 @@ func (h *exampleHost) waitStatus(ctx context.Context, id resource.ID, ready func
 }
 
 // A host declares a cluster as a Cluster resource of its own state: the clusters.Controller in its runtime
-// starts the cluster's pipeline, and writes the cluster's health as a ClusterStatus of the same ID.
+// starts the cluster's pipeline, and writes the cluster's health as a ClusterStatus of the same ID. The
+// program examples/embed is a whole host built this way, which serves a directory of cluster files.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -115,11 +117,10 @@ func Example() {
 		return
 	}
 
-	// The status of the pipeline built from this version of the Cluster.
-	version := cluster.Metadata().Version().String()
-
+	// The pipeline is built, and its informers wait for the apiserver, which nothing answers here: the
+	// status says so, with the connection's error and since when.
 	status, err := host.waitStatus(ctx, "cluster-a", func(s *specs.ClusterStatusSpec) bool {
-		return s.GetClusterVersion() == version
+		return s.GetPhase() == clusters.PhaseAPIServerUnreachable
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -127,13 +128,84 @@ func Example() {
 		return
 	}
 
+	fmt.Println("phase:", status.GetPhase(), "since:", status.GetPhaseSince() != nil, "reason:", status.GetPhaseReason() != "")
 	fmt.Println("namespace prefix:", status.GetNamespacePrefix())
 	fmt.Println("controllers:", status.GetControllers())
 	fmt.Println("host namespace of its facts:", clusters.HostNamespace(status.GetNamespacePrefix(), "talos"))
 	// Output:
+	// phase: apiserver-unreachable since: true reason: true
 	// namespace prefix: cluster-a:
 	// controllers: [cloud-node csr-approval]
 	// host namespace of its facts: cluster-a:talos
+}
+
+// A host that rotated a cluster's credentials signals it: the cluster's pipeline asks the client provider
+// again, and switches every connection to what it returns (it does so on its own when the apiserver answers
+// 401 Unauthorized). The status counts the rotations.
+func ExampleController_RefreshCredentials() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// The host's current credentials, by cluster ID.
+	var (
+		mu     sync.Mutex
+		tokens = map[string]string{"cluster-a": "token-1"}
+	)
+
+	host, err := startExampleHost(ctx, func(_ context.Context, clusterID string) (*rest.Config, error) {
+		mu.Lock()
+		defer mu.Unlock()
+
+		token, ok := tokens[clusterID]
+		if !ok {
+			return nil, fmt.Errorf("no credentials for cluster %s", clusterID)
+		}
+
+		return &rest.Config{Host: exampleAPIServer, BearerToken: token}, nil
+	})
+	if err != nil {
+		fmt.Println(err)
+
+		return
+	}
+	defer host.stop()
+
+	cluster := clusters.NewCluster(clusters.DefaultNamespace, "cluster-a")
+	cluster.TypedSpec().Value = &specs.ClusterSpec{HostFacts: true}
+
+	if err = host.state.Create(ctx, cluster); err != nil {
+		fmt.Println(err)
+
+		return
+	}
+
+	// The cluster's pipeline runs (its apiserver cannot be reached here, which its status says).
+	if _, err = host.waitStatus(ctx, "cluster-a", func(s *specs.ClusterStatusSpec) bool {
+		return s.GetPhase() == clusters.PhaseAPIServerUnreachable
+	}); err != nil {
+		fmt.Println(err)
+
+		return
+	}
+
+	mu.Lock()
+	tokens["cluster-a"] = "token-2"
+	mu.Unlock()
+
+	host.ctrl.RefreshCredentials("cluster-a")
+
+	status, err := host.waitStatus(ctx, "cluster-a", func(s *specs.ClusterStatusSpec) bool {
+		return s.GetCredentialRotations() > 0
+	})
+	if err != nil {
+		fmt.Println(err)
+
+		return
+	}
+
+	fmt.Println("credential rotations:", status.GetCredentialRotations(), "at:", status.GetCredentialsRotatedAt() != nil)
+	// Output:
+	// credential rotations: 1 at: true
 }
 
 // A Cluster that cannot run as it is declared waits, failed, for a change: its status says why.
