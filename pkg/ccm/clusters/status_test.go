@@ -18,6 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -130,10 +133,11 @@ func phase(want, reason string) func(*specs.ClusterStatusSpec) error {
 }
 
 // TestClusterStatusSaysWhatFails: of six clusters on one apiserver, one is given credentials the apiserver
-// refuses, and one an apiserver address nothing listens at. Their statuses say so, with the apiserver's
-// message or the connection's error and since when, and go back to running once the host's provider gives
-// them good ones. While one cluster's status changes, the statuses of the others are neither read nor
-// written: status updates cost O(clusters that changed).
+// refuses (a token it does not know: 401; then a service account's token without any role: 403), and one an
+// apiserver address nothing listens at. Their statuses say so, with the apiserver's message or the
+// connection's error and since when, and go back to running once the host's provider gives them good ones.
+// While one cluster's status changes, the statuses of the others are neither read nor written: status
+// updates cost O(clusters that changed).
 func TestClusterStatusSaysWhatFails(t *testing.T) {
 	t.Parallel()
 
@@ -213,6 +217,17 @@ func TestClusterStatusSaysWhatFails(t *testing.T) {
 	h.ctrl.RefreshCredentials("refused")
 	h.waitStatus(t, "refused", phase(clusters.PhaseRunning, ""))
 
+	// Credentials of a service account no role is bound to: the apiserver knows them, and forbids every
+	// request; the status says what it said (a protobuf Status, as the pipeline's clients ask for).
+	provide("refused", tokenConfig(env, roleLessToken(ctx, t, env, "no-rights")))
+	h.ctrl.RefreshCredentials("refused")
+	h.waitStatus(t, "refused", phase(clusters.PhaseCredentialsRefused, `403 Forbidden: `))
+	h.waitStatus(t, "refused", phase(clusters.PhaseCredentialsRefused, `is forbidden: User "system:serviceaccount:kube-system:no-rights" cannot`))
+
+	provide("refused", env.Config)
+	h.ctrl.RefreshCredentials("refused")
+	h.waitStatus(t, "refused", phase(clusters.PhaseRunning, ""))
+
 	// The host gives the unreachable cluster its apiserver: the pipeline is built again for it, and runs.
 	provide("down", env.Config)
 	h.ctrl.RefreshCredentials("down")
@@ -222,4 +237,19 @@ func TestClusterStatusSaysWhatFails(t *testing.T) {
 	for _, id := range healthy {
 		require.Zero(t, changed[id], "the status of %s, which did not change, was neither read nor written", id)
 	}
+}
+
+// roleLessToken creates a service account no role is bound to, and returns a token of it.
+func roleLessToken(ctx context.Context, t *testing.T, env *testenv.Env, name string) string {
+	t.Helper()
+
+	accounts := env.Clientset().CoreV1().ServiceAccounts("kube-system")
+
+	_, err := accounts.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	token, err := accounts.CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	return token.Status.Token
 }
