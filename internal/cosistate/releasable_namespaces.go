@@ -68,7 +68,7 @@ func (st *ReleasableNamespaces) ReleaseNamespaces(ctx context.Context, namespace
 			continue
 		}
 
-		n := v.(*releasableNamespace) //nolint:forcetypeassert,errcheck // Only those are stored.
+		n := v.(*releasableNamespace) //nolint:forcetypeassert // Only those are stored.
 		n.released.Store(true)
 
 		if err := st.drop(ctx, ns, n); err != nil {
@@ -127,7 +127,7 @@ func (st *ReleasableNamespaces) existing(ns resource.Namespace) (*releasableName
 		return nil, false
 	}
 
-	n := v.(*releasableNamespace) //nolint:forcetypeassert,errcheck // Only those are stored.
+	n := v.(*releasableNamespace) //nolint:forcetypeassert // Only those are stored.
 
 	n.mu.RLock()
 
