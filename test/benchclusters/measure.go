@@ -241,6 +241,22 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 	}
 
 	step("idle window of %s", opts.idle)
+
+	// Where the idle host's CPU goes: a profile over the window (its sampling costs the host next to
+	// nothing).
+	profiled := make(chan error, 1)
+
+	go func() {
+		if opts.profile <= 0 {
+			profiled <- nil
+
+			return
+		}
+
+		profiled <- host.saveProfile(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(opts.idle.Seconds())),
+			filepath.Join(opts.outDir, "cpu-idle.pprof"))
+	}()
+
 	sleep(ctx, opts.idle)
 
 	after, err := host.stats(ctx, false)
@@ -256,7 +272,16 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 	res.idleCPU = cpuAfter - cpuBefore
 	res.statusWrites = after.StatusWrites - before.StatusWrites
 
-	return ctx.Err()
+	// Connections left idle are closed after a while (client-go's transports close them after 90 s): the
+	// connections that stay are counted again at the window's end.
+	conns, err := connsTo(host.pid(), ports)
+	if err != nil {
+		return err
+	}
+
+	res.idleEndConns = float64(conns)
+
+	return errors.Join(<-profiled, ctx.Err())
 }
 
 // measureFairness times a Node of the first cluster joining an idle host, then another while the busy

@@ -64,6 +64,7 @@ func TestRowsAgainstTargets(t *testing.T) {
 			conns:      clusters * targetConnsPerCluster,
 		},
 		removed:        sample{heap: base.heap * 1.049},
+		idleEndConns:   clusters * targetConnsPerCluster,
 		idleWindow:     time.Minute,
 		idleCPU:        time.Second, // 1.7% of one core
 		startLatencies: []time.Duration{time.Second, 1900 * time.Millisecond},
@@ -78,6 +79,7 @@ func TestRowsAgainstTargets(t *testing.T) {
 	past := within
 	past.idle = sample{heap: within.idle.heap + clusters, goroutines: within.idle.goroutines + 1, conns: within.idle.conns + 1}
 	past.removed.heap = base.heap * 1.06
+	past.idleEndConns = 0                  // fewer later: the most counts
 	past.idleCPU = 1200 * time.Millisecond // 2%
 	past.startLatencies = []time.Duration{time.Second, 2 * time.Second}
 	past.joinBusy = time.Second + time.Millisecond
