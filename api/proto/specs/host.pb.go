@@ -48,6 +48,10 @@ type ClusterSpec struct {
 	// Keep the cluster's resources (facts, decisions, allocations) in the host's state when the cluster is
 	// removed; they are destroyed otherwise.
 	KeepResources bool `protobuf:"varint,8,opt,name=keep_resources,json=keepResources,proto3" json:"keep_resources,omitempty"`
+	// A label selector (as kubectl's -l: "cluster=a", "tier in (web),!legacy") that narrows the Nodes the
+	// pipeline lists and watches to those it selects, for hosts whose clusters share one apiserver; empty
+	// means every Node. Certificate requests and Services are not narrowed (see ccm.Options.NodeSelector).
+	NodeSelector  string `protobuf:"bytes,9,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -136,6 +140,13 @@ func (x *ClusterSpec) GetKeepResources() bool {
 		return x.KeepResources
 	}
 	return false
+}
+
+func (x *ClusterSpec) GetNodeSelector() string {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return ""
 }
 
 // ClusterNodeLifecycle configures node-lifecycle. A host that deletes stale Nodes itself leaves both
@@ -466,7 +477,7 @@ var File_specs_host_proto protoreflect.FileDescriptor
 const file_specs_host_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/host.proto\x12\n" +
-	"tccm.specs\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12specs/config.proto\"\xf5\x02\n" +
+	"tccm.specs\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x12specs/config.proto\"\x9a\x03\n" +
 	"\vClusterSpec\x12)\n" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\x12 \n" +
 	"\vcontrollers\x18\x02 \x03(\tR\vcontrollers\x12.\n" +
@@ -476,7 +487,8 @@ const file_specs_host_proto_rawDesc = "" +
 	"\vconcurrency\x18\x05 \x01(\x05R\vconcurrency\x12G\n" +
 	"\x0enode_lifecycle\x18\x06 \x01(\v2 .tccm.specs.ClusterNodeLifecycleR\rnodeLifecycle\x128\n" +
 	"\tnode_ipam\x18\a \x01(\v2\x1b.tccm.specs.ClusterNodeIPAMR\bnodeIPAM\x12%\n" +
-	"\x0ekeep_resources\x18\b \x01(\bR\rkeepResources\"\xc8\x01\n" +
+	"\x0ekeep_resources\x18\b \x01(\bR\rkeepResources\x12#\n" +
+	"\rnode_selector\x18\t \x01(\tR\fnodeSelector\"\xc8\x01\n" +
 	"\x14ClusterNodeLifecycle\x12,\n" +
 	"\x12delete_stale_nodes\x18\x01 \x01(\bR\x10deleteStaleNodes\x12=\n" +
 	"\x1bdelete_preempted_spot_nodes\x18\x02 \x01(\bR\x18deletePreemptedSpotNodes\x12C\n" +

@@ -32,6 +32,7 @@ func (m *ClusterSpec) CloneVT() *ClusterSpec {
 	r.NodeLifecycle = m.NodeLifecycle.CloneVT()
 	r.NodeIpam = m.NodeIpam.CloneVT()
 	r.KeepResources = m.KeepResources
+	r.NodeSelector = m.NodeSelector
 	if rhs := m.Controllers; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -162,6 +163,9 @@ func (this *ClusterSpec) EqualVT(that *ClusterSpec) bool {
 		return false
 	}
 	if this.KeepResources != that.KeepResources {
+		return false
+	}
+	if this.NodeSelector != that.NodeSelector {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
