@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -95,7 +94,7 @@ func build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 
 	// The rules see the platform the labels show, and their platformMetadata overrides feed everything
 	// below: addresses (DNS names), the well-known labels and the providerID.
-	facts := proto.CloneOf(in.Platform)
+	facts := in.Platform.CloneVT()
 	facts.Platform = out.Platform
 
 	// Talos's metal platform fills the hostname only from the talos.hostname= kernel argument, so most

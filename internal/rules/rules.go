@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -450,7 +449,7 @@ type override struct {
 // Apply evaluates the rules in order on the machine's facts pm, which it does not modify.
 func Apply(rules []*specs.TransformationRule, pm *specs.PlatformMetadataSpec) Result {
 	res := Result{
-		Facts:       proto.CloneOf(pm),
+		Facts:       pm.CloneVT(),
 		Labels:      map[string]string{},
 		Annotations: map[string]string{},
 		Taints:      map[string]*specs.Taint{},

@@ -14,7 +14,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/gen/xerrors"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
@@ -270,10 +269,10 @@ func sameDecision(a, b *specs.CSRDecisionSpec) bool {
 		return a == b
 	}
 
-	a, b = proto.CloneOf(a), proto.CloneOf(b)
+	a, b = a.CloneVT(), b.CloneVT()
 	a.DecidedAt, b.DecidedAt = nil, nil
 
-	return proto.Equal(a, b)
+	return a.EqualVT(b)
 }
 
 func countDecision(decision *specs.CSRDecisionSpec) {

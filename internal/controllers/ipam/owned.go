@@ -11,7 +11,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
@@ -79,12 +78,12 @@ func (o *owned) apply(
 
 	for _, id := range slices.Sorted(maps.Keys(allocations)) {
 		next, prev := allocations[id], o.allocations[id]
-		if proto.Equal(next, prev) {
+		if next.EqualVT(prev) {
 			continue
 		}
 
 		err := safe.WriterModify(ctx, r, ipam.NewIPAllocation(ipam.NamespaceName, id), func(res *ipam.IPAllocation) error {
-			res.TypedSpec().Value = proto.CloneOf(next)
+			res.TypedSpec().Value = next.CloneVT()
 
 			return nil
 		})
@@ -112,12 +111,12 @@ func (o *owned) apply(
 
 	for _, id := range slices.Sorted(maps.Keys(pools)) {
 		next := pools[id]
-		if proto.Equal(next, o.pools[id]) {
+		if next.EqualVT(o.pools[id]) {
 			continue
 		}
 
 		err := safe.WriterModify(ctx, r, ipam.NewIPPool(ipam.NamespaceName, id), func(res *ipam.IPPool) error {
-			res.TypedSpec().Value = proto.CloneOf(next)
+			res.TypedSpec().Value = next.CloneVT()
 
 			return nil
 		})

@@ -13,7 +13,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/task"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
@@ -147,10 +146,10 @@ func writeControllerManagerConfig(ctx context.Context, r controller.Runtime, f c
 
 	err := safe.WriterModify(ctx, r, talos.NewControllerManagerConfig(talos.NamespaceName, f.node), func(res *talos.ControllerManagerConfig) error {
 		previous := res.TypedSpec().Value
-		next := proto.CloneOf(f.spec)
+		next := f.spec.CloneVT()
 		next.Observed = previous.GetObserved()
 
-		if !proto.Equal(previous, next) || next.Observed == nil {
+		if !previous.EqualVT(next) || next.Observed == nil {
 			next.Observed = timestamppb.Now()
 		}
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cosi-project/runtime/api/v1alpha1"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -528,7 +527,7 @@ func (c *connection) probeMachine(ctx context.Context) error {
 	update := machineFacts{status: cloneStatus(c.status)}
 
 	// Another machine at the address (a new UUID), or the same one rebooted into new platform facts.
-	if !proto.Equal(refreshed, c.platform) {
+	if !refreshed.EqualVT(c.platform) {
 		c.platform = refreshed
 		update.platform = refreshed
 	}
@@ -567,7 +566,7 @@ func (c *connection) rereadPlatform(ctx context.Context) error {
 		return err
 	}
 
-	if updated := withPlatformMetadata(c.platform, pm); !proto.Equal(updated, c.platform) {
+	if updated := withPlatformMetadata(c.platform, pm); !updated.EqualVT(c.platform) {
 		c.platform = updated
 
 		c.send(ctx, machineFacts{platform: updated})
@@ -586,7 +585,7 @@ func (s *machineSession) send(ctx context.Context, f machineFacts) {
 }
 
 func cloneStatus(s *specs.MachineStatusSpec) *specs.MachineStatusSpec {
-	return proto.CloneOf(s)
+	return s.CloneVT()
 }
 
 func errorText(err error) string {

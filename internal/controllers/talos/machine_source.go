@@ -13,7 +13,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/task"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
@@ -200,10 +199,10 @@ func writeFacts(ctx context.Context, r controller.Runtime, f machineFacts) error
 		if err := safe.WriterModify(ctx, r, talos.NewPlatformMetadata(talos.NamespaceName, f.node), func(res *talos.PlatformMetadata) error {
 			// The observed time moves only when a fact changes, so a re-read that finds nothing new writes nothing.
 			previous := res.TypedSpec().Value
-			next := proto.CloneOf(f.platform)
+			next := f.platform.CloneVT()
 			next.Observed = previous.GetObserved()
 
-			if !proto.Equal(previous, next) || next.Observed == nil {
+			if !previous.EqualVT(next) || next.Observed == nil {
 				next.Observed = timestamppb.Now()
 			}
 
