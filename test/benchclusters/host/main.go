@@ -28,6 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	cosiruntime "github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/state"
@@ -235,11 +236,13 @@ func (h *host) declare(r *http.Request) error {
 	return nil
 }
 
-// removeConcurrency bounds the clusters removed at once.
-const removeConcurrency = 64
+// removePoll is how often removal looks for the Clusters the clusters controller released.
+const removePoll = 100 * time.Millisecond
 
-// remove removes clusters the COSI way (teardown, then destroy once the clusters controller released
-// them), and returns once they are all gone; no ID means every cluster of the inventory.
+// remove removes clusters the COSI way, and returns once they are all gone; no ID means every cluster of
+// the inventory. Every Cluster is torn down at once; each is destroyed once the clusters controller released
+// it (its finalizer gone). state.TeardownAndDestroy would watch each Cluster on its own: a thousand of them
+// torn down together overrun the watch history of the Clusters' namespace.
 func (h *host) remove(r *http.Request) error {
 	var ids []string
 	if err := json.NewDecoder(r.Body).Decode(&ids); err != nil {
@@ -250,36 +253,62 @@ func (h *host) remove(r *http.Request) error {
 		ids = h.inventory.ids()
 	}
 
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-
-	sem := make(chan struct{}, removeConcurrency)
+	ctx := r.Context()
+	left := map[string]bool{}
 
 	for _, id := range ids {
-		sem <- struct{}{}
+		if _, err := h.state.Teardown(ctx, clusters.NewCluster(clusters.DefaultNamespace, id).Metadata()); err != nil {
+			if state.IsNotFoundError(err) {
+				h.inventory.drop(id)
 
-		wg.Go(func() {
-			defer func() { <-sem }()
-
-			err := h.state.TeardownAndDestroy(r.Context(), clusters.NewCluster(clusters.DefaultNamespace, id).Metadata())
-			if err != nil && !state.IsNotFoundError(err) {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("failed to remove cluster %s: %w", id, err))
-				mu.Unlock()
-
-				return
+				continue
 			}
 
-			h.inventory.drop(id)
-		})
+			return fmt.Errorf("failed to tear cluster %s down: %w", id, err)
+		}
+
+		left[id] = true
 	}
 
-	wg.Wait()
+	ticker := time.NewTicker(removePoll)
+	defer ticker.Stop()
 
-	return errors.Join(errs...)
+	for len(left) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d clusters not removed: %w", len(left), ctx.Err())
+		case <-ticker.C:
+		}
+
+		list, err := h.state.List(ctx, clusters.NewCluster(clusters.DefaultNamespace, "").Metadata())
+		if err != nil {
+			return fmt.Errorf("failed to list the clusters: %w", err)
+		}
+
+		present := map[string]bool{}
+
+		for _, c := range list.Items {
+			md := c.Metadata()
+			present[md.ID()] = true
+
+			if !left[md.ID()] || !md.Finalizers().Empty() {
+				continue
+			}
+
+			if err = h.state.Destroy(ctx, md); err != nil && !state.IsNotFoundError(err) {
+				return fmt.Errorf("failed to destroy cluster %s: %w", md.ID(), err)
+			}
+		}
+
+		for id := range left {
+			if !present[id] {
+				delete(left, id)
+				h.inventory.drop(id)
+			}
+		}
+	}
+
+	return nil
 }
 
 func (h *host) serveStats(w http.ResponseWriter, r *http.Request) {
