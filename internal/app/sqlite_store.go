@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,8 +47,14 @@ type sqliteStore struct {
 	// delay is how long a change to a decision (nil: destroyed) of a namespace waits before it is written.
 	delay func(resource.Namespace, resource.Resource) time.Duration
 
+	// kinds numbers the namespaces and types of the decisions and their owners (see kindTable).
+	kinds kindTable
+
 	mu      sync.Mutex
 	pending map[resourceKey]pendingWrite
+	// peak is the most changes pending since the map was last made: a Go map keeps the room of its largest
+	// size, and thousands of Nodes joining leave thousands of changes pending for a while (see flush).
+	peak int
 
 	// flushMu makes one writer at a time; stored is the database's row of each decision as the writer
 	// left it, and is only used under flushMu.
@@ -55,14 +62,15 @@ type sqliteStore struct {
 	stored  map[resourceKey]storedRow
 }
 
+// resourceKey names a decision: its namespace and type as their number in kinds (a few of them for
+// thousands of decisions), and its ID.
 type resourceKey struct {
-	namespace resource.Namespace
-	typ       resource.Type
-	id        resource.ID
+	kind uint32
+	id   resource.ID
 }
 
-func keyOf(ptr resource.Pointer) resourceKey {
-	return resourceKey{namespace: ptr.Namespace(), typ: ptr.Type(), id: ptr.ID()}
+func (s *sqliteStore) keyOf(ptr resource.Pointer) resourceKey {
+	return resourceKey{kind: s.kinds.number(ptr.Namespace(), ptr.Type()), id: ptr.ID()}
 }
 
 // pendingWrite is the latest version of a decision not written yet (nil: destroyed), and when it first
@@ -78,15 +86,54 @@ type typedResource struct {
 }
 
 // storedRow is what the writer needs to know of a row to replace or remove it: its version and owner
-// (checked by the database), and whether it has finalizers (the database removes a row only without).
+// (checked by the database; the owner as its number in kinds), and whether it has finalizers (the database
+// removes a row only without). It is kept for every decision in the database, so it is kept small.
 type storedRow struct {
-	owner         string
-	version       resource.Version
+	version       uint64
+	owner         uint32
 	hasFinalizers bool
 }
 
-func rowOf(md *resource.Metadata) storedRow {
-	return storedRow{owner: md.Owner(), version: md.Version(), hasFinalizers: !md.Finalizers().Empty()}
+func (s *sqliteStore) rowOf(md *resource.Metadata) storedRow {
+	return storedRow{owner: s.kinds.number("", md.Owner()), version: md.Version().Value(), hasFinalizers: !md.Finalizers().Empty()}
+}
+
+// kindTable numbers the few distinct namespaces, types and owners of the decisions, so that the writer's
+// maps hold a number where each of thousands of entries would hold two or three strings. It is safe for
+// concurrent use.
+type kindTable struct {
+	mu      sync.Mutex
+	numbers map[[2]string]uint32
+	names   [][2]string
+}
+
+// number returns the number of a namespace and a type (an owner: with an empty namespace).
+func (k *kindTable) number(ns resource.Namespace, typ resource.Type) uint32 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	name := [2]string{ns, typ}
+
+	n, ok := k.numbers[name]
+	if !ok {
+		if k.numbers == nil {
+			k.numbers = map[[2]string]uint32{}
+		}
+
+		n = uint32(len(k.names))
+		k.numbers[name] = n
+		k.names = append(k.names, name)
+	}
+
+	return n
+}
+
+// name returns the namespace and type (an owner: the type) numbered n.
+func (k *kindTable) name(n uint32) (resource.Namespace, resource.Type) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	return k.names[n][0], k.names[n][1]
 }
 
 const (
@@ -105,6 +152,9 @@ const (
 	nodeWriteDelay = 10 * time.Second
 	// flushRetry is how long a failed write waits before it is tried again.
 	flushRetry = time.Second
+	// shrinkPendingAt is the most changes pending from which the map of those left is made again once most
+	// are written: below it, the map's room is a few kilobytes.
+	shrinkPendingAt = 256
 )
 
 // newSQLiteStore reads every decision of kinds from the database, and starts the writer.
@@ -129,7 +179,7 @@ func newSQLiteStore(ctx context.Context, db state.CoreState, kinds []resource.Ki
 
 		for _, res := range list.Items {
 			md := res.Metadata()
-			s.stored[keyOf(md)] = rowOf(md)
+			s.stored[s.keyOf(md)] = s.rowOf(md)
 			s.loaded[md.Namespace()] = append(s.loaded[md.Namespace()], typedResource{res: res, typ: md.Type()})
 		}
 	}
@@ -233,6 +283,7 @@ func (s *sqliteStore) queue(key resourceKey, res resource.Resource) {
 
 	p.res = res
 	s.pending[key] = p
+	s.peak = max(s.peak, len(s.pending))
 	metrics.StatePendingWrites.Set(float64(len(s.pending)))
 	s.mu.Unlock()
 
@@ -243,7 +294,9 @@ func (s *sqliteStore) queue(key resourceKey, res resource.Resource) {
 // was made, less flushDelay, the most a pass waits after a change. An IP allocation is written by the next
 // pass, within flushDelay; a decision about a Node by the first pass nodeWriteDelay-flushDelay after it.
 func (s *sqliteStore) due(key resourceKey, p pendingWrite) time.Time {
-	return p.since.Add(s.delay(key.namespace, p.res) - flushDelay)
+	ns, _ := s.kinds.name(key.kind)
+
+	return p.since.Add(s.delay(ns, p.res) - flushDelay)
 }
 
 func later(a, b time.Time) time.Time {
@@ -305,6 +358,18 @@ func (s *sqliteStore) flush(ctx context.Context, now time.Time) (time.Time, erro
 
 	metrics.StatePendingWrites.Set(float64(len(s.pending)))
 
+	// The changes left pending move to a map of their size once they are a quarter of the most there were:
+	// the room of thousands of changes written is given back instead of kept for ever (maps.Clone would
+	// keep it too).
+	if s.peak >= shrinkPendingAt && len(s.pending) <= s.peak/4 {
+		left := make(map[resourceKey]pendingWrite, len(s.pending))
+		for key, p := range s.pending {
+			left[key] = p
+		}
+
+		s.pending, s.peak = left, len(left)
+	}
+
 	var next time.Time
 
 	for key, p := range s.pending {
@@ -339,8 +404,10 @@ func (s *sqliteStore) write(ctx context.Context, key resourceKey, res resource.R
 	var err error
 
 	if exists {
-		written.Metadata().SetVersion(row.version)
-		err = s.db.Update(ctx, written, state.WithUpdateOwner(row.owner), state.WithExpectedPhaseAny())
+		_, owner := s.kinds.name(row.owner)
+
+		written.Metadata().SetVersion(versionOf(row.version))
+		err = s.db.Update(ctx, written, state.WithUpdateOwner(owner), state.WithExpectedPhaseAny())
 	} else {
 		err = s.db.Create(ctx, written, state.WithCreateOwner(written.Metadata().Owner()))
 	}
@@ -349,7 +416,7 @@ func (s *sqliteStore) write(ctx context.Context, key resourceKey, res resource.R
 		return fmt.Errorf("failed to write %s: %w", written.Metadata(), err)
 	}
 
-	s.stored[key] = rowOf(written.Metadata())
+	s.stored[key] = s.rowOf(written.Metadata())
 
 	return nil
 }
@@ -357,7 +424,9 @@ func (s *sqliteStore) write(ctx context.Context, key resourceKey, res resource.R
 // remove deletes a row; the database refuses to delete a row with finalizers, which the in-memory
 // resource had lost before it was destroyed, so they are removed first.
 func (s *sqliteStore) remove(ctx context.Context, key resourceKey, row storedRow) error {
-	ptr := resource.NewMetadata(key.namespace, key.typ, key.id, resource.VersionUndefined)
+	ns, typ := s.kinds.name(key.kind)
+	_, owner := s.kinds.name(row.owner)
+	ptr := resource.NewMetadata(ns, typ, key.id, resource.VersionUndefined)
 
 	if row.hasFinalizers {
 		current, err := s.db.Get(ctx, ptr)
@@ -368,13 +437,13 @@ func (s *sqliteStore) remove(ctx context.Context, key resourceKey, row storedRow
 		if current != nil {
 			*current.Metadata().Finalizers() = nil
 
-			if err = s.db.Update(ctx, current, state.WithUpdateOwner(row.owner), state.WithExpectedPhaseAny()); err != nil {
+			if err = s.db.Update(ctx, current, state.WithUpdateOwner(owner), state.WithExpectedPhaseAny()); err != nil {
 				return fmt.Errorf("failed to clear the finalizers of %s: %w", ptr, err)
 			}
 		}
 	}
 
-	if err := s.db.Destroy(ctx, ptr, state.WithDestroyOwner(row.owner)); err != nil && !state.IsNotFoundError(err) {
+	if err := s.db.Destroy(ctx, ptr, state.WithDestroyOwner(owner)); err != nil && !state.IsNotFoundError(err) {
 		return fmt.Errorf("failed to delete %s: %w", ptr, err)
 	}
 
@@ -405,14 +474,24 @@ func (n namespaceStore) Load(_ context.Context, handler inmem.LoadHandler) error
 
 // Put queues the write of a resource, which the in-memory state never changes once stored.
 func (n namespaceStore) Put(_ context.Context, _ resource.Type, res resource.Resource) error {
-	n.store.queue(keyOf(res.Metadata()), res)
+	n.store.queue(n.store.keyOf(res.Metadata()), res)
 
 	return nil
 }
 
 // Destroy queues the removal of a resource.
 func (n namespaceStore) Destroy(_ context.Context, _ resource.Type, ptr resource.Pointer) error {
-	n.store.queue(keyOf(ptr), nil)
+	n.store.queue(n.store.keyOf(ptr), nil)
 
 	return nil
+}
+
+// versionOf is the resource version numbered v.
+func versionOf(v uint64) resource.Version {
+	version, err := resource.ParseVersion(strconv.FormatUint(v, 10))
+	if err != nil {
+		panic(err) // a number always parses
+	}
+
+	return version
 }
