@@ -42,12 +42,12 @@ type Input struct {
 // It is a pure function: the clock is an input. The duration is when the result should be computed again
 // because it depends on time (the providerID wait); zero means only a change of the inputs matters.
 //
-// The strings the result repeats from Node to Node are shared with the other results (see sharedStrings):
+// The strings the result repeats from Node to Node are shared with the other results (see shareStrings):
 // what every Node holds for as long as it exists is its NodeTransform.
 func Build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 	out, requeue := build(in)
 
-	sharedStrings.shareStrings(out)
+	shareStrings(out)
 
 	return out, requeue
 }

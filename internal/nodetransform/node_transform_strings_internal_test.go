@@ -79,30 +79,6 @@ func TestBuildSharesRepeatedStrings(t *testing.T) {
 	assert.Contains(t, b.GetOrigins(), node.OriginAddressKey("InternalIP", "10.0.0.2"))
 }
 
-func TestStringTableLimits(t *testing.T) {
-	t.Parallel()
-
-	table := &stringTable{strings: map[string]string{}}
-
-	first := table.share(strings.Clone("topology.kubernetes.io/zone"))
-	assert.True(t, sameBytes(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "a string held is handed out")
-
-	long := strings.Repeat("x", maxSharedLen+1)
-	assert.True(t, sameBytes(long, table.share(long)), "a long string is not taken")
-	assert.Empty(t, table.share(""))
-
-	for i := len(table.strings); i < maxShared; i++ {
-		table.share(fmt.Sprintf("value-%d", i))
-	}
-
-	require.Len(t, table.strings, maxShared)
-
-	late := strings.Clone("late")
-	assert.True(t, sameBytes(late, table.share(late)), "a full table takes no more")
-	assert.Len(t, table.strings, maxShared)
-	assert.True(t, sameBytes(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "what it holds is still handed out")
-}
-
 // BenchmarkBuildRetained reports what the NodeTransforms of a fleet of like machines hold once stored: the
 // heap a copy of each result keeps (the state stores a copy), per Node, after a collection.
 func BenchmarkBuildRetained(b *testing.B) {
