@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -54,14 +55,14 @@ func stronger(a, b claimant) bool {
 
 // claimConflict returns the first of claim's keys that a stronger claimant holds, described, or ""; and
 // whether any key of claim has another claimant at all (contested: the winner may change as the others
-// are seen).
-func claimConflict(claim Claim, others map[string][]claimant) (string, bool) {
+// are seen). others gives the claimants of a key.
+func claimConflict(claim Claim, others func(key string) iter.Seq[claimant]) (string, bool) {
 	contested := false
 
 	for _, key := range slices.Sorted(maps.Keys(claim.Keys)) {
 		self := claimant{node: claim.Node, created: claim.Created, held: claim.Keys[key], current: claim.Current}
 
-		for _, other := range others[key] {
+		for other := range others(key) {
 			if other.node == claim.Node {
 				continue
 			}
@@ -93,17 +94,54 @@ func describeKey(key string) string {
 
 // claimRegistry holds every Node's claim, so that a second Node claiming a machine, a providerID or an
 // address that another Node holds is refused. It is safe for concurrent use.
+//
+// It holds a claim of every Node, a few keys each, for as long as talos-ccm runs: each Node's claim is kept
+// once (heldClaim), and each key refers to it. A key almost always has one claimant: the first is held in
+// byKey, and the others, when there are any, in rivals.
 type claimRegistry struct {
-	mu sync.Mutex
-	// byKey holds the claimants of each key, one Node each: almost always one (a map per key would cost a
-	// few hundred bytes per key, for thousands of keys).
-	byKey map[string][]claimant
-	// keysOf holds the keys each Node claims.
-	keysOf map[string][]string
+	mu     sync.Mutex
+	byKey  map[string]claimRef
+	rivals map[string][]claimRef
+	byNode map[string]*heldClaim
+}
+
+// heldClaim is one Node's claim as the registry keeps it.
+type heldClaim struct {
+	created time.Time
+	node    string
+	keys    []string
+	current bool
+	refused bool
+}
+
+// claimRef is one Node's claim on one key.
+type claimRef struct {
+	claim *heldClaim
+	held  bool
+}
+
+func (c claimRef) claimant() claimant {
+	return claimant{created: c.claim.created, node: c.claim.node, held: c.held, current: c.claim.current, refused: c.claim.refused}
 }
 
 func newClaimRegistry() *claimRegistry {
-	return &claimRegistry{byKey: map[string][]claimant{}, keysOf: map[string][]string{}}
+	return &claimRegistry{byKey: map[string]claimRef{}, rivals: map[string][]claimRef{}, byNode: map[string]*heldClaim{}}
+}
+
+// claimants returns the claimants of a key, in the order they were bound.
+func (r *claimRegistry) claimants(key string) iter.Seq[claimant] {
+	return func(yield func(claimant) bool) {
+		first, ok := r.byKey[key]
+		if !ok || !yield(first.claimant()) {
+			return
+		}
+
+		for _, rival := range r.rivals[key] {
+			if !yield(rival.claimant()) {
+				return
+			}
+		}
+	}
 }
 
 // bind records claim (replacing the Node's previous one) and returns what refuses it, or ""; whether any of
@@ -118,27 +156,39 @@ func (r *claimRegistry) bind(claim Claim) (conflict string, contested bool, disp
 	r.removeLocked(claim.Node)
 
 	// Judged against the other Nodes' claims, before this one joins them.
-	conflict, contested = claimConflict(claim, r.byKey)
-	displaced = displacedBy(claim, r.byKey)
+	conflict, contested = claimConflict(claim, r.claimants)
+	displaced = displacedBy(claim, r.claimants)
 
-	for key, held := range claim.Keys {
-		r.byKey[key] = append(r.byKey[key], claimant{
-			node: claim.Node, created: claim.Created, held: held, current: claim.Current, refused: conflict != "",
-		})
-		r.keysOf[claim.Node] = append(r.keysOf[claim.Node], key)
+	held := &heldClaim{
+		created: claim.Created, node: claim.Node, current: claim.Current, refused: conflict != "",
+		keys: make([]string, 0, len(claim.Keys)),
 	}
+
+	for key, carried := range claim.Keys {
+		ref := claimRef{claim: held, held: carried}
+
+		if _, taken := r.byKey[key]; taken {
+			r.rivals[key] = append(r.rivals[key], ref)
+		} else {
+			r.byKey[key] = ref
+		}
+
+		held.keys = append(held.keys, key)
+	}
+
+	r.byNode[claim.Node] = held
 
 	return conflict, contested, displaced
 }
 
 // displacedBy returns, sorted, the Nodes given a key of claim whose claim on it is weaker than claim's.
-func displacedBy(claim Claim, others map[string][]claimant) []string {
+func displacedBy(claim Claim, others func(key string) iter.Seq[claimant]) []string {
 	var displaced []string
 
 	for key, held := range claim.Keys {
 		self := claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current}
 
-		for _, other := range others[key] {
+		for other := range others(key) {
 			if other.node != claim.Node && !other.refused && stronger(self, other) && !slices.Contains(displaced, other.node) {
 				displaced = append(displaced, other.node)
 			}
@@ -159,15 +209,34 @@ func (r *claimRegistry) remove(node string) {
 }
 
 func (r *claimRegistry) removeLocked(node string) {
-	for _, key := range r.keysOf[node] {
-		held := slices.DeleteFunc(r.byKey[key], func(c claimant) bool { return c.node == node })
+	held, ok := r.byNode[node]
+	if !ok {
+		return
+	}
 
-		if len(held) == 0 {
-			delete(r.byKey, key)
+	for _, key := range held.keys {
+		rivals := r.rivals[key]
+
+		if r.byKey[key].claim == held {
+			if len(rivals) == 0 {
+				delete(r.byKey, key)
+
+				continue
+			}
+
+			// The next claimant, in the order they were bound, takes the first place.
+			r.byKey[key] = rivals[0]
+			rivals = slices.Delete(rivals, 0, 1)
 		} else {
-			r.byKey[key] = held
+			rivals = slices.DeleteFunc(rivals, func(c claimRef) bool { return c.claim == held })
+		}
+
+		if len(rivals) == 0 {
+			delete(r.rivals, key)
+		} else {
+			r.rivals[key] = rivals
 		}
 	}
 
-	delete(r.keysOf, node)
+	delete(r.byNode, node)
 }

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"iter"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,11 +67,16 @@ func TestClaimConflict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			conflict, contested := claimConflict(tc.claim, tc.others)
+			conflict, contested := claimConflict(tc.claim, claimantsIn(tc.others))
 			assert.Equal(t, tc.conflict, conflict)
 			assert.Equal(t, tc.contested, contested)
 		})
 	}
+}
+
+// claimantsIn gives the claimants of a key in others.
+func claimantsIn(others map[string][]claimant) func(string) iter.Seq[claimant] {
+	return func(key string) iter.Seq[claimant] { return slices.Values(others[key]) }
 }
 
 func TestClaimRegistry(t *testing.T) {
@@ -101,7 +108,8 @@ func TestClaimRegistry(t *testing.T) {
 
 	r.remove("second")
 	assert.Empty(t, r.byKey)
-	assert.Empty(t, r.keysOf)
+	assert.Empty(t, r.rivals)
+	assert.Empty(t, r.byNode)
 }
 
 // TestClaimRegistryDisplaced: the claims are seen one Node at a time, in any order. A weaker claim seen
