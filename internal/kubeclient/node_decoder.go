@@ -3,6 +3,7 @@ package kubeclient
 import (
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -40,5 +41,17 @@ func (s nodeTrimmingSerializer) Decode(data []byte, defaults *schema.GroupVersio
 		data = trimmed
 	}
 
-	return s.Serializer.Decode(data, defaults, into)
+	obj, gvk, err := s.Serializer.Decode(data, defaults, into)
+
+	// Every Node, trimmed or not, holds the shared copy of the strings that repeat (see shareNodeStrings).
+	switch o := obj.(type) {
+	case *corev1.Node:
+		shareNodeStrings(o)
+	case *corev1.NodeList:
+		for i := range o.Items {
+			shareNodeStrings(&o.Items[i])
+		}
+	}
+
+	return obj, gvk, err
 }

@@ -1,0 +1,91 @@
+package kubeclient
+
+import (
+	"strings"
+	"unique"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+)
+
+// The protobuf decoder allocates every string of a Node anew, so each of thousands of cached Nodes held its
+// own copy of the same label and annotation keys, of the same label values (the OS, the architecture, the
+// instance type, the zone), of its taints and of its Ready condition's reason and message: about a
+// kilobyte per Node of bytes that are the same in every Node. shareNodeStrings makes a decoded Node hold
+// the one copy of each instead (unique.Make: the copies no Node holds any more are collected), and the
+// KubeNode mirrors, which take the cached Node's labels, share them too.
+//
+// Strings that differ from Node to Node (names, UIDs, addresses, versions, most annotation values) are
+// left as they are: a shared copy of them would be kept in addition.
+
+// sharedValueMax is the longest annotation value shared, talos-ccm's own apart: short values ("true", "0")
+// are those that repeat from Node to Node; long ones are mostly of one Node (addresses, other controllers'
+// state). talos-ccm's own (the keys it set) are the same on every Node a rule applies to.
+const sharedValueMax = 16
+
+// share returns the one copy of s.
+func share(s string) string {
+	if s == "" {
+		return s
+	}
+
+	return unique.Make(s).Value()
+}
+
+// shareNodeStrings makes node hold the shared copy of the strings that repeat from Node to Node.
+func shareNodeStrings(node *corev1.Node) {
+	if node.Labels != nil {
+		labels := make(map[string]string, len(node.Labels))
+
+		for k, v := range node.Labels {
+			// The hostname label is the Node's name, most of the time: its name's bytes then.
+			if v == node.Name {
+				labels[share(k)] = node.Name
+			} else {
+				labels[share(k)] = share(v)
+			}
+		}
+
+		node.Labels = labels
+	}
+
+	if node.Annotations != nil {
+		annotations := make(map[string]string, len(node.Annotations))
+
+		for k, v := range node.Annotations {
+			if len(v) <= sharedValueMax || strings.HasPrefix(k, kubekeys.AnnotationPrefixOwn) {
+				v = share(v)
+			}
+
+			annotations[share(k)] = v
+		}
+
+		node.Annotations = annotations
+	}
+
+	for i := range node.Finalizers {
+		node.Finalizers[i] = share(node.Finalizers[i])
+	}
+
+	// spec.podCIDR is spec.podCIDRs' first.
+	if len(node.Spec.PodCIDRs) > 0 && node.Spec.PodCIDRs[0] == node.Spec.PodCIDR {
+		node.Spec.PodCIDRs[0] = node.Spec.PodCIDR
+	}
+
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		t.Key, t.Value, t.Effect = share(t.Key), share(t.Value), corev1.TaintEffect(share(string(t.Effect)))
+	}
+
+	for i := range node.Status.Addresses {
+		a := &node.Status.Addresses[i]
+		a.Type = corev1.NodeAddressType(share(string(a.Type)))
+	}
+
+	for i := range node.Status.Conditions {
+		c := &node.Status.Conditions[i]
+		c.Type, c.Status = corev1.NodeConditionType(share(string(c.Type))), corev1.ConditionStatus(share(string(c.Status)))
+		c.Reason, c.Message = share(c.Reason), share(c.Message)
+	}
+}
