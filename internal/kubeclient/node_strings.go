@@ -11,13 +11,15 @@ import (
 
 // The protobuf decoder allocates every string of a Node anew, so each of thousands of cached Nodes held its
 // own copy of the same label and annotation keys, of the same label values (the OS, the architecture, the
-// instance type, the zone), of its taints and of its Ready condition's reason and message: about a
+// instance type, the zone), of its taints and of its Ready condition's reason and message: most of a
 // kilobyte per Node of bytes that are the same in every Node. shareNodeStrings makes a decoded Node hold
-// the one copy of each instead (unique.Make: the copies no Node holds any more are collected), and the
-// KubeNode mirrors, which take the cached Node's labels, share them too.
+// the one copy of each instead, and the KubeNode mirrors, which take the cached Node's labels, share them
+// too.
 //
-// Strings that differ from Node to Node (names, UIDs, addresses, versions, most annotation values) are
-// left as they are: a shared copy of them would be kept in addition.
+// The copies are unique.Make's, not sharedstrings' table: a label whose value is of one Node (an ID another
+// controller sets) would fill that table, which never gives a string back, and leave no room for the
+// facts that repeat; unique's copies are collected once no Node holds them. Strings that differ from Node
+// to Node as a rule (names, UIDs, addresses, versions, most annotation values) are left as they are.
 
 // sharedValueMax is the longest annotation value shared, talos-ccm's own apart: short values ("true", "0")
 // are those that repeat from Node to Node; long ones are mostly of one Node (addresses, other controllers'
