@@ -20,14 +20,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
 // BenchmarkSessionStacks starts a session for every machine of a simulated fleet, as the Talos source does
 // for the Nodes of a large cluster (through the intake, with its production bounds), and reports what the
 // idle sessions cost once all of them connected and a GC ran: the goroutine stacks per machine (the growth
-// of StackInuse since before the sessions started) and the goroutines per machine (the sessions' own and
-// those gRPC keeps for their streams). A session's goroutine keeps the stack of the deepest call it ever
+// of StackInuse since before the sessions started), the goroutines per machine (the sessions' own and
+// those gRPC keeps for their streams), the live heap per machine the sessions and their streams keep
+// (heap-B/machine), and the live heap of a copy of each machine's last facts, as the state stores them
+// (facts-B/machine). A session's goroutine keeps the stack of the deepest call it ever
 // made until GCs halve it, and a new goroutine starts at the average size: what a session runs on its own
 // goroutine is what thousands of machines pay for. The fleet is served by talos-sim in a process of its own
 // (this test binary, see TestSessionStacksSimulator): in this one, the simulator's side of every stream
@@ -50,10 +53,13 @@ func BenchmarkSessionStacks(b *testing.B) {
 	b.Cleanup(func() { _ = conn.Close() })
 
 	for b.Loop() {
-		stacks, goroutines := runIdleSessions(b, simulatedFleet(machines), conn)
+		idle := runIdleSessions(b, simulatedFleet(machines), conn)
+		stacks := idle.stacks
 
 		b.ReportMetric(float64(stacks)/machines, "stack-B/machine")
-		b.ReportMetric(float64(goroutines)/machines, "goroutines/machine")
+		b.ReportMetric(float64(idle.goroutines)/machines, "goroutines/machine")
+		b.ReportMetric(float64(idle.heap)/machines, "heap-B/machine")
+		b.ReportMetric(float64(idle.facts)/machines, "facts-B/machine")
 
 		// An idle session's goroutine fits in a 4 KiB stack, and gRPC's in at most as much: about 7 KiB per
 		// machine. A session whose goroutine needs the next size up (8 KiB: a deeper call made on it, or
@@ -134,10 +140,22 @@ func TestSessionStacksSimulator(t *testing.T) {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
+// idleSessions is what the idle sessions of a fleet cost, after a GC.
+type idleSessions struct {
+	// stacks is the growth of StackInuse since before the sessions started.
+	stacks uint64
+	// goroutines are the sessions' goroutines, and those gRPC keeps for their streams.
+	goroutines int
+	// heap is the growth of the live heap since before the sessions started: the sessions, their specs and
+	// workers, their streams and contexts.
+	heap uint64
+	// facts is the live heap of a copy of every machine's last facts, as the state stores them (CloneVT).
+	facts uint64
+}
+
 // runIdleSessions runs a session for every one of machines over conn until all of them sent their
-// addresses, and returns the growth of StackInuse since before they started, and the sessions' goroutines,
-// both after a GC; the sessions are stopped before it returns.
-func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.ClientConnInterface) (stacks uint64, goroutines int) {
+// addresses, and returns what they cost once idle; the sessions are stopped before it returns.
+func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.ClientConnInterface) idleSessions {
 	b.Helper()
 
 	opts := sessionOptions{
@@ -146,7 +164,15 @@ func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.Client
 		Intake: newSessionIntake(intakeReading, intakeWaiting, intakeSlowRead, intakeHold),
 	}
 
-	before := stackInuse()
+	// What the benchmark itself keeps per machine is allocated before the baseline.
+	connected := make(map[string]bool, len(machines))
+	stored := make(map[string]*storedFacts, len(machines))
+
+	for _, m := range machines {
+		stored[m.Name] = &storedFacts{}
+	}
+
+	before := memStatsAfterGC()
 
 	// The sessions run as the source runs them, each a task of the workers' runner: its goroutine's frames
 	// are part of every session's stack.
@@ -165,12 +191,13 @@ func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.Client
 		workers.reconcile(ctx, wanted)
 	})
 
-	connected := map[string]bool{}
 	timeout := time.After(5 * time.Minute)
 
 	for len(connected) < len(machines) {
 		select {
 		case f := <-workers.facts:
+			stored[f.node].keep(f)
+
 			if f.addresses != nil {
 				connected[f.node] = true
 			}
@@ -183,16 +210,49 @@ func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.Client
 		}
 	}
 
-	return stackInuse() - before, labeledGoroutines(b, b.Name())
+	withFacts := memStatsAfterGC()
+	idle := idleSessions{stacks: withFacts.StackInuse - before.StackInuse, goroutines: labeledGoroutines(b, b.Name())}
+
+	for _, s := range stored {
+		*s = storedFacts{}
+	}
+
+	sessions := memStatsAfterGC()
+	idle.heap = sessions.HeapAlloc - before.HeapAlloc
+	idle.facts = withFacts.HeapAlloc - sessions.HeapAlloc
+
+	return idle
 }
 
-// stackInuse is StackInuse after a GC.
-func stackInuse() uint64 {
+// storedFacts is a machine's last facts, copied as the state copies what it stores.
+type storedFacts struct {
+	platform  *specs.PlatformMetadataSpec
+	addresses *specs.MachineAddressesSpec
+	status    *specs.MachineStatusSpec
+}
+
+// keep copies what f carries.
+func (s *storedFacts) keep(f machineFacts) {
+	if f.platform != nil {
+		s.platform = f.platform.CloneVT()
+	}
+
+	if f.addresses != nil {
+		s.addresses = f.addresses.CloneVT()
+	}
+
+	if f.status != nil {
+		s.status = f.status.CloneVT()
+	}
+}
+
+// memStatsAfterGC reads the memory statistics after a GC.
+func memStatsAfterGC() runtime.MemStats {
 	runtime.GC()
 
 	var ms runtime.MemStats
 
 	runtime.ReadMemStats(&ms)
 
-	return ms.StackInuse
+	return ms
 }
