@@ -8,6 +8,8 @@ import (
 
 	"github.com/cosi-project/runtime/api/v1alpha1"
 	netpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/network"
+
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // addressEvent is one event of a machine's address watch.
@@ -153,7 +155,8 @@ type addressStatus struct {
 // out of the facts, with a warning).
 func addressFromSpec(spec *netpb.AddressStatusSpec) addressStatus {
 	out := addressStatus{
-		link:   spec.GetLinkName(),
+		// Link names repeat from machine to machine ("eth0", "ens5"): every session holds the shared copy.
+		link:   sharedstrings.Share(spec.GetLinkName()),
 		scope:  uint8(spec.GetScope()),  //nolint:gosec // Talos's scopes are a byte.
 		family: uint8(spec.GetFamily()), //nolint:gosec // Talos's families are a byte.
 		flags:  spec.GetFlags(),

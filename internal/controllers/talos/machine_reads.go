@@ -14,6 +14,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // otherMachineError says that the machine answering at the session's address is not the session's Node:
@@ -109,7 +110,8 @@ const maxExcludedPrefixes = 64
 // excludeSubnets, readable with os:reader): the machine config's shared virtual IPs, which the control-plane
 // machine that leads holds on its link for all of them, and the cluster's pod and service ranges. None of
 // them is a Node address of the machine. A machine without a NodeIPConfig (no kubelet configured yet) has
-// none; what does not parse, or is beyond maxExcludedPrefixes, is left out.
+// none; what does not parse, or is beyond maxExcludedPrefixes, is left out. The prefixes are the cluster's,
+// the same on every machine: each session holds their shared copies.
 func (s *machineSession) readExcludedPrefixes(ctx context.Context) ([]string, error) {
 	var spec k8spb.NodeIPConfigSpec
 
@@ -121,7 +123,7 @@ func (s *machineSession) readExcludedPrefixes(ctx context.Context) ([]string, er
 
 	for _, entry := range spec.GetExcludeSubnets() {
 		if p, ok := nodeaddress.ExcludedPrefix(entry); ok && len(out) < maxExcludedPrefixes && !slices.Contains(out, p) {
-			out = append(out, p)
+			out = append(out, sharedstrings.Share(p))
 		}
 	}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 )
 
 // machineFacts is what one session learned about one machine; nil fields are unchanged.
@@ -200,8 +198,8 @@ type connection struct {
 
 	platform *specs.PlatformMetadataSpec
 	status   *specs.MachineStatusSpec
-	// addresses are what the session keeps of the machine's AddressStatuses, by ID.
-	addresses map[string]addressStatus
+	// addresses are what the session keeps of the machine's AddressStatuses.
+	addresses sessionAddresses
 	// addressSet is the machine's addresses as last sent, nil before the first time.
 	addressSet []string
 	// excluded are the prefixes whose addresses are not the machine's own (its shared virtual IPs, the
@@ -219,7 +217,6 @@ func newConnection(s *machineSession, ctx context.Context, cancel context.Cancel
 		machineSession: s,
 		ctx:            ctx,
 		cancel:         cancel,
-		addresses:      map[string]addressStatus{},
 	}
 
 	c.work = func() {
@@ -380,10 +377,12 @@ func (c *connection) awaitAddresses(ctx context.Context) error {
 
 		for _, ev := range events {
 			if ev.typ == v1alpha1.EventType_BOOTSTRAPPED {
+				c.addresses = c.addresses.compact()
+
 				return nil
 			}
 
-			c.applyAddressEvent(ev)
+			c.addresses.apply(ev)
 		}
 	}
 }
@@ -396,7 +395,7 @@ func (c *connection) addressEvents(ctx context.Context, events []addressEvent) {
 	changed := false
 
 	for _, ev := range events {
-		changed = c.applyAddressEvent(ev) || changed
+		changed = c.addresses.apply(ev) || changed
 	}
 
 	if changed {
@@ -404,35 +403,10 @@ func (c *connection) addressEvents(ctx context.Context, events []addressEvent) {
 	}
 }
 
-// applyAddressEvent applies one event of the address watch to the addresses the connection knows, and
-// says whether they changed. Addresses of links that hold other things' addresses (kube-ipvs0, which
-// holds every Service IP of the cluster, and the others nodeaddress.ForeignLink names) are never kept:
-// they are not the machine's, and a Service created or deleted would otherwise change every machine's
-// addresses.
-func (c *connection) applyAddressEvent(ev addressEvent) bool {
-	switch ev.typ {
-	case v1alpha1.EventType_CREATED, v1alpha1.EventType_UPDATED:
-		if !nodeaddress.ForeignLink(ev.address.link) {
-			c.addresses[ev.id] = ev.address
-
-			return true
-		}
-	case v1alpha1.EventType_DESTROYED:
-		if _, ok := c.addresses[ev.id]; ok {
-			delete(c.addresses, ev.id)
-
-			return true
-		}
-	case v1alpha1.EventType_BOOTSTRAPPED, v1alpha1.EventType_NOOP, v1alpha1.EventType_ERRORED: // next fails on Errored.
-	}
-
-	return false
-}
-
 // sendAddresses sends the machine's addresses. A changed address set (not a changed flag) also calls for
 // a read of PlatformMetadata: the platform that gives a machine a new address may have moved it.
 func (c *connection) sendAddresses(ctx context.Context) {
-	addrs := addressFacts(slices.Collect(maps.Values(c.addresses)), c.ip)
+	addrs := addressFacts(c.addresses.statuses(), c.ip)
 	addrs.Nodename = c.node
 	addrs.ExcludedPrefixes = c.excluded
 

@@ -29,10 +29,16 @@ func newTalosAPI(conn grpc.ClientConnInterface) talosAPI {
 
 // withNode addresses the calls made with ctx to one machine, as the machinery client's WithNode does: apid
 // routes a request on its "node" metadata (and refuses "nodes", the one-to-many form, for COSI calls).
+//
+// A session's context carries no metadata before (what the Talos connection adds, it adds to each call):
+// the node is then appended to the metadata, which keeps it as a pair, where a metadata map built for it
+// took a few hundred bytes of every session, for as long as the session lasts.
 func withNode(ctx context.Context, node string) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
+	md, ok := metadata.FromOutgoingContext(ctx)
+	if !ok {
+		return metadata.AppendToOutgoingContext(ctx, "node", node)
+	}
 
-	md = md.Copy()
 	md.Delete("nodes")
 	md.Set("node", node)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // Bounds on what one machine may report (talos.MaxTags, MaxFieldLength, MaxAddresses): what is beyond them is
@@ -110,9 +111,20 @@ func talosFact(f rules.Fact, spec protoreflect.Message, prefix string, w *warnin
 
 		return reflect.ValueOf(tagFacts(prefix+f.Name, tags, w))
 	default:
-		return reflect.ValueOf(w.field(prefix+f.Name, value.String()))
+		text := w.field(prefix+f.Name, value.String())
+		if slices.Contains(repeatedFacts, f.Name) {
+			text = sharedstrings.Share(text)
+		}
+
+		return reflect.ValueOf(text)
 	}
 }
+
+// repeatedFacts are the facts whose values repeat from machine to machine (a platform, a zone, a product):
+// every machine's facts, and their copies in the state, hold one shared copy of them (see sharedstrings),
+// not one decoded for each machine. The facts that name one machine (its hostname, its IDs, its serial
+// number) are not shared: they would only take the table's room.
+var repeatedFacts = []string{"platform", "region", "zone", "instanceType", "manufacturer", "productName", "version", "wakeUpType", "skuNumber"}
 
 // machineTypeFact is the machineType fact of a Talos machine type: "controlplane" for the control plane
 // (the init machine that bootstrapped it too), "worker", or "" (absent) while the type is unknown.
@@ -151,7 +163,8 @@ func tagFacts(name string, tags map[string]string, w *warnings) map[string]strin
 			continue
 		}
 
-		out[clean(k)] = clean(tags[k])
+		// The keys repeat from machine to machine (a cloud's tags are set cluster-wide), the values may not.
+		out[sharedstrings.Share(clean(k))] = clean(tags[k])
 	}
 
 	if tooLong > 0 {
