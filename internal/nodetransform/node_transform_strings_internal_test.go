@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,12 +13,8 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
-
-// sameBytes tells whether two strings are one copy.
-func sameBytes(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b) //nolint:gosec // Compares where the bytes are; reads none.
-}
 
 // awsInput is a bound Input of the Node name on an AWS machine at ip, every fact read from the machine
 // anew (as each machine's session reads its own).
@@ -51,11 +46,11 @@ func TestBuildSharesRepeatedStrings(t *testing.T) {
 	require.True(t, a.GetInitialize(), a.GetPending())
 	require.True(t, b.GetInitialize(), b.GetPending())
 
-	assert.True(t, sameBytes(a.GetPlatform(), b.GetPlatform()), "platform")
+	assert.True(t, sharedstrings.SameCopy(a.GetPlatform(), b.GetPlatform()), "platform")
 
 	for _, key := range []string{kubekeys.LabelZone, kubekeys.LabelInstanceType, kubekeys.LabelPlatform} {
 		assert.Equal(t, a.GetLabels()[key], b.GetLabels()[key], key)
-		assert.True(t, sameBytes(a.GetLabels()[key], b.GetLabels()[key]), "value of label %s", key)
+		assert.True(t, sharedstrings.SameCopy(a.GetLabels()[key], b.GetLabels()[key]), "value of label %s", key)
 	}
 
 	keyOf := func(spec *specs.NodeTransformSpec, want string) string {
@@ -71,8 +66,8 @@ func TestBuildSharesRepeatedStrings(t *testing.T) {
 	}
 
 	for _, key := range []string{node.OriginKey(node.OriginKindLabel, kubekeys.LabelZone), node.OriginKey(node.OriginKindLabel, kubekeys.LabelClusterName)} {
-		assert.True(t, sameBytes(keyOf(a, key), keyOf(b, key)), "origin key %s", key)
-		assert.True(t, sameBytes(a.GetOrigins()[key], b.GetOrigins()[key]), "origin of %s", key)
+		assert.True(t, sharedstrings.SameCopy(keyOf(a, key), keyOf(b, key)), "origin key %s", key)
+		assert.True(t, sharedstrings.SameCopy(a.GetOrigins()[key], b.GetOrigins()[key]), "origin of %s", key)
 	}
 
 	assert.Contains(t, a.GetOrigins(), node.OriginAddressKey("InternalIP", "10.0.0.1"))

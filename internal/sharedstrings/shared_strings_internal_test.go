@@ -4,16 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// sameBytes tells whether two strings are one copy.
-func sameBytes(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b) //nolint:gosec // Compares where the bytes are; reads none.
-}
 
 func TestTableLimits(t *testing.T) {
 	t.Parallel()
@@ -21,10 +15,10 @@ func TestTableLimits(t *testing.T) {
 	table := &table{strings: map[string]string{}}
 
 	first := table.share(strings.Clone("topology.kubernetes.io/zone"))
-	assert.True(t, sameBytes(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "a string held is handed out")
+	assert.True(t, SameCopy(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "a string held is handed out")
 
 	long := strings.Repeat("x", maxSharedLen+1)
-	assert.True(t, sameBytes(long, table.share(long)), "a long string is not taken")
+	assert.True(t, SameCopy(long, table.share(long)), "a long string is not taken")
 	assert.Empty(t, table.share(""))
 
 	for i := len(table.strings); i < maxShared; i++ {
@@ -34,9 +28,9 @@ func TestTableLimits(t *testing.T) {
 	require.Len(t, table.strings, maxShared)
 
 	late := strings.Clone("late")
-	assert.True(t, sameBytes(late, table.share(late)), "a full table takes no more")
+	assert.True(t, SameCopy(late, table.share(late)), "a full table takes no more")
 	assert.Len(t, table.strings, maxShared)
-	assert.True(t, sameBytes(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "what it holds is still handed out")
+	assert.True(t, SameCopy(first, table.share(strings.Clone("topology.kubernetes.io/zone"))), "what it holds is still handed out")
 }
 
 // A string cut from a larger one is held as a copy of its own: the table never keeps the larger one alive.
@@ -49,7 +43,7 @@ func TestTableCopiesWhatItTakes(t *testing.T) {
 
 	held := table.share(link)
 	assert.Equal(t, "eth0", held)
-	assert.False(t, sameBytes(link, held), "the table holds a copy, not the larger string's bytes")
+	assert.False(t, SameCopy(link, held), "the table holds a copy, not the larger string's bytes")
 }
 
 // Share hands out one copy of a string, whoever decoded it.
@@ -60,5 +54,5 @@ func TestShare(t *testing.T) {
 	b := Share(strings.Clone("sharedstrings-test-eu-west-1b"))
 
 	assert.Equal(t, "sharedstrings-test-eu-west-1b", a)
-	assert.True(t, sameBytes(a, b))
+	assert.True(t, SameCopy(a, b))
 }

@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unsafe"
 
 	hwpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/hardware"
 	netpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/network"
@@ -12,12 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/talos-ccm/talos-ccm/internal/rules"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
-
-// sameBytes tells whether two strings are one copy.
-func sameBytes(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b) //nolint:gosec // Compares where the bytes are; reads none.
-}
 
 // decodedMachine is the PlatformMetadata and SystemInformation of one AWS machine, every string its own copy,
 // as each session decodes its machine's.
@@ -43,7 +38,7 @@ func TestPlatformFactsShareRepeatedStrings(t *testing.T) {
 
 	for _, name := range []string{"platform", "region", "zone", "instanceType", "manufacturer", "productName"} {
 		f := factNamed(t, name)
-		assert.True(t, sameBytes(f.Get(a).String(), f.Get(b).String()), "%s is shared", name)
+		assert.True(t, sharedstrings.SameCopy(f.Get(a).String(), f.Get(b).String()), "%s is shared", name)
 	}
 
 	for _, name := range []string{"hostname", "instanceID", "providerID", "serialNumber"} {
@@ -53,7 +48,7 @@ func TestPlatformFactsShareRepeatedStrings(t *testing.T) {
 
 	for key := range a.GetTags() {
 		other := keyOf(b.GetTags(), key)
-		assert.True(t, sameBytes(key, other), "the tag key %s is shared", key)
+		assert.True(t, sharedstrings.SameCopy(key, other), "the tag key %s is shared", key)
 	}
 }
 
@@ -101,5 +96,5 @@ func TestAddressesShareLinkNames(t *testing.T) {
 	a := addressFromSpec(&netpb.AddressStatusSpec{LinkName: strings.Clone("ens5")})
 	b := addressFromSpec(&netpb.AddressStatusSpec{LinkName: strings.Clone("ens5")})
 
-	assert.True(t, sameBytes(a.link, b.link))
+	assert.True(t, sharedstrings.SameCopy(a.link, b.link))
 }
