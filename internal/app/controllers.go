@@ -16,9 +16,6 @@ const (
 	ControllerNodeLifecycle = ccm.ControllerNodeLifecycle
 )
 
-// AllControllers lists every controller name, in the order they are started.
-var AllControllers = ccm.AllControllers
-
 // EnabledControllers resolves a --controllers list: see ccm.EnabledControllers.
 func EnabledControllers(spec []string) (map[string]bool, error) {
 	return ccm.EnabledControllers(spec)

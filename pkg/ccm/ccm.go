@@ -142,7 +142,7 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 		return nil, err
 	}
 
-	for _, name := range AllControllers {
+	for _, name := range allControllers {
 		if !enabled[name] {
 			continue
 		}

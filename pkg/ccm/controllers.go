@@ -20,8 +20,14 @@ const (
 	ControllerNodeLifecycle = "node-lifecycle"
 )
 
-// AllControllers lists every controller name, in the order they are started.
-var AllControllers = []string{ControllerCloudNode, ControllerCSRApproval, ControllerNodeIPAM, ControllerServiceLB, ControllerNodeLifecycle}
+// allControllers are every controller name, in the order they are started.
+var allControllers = []string{ControllerCloudNode, ControllerCSRApproval, ControllerNodeIPAM, ControllerServiceLB, ControllerNodeLifecycle}
+
+// AllControllers lists every controller name, in the order they are started. The list is a copy: a host
+// that changes it changes nothing of talos-ccm's.
+func AllControllers() []string {
+	return slices.Clone(allControllers)
+}
 
 // defaultControllers are the ones "*" stands for: node-ipam and service-lb are opt-in because they
 // conflict with other allocators.
@@ -48,14 +54,14 @@ func EnabledControllers(spec []string) (map[string]bool, error) {
 			}
 		case strings.HasPrefix(item, "-"):
 			name := strings.TrimPrefix(item, "-")
-			if !slices.Contains(AllControllers, name) {
-				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(AllControllers, ", "))
+			if !slices.Contains(allControllers, name) {
+				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(allControllers, ", "))
 			}
 
 			enabled[name] = false
 		default:
-			if !slices.Contains(AllControllers, item) {
-				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", item, strings.Join(AllControllers, ", "))
+			if !slices.Contains(allControllers, item) {
+				return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", item, strings.Join(allControllers, ", "))
 			}
 
 			enabled[item] = true

@@ -31,7 +31,7 @@ func TestNodeMirrorCarriesItsConsumersFinalizers(t *testing.T) {
 		{ControllerNodeLifecycle},
 		{ControllerCSRApproval},
 		{ControllerCSRApproval, ControllerNodeLifecycle},
-		AllControllers,
+		allControllers,
 	} {
 		t.Run(strings.Join(controllers, ","), func(t *testing.T) {
 			t.Parallel()
