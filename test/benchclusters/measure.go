@@ -14,6 +14,10 @@ import (
 // declareBatch is how many clusters one request to the host declares, outside the burst.
 const declareBatch = 100
 
+// closedConnectionsKept is how long the clients' closed connections stay in memory: the HTTP/2 health
+// check's timer (client-go's 30 s ReadIdleTimeout) holds them, with a margin.
+const closedConnectionsKept = 40 * time.Second
+
 // joiners are the extra machines of the first cluster, whose Nodes join later: one on an idle host, one
 // while the busy cluster initializes its Nodes.
 const joiners = 2
@@ -197,7 +201,8 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		return nil, err
 	}
 
-	sleep(ctx, opts.settle)
+	// A closed HTTP/2 connection, and its transport, stay referenced by its health check's timer for 30 s.
+	sleep(ctx, max(opts.settle, closedConnectionsKept))
 
 	if res.removed, err = readSample(ctx, host, f.ports); err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
 // Command host is the host process that make bench-clusters measures: a program that embeds talos-ccm as a
-// host such as Omni does (examples/embed): its own COSI state and runtime, the clusters controller
-// (pkg/ccm/clusters) running one pipeline per declared Cluster, and a controller of its own that feeds each
-// cluster's machines through the facts adapter (pkg/ccm/factsv1). No Talos API is contacted.
+// host such as Omni does (examples/embed): its own COSI state (clusters.NewHostState) and runtime, the
+// clusters controller (pkg/ccm/clusters) running one pipeline per declared Cluster, and a controller of its
+// own that feeds each cluster's machines through the facts adapter (pkg/ccm/factsv1). No Talos API is
+// contacted.
 //
 // The bench drives it over HTTP on a loopback address, and measures it from outside:
 //
@@ -32,7 +33,6 @@ import (
 
 	cosiruntime "github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
@@ -96,8 +96,9 @@ func run(ctx context.Context, listen string, kubeconfigs []string, logger *zap.L
 		h.apiservers = append(h.apiservers, cfg)
 	}
 
-	// The host's state and runtime, as examples/embed builds them.
-	h.state = state.WrapCore(namespaced.NewState(clusters.MemoryStateBuilder()))
+	// The host's state, whose namespaces of a removed cluster are released (clusters.NewHostState), and
+	// its runtime.
+	h.state = clusters.NewHostState(clusters.MemoryStateBuilder())
 
 	if err := clusters.RegisterResources(ctx, h.state, ""); err != nil {
 		return err
