@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 // discardingState is a database that keeps nothing: what the heap keeps after its writes is the writer's.
@@ -42,31 +43,26 @@ func storeRetainedPerDecision(tb testing.TB, n int) float64 {
 		decisions[i] = nt
 	}
 
-	var before, after runtime.MemStats
+	var s *sqliteStore
 
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	perDecision := testheap.RetainedPer(n, func() {
+		s = &sqliteStore{
+			db: discardingState{}, logger: zap.NewNop(), ready: make(chan struct{}, 1), delay: writeDelay,
+			pending: map[resourceKey]pendingWrite{}, stored: map[resourceKey]storedRow{},
+		}
 
-	s := &sqliteStore{
-		db: discardingState{}, logger: zap.NewNop(), ready: make(chan struct{}, 1), delay: writeDelay,
-		pending: map[resourceKey]pendingWrite{}, stored: map[resourceKey]storedRow{},
-	}
+		for _, res := range decisions {
+			require.NoError(tb, s.namespace(node.NamespaceName).Put(tb.Context(), node.NodeTransformType, res))
+		}
 
-	for _, res := range decisions {
-		require.NoError(tb, s.namespace(node.NamespaceName).Put(tb.Context(), node.NodeTransformType, res))
-	}
-
-	_, err := s.flush(tb.Context(), time.Time{})
-	require.NoError(tb, err)
-
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+		_, err := s.flush(tb.Context(), time.Time{})
+		require.NoError(tb, err)
+	})
 
 	require.Len(tb, s.stored, n)
-	runtime.KeepAlive(s)
 	runtime.KeepAlive(decisions)
 
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	return perDecision
 }
 
 // The writer keeps, per decision written, its row's version and owner, and no room for the changes it
@@ -74,19 +70,10 @@ func storeRetainedPerDecision(tb testing.TB, n int) float64 {
 // smaller, and rows of three strings for the key and one for the owner, the version behind a pointer; 79
 // now.
 func TestSQLiteStoreRetainsLittlePerDecision(t *testing.T) {
-	perDecision := storeRetainedPerDecision(t, 20000)
-
-	t.Logf("%.0f bytes per decision", perDecision)
-	require.Less(t, perDecision, 120.0)
+	testheap.AtMost(t, "bytes per decision", storeRetainedPerDecision(t, 20000), 120)
 }
 
 // BenchmarkSQLiteStoreRetained reports the heap the writer keeps per decision written.
 func BenchmarkSQLiteStoreRetained(b *testing.B) {
-	var perDecision float64
-
-	for b.Loop() {
-		perDecision = storeRetainedPerDecision(b, 20000)
-	}
-
-	b.ReportMetric(perDecision, "B/decision")
+	testheap.Report(b, "B/decision", func() float64 { return storeRetainedPerDecision(b, 20000) })
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 // fleetNode is a Node of a fleet as a kubelet registers it and talos-ccm initializes it: the kubelet's
@@ -64,24 +65,19 @@ func decodedRetainedPerNode(tb testing.TB, n int, decode func([]byte) (runtime.O
 
 	decoded := make([]runtime.Object, n)
 
-	var before, after goruntime.MemStats
+	perNode := testheap.RetainedPer(n, func() {
+		for i, data := range encoded {
+			obj, err := decode(data)
+			require.NoError(tb, err)
 
-	goruntime.GC()
-	goruntime.ReadMemStats(&before)
+			decoded[i] = obj
+		}
+	})
 
-	for i, data := range encoded {
-		obj, err := decode(data)
-		require.NoError(tb, err)
-
-		decoded[i] = obj
-	}
-
-	goruntime.GC()
-	goruntime.ReadMemStats(&after)
 	goruntime.KeepAlive(decoded)
 	goruntime.KeepAlive(encoded)
 
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	return perNode
 }
 
 // decodePlain decodes data with the stock protobuf decoder: every string a copy of its own.
@@ -118,15 +114,8 @@ func TestDecodedNodesShareStrings(t *testing.T) {
 }
 
 // BenchmarkDecodedNodeRetained reports the heap a fleet's Node keeps once decoded by the Nodes informer's
-// decoder, and decoded as it came.
+// decoder (B/node), and decoded as it came (B/node-plain).
 func BenchmarkDecodedNodeRetained(b *testing.B) {
-	var plain, shared float64
-
-	for b.Loop() {
-		plain = decodedRetainedPerNode(b, 2000, decodePlain)
-		shared = decodedRetainedPerNode(b, 2000, decodeTrimming)
-	}
-
-	b.ReportMetric(plain, "B/node-plain")
-	b.ReportMetric(shared, "B/node")
+	testheap.Report(b, "B/node", func() float64 { return decodedRetainedPerNode(b, 2000, decodeTrimming) })
+	b.ReportMetric(decodedRetainedPerNode(b, 2000, decodePlain), "B/node-plain")
 }

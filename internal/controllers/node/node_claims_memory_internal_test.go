@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 // claimsRetainedPerNode returns the heap the registry keeps per Node once n Nodes' claims are bound, each
@@ -29,46 +31,31 @@ func claimsRetainedPerNode(tb testing.TB, n int) float64 {
 		}
 	}
 
-	var before, after runtime.MemStats
-
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-
 	r := newClaimRegistry()
 
-	for _, claim := range claims {
-		conflict, _, _ := r.bind(claim)
-		require.Empty(tb, conflict)
-	}
-
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	perNode := testheap.RetainedPer(n, func() {
+		for _, claim := range claims {
+			conflict, _, _ := r.bind(claim)
+			require.Empty(tb, conflict)
+		}
+	})
 
 	runtime.KeepAlive(r)
 	runtime.KeepAlive(claims)
 
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	return perNode
 }
 
 // The registry keeps each Node's claim once, and a reference to it per key: it kept a slice of a full
 // claimant per key, and the list of each Node's keys grown by appends, 649 bytes per Node of four keys
 // (the keys' own bytes apart, the same either way); 450 now.
 func TestClaimRegistryRetainsLittlePerNode(t *testing.T) {
-	perNode := claimsRetainedPerNode(t, 5000)
-
-	t.Logf("%.0f bytes per Node", perNode)
-	require.Less(t, perNode, 540.0)
+	testheap.AtMost(t, "bytes per Node", claimsRetainedPerNode(t, 5000), 540)
 }
 
 // BenchmarkClaimRegistryRetained reports the heap the claim registry keeps per Node.
 func BenchmarkClaimRegistryRetained(b *testing.B) {
-	var perNode float64
-
-	for b.Loop() {
-		perNode = claimsRetainedPerNode(b, 5000)
-	}
-
-	b.ReportMetric(perNode, "B/node")
+	testheap.Report(b, "B/node", func() float64 { return claimsRetainedPerNode(b, 5000) })
 }
 
 // Three Nodes claim one machine: whichever of them is removed, the others keep their order, and the
