@@ -10,6 +10,7 @@ import (
 // each; the signer's cleaner deletes approved requests only an hour later). The approval update leaves
 // managedFields out, so the server keeps its own; a request that is no longer pending is neither mirrored
 // nor written again (see applicable), so nothing reads what it lost.
+// The strings every kubelet's request repeats are shared with the other requests (shareCSRStrings).
 //
 // It is an informer transform (cache.TransformFunc): it changes the object it is given, which the
 // informer has just decoded and nobody else holds.
@@ -20,6 +21,7 @@ func TrimCSR(obj any) (any, error) {
 	}
 
 	csr.ManagedFields = nil
+	shareCSRStrings(csr)
 
 	if !CSRPending(csr) {
 		csr.Spec.Request = nil

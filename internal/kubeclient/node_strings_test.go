@@ -108,9 +108,9 @@ func TestDecodedNodesShareStrings(t *testing.T) {
 	require.NoError(t, err)
 
 	a, b := obj.(*corev1.Node), other.(*corev1.Node) //nolint:forcetypeassert
-	assert.Equal(t, unsafe.StringData(a.Labels[corev1.LabelOSStable]), unsafe.StringData(b.Labels[corev1.LabelOSStable]),
+	assert.Same(t, unsafe.StringData(a.Labels[corev1.LabelOSStable]), unsafe.StringData(b.Labels[corev1.LabelOSStable]),
 		"two Nodes hold one copy of a label value")
-	assert.Equal(t, unsafe.StringData(a.Name), unsafe.StringData(a.Labels[corev1.LabelHostname]), "the hostname label is the name's bytes")
+	assert.Same(t, unsafe.StringData(a.Name), unsafe.StringData(a.Labels[corev1.LabelHostname]), "the hostname label is the name's bytes")
 }
 
 // BenchmarkDecodedNodeRetained reports the heap a fleet's Node keeps once decoded by the Nodes informer's
