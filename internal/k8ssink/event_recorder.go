@@ -54,50 +54,64 @@ type pendingEvent struct {
 
 // eventRecorder posts the Events recorded, one at a time, in the order they were recorded, correlated as
 // eventCorrelator decides.
+//
+// A recorder costs nothing until it has something to post: a host embedding a thousand clusters has a
+// recorder in each, and most of them record no Event for hours. The queue is a slice that grows with the
+// Events waiting (a channel of eventQueue would hold 150 KiB per recorder from the start), and the
+// goroutine that posts them is started by the Event that finds none running and ends once the queue is
+// empty.
 type eventRecorder struct {
 	events func(namespace string) EventWriter
 	scheme *runtime.Scheme
 	logger *zap.Logger
 	now    func() time.Time
 
-	queue      chan pendingEvent
+	// correlator is used by the posting goroutine alone; one starts only after the previous one ended
+	// (under mu), so they take turns with it.
 	correlator *eventCorrelator
 
-	mu      sync.RWMutex
+	mu sync.Mutex
+	// queue are the Events waiting to be posted, oldest first; nil when none wait.
+	queue []pendingEvent
+	// posted is closed when the posting goroutine ends, cancel ends its requests; both nil when none runs.
+	posted  chan struct{}
+	cancel  context.CancelFunc
 	stopped bool
 }
 
 // newEventRecorder returns a recorder posting through events, and a function that posts what is still
 // queued (for eventFlush at most) and stops it.
 func newEventRecorder(events func(namespace string) EventWriter, scheme *runtime.Scheme, logger *zap.Logger) (*eventRecorder, func()) {
-	r := &eventRecorder{
-		events: events, scheme: scheme, logger: logger, now: time.Now,
-		queue: make(chan pendingEvent, eventQueue), correlator: newEventCorrelator(),
+	r := &eventRecorder{events: events, scheme: scheme, logger: logger, now: time.Now, correlator: newEventCorrelator()}
+
+	return r, r.stop
+}
+
+// stop stops recording, lets the posting goroutine post what is queued for eventFlush at most, and then
+// ends it.
+func (r *eventRecorder) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	posted := r.posted
+	r.mu.Unlock()
+
+	if posted == nil {
+		return
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-
-	go func() {
-		defer close(done)
-
-		r.run(ctx)
-	}()
-
-	return r, func() {
-		r.mu.Lock()
-		r.stopped = true
-		close(r.queue)
-		r.mu.Unlock()
-
-		select {
-		case <-done:
-		case <-time.After(eventFlush):
-		}
-
-		cancel()
-		<-done
+	select {
+	case <-posted:
+		return
+	case <-time.After(eventFlush):
 	}
+
+	r.mu.Lock()
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+
+	<-posted
 }
 
 // Event implements EventRecorder.
@@ -135,29 +149,61 @@ func (r *eventRecorder) record(object runtime.Object, annotations map[string]str
 		key: eventKey{object: objectKeyOf(ref), eventType: eventtype, reason: reason, msg: message},
 	}
 
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 
 	if r.stopped {
 		return
 	}
 
-	select {
-	case r.queue <- ev:
-	default:
+	if len(r.queue) >= eventQueue {
 		r.logger.Debug("event dropped: too many waiting to be posted", zap.String("reason", reason), zap.String("object", ref.Name))
+
+		return
+	}
+
+	r.queue = append(r.queue, ev)
+
+	if r.posted == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.posted, r.cancel = make(chan struct{}), cancel
+
+		go r.run(ctx, r.posted)
 	}
 }
 
-// run posts the queued Events until the queue is closed and empty, or ctx ends.
-func (r *eventRecorder) run(ctx context.Context) {
-	for ev := range r.queue {
-		if ctx.Err() != nil {
+// run posts the queued Events until the queue is empty, or ctx ends, and then closes posted.
+func (r *eventRecorder) run(ctx context.Context, posted chan struct{}) {
+	defer close(posted)
+
+	for {
+		ev, ok := r.next(ctx)
+		if !ok {
 			return
 		}
 
 		r.post(ctx, ev)
 	}
+}
+
+// next takes the oldest Event queued; when there is none, or ctx ended, it reports false, and the posting
+// goroutine ends.
+func (r *eventRecorder) next(ctx context.Context) (pendingEvent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	if len(r.queue) == 0 || ctx.Err() != nil {
+		r.cancel()
+		r.queue, r.posted, r.cancel = nil, nil, nil
+
+		return pendingEvent{}, false
+	}
+
+	ev := r.queue[0]
+	r.queue[0] = pendingEvent{}
+	r.queue = r.queue[1:]
+
+	return ev, true
 }
 
 // post posts one Event: a new one, or a raised count of the one it repeats.

@@ -3,6 +3,7 @@ package k8ssink
 import (
 	"context"
 	"encoding/json"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -196,4 +197,72 @@ func TestEventRecorder(t *testing.T) {
 		r.Event(node, corev1.EventTypeWarning, "Late", "after stop")
 		assert.Empty(t, f.list())
 	})
+}
+
+// idleRecorderHeap is the most heap an Event recorder that never recorded an Event may keep: a host
+// embedding a thousand clusters has a recorder in each. A queue of eventQueue Events made up front kept
+// 150 KiB per recorder.
+const idleRecorderHeap = 2 << 10
+
+func TestEventRecorderIdle(t *testing.T) { //nolint:paralleltest // It counts the process's heap and goroutines.
+	const recorders = 200
+
+	scheme := runtime.NewScheme()
+	require.NoError(t, corev1.AddToScheme(scheme))
+
+	// The Events wait for gate to be posted: the test sees the posting goroutine run, then end.
+	f, gate := &fakeEvents{events: map[string]*corev1.Event{}}, make(chan struct{})
+	events := func(namespace string) EventWriter {
+		<-gate
+
+		return f.writer(namespace)
+	}
+	logger := zaptest.NewLogger(t)
+	kept := make([]EventRecorder, recorders)
+	stops := make([]func(), recorders)
+
+	var before, after goruntime.MemStats
+
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	goroutines := goruntime.NumGoroutine()
+
+	for i := range recorders {
+		kept[i], stops[i] = NewEventRecorder(events, scheme, logger)
+	}
+
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+
+	perRecorder := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / recorders
+	t.Logf("%.0f bytes per idle recorder", perRecorder)
+	assert.LessOrEqual(t, perRecorder, float64(idleRecorderHeap), "heap of an idle recorder")
+	assert.Equal(t, goroutines, goruntime.NumGoroutine(), "an idle recorder runs no goroutine")
+
+	// A recorder that posted its Events is idle again: its goroutine is gone, and so is its queue.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
+	kept[0].Event(node, corev1.EventTypeWarning, "Conflict", "posted, then idle")
+
+	r := kept[0].(*budgetedRecorder).next.(*eventRecorder) //nolint:forcetypeassert // NewEventRecorder's.
+	r.mu.Lock()
+	posted := r.posted
+	r.mu.Unlock()
+
+	require.NotNil(t, posted, "an Event starts the posting goroutine")
+	close(gate)
+
+	select {
+	case <-posted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the posting goroutine did not end once the queue was empty")
+	}
+
+	assert.Len(t, f.list(), 1)
+	assert.Nil(t, r.queue)
+
+	for _, stop := range stops {
+		stop()
+	}
+
+	goruntime.KeepAlive(kept)
 }
