@@ -20,6 +20,12 @@ import (
 // Node events makes one status write a second, not thousands.
 const countsInterval = time.Second
 
+// countsEvents is the room of the counts watch's channel. Counting an event is a few map operations, done
+// as soon as it comes, so a short channel keeps up with any burst: the watches wait for room, and a watch
+// that falls behind the state's history is resumed. Each event of the channel's room costs 80 bytes for as
+// long as the cluster runs, whether it carries events or not.
+const countsEvents = 16
+
 // clusterCounts are the counts of a cluster's status, kept from the events of its pipeline's state.
 type clusterCounts struct {
 	// waiting are the NodeTransforms that wait for something, initialized the Nodes the node sink
@@ -191,7 +197,7 @@ func (w *countsWatch) watch(ctx context.Context, st state.State, changed func())
 		csr.NewCSRDecision(csr.NamespaceName, "").Metadata(),
 	}
 
-	events := make(chan state.Event, 1024)
+	events := make(chan state.Event, countsEvents)
 
 	w.mu.Lock()
 	w.counts.restart()
@@ -203,15 +209,15 @@ func (w *countsWatch) watch(ctx context.Context, st state.State, changed func())
 		}
 	}
 
-	ticker := time.NewTicker(countsInterval)
-	defer ticker.Stop()
-
-	bootstrapping, dirty := len(kinds), true
+	bootstrapping := len(kinds)
+	report := countsReport{changed: changed}
 
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-report.due:
+			report.fire()
 		case ev := <-events:
 			switch ev.Type {
 			case state.Errored:
@@ -222,20 +228,52 @@ func (w *countsWatch) watch(ctx context.Context, st state.State, changed func())
 					w.counts.bootstrapped()
 					w.mu.Unlock()
 
-					dirty = true
+					report.mark()
 				}
 			case state.Created, state.Updated, state.Destroyed:
 				w.mu.Lock()
-				dirty = w.counts.apply(ev) || dirty
+				counted := w.counts.apply(ev)
 				w.mu.Unlock()
-			case state.Noop:
-			}
-		case <-ticker.C:
-			if dirty {
-				dirty = false
 
-				changed()
+				if counted && bootstrapping == 0 {
+					report.mark()
+				}
+			case state.Noop:
 			}
 		}
 	}
+}
+
+// countsReport calls changed when the counts changed, at most once every countsInterval, without a timer
+// while they do not change: an idle cluster's counts watch does not wake at all (a ticker per cluster was a
+// quarter of the idle CPU of a host of a thousand clusters). The first change after a quiet interval is
+// reported at once; those that follow within the interval, once it is over.
+type countsReport struct {
+	changed func()
+	// last is when changed was last called; due fires when the next call may be made, and is nil unless a
+	// change waits for it.
+	last time.Time
+	due  <-chan time.Time
+}
+
+// mark records that the counts changed.
+func (r *countsReport) mark() {
+	if r.due != nil {
+		return
+	}
+
+	if wait := countsInterval - time.Since(r.last); wait > 0 {
+		r.due = time.After(wait)
+
+		return
+	}
+
+	r.fire()
+}
+
+// fire reports the change.
+func (r *countsReport) fire() {
+	r.due = nil
+	r.last = time.Now()
+	r.changed()
 }
