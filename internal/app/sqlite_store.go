@@ -120,7 +120,7 @@ func (k *kindTable) number(ns resource.Namespace, typ resource.Type) uint32 {
 			k.numbers = map[[2]string]uint32{}
 		}
 
-		n = uint32(len(k.names))
+		n = uint32(len(k.names)) //nolint:gosec // A few namespaces, types and owners: never near 2^32.
 		k.numbers[name] = n
 		k.names = append(k.names, name)
 	}

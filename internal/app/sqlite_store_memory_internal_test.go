@@ -39,7 +39,7 @@ func storeRetainedPerDecision(tb testing.TB, n int) float64 {
 	for i := range decisions {
 		nt := node.NewNodeTransform(node.NamespaceName, fmt.Sprintf("worker-%05d", i))
 		nt.Metadata().SetVersion(resource.VersionUndefined.Next())
-		nt.Metadata().SetOwner("node.NodeTransformController")
+		require.NoError(tb, nt.Metadata().SetOwner("node.NodeTransformController"))
 		decisions[i] = nt
 	}
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
@@ -108,9 +108,9 @@ func TestDecodedNodesShareStrings(t *testing.T) {
 	require.NoError(t, err)
 
 	a, b := obj.(*corev1.Node), other.(*corev1.Node) //nolint:forcetypeassert
-	assert.Same(t, unsafe.StringData(a.Labels[corev1.LabelOSStable]), unsafe.StringData(b.Labels[corev1.LabelOSStable]),
+	assert.True(t, sharedstrings.SameCopy(a.Labels[corev1.LabelOSStable], b.Labels[corev1.LabelOSStable]),
 		"two Nodes hold one copy of a label value")
-	assert.Same(t, unsafe.StringData(a.Name), unsafe.StringData(a.Labels[corev1.LabelHostname]), "the hostname label is the name's bytes")
+	assert.True(t, sharedstrings.SameCopy(a.Name, a.Labels[corev1.LabelHostname]), "the hostname label is the name's bytes")
 }
 
 // BenchmarkDecodedNodeRetained reports the heap a fleet's Node keeps once decoded by the Nodes informer's
