@@ -105,7 +105,6 @@ func TestSessionWatchContentsWithinCallTimeout(t *testing.T) {
 		api := newTalosAPI(serveTalos(t, silentWatchState{newCountingState(t, sessionMachine("metal", ""))}))
 		facts := make(chan machineFacts, 8)
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
 
 		spec := machineSessionSpec{
 			condition:  newNodeCondition(false, false),
@@ -114,13 +113,11 @@ func TestSessionWatchContentsWithinCallTimeout(t *testing.T) {
 			opts:       sessionOptions{CallTimeout: 100 * time.Millisecond, RetryMin: time.Hour, RetryMax: time.Hour, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
 		}
 
-		go func() {
-			done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
-		}()
+		w := startWorker(ctx, &spec, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
 
 		t.Cleanup(func() {
 			cancel()
-			require.NoError(t, <-done)
+			w.wait()
 		})
 
 		f := awaitFacts(t, facts, "the session's end", func(f machineFacts) bool { return f.status != nil })

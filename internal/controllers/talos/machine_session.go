@@ -53,18 +53,35 @@ type machineSessionSpec struct {
 	api       talosAPI
 	machineRef
 	opts sessionOptions
+	// retry is made by the first session of the spec's worker.
+	retry *sessionRetry
 }
 
-// RunTask implements task.Spec: the session retries with its own backoff, and returns only when ctx ends.
+// RunTask implements task.Spec: it holds one session with the machine on ctx, which the session ends
+// (workerInput.end) when it fails; its worker then runs it again on a fresh context, and the next session
+// reports why the last one ended and waits out a backoff of its own first.
 func (spec *machineSessionSpec) RunTask(ctx context.Context, _ *zap.Logger, in workerInput[machineFacts]) error {
+	if spec.retry == nil {
+		spec.retry = &sessionRetry{backoff: newRetryBackoff(spec.opts.RetryMin, spec.opts.RetryMax)}
+	}
+
 	s := &machineSession{machineSessionSpec: *spec, workerInput: in}
 	s.run(ctx)
 
 	return nil
 }
 
+// sessionRetry is what the sessions of one worker hand on to the next: the backoff, and how the last one
+// ended. Only the worker's goroutine uses it.
+type sessionRetry struct {
+	backoff *retryBackoff
+	// ended is set once a session ended by itself; err is why.
+	ended bool
+	err   error
+}
+
 // machineSession reads one machine through the Talos API and keeps its addresses current with a watch. It
-// runs until its context is cancelled; failures back off for this machine only.
+// runs until its context ends; failures back off for this machine only.
 //
 // An idle machine costs one watch stream and no call: PlatformMetadata, which a running machine keeps
 // from its boot, is read at the session's start and again only when something suggests it changed: a
@@ -78,33 +95,41 @@ type machineSession struct {
 	workerInput[machineFacts]
 }
 
-// run holds a session with the machine until ctx ends. After a session failed, the machine is reported
-// unreachable (or answering as another node), and asked again after a backoff of its own.
+// errSessionEnded is the cause a session ends its context with when it returns, unless something ended it
+// before: run tells it from a stop, whose cause is context.Canceled.
+var errSessionEnded = errors.New("the session ended")
+
+// run holds a session with the machine until it fails or ctx ends. After the last session failed, the
+// machine is reported unreachable (or answering as another node), and asked again after a backoff of its own.
 func (s *machineSession) run(ctx context.Context) {
-	backoff := newRetryBackoff(s.opts.RetryMin, s.opts.RetryMax)
-
-	for {
-		started := time.Now()
-		err := s.session(ctx)
-
-		if ctx.Err() != nil {
-			return
-		}
+	if r := s.retry; r.ended {
+		r.ended = false
 
 		_ = offStack(func() error {
-			s.ended(ctx, err)
+			s.ended(ctx, r.err)
 
 			return nil
 		})
 
-		if time.Since(started) > s.opts.RetryMax {
-			// The session worked for a while: start the backoff over.
-			backoff.reset()
-		}
-
-		if !backoff.wait(ctx) {
+		if !r.backoff.wait(ctx) {
 			return
 		}
+	}
+
+	started := time.Now()
+	err := s.session(ctx)
+
+	// A session ends its context with errSessionEnded, or with what ended it; a stopped worker's (or the
+	// controller's) ends with Canceled. A stopped worker does not run the session again.
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		return
+	}
+
+	s.retry.ended, s.retry.err = true, err
+
+	if time.Since(started) > s.opts.RetryMax {
+		// The session worked for a while: start the backoff over.
+		s.retry.backoff.reset()
 	}
 }
 
@@ -117,9 +142,9 @@ func (s *machineSession) run(ctx context.Context) {
 // goroutine that ends with that work (see offStack), so that an idle session's stack is what waiting on
 // the stream takes.
 func (s *machineSession) session(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(withNode(ctx, s.ip))
+	ctx = withNode(ctx, s.ip)
 
-	c := newConnection(s, ctx, cancel)
+	c := newConnection(s, ctx, s.end)
 	defer c.close()
 
 	admitted, err := s.opts.Intake.admit(ctx, func() error { return offStack(func() error { return c.connect(ctx) }) }, c.wake)
@@ -248,7 +273,7 @@ func (c *connection) start() {
 // close ends the session's context, waits for its work due, and lets its timers and its place in the intake
 // go.
 func (c *connection) close() {
-	c.cancel(nil)
+	c.cancel(errSessionEnded)
 	c.condition.follow(nil)
 	c.stopWaking()
 

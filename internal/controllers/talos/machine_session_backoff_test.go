@@ -57,15 +57,11 @@ func TestSessionBackoffCapped(t *testing.T) {
 		}
 
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-
-		go func() {
-			done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: updates, logger: zaptest.NewLogger(t)})
-		}()
+		w := startWorker(ctx, &spec, workerInput[machineFacts]{facts: updates, logger: zaptest.NewLogger(t)})
 
 		defer func() {
 			cancel()
-			require.NoError(t, <-done, "a session returns only when its context ends, with no error for pkg/task to restart it on")
+			w.wait()
 		}()
 
 		// Every failed session reports the machine unreachable once: the gaps between reports are the waits.

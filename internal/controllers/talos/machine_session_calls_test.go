@@ -93,7 +93,6 @@ func runSession(t *testing.T, api talosAPI, condition *nodeCondition, refresh ti
 
 	facts := make(chan machineFacts, 64)
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
 
 	spec := machineSessionSpec{
 		condition:  condition,
@@ -108,13 +107,11 @@ func runSession(t *testing.T, api talosAPI, condition *nodeCondition, refresh ti
 		},
 	}
 
-	go func() {
-		done <- spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
-	}()
+	w := startWorker(ctx, &spec, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
 
 	t.Cleanup(func() {
 		cancel()
-		require.NoError(t, <-done)
+		w.wait()
 	})
 
 	return facts

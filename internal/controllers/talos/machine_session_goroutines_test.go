@@ -7,7 +7,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -29,11 +28,14 @@ func TestSessionGoroutinesPerMachine(t *testing.T) {
 		facts := make(chan machineFacts, 4*machines)
 		ctx, cancel := context.WithCancel(t.Context())
 
-		var wg sync.WaitGroup
+		var workers []*runningWorker[machineFacts, *machineSessionSpec]
 
 		t.Cleanup(func() {
 			cancel()
-			wg.Wait()
+
+			for _, w := range workers {
+				w.wait()
+			}
 		})
 
 		pprof.Do(ctx, pprof.Labels(sessionsLabel, t.Name()), func(ctx context.Context) {
@@ -45,9 +47,7 @@ func TestSessionGoroutinesPerMachine(t *testing.T) {
 					opts:       sessionOptions{CallTimeout: 5 * time.Second, RetryMin: time.Second, RetryMax: time.Second, PlatformRefresh: time.Hour, ProbeInterval: time.Hour},
 				}
 
-				wg.Go(func() {
-					_ = spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)})
-				})
+				workers = append(workers, startWorker(ctx, &spec, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)}))
 			}
 		})
 

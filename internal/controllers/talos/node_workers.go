@@ -35,10 +35,14 @@ type fromMachine interface {
 	ref() machineRef
 }
 
-// workerInput is what the workers of one source share: where their facts go, and the controller's logger.
+// workerInput is what the workers of one source share: where their facts go, and the controller's logger;
+// and, for each worker, how it ends its context.
 type workerInput[F any] struct {
 	facts  chan<- F
 	logger *zap.Logger
+	// end ends the worker's context with a cause: the worker then runs again on a fresh one (see
+	// runningWorker), unless it was stopped.
+	end context.CancelCauseFunc
 }
 
 // deliver hands a fact to the controller, unless ctx ends first.

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,12 +17,24 @@ import (
 // but one (4 KiB): pkg/task's restart and panic frames would make it the next size, twice that, times
 // thousands of machines. Here the worker's own call is the only frame beneath it: what a panic calls for
 // (reporting it, starting the worker over after a backoff) runs when it happens.
+//
+// A worker's context is the only cancel context it holds: a machine session ends its context when it fails
+// (workerInput.end), and the worker then runs it again on a fresh one, unless it was stopped. Thousands of
+// idle sessions would otherwise each hold two, the worker's and the session's beneath it, with their done
+// channels and the map of children of the upper one: about 400 bytes of every machine.
 type runningWorker[F any, S machineWorker[F]] struct {
 	spec S
 	in   workerInput[F]
-	// ctx is the worker's; cancel ends it.
-	ctx    context.Context //nolint:containedctx // The worker's goroutine's, which starts over after a panic.
-	cancel context.CancelFunc
+	// parent is the context the worker's contexts derive from: the controller's run.
+	parent context.Context //nolint:containedctx // The worker's contexts are made again from it.
+
+	// mu guards what follows: stop is called from the controller's goroutine.
+	mu sync.Mutex
+	// ctx is the worker's current context; cancel ends it.
+	ctx     context.Context //nolint:containedctx // The worker's goroutine's, made again after it ended.
+	cancel  context.CancelCauseFunc
+	stopped bool
+
 	// done is closed once the worker's goroutine returned.
 	done    chan struct{}
 	backoff *retryBackoff
@@ -34,29 +47,77 @@ const (
 )
 
 // startWorker runs spec on a goroutine of its own until ctx ends or stop is called. A worker returns only
-// when its context ends; one that panicked is reported and started over after a backoff.
+// when its context ends: one that ended its context itself runs again on a fresh one; one that panicked is
+// reported and started over after a backoff.
 func startWorker[F any, S machineWorker[F]](ctx context.Context, spec S, in workerInput[F]) *runningWorker[F, S] {
-	w := &runningWorker[F, S]{spec: spec, in: in, done: make(chan struct{})}
-	w.ctx, w.cancel = context.WithCancel(ctx) //nolint:gosec // stop calls it.
+	w := &runningWorker[F, S]{spec: spec, in: in, parent: ctx, done: make(chan struct{})}
+	w.fresh()
 
 	go w.run()
 
 	return w
 }
 
-// run is the worker's goroutine.
+// fresh gives the worker a new context, the last one ended, and reports whether it did: not once the worker
+// was stopped or the controller's run ended.
+func (w *runningWorker[F, S]) fresh() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	if w.cancel != nil {
+		w.cancel(nil)
+	}
+
+	if w.stopped || w.parent.Err() != nil {
+		return false
+	}
+
+	w.ctx, w.cancel = context.WithCancelCause(w.parent)
+
+	return true
+}
+
+// current returns the worker's context, and its input with the context's end.
+func (w *runningWorker[F, S]) current() (context.Context, workerInput[F]) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	in := w.in
+	in.end = w.cancel
+
+	return w.ctx, in
+}
+
+// over reports whether the worker was stopped, or the controller's run ended.
+func (w *runningWorker[F, S]) over() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	return w.stopped || w.parent.Err() != nil
+}
+
+// run is the worker's goroutine. A worker that returned while its context lasts is done; one whose context
+// ended runs again on a fresh one, unless it was stopped.
 func (w *runningWorker[F, S]) run() {
 	defer w.returned()
 
-	// The workers report their errors as facts, and return only when their context ends.
-	_ = w.spec.RunTask(w.ctx, w.in.logger, w.in)
+	for {
+		ctx, in := w.current()
+
+		// The workers report their errors as facts, and return only when their context ends.
+		_ = w.spec.RunTask(ctx, in.logger, in)
+
+		if ctx.Err() == nil || !w.fresh() {
+			return
+		}
+	}
 }
 
-// returned ends the worker's goroutine, unless the worker panicked before its context ended: the panic is
+// returned ends the worker's goroutine, unless the worker panicked before it was stopped: the panic is
 // reported, and the worker started over on a goroutine of its own after a backoff.
 func (w *runningWorker[F, S]) returned() {
 	p := recover()
-	if p == nil || w.ctx.Err() != nil {
+	if p == nil || w.over() {
 		close(w.done)
 
 		return
@@ -71,9 +132,15 @@ func (w *runningWorker[F, S]) returned() {
 	go w.restart()
 }
 
-// restart runs the worker again after the backoff, unless its context ends first.
+// restart runs the worker again on a fresh context after the backoff, unless it is stopped first.
 func (w *runningWorker[F, S]) restart() {
-	if !w.backoff.wait(w.ctx) {
+	if !w.fresh() {
+		close(w.done)
+
+		return
+	}
+
+	if ctx, _ := w.current(); !w.backoff.wait(ctx) {
 		close(w.done)
 
 		return
@@ -84,7 +151,11 @@ func (w *runningWorker[F, S]) restart() {
 
 // stop ends the worker without waiting for it (see wait).
 func (w *runningWorker[F, S]) stop() {
-	w.cancel()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	w.stopped = true
+	w.cancel(nil)
 }
 
 // wait waits for the worker's goroutine to return.

@@ -84,9 +84,7 @@ func intakeSessions(t *testing.T, st state.State, intake *sessionIntake, conditi
 			},
 		}
 
-		wg.Go(func() {
-			assert.NoError(t, spec.RunTask(ctx, nil, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)}))
-		})
+		wg.Go(startWorker(ctx, &spec, workerInput[machineFacts]{facts: facts, logger: zaptest.NewLogger(t)}).wait)
 	}
 
 	t.Cleanup(func() {
