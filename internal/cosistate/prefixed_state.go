@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
@@ -58,6 +59,11 @@ type prefixedState struct {
 	prefix string
 	// namespaces are the namespaces of the view, without the prefix.
 	namespaces map[resource.Namespace]bool
+
+	// forwarders are the running forwarders of the view's watches, by the channel they send to (a
+	// chan<- T to a *forwarder[T]).
+	forwardersMu sync.Mutex
+	forwarders   map[any]any
 }
 
 // Get implements state.CoreState.
@@ -156,7 +162,7 @@ func (st *prefixedState) Watch(ctx context.Context, ptr resource.Pointer, ch cha
 		return fmt.Errorf("failed to watch %s: %w", pointerString(ptr), err)
 	}
 
-	return forwardWatch(ctx, ch, st.viewEvent, func(ctx context.Context, in chan<- state.Event) error {
+	return forwardWatch(ctx, st, ch, st.viewEvent, func(ctx context.Context, in chan<- state.Event) error {
 		return st.host.Watch(ctx, hostPtr, in, opts...)
 	})
 }
@@ -168,7 +174,7 @@ func (st *prefixedState) WatchKind(ctx context.Context, kind resource.Kind, ch c
 		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
 	}
 
-	return forwardWatch(ctx, ch, st.viewEvent, func(ctx context.Context, in chan<- state.Event) error {
+	return forwardWatch(ctx, st, ch, st.viewEvent, func(ctx context.Context, in chan<- state.Event) error {
 		return st.host.WatchKind(ctx, hostKind, in, opts...)
 	})
 }
@@ -190,41 +196,94 @@ func (st *prefixedState) WatchKindAggregated(ctx context.Context, kind resource.
 		return out
 	}
 
-	return forwardWatch(ctx, ch, viewEvents, func(ctx context.Context, in chan<- []state.Event) error {
+	return forwardWatch(ctx, st, ch, viewEvents, func(ctx context.Context, in chan<- []state.Event) error {
 		return st.host.WatchKindAggregated(ctx, hostKind, in, opts...)
 	})
 }
 
-// forwardWatch starts a watch of the host's state on a channel of its own and forwards what it sends to
-// out, translated, until ctx is done. The forwarder runs before the watch starts: a state may send its
-// first events before its Watch call returns.
-func forwardWatch[T any](ctx context.Context, out chan<- T, translate func(T) T, start func(context.Context, chan<- T) error) error {
-	in := make(chan T)
+// forwardWatch starts a watch of the host's state whose events the view hands on to out, translated, until
+// ctx is done. Every watch of the view on the same channel shares one forwarder, one goroutine: the
+// controller runtime watches each of the dozen or so types of a pipeline on one channel, and a goroutine
+// per watch would be a dozen per cluster of a host's. The forwarder runs before the watch starts (a state
+// may send its first events before its Watch call returns), and ends with the last of its watches.
+func forwardWatch[T any](ctx context.Context, st *prefixedState, out chan<- T, translate func(T) T, start func(context.Context, chan<- T) error) error {
+	fw := acquireForwarder(st, out, translate)
 
-	forwardCtx, stop := context.WithCancel(ctx)
-
-	go func() {
-		defer stop()
-
-		for {
-			select {
-			case <-forwardCtx.Done():
-				return
-			case v := <-in:
-				if !channel.SendWithContext(forwardCtx, out, translate(v)) {
-					return
-				}
-			}
-		}
-	}()
-
-	if err := start(ctx, in); err != nil {
-		stop()
+	if err := start(ctx, fw.in); err != nil {
+		fw.release()
 
 		return err
 	}
 
+	context.AfterFunc(ctx, fw.release)
+
 	return nil
+}
+
+// forwarder hands the events of a view's watches on one channel, out, to that channel, translated.
+type forwarder[T any] struct {
+	view *prefixedState
+	out  chan<- T
+	// in is the channel of the host's watches.
+	in chan T
+	// watches counts the watches that send to in (guarded by view.forwardersMu); stop ends the forwarder
+	// once none is left.
+	watches int
+	stop    context.CancelFunc
+}
+
+// acquireForwarder returns the view's forwarder to out, started if it has none, counting one more watch.
+func acquireForwarder[T any](st *prefixedState, out chan<- T, translate func(T) T) *forwarder[T] {
+	st.forwardersMu.Lock()
+	defer st.forwardersMu.Unlock()
+
+	if v, ok := st.forwarders[out]; ok {
+		fw := v.(*forwarder[T]) //nolint:forcetypeassert,errcheck // A channel's forwarder is of its type.
+		fw.watches++
+
+		return fw
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	fw := &forwarder[T]{view: st, out: out, in: make(chan T), watches: 1, stop: stop}
+
+	if st.forwarders == nil {
+		st.forwarders = map[any]any{}
+	}
+
+	st.forwarders[out] = fw
+
+	go fw.run(ctx, translate)
+
+	return fw
+}
+
+// release counts one watch less, and ends the forwarder after its last one. The host's watch of a context
+// that ended sends nothing more, so that nobody is left sending to in.
+func (fw *forwarder[T]) release() {
+	fw.view.forwardersMu.Lock()
+	defer fw.view.forwardersMu.Unlock()
+
+	if fw.watches--; fw.watches > 0 {
+		return
+	}
+
+	delete(fw.view.forwarders, fw.out)
+	fw.stop()
+}
+
+// run hands what in receives on to out, translated, until ctx is done.
+func (fw *forwarder[T]) run(ctx context.Context, translate func(T) T) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v := <-fw.in:
+			if !channel.SendWithContext(ctx, fw.out, translate(v)) {
+				return
+			}
+		}
+	}
 }
 
 // hostNamespace returns where the host's state stores the view's namespace ns, or ErrNamespaceOutsideView.

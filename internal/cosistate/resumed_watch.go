@@ -33,7 +33,7 @@ func (s *resumingState) WatchKindAggregated(ctx context.Context, kind resource.K
 		return s.CoreState.WatchKindAggregated(ctx, kind, ch, opts...)
 	}
 
-	return s.resume(ctx, kind, options, func(ctx context.Context, events []state.Event) bool {
+	return s.resume(ctx, kind, options, ch, func(ctx context.Context, events []state.Event) bool {
 		return channel.SendWithContext(ctx, ch, events)
 	}, opts)
 }
@@ -48,7 +48,7 @@ func (s *resumingState) WatchKind(ctx context.Context, kind resource.Kind, ch ch
 		return s.CoreState.WatchKind(ctx, kind, ch, opts...)
 	}
 
-	return s.resume(ctx, kind, options, func(ctx context.Context, events []state.Event) bool {
+	return s.resume(ctx, kind, options, ch, func(ctx context.Context, events []state.Event) bool {
 		for _, ev := range events {
 			if !channel.SendWithContext(ctx, ch, ev) {
 				return false
@@ -71,12 +71,14 @@ func watchOptions(opts []state.WatchKindOption) (state.WatchKindOptions, bool) {
 	return options, options.TailEvents == 0 && options.StartFromBookmark == nil
 }
 
-// resume starts a watch of kind that is resumed after it fell behind, whose events send hands on.
+// resume starts a watch of kind that is resumed after it fell behind, whose events send hands on to the
+// channel out.
 func (s *resumingState) resume(
-	ctx context.Context, kind resource.Kind, options state.WatchKindOptions,
+	ctx context.Context, kind resource.Kind, options state.WatchKindOptions, out any,
 	send func(context.Context, []state.Event) bool, opts []state.WatchKindOption,
 ) error {
 	w := &resumedWatch{
+		ctx:      ctx,
 		state:    s.CoreState,
 		kind:     kind,
 		filters:  sameFilters(options),
@@ -90,13 +92,15 @@ func (s *resumingState) resume(
 		return err
 	}
 
-	go w.run(ctx)
+	pumpFor(out).add(w)
 
 	return nil
 }
 
 // resumedWatch is one aggregated watch that is resumed after it fell behind.
 type resumedWatch struct {
+	// ctx is the watch's: it ends with it.
+	ctx     context.Context //nolint:containedctx // A pump runs many watches, each until its own context ends.
 	state   state.CoreState
 	kind    resource.Kind
 	filters state.WatchKindOption
@@ -131,15 +135,19 @@ func (w *resumedWatch) start(ctx context.Context, opts ...state.WatchKindOption)
 	return nil
 }
 
-// run hands the inner watch's events on until ctx ends, and resumes it whenever it fell behind.
-func (w *resumedWatch) run(ctx context.Context) {
-	defer func() { w.cancel() }()
-
-	first, ok := receive(ctx, w.in)
-	if !ok {
-		return
+// receive hands on the inner watch's events, and resumes it whenever it fell behind. It reports whether
+// the watch goes on.
+func (w *resumedWatch) receive(events []state.Event) bool {
+	if w.known == nil {
+		return w.first(w.ctx, events)
 	}
 
+	return w.forward(w.ctx, events)
+}
+
+// first handles the inner watch's first events: the contents it starts with, and what follows them. It
+// reports whether the watch goes on.
+func (w *resumedWatch) first(ctx context.Context, first []state.Event) bool {
 	contents, rest := splitContents(first)
 
 	w.known = make(map[resource.ID]seenAs, len(contents))
@@ -150,14 +158,10 @@ func (w *resumedWatch) run(ctx context.Context) {
 	// Only the contents and their Bootstrapped event were not asked for; the bookmark (a Noop) and what
 	// follows were.
 	if w.contents && !w.send(ctx, first[:len(first)-len(rest)]) {
-		return
+		return false
 	}
 
-	for events := rest; w.forward(ctx, events); {
-		if events, ok = receive(ctx, w.in); !ok {
-			return
-		}
-	}
+	return w.forward(ctx, rest)
 }
 
 // forward hands events on as it tracks them, and resumes the watch at a failure. It reports whether the

@@ -81,6 +81,12 @@ type Options struct {
 	ServiceConcurrency int
 	// LifecycleConcurrency bounds the Nodes tainted, untainted or deleted at once (node-lifecycle).
 	LifecycleConcurrency int
+	// ReconcileConcurrency, when positive, caps the reconcile workers of each queued controller (the
+	// decisions and the sinks), each a goroutine for the life of the pipeline; zero means each controller's
+	// own (4 for NodeTransform and NodeLifecycle, 16 for CSRDecision), sized for thousands of Nodes. The
+	// Concurrency options above bound the writes of the sinks, whose workers start only while writes wait.
+	// pkg/ccm/clusters sets it to 1 for a host's clusters, most of them small and idle.
+	ReconcileConcurrency int
 	// NodeLifecycle configures the node-lifecycle controller.
 	NodeLifecycle NodeLifecycleOptions
 	// NodeIPAM configures the node-ipam controller.

@@ -93,7 +93,7 @@ func (c *CCM) registerCloudNode() error {
 	transform := nodectrl.NewNodeTransformController(c.held(node.NodeTransformType, sink)...)
 	c.held(kube.KubeNodeType, transform)
 
-	return errors.Join(c.runtime.RegisterQController(transform), c.runtime.RegisterQController(sink))
+	return errors.Join(c.registerQController(transform), c.registerQController(sink))
 }
 
 // registerCSRApproval registers kubelet serving certificate approval: the source of pending requests, the
@@ -114,7 +114,7 @@ func (c *CCM) registerCSRApproval() error {
 		transform := nodectrl.NewNodeTransformController()
 		c.held(kube.KubeNodeType, transform)
 
-		if err := c.runtime.RegisterQController(transform); err != nil {
+		if err := c.registerQController(transform); err != nil {
 			return err
 		}
 	}
@@ -141,8 +141,8 @@ func (c *CCM) registerCSRApproval() error {
 
 	return errors.Join(
 		c.runtime.RegisterController(c.csrMirror),
-		c.runtime.RegisterQController(decisions),
-		c.runtime.RegisterQController(sink),
+		c.registerQController(decisions),
+		c.registerQController(sink),
 	)
 }
 
@@ -161,7 +161,7 @@ func (c *CCM) registerNodeLifecycle() error {
 	})
 	c.held(kube.KubeNodeType, lifecycle)
 
-	return errors.Join(c.runtime.RegisterQController(lifecycle), c.runtime.RegisterQController(sink))
+	return errors.Join(c.registerQController(lifecycle), c.registerQController(sink))
 }
 
 // registerNodeIPAM registers pod CIDR allocation: the source of the cluster ranges from Talos when no
@@ -190,7 +190,7 @@ func (c *CCM) registerNodeIPAM() error {
 
 	return errors.Join(
 		c.runtime.RegisterController(&ipamctrl.NodeCIDRAllocatorController{Options: opts}),
-		c.runtime.RegisterQController(sink),
+		c.registerQController(sink),
 	)
 }
 
@@ -203,7 +203,7 @@ func (c *CCM) registerServiceLB() error {
 		c.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: c.informers.Services()}),
 		c.runtime.RegisterController(&kubectrl.KubeNamespaceController{Informer: c.informers.Namespaces()}),
 		c.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
-		c.runtime.RegisterQController(k8ssink.NewServiceLBSinkController(
+		c.registerQController(k8ssink.NewServiceLBSinkController(
 			func(namespace string) k8ssink.ServiceStatusClient { return writer.Services(namespace) },
 			c.informers.ServiceLister(), c.eventRecorder(), uint(c.opts.ServiceConcurrency),
 		)),

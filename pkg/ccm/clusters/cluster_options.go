@@ -21,6 +21,12 @@ func clusterPrefix(id resource.ID, spec *specs.ClusterSpec) string {
 	return id + NamespacePrefixSeparator
 }
 
+// clusterReconcileWorkers is the reconcile workers of each queued controller of a cluster (see
+// ccm.Options.ReconcileConcurrency), instead of the service's 4 to 16: a decision is a pure function of a
+// few resources, so that one worker decides thousands of Nodes a second, and a cluster's Node writes stay
+// bounded by its Concurrency, not by these workers.
+const clusterReconcileWorkers = 1
+
 // clusterConfig is what a cluster's pipeline is built with: its options, and the namespace prefix under
 // which its resources live in the host's state.
 type clusterConfig struct {
@@ -40,6 +46,9 @@ func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (clusterConfig, err
 			Controllers: spec.GetControllers(),
 			HostFacts:   spec.GetHostFacts(),
 			Concurrency: int(spec.GetConcurrency()),
+			// One reconcile worker per queued controller: a host's cluster is mostly a handful of idle
+			// Nodes, and each worker is a goroutine for the life of the cluster.
+			ReconcileConcurrency: clusterReconcileWorkers,
 			// A host that partitions one apiserver between its clusters gives each its Nodes' selector.
 			NodeSelector: spec.GetNodeSelector(),
 		},
