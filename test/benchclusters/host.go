@@ -48,7 +48,7 @@ func startHost(ctx context.Context, bin string, kubeconfigs []string, logLevel, 
 		return nil, fmt.Errorf("failed to create the host's log: %w", err)
 	}
 
-	cmd := exec.Command(bin, "--kubeconfigs", strings.Join(kubeconfigs, ","), "--log-level", logLevel) //nolint:gosec // The bench's own binary.
+	cmd := exec.Command(bin, "--kubeconfigs", strings.Join(kubeconfigs, ","), "--log-level", logLevel)
 	cmd.Stderr = logFile
 
 	stdout, err := cmd.StdoutPipe()
@@ -78,7 +78,7 @@ func startHost(ctx context.Context, bin string, kubeconfigs []string, logLevel, 
 
 		close(addr)
 
-		_, _ = io.Copy(io.Discard, stdout) //nolint:errcheck // Nothing else is printed.
+		_, _ = io.Copy(io.Discard, stdout)
 		h.done <- errors.Join(cmd.Wait(), logFile.Close())
 	}()
 
@@ -90,28 +90,25 @@ func startHost(ctx context.Context, bin string, kubeconfigs []string, logLevel, 
 
 		h.addr = a
 	case <-ctx.Done():
-		h.stop()
-
-		return nil, ctx.Err()
+		return nil, errors.Join(ctx.Err(), h.stop())
 	case <-time.After(time.Minute):
-		h.stop()
-
-		return nil, errors.New("the host did not start within a minute")
+		return nil, errors.Join(errors.New("the host did not start within a minute"), h.stop())
 	}
 
 	return h, nil
 }
 
-// stop stops the host and waits for it.
-func (h *hostProcess) stop() {
-	_ = h.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // It may be gone already.
+// stop stops the host and waits for it, and returns how it exited.
+func (h *hostProcess) stop() error {
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
 
 	select {
-	case <-h.done:
+	case err := <-h.done:
+		return err
 	case <-time.After(time.Minute):
-		_ = h.cmd.Process.Kill() //nolint:errcheck
+		_ = h.cmd.Process.Kill()
 
-		<-h.done
+		return <-h.done
 	}
 }
 
@@ -170,7 +167,7 @@ func (h *hostProcess) call(ctx context.Context, method, path string, in, out any
 	defer resp.Body.Close() //nolint:errcheck // Read to the end below.
 
 	if resp.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(resp.Body) //nolint:errcheck // The status says enough without it.
+		msg, _ := io.ReadAll(resp.Body)
 
 		return fmt.Errorf("host's %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(msg)))
 	}

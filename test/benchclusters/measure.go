@@ -108,6 +108,8 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		return nil, err
 	}
 
+	defer watch.stop()
+
 	for a, nodes := range p.byAPIServer(opts.apiservers) {
 		step("creating %d Nodes on apiserver %d, as their kubelets would", len(nodes), a+1)
 
@@ -123,7 +125,11 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		return nil, err
 	}
 
-	defer host.stop()
+	defer func() {
+		if err := host.stop(); err != nil {
+			step("the host exited with %v", err)
+		}
+	}()
 
 	sleep(ctx, opts.settle)
 

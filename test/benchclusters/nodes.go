@@ -116,28 +116,46 @@ func createNodes(ctx context.Context, client kubernetes.Interface, nodes []bench
 // initWatch records when every Node of the apiservers was first seen initialized (without the
 // uninitialized taint), from watch events.
 type initWatch struct {
+	// stop ends the watches: an apiserver with a watch open stops slowly.
+	stop func()
+
 	mu          sync.Mutex
 	initialized map[string]time.Time
 }
 
-// startInitWatch watches the Nodes of every apiserver until ctx ends.
+// startInitWatch watches the Nodes of every apiserver until stop or ctx ends.
 func startInitWatch(ctx context.Context, clients []*kubernetes.Clientset) (*initWatch, error) {
-	w := &initWatch{initialized: map[string]time.Time{}}
+	ctx, cancel := context.WithCancel(ctx)
+
+	var factories []informers.SharedInformerFactory
+
+	w := &initWatch{initialized: map[string]time.Time{}, stop: func() {
+		cancel()
+
+		for _, factory := range factories {
+			factory.Shutdown()
+		}
+	}}
 
 	for _, client := range clients {
 		factory := informers.NewSharedInformerFactory(client, 0)
+		factories = append(factories, factory)
 		informer := factory.Core().V1().Nodes().Informer()
 
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    w.observe,
 			UpdateFunc: func(_, obj any) { w.observe(obj) },
 		}); err != nil {
+			w.stop()
+
 			return nil, fmt.Errorf("failed to watch the Nodes: %w", err)
 		}
 
 		factory.Start(ctx.Done())
 
 		if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			w.stop()
+
 			return nil, errors.New("the Node watch never synced")
 		}
 	}
