@@ -155,18 +155,7 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 	step("declaring %d clusters at once", opts.burst)
 
 	// Where the host's CPU goes while they start.
-	profiled := make(chan error, 1)
-
-	go func() {
-		if opts.profile <= 0 {
-			profiled <- nil
-
-			return
-		}
-
-		profiled <- host.saveProfile(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(opts.profile.Seconds())),
-			filepath.Join(opts.outDir, "cpu-burst.pprof"))
-	}()
+	profiled := profileCPU(ctx, host, opts, opts.profile, "burst")
 
 	declaredAt := time.Now()
 
@@ -255,18 +244,7 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 
 	// Where the idle host's CPU goes: a profile over the window (its sampling costs the host next to
 	// nothing).
-	profiled := make(chan error, 1)
-
-	go func() {
-		if opts.profile <= 0 {
-			profiled <- nil
-
-			return
-		}
-
-		profiled <- host.saveProfile(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(opts.idle.Seconds())),
-			filepath.Join(opts.outDir, "cpu-idle.pprof"))
-	}()
+	profiled := profileCPU(ctx, host, opts, opts.idle, "idle")
 
 	sleep(ctx, opts.idle)
 
@@ -371,6 +349,25 @@ func readSample(ctx context.Context, host *hostProcess, ports map[int]bool) (sam
 	}
 
 	return sample{heap: float64(stats.HeapAlloc), goroutines: float64(stats.Goroutines), conns: float64(conns)}, nil
+}
+
+// profileCPU profiles the host's CPU for d into cpu-<moment>.pprof, in the background, unless --cpu-profile
+// is zero; the channel gets the outcome.
+func profileCPU(ctx context.Context, host *hostProcess, opts options, d time.Duration, moment string) <-chan error {
+	profiled := make(chan error, 1)
+
+	if opts.profile <= 0 {
+		profiled <- nil
+
+		return profiled
+	}
+
+	go func() {
+		profiled <- host.saveProfile(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())),
+			filepath.Join(opts.outDir, "cpu-"+moment+".pprof"))
+	}()
+
+	return profiled
 }
 
 // saveProfiles writes the host's heap profile and goroutine counts by stack, named after the moment.
