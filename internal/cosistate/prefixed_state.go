@@ -238,13 +238,13 @@ func acquireForwarder[T any](st *prefixedState, out chan<- T, translate func(T) 
 	defer st.forwardersMu.Unlock()
 
 	if v, ok := st.forwarders[out]; ok {
-		fw := v.(*forwarder[T]) //nolint:forcetypeassert,errcheck // A channel's forwarder is of its type.
+		fw := v.(*forwarder[T]) //nolint:forcetypeassert // A channel's forwarder is of its type.
 		fw.watches++
 
 		return fw
 	}
 
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.Background()) //nolint:gosec // The forwarder's last watch calls it (release).
 	fw := &forwarder[T]{view: st, out: out, in: make(chan T), watches: 1, stop: stop}
 
 	if st.forwarders == nil {
