@@ -8,8 +8,9 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 // emptyCollectionHeap is the most heap a collection of MemoryStateBuilder's namespaces may keep before its
@@ -33,25 +34,14 @@ func TestMemoryStateEmptyCollections(t *testing.T) { //nolint:paralleltest // It
 	_, err := st.List(t.Context(), warm)
 	require.NoError(t, err)
 
-	var before, after goruntime.MemStats
-
-	goruntime.GC()
-	goruntime.GC()
-	goruntime.ReadMemStats(&before)
-
-	for _, kind := range kinds {
-		// A read makes the type's collection, as a watch does.
-		_, err := st.List(t.Context(), kind)
-		require.NoError(t, err)
-	}
-
-	goruntime.GC()
-	goruntime.GC()
-	goruntime.ReadMemStats(&after)
-
-	perCollection := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / types
-	t.Logf("%.0f bytes per empty collection", perCollection)
-	assert.LessOrEqual(t, perCollection, float64(emptyCollectionHeap))
+	perCollection := testheap.RetainedPer(types, func() {
+		for _, kind := range kinds {
+			// A read makes the type's collection, as a watch does.
+			_, err = st.List(t.Context(), kind)
+			require.NoError(t, err)
+		}
+	})
+	testheap.AtMost(t, "bytes per empty collection", perCollection, emptyCollectionHeap)
 
 	goruntime.KeepAlive(st)
 }

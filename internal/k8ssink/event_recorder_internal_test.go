@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 // fakeEvents keeps the Events posted, as the apiserver would, and can forget them (as Events expire).
@@ -221,22 +223,14 @@ func TestEventRecorderIdle(t *testing.T) { //nolint:paralleltest // It counts th
 	kept := make([]EventRecorder, recorders)
 	stops := make([]func(), recorders)
 
-	var before, after goruntime.MemStats
-
-	goruntime.GC()
-	goruntime.ReadMemStats(&before)
 	goroutines := goruntime.NumGoroutine()
 
-	for i := range recorders {
-		kept[i], stops[i] = NewEventRecorder(events, scheme, logger)
-	}
-
-	goruntime.GC()
-	goruntime.ReadMemStats(&after)
-
-	perRecorder := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / recorders
-	t.Logf("%.0f bytes per idle recorder", perRecorder)
-	assert.LessOrEqual(t, perRecorder, float64(idleRecorderHeap), "heap of an idle recorder")
+	perRecorder := testheap.RetainedPer(recorders, func() {
+		for i := range recorders {
+			kept[i], stops[i] = NewEventRecorder(events, scheme, logger)
+		}
+	})
+	testheap.AtMost(t, "bytes per idle recorder", perRecorder, idleRecorderHeap)
 	assert.Equal(t, goroutines, goruntime.NumGoroutine(), "an idle recorder runs no goroutine")
 
 	// A recorder that posted its Events is idle again: its goroutine is gone, and so is its queue.

@@ -18,6 +18,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 // createWaiting creates a NodeTransform that waits for something.
@@ -101,29 +102,19 @@ func TestCountsWatchHeap(t *testing.T) { //nolint:paralleltest // It counts the 
 		states[i] = cosistate.NewMemoryState()
 	}
 
-	var (
-		before, after goruntime.MemStats
-		listed        sync.WaitGroup
-		wg            sync.WaitGroup
-	)
+	var listed, wg sync.WaitGroup
 
-	goruntime.GC()
-	goruntime.ReadMemStats(&before)
+	perWatch := testheap.RetainedPer(watches, func() {
+		for i := range counts {
+			var once sync.Once
 
-	for i := range counts {
-		var once sync.Once
+			listed.Add(1)
+			wg.Go(func() { counts[i].run(ctx, states[i], func() { once.Do(listed.Done) }, logger) })
+		}
 
-		listed.Add(1)
-		wg.Go(func() { counts[i].run(ctx, states[i], func() { once.Do(listed.Done) }, logger) })
-	}
-
-	listed.Wait()
-	goruntime.GC()
-	goruntime.ReadMemStats(&after)
-
-	perWatch := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / watches
-	t.Logf("%.0f bytes per idle counts watch", perWatch)
-	assert.LessOrEqual(t, perWatch, float64(countsWatchHeap))
+		listed.Wait()
+	})
+	testheap.AtMost(t, "bytes per idle counts watch", perWatch, countsWatchHeap)
 
 	cancel()
 	wg.Wait()
