@@ -92,7 +92,7 @@ func (s *resumingState) resume(
 		return err
 	}
 
-	pumpFor(out).add(w)
+	pumpWatch(out, w)
 
 	return nil
 }

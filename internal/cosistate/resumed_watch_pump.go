@@ -29,31 +29,26 @@ var pumps struct {
 	byChannel map[any]*watchPump
 }
 
-// pumpFor returns the pump of the channel out, started if it has none.
-func pumpFor(out any) *watchPump {
+// pumpWatch gives the watch w, whose inner watch started, to the pump of the channel out, started if it
+// has none. Finding the pump and handing it the watch take one hold of the lock that take takes: a pump
+// found in the map has not ended (it leaves the map under that lock before it ends), and it finds the watch
+// at its next take, so that no watch is handed to a pump that ended, or to one that ends before its first
+// take saw it.
+func pumpWatch(out any, w *resumedWatch) {
 	pumps.mu.Lock()
 	defer pumps.mu.Unlock()
 
-	if p, ok := pumps.byChannel[out]; ok {
-		return p
+	p, ok := pumps.byChannel[out]
+	if !ok {
+		if pumps.byChannel == nil {
+			pumps.byChannel = map[any]*watchPump{}
+		}
+
+		p = &watchPump{out: out, wake: make(chan struct{}, 1)}
+		pumps.byChannel[out] = p
+
+		go p.run()
 	}
-
-	if pumps.byChannel == nil {
-		pumps.byChannel = map[any]*watchPump{}
-	}
-
-	p := &watchPump{out: out, wake: make(chan struct{}, 1)}
-	pumps.byChannel[out] = p
-
-	go p.run()
-
-	return p
-}
-
-// add gives the pump a watch whose inner watch started.
-func (p *watchPump) add(w *resumedWatch) {
-	pumps.mu.Lock()
-	defer pumps.mu.Unlock()
 
 	p.pending = append(p.pending, w)
 
