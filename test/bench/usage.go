@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/talos-ccm/talos-ccm/internal/profilepaths"
 )
 
 // clockTicks is the kernel's USER_HZ, 100 on every Linux this runs on.
@@ -338,10 +340,14 @@ func fetchProfile(ctx context.Context, addr, which, path string) {
 
 		defer resp.Body.Close() //nolint:errcheck
 
-		f, err := os.Create(path)
+		// The profile names talos-ccm's binary by its path here: kept as its file name alone.
+		data, err := io.ReadAll(resp.Body)
 		if err == nil {
-			_, err = io.Copy(f, resp.Body)
-			f.Close() //nolint:errcheck
+			data, err = profilepaths.Rewrite(data, profilepaths.Base)
+		}
+
+		if err == nil {
+			err = os.WriteFile(path, data, 0o644)
 		}
 
 		if err != nil {

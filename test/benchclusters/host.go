@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/talos-ccm/talos-ccm/internal/profilepaths"
 	"github.com/talos-ccm/talos-ccm/test/benchclusters/hostapi"
 )
 
@@ -31,7 +32,7 @@ type hostProcess struct {
 func buildHost(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "host")
 
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./test/benchclusters/host")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./test/benchclusters/host")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 
 	if err := cmd.Run(); err != nil {
@@ -201,14 +202,22 @@ func (h *hostProcess) saveProfile(ctx context.Context, path, file string) error 
 		return fmt.Errorf("host's %s: %s", path, resp.Status)
 	}
 
-	out, err := os.Create(file)
+	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("failed to create %s: %w", file, err)
+		return fmt.Errorf("failed to read the host's %s: %w", path, err)
 	}
 
-	if _, err = io.Copy(out, resp.Body); err != nil {
-		return errors.Join(fmt.Errorf("failed to write %s: %w", file, err), out.Close())
+	// A profile names the host's binary by its path here (the host is built with -trimpath, so its
+	// sources are named by their module's path): kept as its file name alone.
+	if strings.HasSuffix(file, ".pprof") {
+		if data, err = profilepaths.Rewrite(data, profilepaths.Base); err != nil {
+			return fmt.Errorf("host's %s: %w", path, err)
+		}
 	}
 
-	return out.Close() //nolint:wrapcheck // It names the file.
+	if err = os.WriteFile(file, data, 0o644); err != nil {
+		return fmt.Errorf("failed to write %s: %w", file, err)
+	}
+
+	return nil
 }
