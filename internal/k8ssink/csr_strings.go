@@ -1,9 +1,9 @@
 package k8ssink
 
 import (
-	"unique"
-
 	certificatesv1 "k8s.io/api/certificates/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // shareCSRStrings makes a decoded certificate request hold the one copy of the strings every kubelet's
@@ -11,27 +11,18 @@ import (
 // of its own: a decided request stays cached until the signer's cleaner deletes it, an hour later, and a
 // fleet joining leaves one per Node. Its own strings (name, UID, username, messages) are left as they are.
 func shareCSRStrings(csr *certificatesv1.CertificateSigningRequest) {
-	csr.Spec.SignerName = share(csr.Spec.SignerName)
+	csr.Spec.SignerName = sharedstrings.Unique(csr.Spec.SignerName)
 
 	for i := range csr.Spec.Groups {
-		csr.Spec.Groups[i] = share(csr.Spec.Groups[i])
+		csr.Spec.Groups[i] = sharedstrings.Unique(csr.Spec.Groups[i])
 	}
 
 	for i := range csr.Spec.Usages {
-		csr.Spec.Usages[i] = share(csr.Spec.Usages[i])
+		csr.Spec.Usages[i] = sharedstrings.Unique(csr.Spec.Usages[i])
 	}
 
 	for i := range csr.Status.Conditions {
 		c := &csr.Status.Conditions[i]
-		c.Type, c.Status, c.Reason = share(c.Type), share(c.Status), share(c.Reason)
+		c.Type, c.Status, c.Reason = sharedstrings.Unique(c.Type), sharedstrings.Unique(c.Status), sharedstrings.Unique(c.Reason)
 	}
-}
-
-// share returns the one copy of s (unique.Make's: collected once nothing holds it).
-func share[S ~string](s S) S {
-	if s == "" {
-		return s
-	}
-
-	return S(unique.Make(string(s)).Value())
 }

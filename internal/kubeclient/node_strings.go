@@ -2,11 +2,11 @@ package kubeclient
 
 import (
 	"strings"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // The protobuf decoder allocates every string of a Node anew, so each of thousands of cached Nodes held its
@@ -16,7 +16,7 @@ import (
 // the one copy of each instead, and the KubeNode mirrors, which take the cached Node's labels, share them
 // too.
 //
-// The copies are unique.Make's, not sharedstrings' table: a label whose value is of one Node (an ID another
+// The copies are sharedstrings.Unique's (unique.Make's), not its bounded table's: a label whose value is of one Node (an ID another
 // controller sets) would fill that table, which never gives a string back, and leave no room for the
 // facts that repeat; unique's copies are collected once no Node holds them. Strings that differ from Node
 // to Node as a rule (names, UIDs, addresses, versions, most annotation values) are left as they are.
@@ -26,15 +26,6 @@ import (
 // state). talos-ccm's own (the keys it set) are the same on every Node a rule applies to.
 const sharedValueMax = 16
 
-// share returns the one copy of s.
-func share(s string) string {
-	if s == "" {
-		return s
-	}
-
-	return unique.Make(s).Value()
-}
-
 // shareNodeStrings makes node hold the shared copy of the strings that repeat from Node to Node.
 func shareNodeStrings(node *corev1.Node) {
 	if node.Labels != nil {
@@ -43,9 +34,9 @@ func shareNodeStrings(node *corev1.Node) {
 		for k, v := range node.Labels {
 			// The hostname label is the Node's name, most of the time: its name's bytes then.
 			if v == node.Name {
-				labels[share(k)] = node.Name
+				labels[sharedstrings.Unique(k)] = node.Name
 			} else {
-				labels[share(k)] = share(v)
+				labels[sharedstrings.Unique(k)] = sharedstrings.Unique(v)
 			}
 		}
 
@@ -57,17 +48,17 @@ func shareNodeStrings(node *corev1.Node) {
 
 		for k, v := range node.Annotations {
 			if len(v) <= sharedValueMax || strings.HasPrefix(k, kubekeys.AnnotationPrefixOwn) {
-				v = share(v)
+				v = sharedstrings.Unique(v)
 			}
 
-			annotations[share(k)] = v
+			annotations[sharedstrings.Unique(k)] = v
 		}
 
 		node.Annotations = annotations
 	}
 
 	for i := range node.Finalizers {
-		node.Finalizers[i] = share(node.Finalizers[i])
+		node.Finalizers[i] = sharedstrings.Unique(node.Finalizers[i])
 	}
 
 	// spec.podCIDR is spec.podCIDRs' first.
@@ -77,17 +68,17 @@ func shareNodeStrings(node *corev1.Node) {
 
 	for i := range node.Spec.Taints {
 		t := &node.Spec.Taints[i]
-		t.Key, t.Value, t.Effect = share(t.Key), share(t.Value), corev1.TaintEffect(share(string(t.Effect)))
+		t.Key, t.Value, t.Effect = sharedstrings.Unique(t.Key), sharedstrings.Unique(t.Value), sharedstrings.Unique(t.Effect)
 	}
 
 	for i := range node.Status.Addresses {
 		a := &node.Status.Addresses[i]
-		a.Type = corev1.NodeAddressType(share(string(a.Type)))
+		a.Type = sharedstrings.Unique(a.Type)
 	}
 
 	for i := range node.Status.Conditions {
 		c := &node.Status.Conditions[i]
-		c.Type, c.Status = corev1.NodeConditionType(share(string(c.Type))), corev1.ConditionStatus(share(string(c.Status)))
-		c.Reason, c.Message = share(c.Reason), share(c.Message)
+		c.Type, c.Status = sharedstrings.Unique(c.Type), sharedstrings.Unique(c.Status)
+		c.Reason, c.Message = sharedstrings.Unique(c.Reason), sharedstrings.Unique(c.Message)
 	}
 }
