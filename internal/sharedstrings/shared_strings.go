@@ -39,8 +39,16 @@ type table struct {
 
 // share returns the table's copy of s, which it takes when it has none and has room.
 func (t *table) share(s string) string {
+	held, _ := t.take(s)
+
+	return held
+}
+
+// take returns the table's copy of s, which it takes when it has none and has room, and whether the table
+// holds it; s itself when not.
+func (t *table) take(s string) (string, bool) {
 	if s == "" || len(s) > maxSharedLen {
-		return s
+		return s, false
 	}
 
 	t.mu.RLock()
@@ -48,25 +56,25 @@ func (t *table) share(s string) string {
 	t.mu.RUnlock()
 
 	if ok {
-		return held
+		return held, true
 	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 
 	if held, ok = t.strings[s]; ok {
-		return held
+		return held, true
 	}
 
 	if len(t.strings) >= maxShared {
-		return s
+		return s, false
 	}
 
 	// A copy of its own, so that the table never holds on to a larger string s was cut from.
 	s = strings.Clone(s)
 	t.strings[s] = s
 
-	return s
+	return s, true
 }
 
 // SameCopy reports whether a and b are one copy of a string, not two copies of the same text: what the
