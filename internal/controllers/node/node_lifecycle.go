@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/decision"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -17,30 +18,28 @@ import (
 
 // NodeLifecycleController computes a NodeLifecycle for every KubeNode from its machine's MachineStatus
 // and PlatformMetadata, with BuildNodeLifecycle.
-type NodeLifecycleController = qtransform.QController[*kube.KubeNode, *node.NodeLifecycle]
+type NodeLifecycleController = decision.Controller[*kube.KubeNode, *node.NodeLifecycle]
 
 // NewNodeLifecycleController instantiates the NodeLifecycle controller.
 func NewNodeLifecycleController(opts LifecycleOptions) *NodeLifecycleController {
-	return qtransform.NewQController(
-		qtransform.Settings[*kube.KubeNode, *node.NodeLifecycle]{
-			Name: "node.NodeLifecycleController",
-			MapMetadataFunc: func(in *kube.KubeNode) *node.NodeLifecycle {
-				return node.NewNodeLifecycle(node.NamespaceName, in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *node.NodeLifecycle) *kube.KubeNode {
-				return kube.NewKubeNode(kube.NamespaceName, out.Metadata().ID())
-			},
-			TransformFunc: func(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, out *node.NodeLifecycle) error {
-				return transformLifecycle(ctx, r, logger, in, out, opts)
-			},
+	return decision.New(decision.Settings[*kube.KubeNode, *node.NodeLifecycle]{
+		Name:      "node.NodeLifecycleController",
+		NewInput:  kube.NewKubeNode,
+		NewOutput: node.NewNodeLifecycle,
+		Decide: func(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeNode, previous, out *node.NodeLifecycle) error {
+			return transformLifecycle(ctx, r, logger, in, previous, out, opts)
 		},
-		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithConcurrency(decisionConcurrency),
-	)
+		Concurrency: decisionConcurrency,
+		Options: []qtransform.ControllerOption{
+			qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
+			qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
+		},
+	})
 }
 
-func transformLifecycle(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, out *node.NodeLifecycle, opts LifecycleOptions) error {
+func transformLifecycle(
+	ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeNode, previous, out *node.NodeLifecycle, opts LifecycleOptions,
+) error {
 	id := in.Metadata().ID()
 
 	status, err := stateread.Optional[*talos.MachineStatus](ctx, r, id)
@@ -57,7 +56,7 @@ func transformLifecycle(ctx context.Context, r controller.Reader, logger *zap.Lo
 		NodeName: in.Metadata().ID(),
 		Now:      time.Now(),
 		Node:     in.TypedSpec().Value,
-		Previous: out.TypedSpec().Value,
+		Previous: previous.TypedSpec().Value,
 		Options:  opts,
 	}
 
@@ -71,8 +70,7 @@ func transformLifecycle(ctx context.Context, r controller.Reader, logger *zap.Lo
 
 	spec, requeue := BuildNodeLifecycle(input)
 
-	previous := out.TypedSpec().Value
-	if previous.GetShutdown() != spec.GetShutdown() || previous.GetDelete() != spec.GetDelete() {
+	if last := previous.TypedSpec().Value; last.GetShutdown() != spec.GetShutdown() || last.GetDelete() != spec.GetDelete() {
 		logger.Info("node lifecycle verdict changed", zap.String("node", id), zap.Bool("shutdown", spec.GetShutdown()),
 			zap.Bool("delete", spec.GetDelete()), zap.String("reason", spec.GetReason()))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/decision"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/nodetransform"
@@ -28,42 +29,38 @@ import (
 
 // NodeTransformController computes a NodeTransform for every KubeNode from the machine's Talos facts and
 // the Config, with nodetransform.Build.
-type NodeTransformController = qtransform.QController[*kube.KubeNode, *node.NodeTransform]
+type NodeTransformController = decision.Controller[*kube.KubeNode, *node.NodeTransform]
 
 // NewNodeTransformController instantiates the NodeTransform controller. consumers are the controllers
 // that take the NodeTransforms as their primary input, whose finalizers the NodeTransforms carry.
 func NewNodeTransformController(consumers ...resource.Finalizer) *NodeTransformController {
 	t := &nodeTransformer{claims: newClaimRegistry(), consumers: consumers}
 
-	return qtransform.NewQController(
-		qtransform.Settings[*kube.KubeNode, *node.NodeTransform]{
-			Name: "node.NodeTransformController",
-			MapMetadataFunc: func(in *kube.KubeNode) *node.NodeTransform {
-				return node.NewNodeTransform(node.NamespaceName, in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *node.NodeTransform) *kube.KubeNode {
-				return kube.NewKubeNode(kube.NamespaceName, out.Metadata().ID())
-			},
-			TransformExtraOutputFunc: t.transform,
-			FinalizerRemovalExtraOutputFunc: func(ctx context.Context, rw controller.ReaderWriter, _ *zap.Logger, in *kube.KubeNode) error {
-				t.claims.remove(in.Metadata().ID())
+	return decision.New(decision.Settings[*kube.KubeNode, *node.NodeTransform]{
+		Name:      "node.NodeTransformController",
+		NewInput:  kube.NewKubeNode,
+		NewOutput: node.NewNodeTransform,
+		Decide:    t.transform,
+		Teardown: func(ctx context.Context, rw controller.ReaderWriter, _ *zap.Logger, in *kube.KubeNode) error {
+			t.claims.remove(in.Metadata().ID())
 
-				err := rw.Destroy(ctx, node.NewNodeClaimRecheck(node.NamespaceName, in.Metadata().ID()).Metadata())
-				if err != nil && !state.IsNotFoundError(err) {
-					return fmt.Errorf("failed to destroy the claim recheck of node %q: %w", in.Metadata().ID(), err)
-				}
+			err := rw.Destroy(ctx, node.NewNodeClaimRecheck(node.NamespaceName, in.Metadata().ID()).Metadata())
+			if err != nil && !state.IsNotFoundError(err) {
+				return fmt.Errorf("failed to destroy the claim recheck of node %q: %w", in.Metadata().ID(), err)
+			}
 
-				return nil
-			},
+			return nil
 		},
-		qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
-		qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
-		qtransform.WithConcurrency(decisionConcurrency),
-	)
+		Concurrency: decisionConcurrency,
+		Options: []qtransform.ControllerOption{
+			qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
+			qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
+			qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
+			qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
+			qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
+			qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
+		},
+	})
 }
 
 // decisionConcurrency is how many Nodes a decision controller (NodeTransform, NodeLifecycle) computes at
@@ -85,7 +82,7 @@ type nodeTransformer struct {
 	consumers []resource.Finalizer
 }
 
-func (t *nodeTransformer) transform(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeNode, out *node.NodeTransform) error {
+func (t *nodeTransformer) transform(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeNode, previous, out *node.NodeTransform) error {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
@@ -159,7 +156,7 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.ReaderWrit
 		t.claims.remove(id)
 	}
 
-	if conflict := spec.GetConflict(); conflict != "" && conflict != out.TypedSpec().Value.GetConflict() {
+	if conflict := spec.GetConflict(); conflict != "" && conflict != previous.TypedSpec().Value.GetConflict() {
 		metrics.NodeIdentityConflicts.Inc()
 		logger.Warn("node not bound to its machine", zap.String("node", id), zap.String("conflict", conflict))
 	}
