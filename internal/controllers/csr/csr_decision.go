@@ -17,6 +17,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/decision"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/mappers"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -47,7 +48,7 @@ type CSRDecisionOptions struct {
 
 // CSRDecisionController decides about every pending kubelet serving certificate request (KubeCSR) from the
 // requesting node's KubeNode, its machine's MachineAddresses and the Config, with DecideCSR.
-type CSRDecisionController = qtransform.QController[*kube.KubeCSR, *csrres.CSRDecision]
+type CSRDecisionController = decision.Controller[*kube.KubeCSR, *csrres.CSRDecision]
 
 // NewCSRDecisionController instantiates the CSRDecision controller.
 func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
@@ -61,44 +62,40 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 	byRequester := func(id resource.ID) []resource.Pointer { return d.index.requests(NodeUserPrefix + id) }
 	everyHead := func(resource.ID) []resource.Pointer { return d.index.requests("") }
 
-	return qtransform.NewQController(
-		qtransform.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
-			Name: "csr.CSRDecisionController",
-			MapMetadataFunc: func(in *kube.KubeCSR) *csrres.CSRDecision {
-				return csrres.NewCSRDecision(csrres.NamespaceName, in.Metadata().ID())
-			},
-			UnmapMetadataFunc: func(out *csrres.CSRDecision) *kube.KubeCSR {
-				return kube.NewKubeCSR(kube.NamespaceName, out.Metadata().ID())
-			},
-			TransformFunc: d.transform,
-			FinalizerRemovalFunc: func(_ context.Context, _ controller.Reader, _ *zap.Logger, in *kube.KubeCSR) error {
-				d.index.remove(in.Metadata().ID(), in.TypedSpec().Value.GetUsername())
-				d.parsed.forget(in.Metadata().ID())
+	return decision.New(decision.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
+		Name:      "csr.CSRDecisionController",
+		NewInput:  kube.NewKubeCSR,
+		NewOutput: csrres.NewCSRDecision,
+		Decide:    d.transform,
+		Teardown: func(_ context.Context, _ controller.ReaderWriter, _ *zap.Logger, in *kube.KubeCSR) error {
+			d.index.remove(in.Metadata().ID(), in.TypedSpec().Value.GetUsername())
+			d.parsed.forget(in.Metadata().ID())
 
-				return nil
-			},
+			return nil
 		},
-		// A change of a node's Node, NodeTransform or machine addresses decides that node's newest request
-		// again.
-		mappers.Keys[*kube.KubeNode](byRequester),
-		mappers.Keys[*noderes.NodeTransform](byRequester),
-		mappers.Keys[*talos.MachineAddresses](byRequester),
-		// The configuration and the facts of rule 9 are the same for every request: a change decides every
-		// head again.
-		mappers.Keys[*config.Config](everyHead),
-		mappers.Keys[*talos.ControllerManagerConfig](everyHead),
-		mappers.Keys[*kube.KubeAPIServer](everyHead),
-		mappers.Keys[*kube.KubeSync](func(id resource.ID) []resource.Pointer {
-			if id != kube.APIServerSyncID {
-				return nil
-			}
-
-			return everyHead(id)
-		}),
 		// Decisions are independent of each other (a request and its siblings are re-decided when either
 		// changes), and each is persisted: several at once keep approvals fast while thousands of nodes join.
-		qtransform.WithConcurrency(decisionConcurrency),
-	)
+		Concurrency: decisionConcurrency,
+		Options: []qtransform.ControllerOption{
+			// A change of a node's Node, NodeTransform or machine addresses decides that node's newest request
+			// again.
+			mappers.Keys[*kube.KubeNode](byRequester),
+			mappers.Keys[*noderes.NodeTransform](byRequester),
+			mappers.Keys[*talos.MachineAddresses](byRequester),
+			// The configuration and the facts of rule 9 are the same for every request: a change decides every
+			// head again.
+			mappers.Keys[*config.Config](everyHead),
+			mappers.Keys[*talos.ControllerManagerConfig](everyHead),
+			mappers.Keys[*kube.KubeAPIServer](everyHead),
+			mappers.Keys[*kube.KubeSync](func(id resource.ID) []resource.Pointer {
+				if id != kube.APIServerSyncID {
+					return nil
+				}
+
+				return everyHead(id)
+			}),
+		},
+	})
 }
 
 // decisionConcurrency is how many requests are decided at once.
@@ -118,7 +115,7 @@ type csrDecider struct {
 	opts    CSRDecisionOptions
 }
 
-func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger *zap.Logger, in *kube.KubeCSR, out *csrres.CSRDecision) error {
+func (d *csrDecider) transform(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeCSR, last, out *csrres.CSRDecision) error {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
@@ -142,7 +139,7 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	// when the newer one is approved and leaves before the denial is written (the kubelet waits for its
 	// newest request only). A node that retries while it waits to be initialized thus gets one certificate,
 	// not one per retry, and keeps at most one pending request, with its bytes, in talos-ccm's caches.
-	if previous := out.TypedSpec().Value.GetSupersededBy(); previous != "" && supersededBy == "" {
+	if previous := last.TypedSpec().Value.GetSupersededBy(); previous != "" && supersededBy == "" {
 		supersededBy = previous
 	}
 
@@ -171,7 +168,7 @@ func (d *csrDecider) transform(ctx context.Context, r controller.Reader, logger 
 	decision, recheck := DecideCSR(input)
 	decision.InputVersion = csrres.InputVersion(in)
 
-	previous := out.TypedSpec().Value
+	previous := last.TypedSpec().Value
 	if sameDecision(previous, decision) {
 		// The decision stands: it keeps the time it was first reached, and nothing is written.
 		decision.DecidedAt = previous.GetDecidedAt()
@@ -263,16 +260,20 @@ func (d *csrDecider) readFacts(ctx context.Context, r controller.Reader, input *
 	return nil
 }
 
-// sameDecision compares two decisions except for the time they were reached.
-func sameDecision(a, b *specs.CSRDecisionSpec) bool {
-	if a == nil || b == nil {
-		return a == b
+// sameDecision compares two decisions except for the time they were reached. previous is shared with the
+// state and not changed; next, the caller's own, gets previous's time for the comparison and its own back
+// after it, so that no decision is copied to be compared.
+func sameDecision(previous, next *specs.CSRDecisionSpec) bool {
+	if previous == nil || next == nil {
+		return previous == next
 	}
 
-	a, b = a.CloneVT(), b.CloneVT()
-	a.DecidedAt, b.DecidedAt = nil, nil
+	decidedAt := next.DecidedAt
+	next.DecidedAt = previous.DecidedAt
+	same := previous.EqualVT(next)
+	next.DecidedAt = decidedAt
 
-	return a.EqualVT(b)
+	return same
 }
 
 func countDecision(decision *specs.CSRDecisionSpec) {
