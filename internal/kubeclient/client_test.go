@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/reference"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
@@ -90,7 +89,7 @@ func TestClientAgainstAPIServer(t *testing.T) {
 	informers.CertificateSigningRequests()
 	informers.Services()
 	namespaces := informers.Namespaces()
-	apiServer := informers.For("apiserver", func(c *kubeclient.Client) cache.SharedIndexInformer {
+	apiServer := informers.For("apiserver", func(c *kubeclient.Client) *kubeclient.InlineInformer {
 		return kubeclient.NewInformer(c.EndpointSlices("default"), &discoveryv1.EndpointSlice{}, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", "kubernetes").String()
 		}, nil)

@@ -49,6 +49,17 @@ type MirrorKind[O any, R generic.ResourceWithRD] interface {
 	Settings() MirrorSettings[O, R]
 }
 
+// Informer is what a MirrorController reads of its informer: kubeclient's InlineInformer, whose handlers run
+// in its own goroutine, or a client-go shared informer (as tests make them).
+type Informer interface {
+	// AddEventHandler adds a handler, which is handed every cached object as added, then every change.
+	AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	// RemoveEventHandler removes a handler.
+	RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error
+	// GetStore returns the cache of the objects.
+	GetStore() cache.Store
+}
+
 // MirrorController mirrors one kind of Kubernetes object into one resource type: informer events mark
 // keys dirty, each dirty key is mirrored from the informer's cache (or its mirror torn down), and
 // torn-down mirrors are destroyed once no controller holds them. It decides nothing.
@@ -57,8 +68,9 @@ type MirrorKind[O any, R generic.ResourceWithRD] interface {
 // objects changing at once stay cheap; only the torn-down mirrors still held are looked at again, once per
 // releaseBatch at most.
 type MirrorController[K MirrorKind[O, R], O any, R generic.ResourceWithRD] struct {
-	// Informer is a shared informer on the objects; the caller starts it.
-	Informer cache.SharedIndexInformer
+	// Informer is an informer on the objects; the caller starts it. Its handler only marks keys dirty, so
+	// that an InlineInformer's watch is never held up by the mirror.
+	Informer Informer
 	// Finalizers are the finalizers every mirror carries from its creation: the names of the controllers
 	// that take the mirrors as their primary input, set before the runtime runs (a finalizer of a
 	// controller that does not run would keep a mirror torn down for ever). Each of them would add its own
@@ -121,8 +133,12 @@ func (ctrl *MirrorController[K, O, R]) Run(ctx context.Context, r controller.Run
 
 	defer ctrl.Informer.RemoveEventHandler(reg) //nolint:errcheck
 
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	// The registration says when the initial list was handed over without polling (cache.WaitForCacheSync
+	// polls ten times a second, with a goroutine of its own).
+	select {
+	case <-ctx.Done():
 		return nil
+	case <-reg.HasSyncedChecker().Done():
 	}
 
 	// Mirrors left from before this run whose object is gone are found by syncing them too.

@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -10,12 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/kube"
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	kuberes "github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
@@ -40,17 +45,47 @@ func startFactory(t *testing.T, factory informers.SharedInformerFactory) {
 	})
 }
 
+// startInline runs informer until the test ends. Called after the suite starts, the informer stops before the
+// runtime (cleanups run last-in first-out).
+func startInline(t *testing.T, informer *kubeclient.InlineInformer) {
+	t.Helper()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+
+	go func() {
+		defer close(done)
+
+		informer.RunWithContext(ctx)
+	}()
+
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // TestMirrorController runs a mirror (of Services) over a fake clientset: the initial list is mirrored
 // and said so, mirrors left from before whose object is gone are destroyed, an object that stops being
 // mirrored loses its mirror, and a mirror another controller holds is destroyed only once it is released.
+// Its informer is an InlineInformer, as talos-ccm's: the mirror's handler runs in the informer's goroutine.
 func TestMirrorController(t *testing.T) {
 	client := fake.NewClientset(
 		service("prod", "web", corev1.ServiceTypeLoadBalancer),
 		service("prod", "internal", corev1.ServiceTypeClusterIP),
 	)
 
-	factory := informers.NewSharedInformerFactory(client, 0)
-	informer := factory.Core().V1().Services().Informer()
+	services := client.CoreV1().Services(metav1.NamespaceAll)
+
+	// The fake clientset says it cannot stream the initial list in a watch (client-go's WatchList).
+	informer := kubeclient.NewInlineInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return services.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return services.Watch(ctx, opts)
+		},
+	}, client), &corev1.Service{}, nil)
 
 	s := ctest.New(t)
 	ctrl := &kube.KubeServiceController{Informer: informer}
@@ -63,7 +98,7 @@ func TestMirrorController(t *testing.T) {
 	s.Register(ctrl)
 	ctx := s.Start()
 
-	startFactory(t, factory)
+	startInline(t, informer)
 
 	ctest.AssertResource(s, kuberes.ServicesSyncID, func(res *kuberes.KubeSync, a *assert.Assertions) {
 		a.True(res.TypedSpec().Value.GetSynced())

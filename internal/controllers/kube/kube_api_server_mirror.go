@@ -8,7 +8,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
@@ -27,7 +26,7 @@ const maxAPIServerIPs = 1000
 // NewAPIServerInformer returns an informer on the EndpointSlice of the default/kubernetes Service alone
 // (it needs get, list and watch on endpointslices in the namespace default only). Pass it to a
 // kubeclient.Informers' For, so that it is started and synced with the others.
-func NewAPIServerInformer(client *kubeclient.Client) cache.SharedIndexInformer { //nolint:ireturn
+func NewAPIServerInformer(client *kubeclient.Client) *kubeclient.InlineInformer {
 	return kubeclient.NewInformer(client.EndpointSlices(APIServerNamespace), &discoveryv1.EndpointSlice{},
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", APIServerService).String()
