@@ -112,8 +112,11 @@ func joinNodes(b *testing.B, ctrl controller.QController) (time.Duration, uint64
 	for i := range benchNodes {
 		name, ip := fmt.Sprintf("w%d", i), fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 
+		// The Node mirror writes the KubeNodes with the finalizers of their consumers (pkg/ccm), so that
+		// these do not add them with a write each.
 		kn := kube.NewKubeNode(kube.NamespaceName, name)
 		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: created, Uninitialized: true}
+		kn.Metadata().Finalizers().Add(ctrl.Name())
 		create(ctx, b, st, kn)
 	}
 

@@ -145,7 +145,8 @@ func (h *harness) nextPass(t *testing.T) string {
 func (h *harness) awaitPass(t *testing.T, want string) {
 	t.Helper()
 
-	for h.nextPass(t) != want {
+	for got := h.nextPass(t); got != want; got = h.nextPass(t) {
+		t.Logf("decision of %q, waiting for one of %q", got, want)
 	}
 }
 
