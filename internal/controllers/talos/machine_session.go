@@ -15,11 +15,15 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 )
 
-// machineFacts is what one session learned about one machine; nil fields are unchanged.
+// machineFacts is what one session learned about one machine; nil fields are unchanged. The session keeps
+// none of them: the controller owns what it receives.
 type machineFacts struct {
-	platform  *specs.PlatformMetadataSpec
-	addresses *specs.MachineAddressesSpec
-	status    *specs.MachineStatusSpec
+	platform *specs.PlatformMetadataSpec
+	// platformMetadata are the facts of a re-read of the machine's PlatformMetadata alone: they replace that
+	// part of the stored platform facts, whose others (SystemInformation's, the machine type) stay.
+	platformMetadata *specs.PlatformMetadataSpec
+	addresses        *specs.MachineAddressesSpec
+	status           *specs.MachineStatusSpec
 	machineRef
 }
 
@@ -65,7 +69,7 @@ func (spec *machineSessionSpec) RunTask(ctx context.Context, _ *zap.Logger, in w
 		spec.retry = &sessionRetry{backoff: newRetryBackoff(spec.opts.RetryMin, spec.opts.RetryMax)}
 	}
 
-	s := &machineSession{machineSessionSpec: *spec, workerInput: in}
+	s := &machineSession{machineSessionSpec: spec, workerInput: in}
 	s.run(ctx)
 
 	return nil
@@ -90,8 +94,11 @@ type sessionRetry struct {
 // watch broken by a machine that stopped answering resumes once it answers again; one broken by a reboot
 // cannot (its bookmark names a state the machine no longer has), which starts the session over. The stage
 // is read only for NotReady Nodes, the only ones whose verdicts it is part of.
+//
+// A session refers to its spec, which lives as long as its worker, rather than holding a copy of it: what
+// the controller reads of a running spec (its machine, its Node's condition) never changes, or is atomic.
 type machineSession struct {
-	machineSessionSpec
+	*machineSessionSpec
 	workerInput[machineFacts]
 }
 
@@ -221,12 +228,14 @@ type connection struct {
 	// events of the watch, the work due while it runs.
 	mu sync.Mutex
 
-	platform *specs.PlatformMetadataSpec
-	status   *specs.MachineStatusSpec
+	// providerIDToCome is set while the machine's platform gives a providerID that Talos has not reported
+	// yet (see providerIDToCome). It is all the session keeps of its platform facts: thousands of idle
+	// sessions each holding a copy of them, beside the one the state stores, cost more than the facts
+	// themselves. A probe or a re-read sends what it read, and the controller writes only what changed.
+	providerIDToCome bool
+	status           *specs.MachineStatusSpec
 	// addresses are what the session keeps of the machine's AddressStatuses.
 	addresses sessionAddresses
-	// addressSet is the machine's addresses as last sent, nil before the first time.
-	addressSet []string
 	// excluded are the prefixes whose addresses are not the machine's own (its shared virtual IPs, the
 	// cluster's pod and service ranges), read once per session.
 	excluded []string
@@ -349,7 +358,7 @@ func (c *connection) connect(ctx context.Context) error {
 		return err
 	}
 
-	c.platform = platform
+	c.providerIDToCome = providerIDToCome(platform)
 	c.status = &specs.MachineStatusSpec{Reachable: true, NodeIp: c.ip, MachineUuid: platform.GetUuid(), Nodename: c.node, NodenameRead: true}
 
 	// The watch of the machine's addresses: an address change reaches the Node within seconds, and an idle
@@ -380,7 +389,7 @@ func (c *connection) connect(ctx context.Context) error {
 
 	c.status.LastSeen = timestamppb.Now()
 
-	c.send(ctx, machineFacts{platform: c.platform, status: cloneStatus(c.status)})
+	c.send(ctx, machineFacts{platform: platform, status: cloneStatus(c.status)})
 	c.sendAddresses(ctx)
 
 	c.probes.probed()
@@ -412,37 +421,46 @@ func (c *connection) awaitAddresses(ctx context.Context) error {
 	}
 }
 
-// addressEvents applies events of the address watch, and sends the addresses if they changed.
+// addressEvents applies events of the address watch, and sends the addresses if they changed. A changed
+// address set (not a changed flag) also calls for a read of PlatformMetadata: the platform that gives a
+// machine a new address may have moved it. The set sent last is not kept: the addresses before the events
+// give it.
 func (c *connection) addressEvents(ctx context.Context, events []addressEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
+	before := slices.Clone(c.addresses)
 	changed := false
 
 	for _, ev := range events {
 		changed = c.addresses.apply(ev) || changed
 	}
 
-	if changed {
-		c.sendAddresses(ctx)
+	if !changed {
+		return
+	}
+
+	if sent := c.sendAddresses(ctx); !slices.Equal(addressSet(sent), addressSet(c.addressFacts(before))) {
+		c.reread.addressesChanged()
 	}
 }
 
-// sendAddresses sends the machine's addresses. A changed address set (not a changed flag) also calls for
-// a read of PlatformMetadata: the platform that gives a machine a new address may have moved it.
-func (c *connection) sendAddresses(ctx context.Context) {
-	addrs := addressFacts(c.addresses.statuses(), c.ip)
+// sendAddresses sends the machine's addresses, and returns them.
+func (c *connection) sendAddresses(ctx context.Context) *specs.MachineAddressesSpec {
+	addrs := c.addressFacts(c.addresses)
+
+	c.send(ctx, machineFacts{addresses: addrs})
+
+	return addrs
+}
+
+// addressFacts are the address facts of addresses, what the session keeps of its machine's.
+func (c *connection) addressFacts(addresses sessionAddresses) *specs.MachineAddressesSpec {
+	addrs := addressFacts(addresses.statuses(), c.ip)
 	addrs.Nodename = c.node
 	addrs.ExcludedPrefixes = c.excluded
 
-	set := addressSet(addrs)
-	if c.addressSet != nil && !slices.Equal(set, c.addressSet) {
-		c.reread.addressesChanged()
-	}
-
-	c.addressSet = set
-
-	c.send(ctx, machineFacts{addresses: addrs})
+	return addrs
 }
 
 // conditionChanged probes the machine of a Node that turned NotReady, forgets the stage of one that is
@@ -522,16 +540,11 @@ func (c *connection) probeMachine(ctx context.Context) error {
 	c.status.LastError = ""
 	c.status.MachineUuid = refreshed.GetUuid()
 	c.status.LastSeen = timestamppb.Now()
+	c.providerIDToCome = providerIDToCome(refreshed)
 
-	update := machineFacts{status: cloneStatus(c.status)}
-
-	// Another machine at the address (a new UUID), or the same one rebooted into new platform facts.
-	if !refreshed.EqualVT(c.platform) {
-		c.platform = refreshed
-		update.platform = refreshed
-	}
-
-	c.send(ctx, update)
+	// Another machine at the address (a new UUID), or the same one rebooted into new platform facts, is
+	// written; the same facts again write nothing.
+	c.send(ctx, machineFacts{platform: refreshed, status: cloneStatus(c.status)})
 	c.scheduleReread()
 
 	return nil
@@ -541,7 +554,7 @@ func (c *connection) probeMachine(ctx context.Context) error {
 // providerID that its machine's platform has not reported yet, and cancels it once the Node waits for
 // nothing from it (a read for a changed address set stays due).
 func (c *connection) scheduleReread() {
-	if c.condition.uninitialized.Load() && providerIDToCome(c.platform) {
+	if c.condition.uninitialized.Load() && c.providerIDToCome {
 		c.reread.within(jitter(c.opts.PlatformRefresh))
 
 		return
@@ -551,8 +564,8 @@ func (c *connection) scheduleReread() {
 }
 
 // rereadPlatform reads the machine's PlatformMetadata again, once the machine said it is still the
-// session's Node, and sends what changed. A machine that does not answer ends the session, whose next start
-// reads it again.
+// session's Node, and sends its facts, which the controller merges into those it stored (and writes only if
+// they changed). A machine that does not answer ends the session, whose next start reads it again.
 func (c *connection) rereadPlatform(ctx context.Context) error {
 	c.reread.fired()
 
@@ -565,12 +578,10 @@ func (c *connection) rereadPlatform(ctx context.Context) error {
 		return err
 	}
 
-	if updated := withPlatformMetadata(c.platform, pm); !updated.EqualVT(c.platform) {
-		c.platform = updated
+	read := platformFacts(pm, nil, c.ip)
+	c.providerIDToCome = providerIDToCome(read)
 
-		c.send(ctx, machineFacts{platform: updated})
-	}
-
+	c.send(ctx, machineFacts{platformMetadata: read})
 	c.scheduleReread()
 
 	return nil

@@ -272,7 +272,7 @@ func TestSessionRereadsPlatformWhileProviderIDToCome(t *testing.T) {
 					})
 				require.NoError(t, err)
 
-				awaitFacts(t, facts, "the late providerID", func(f machineFacts) bool { return f.platform.GetProviderId() != "" })
+				awaitFacts(t, facts, "the late providerID", func(f machineFacts) bool { return f.platformMetadata.GetProviderId() != "" })
 
 				settled := reads()
 

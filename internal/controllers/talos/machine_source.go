@@ -195,11 +195,17 @@ func (ctrl *MachineSourceController) sessionSpec(
 
 // writeFacts mirrors what a session learned into the resources of its machine.
 func writeFacts(ctx context.Context, r controller.Runtime, f machineFacts) error {
-	if f.platform != nil {
+	if f.platform != nil || f.platformMetadata != nil {
 		if err := safe.WriterModify(ctx, r, talos.NewPlatformMetadata(talos.NamespaceName, f.node), func(res *talos.PlatformMetadata) error {
-			// The observed time moves only when a fact changes, so a re-read that finds nothing new writes nothing.
+			// The observed time moves only when a fact changes, so a probe or a re-read that finds nothing new
+			// writes nothing. The facts are the controller's: their session kept no copy of them.
 			previous := res.TypedSpec().Value
-			next := f.platform.CloneVT()
+
+			next := f.platform
+			if next == nil {
+				next = withPlatformMetadata(previous, f.platformMetadata)
+			}
+
 			next.Observed = previous.GetObserved()
 
 			if !previous.EqualVT(next) || next.Observed == nil {

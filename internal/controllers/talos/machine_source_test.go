@@ -311,7 +311,13 @@ func TestMachineSourceWaitsForLateProviderID(t *testing.T) {
 		return nil
 	})
 
+	// The re-read replaces the facts of PlatformMetadata only: those of SystemInformation and the Node's
+	// name, which the session keeps no copy of, stay as stored.
 	ctest.AssertResource(s, "w1", func(pm *talos.PlatformMetadata, a *assert.Assertions) {
 		a.Equal("aws:///us-east-1a/i-1", pm.TypedSpec().Value.GetProviderId())
+		a.Equal("uuid-w1", pm.TypedSpec().Value.GetUuid())
+		a.True(pm.TypedSpec().Value.GetHasSystemInformation())
+		a.Equal("w1", pm.TypedSpec().Value.GetNodename())
+		a.Equal("10.0.0.5", pm.TypedSpec().Value.GetNodeIp())
 	})
 }

@@ -174,10 +174,12 @@ func tagFacts(name string, tags map[string]string, w *warnings) map[string]strin
 	return out
 }
 
-// withPlatformMetadata returns facts with the PlatformMetadata part replaced by pm (nil: the machine has
-// none any more), and the facts read elsewhere (SystemInformation, the machine type) kept.
-func withPlatformMetadata(facts *specs.PlatformMetadataSpec, pm *rtpb.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
-	out := platformFacts(pm, nil, facts.GetNodeIp())
+// withPlatformMetadata returns facts with the PlatformMetadata part replaced by read, the facts of a re-read
+// of PlatformMetadata alone (platformFacts without SystemInformation), and the facts read elsewhere
+// (SystemInformation, the machine type, the Node's name) kept. The sessions keep no copy of their facts: the
+// Talos source merges a re-read into the facts it stored.
+func withPlatformMetadata(facts, read *specs.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
+	out := read.CloneVT()
 
 	for _, f := range rules.Facts() {
 		if f.Source != rules.FromPlatformMetadata {

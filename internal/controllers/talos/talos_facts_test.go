@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/rules"
 )
 
@@ -97,24 +98,29 @@ func TestWithPlatformMetadata(t *testing.T) {
 
 	before := platformFacts(&rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "a"}, &hwpb.SystemInformationSpec{SerialNumber: "s1", Uuid: "u1"}, "10.0.0.1")
 
-	after := withPlatformMetadata(before, &rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "b", Spot: true})
+	after := withPlatformMetadata(before, reread(&rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "b", Spot: true}))
 	assert.Equal(t, "b", after.GetZone())
 	assert.True(t, after.GetSpot())
 	assert.Equal(t, "s1", after.GetSerialNumber(), "SystemInformation is kept")
 	assert.True(t, after.GetHasSystemInformation())
 	assert.Equal(t, "10.0.0.1", after.GetNodeIp())
 
-	same := withPlatformMetadata(before, &rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "a"})
+	same := withPlatformMetadata(before, reread(&rtpb.PlatformMetadataSpec{Platform: "gcp", Zone: "a"}))
 	assert.True(t, proto.Equal(before, same), "the same PlatformMetadata gives the same facts")
 
 	// What was left out of SystemInformation is still said.
 	long := platformFacts(nil, &hwpb.SystemInformationSpec{Version: strings.Repeat("v", maxFieldLength+1)}, "10.0.0.1")
-	assert.Equal(t, long.GetWarnings(), withPlatformMetadata(long, &rtpb.PlatformMetadataSpec{Platform: "gcp"}).GetWarnings())
+	assert.Equal(t, long.GetWarnings(), withPlatformMetadata(long, reread(&rtpb.PlatformMetadataSpec{Platform: "gcp"})).GetWarnings())
 
-	gone := withPlatformMetadata(before, nil)
+	gone := withPlatformMetadata(before, reread(nil))
 	assert.False(t, gone.GetHasPlatformMetadata())
 	assert.Empty(t, gone.GetZone())
 	assert.Equal(t, "u1", gone.GetUuid())
+}
+
+// reread is what a session sends of a re-read of pm: its facts alone, of the machine at 10.0.0.1.
+func reread(pm *rtpb.PlatformMetadataSpec) *specs.PlatformMetadataSpec {
+	return platformFacts(pm, nil, "10.0.0.1")
 }
 
 // TestTalosFactsTable checks that the Talos source reads every fact of the facts table: each fact read
@@ -143,7 +149,7 @@ func TestTalosFactsTable(t *testing.T) {
 
 				facts := platformFacts(pm, si, "10.0.0.1")
 				f.Set(facts, reflect.ValueOf(machineTypeFact(talosMachineTypeWorker)))
-				assert.Equal(t, rules.MachineTypeWorker, f.Get(withPlatformMetadata(facts, pm)).Interface(), "kept after a new PlatformMetadata")
+				assert.Equal(t, rules.MachineTypeWorker, f.Get(withPlatformMetadata(facts, reread(pm))).Interface(), "kept after a new PlatformMetadata")
 
 				return
 			default:
@@ -177,7 +183,7 @@ func TestTalosFactsTable(t *testing.T) {
 			assert.Equal(t, want, f.Get(out).Interface())
 
 			// A new PlatformMetadata keeps what was read elsewhere, and replaces the rest.
-			kept := withPlatformMetadata(out, &rtpb.PlatformMetadataSpec{})
+			kept := withPlatformMetadata(out, reread(&rtpb.PlatformMetadataSpec{}))
 			assert.Equal(t, f.Source != rules.FromPlatformMetadata, !f.Get(kept).IsZero(), "kept after a new PlatformMetadata")
 		})
 	}
