@@ -28,13 +28,14 @@ import (
 type CCM struct {
 	runtime *runtime.Runtime
 	state   state.State
-	// conns are the pipeline's Kubernetes connections, one per client, over the current credentials.
+	// conns are the pipeline's Kubernetes connections, one per client (or one in all, with
+	// Options.SharedConnection), over the current credentials.
 	conns *connections
 	// credentials follows the credentials (ClientConfig); nil with a fixed RestConfig.
 	credentials *credentials
 	informers   *kubeclient.Informers
 	// requestInformers watches certificate requests on a connection of its own (connections): their
-	// events never wait behind the Node watch's.
+	// events never wait behind the Node watch's (unless the pipeline's clients share one connection).
 	requestInformers *kubeclient.Informers
 	opts             Options
 	enabled          map[string]bool
@@ -110,6 +111,7 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 
 	c.conns = newConnections(given.withRateLimit(base), c.credentials.unauthorized)
 	c.conns.health.changed = opts.CredentialsChanged
+	c.conns.shared = opts.SharedConnection
 
 	client, err := c.client("")
 	if err != nil {
@@ -293,7 +295,8 @@ func (c *CCM) eventRecorder() k8ssink.EventRecorder {
 
 // writer returns the client one controller writes with. As in kube-controller-manager, every controller
 // has its own client, with its own rate limit, so that approving certificates or posting events never
-// waits behind a burst of Node writes, and the other way around; and its own connection (connections).
+// waits behind a burst of Node writes, and the other way around; and its own connection (connections),
+// unless Options.SharedConnection puts every client on one.
 func (c *CCM) writer(name string) *kubeclient.Client {
 	client, err := c.client(name)
 	if err != nil {
@@ -304,7 +307,8 @@ func (c *CCM) writer(name string) *kubeclient.Client {
 	return client
 }
 
-// client returns a client with a connection of its own, named for its user agent ("talos-ccm/<name>").
+// client returns a client with a connection of its own (or the shared one: Options.SharedConnection), named
+// for its user agent ("talos-ccm/<name>").
 func (c *CCM) client(name string) (*kubeclient.Client, error) {
 	cfg, err := c.conns.config(name)
 	if err != nil {

@@ -30,7 +30,8 @@ var errConnectionsClosed = errors.New("the pipeline's Kubernetes connections are
 // connections are the Kubernetes connections of one pipeline. Every client gets a connection of its own
 // (config): client-go gives every client of the same TLS settings one HTTP/2 connection, and HTTP/2 flow
 // control is per connection, so while thousands of Nodes join, the responses to Node writes and the Node
-// watch's events would hold back the certificate request watch's for seconds.
+// watch's events would hold back the certificate request watch's for seconds. A shared pipeline's clients
+// (Options.SharedConnection) all go through one transport instead, and so over one connection.
 //
 // The clients' configurations carry no credentials: their transport (rotatingTransport) sends each request
 // through a transport built from the current credentials, so that rotate switches every client to new
@@ -43,6 +44,9 @@ type connections struct {
 	unauthorized func()
 	// health follows the refusals of the credentials and the failures to reach the apiserver.
 	health *apiServerHealth
+	// shared gives every client the first client's transport (Options.SharedConnection); set before the
+	// first client is built.
+	shared bool
 
 	mu sync.Mutex
 	// base is the current client configuration, as given.
@@ -54,7 +58,7 @@ type connections struct {
 	transports []*rotatingTransport
 }
 
-// newConnections returns the connections of a pipeline over base.
+// newConnections returns the connections of a pipeline over base, one per client.
 func newConnections(base *rest.Config, unauthorized func()) *connections {
 	if unauthorized == nil {
 		unauthorized = func() {}
@@ -69,22 +73,18 @@ func newConnections(base *rest.Config, unauthorized func()) *connections {
 	}
 }
 
-// config returns the configuration of a client with a connection of its own, named for its user agent
-// ("talos-ccm/<name>"; empty keeps base's), speaking protobuf unless base names a content type
-// (PreferProtobuf).
+// config returns the configuration of a client with a connection of its own (the shared one, when shared),
+// named for its user agent ("talos-ccm/<name>"; empty keeps base's), speaking protobuf unless base names a
+// content type (PreferProtobuf). Each client keeps its own rate limiter either way: client-go builds one per
+// client from the configuration's QPS and Burst.
 func (c *connections) config(name string) (*rest.Config, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	t := &rotatingTransport{unauthorized: c.unauthorized, health: c.health}
-
-	inner, err := c.innerTransport(c.base)
+	t, err := c.transport()
 	if err != nil {
 		return nil, err
 	}
-
-	t.current.Store(&transportOf{inner})
-	c.transports = append(c.transports, t)
 
 	cfg := withoutCredentials(c.base)
 	cfg.Transport = t
@@ -95,6 +95,25 @@ func (c *connections) config(name string) (*rest.Config, error) {
 	}
 
 	return cfg, nil
+}
+
+// transport returns the transport of a new client: a new one, or the one every client has when shared.
+// Called with mu held.
+func (c *connections) transport() (*rotatingTransport, error) {
+	if c.shared && len(c.transports) > 0 {
+		return c.transports[0], nil
+	}
+
+	inner, err := c.innerTransport(c.base)
+	if err != nil {
+		return nil, err
+	}
+
+	t := &rotatingTransport{unauthorized: c.unauthorized, health: c.health}
+	t.current.Store(&transportOf{inner})
+	c.transports = append(c.transports, t)
+
+	return t, nil
 }
 
 // innerTransport builds a transport of base's credentials whose connections are its own (client-go keys its

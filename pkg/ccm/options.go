@@ -19,8 +19,8 @@ import (
 // in DefaultOptions; RestConfig or ClientConfig is required.
 type Options struct {
 	// RestConfig is the cluster's Kubernetes client configuration: Nodes, CSRs and Services are read
-	// (informers) and written with it. Every controller group writes with its own client and connection,
-	// with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst). They
+	// (informers) and written with it. Every controller group writes with its own client and connection
+	// (SharedConnection puts them all on one), with the user agent "talos-ccm/<controller>" and the rate limit of RestConfig (QPS and Burst). They
 	// speak protobuf to the apiserver unless RestConfig (or ClientConfig's answer) names a content type
 	// (PreferProtobuf).
 	RestConfig *rest.Config
@@ -68,6 +68,16 @@ type Options struct {
 	// ConfigFile, when its Path is set, is a talos-ccm config file merged over Config and followed for
 	// changes (what talos-ccm's --config does).
 	ConfigFile ConfigFile
+	// SharedConnection sends every Kubernetes request of the pipeline, its informers' watches and every
+	// controller's writes, over one HTTP/2 connection to the apiserver, instead of one connection per client.
+	// Each client keeps its own rate limit and user agent, and credentials rotate, 401 answers are followed
+	// and Close closes the connection as without it. The trade-off: HTTP/2 flow control is per connection, so
+	// while thousands of Nodes join, the Node watch's events and the answers to Node writes hold back the
+	// certificate request watch's, and approvals wait seconds; with a connection per client they never wait.
+	// One connection costs one TLS and HTTP/2 client state (about 10 KiB of heap) and one read loop instead
+	// of up to six, for a cluster of a handful of Nodes that is what matters: pkg/ccm/clusters sets it for
+	// every cluster it runs, the talos-ccm service does not.
+	SharedConnection bool
 	// KubeAPIQPS and KubeAPIBurst are the rate limit of each of the pipeline's Kubernetes clients (every
 	// controller has its own, as in kube-controller-manager). Zero means RestConfig's (or ClientConfig's)
 	// own rate limit when it sets one, else DefaultOptions'.
@@ -91,11 +101,18 @@ type Options struct {
 	NodeLifecycle NodeLifecycleOptions
 	// NodeIPAM configures the node-ipam controller.
 	NodeIPAM NodeIPAMOptions
-	// PoolMetrics shows the pipeline's IP pools and refused allocations in the process's
-	// talos_ccm_ippool_* metrics (registered with the Prometheus default registry) while node-ipam or
-	// service-lb runs. The metrics carry no cluster label: one pipeline of a process sets it (the talos-ccm
-	// command does), never each of a host's clusters.
+	// PoolMetrics shows the pipeline's IP pools and refused allocations in the talos_ccm_ippool_* metrics
+	// that the talos-ccm command serves while node-ipam or service-lb runs. Those metrics are the process's
+	// and carry no cluster label: one pipeline of a process sets it (the talos-ccm command does); a host
+	// that runs several pipelines gives each a PoolFigures of its own instead.
 	PoolMetrics bool
+	// PoolFigures, if set, is given the figures of the pipeline's IP pools (PoolFigures, sorted by pool)
+	// while node-ipam or service-lb runs, whenever they may have changed (at most once a second), and nil
+	// when the pipeline stops: for a host's own metrics, under labels of its own. It is called from the
+	// pipeline's runtime and must not block. A host that reads its state instead finds each pool's size
+	// and use in the pipeline's IPPool resources (IPPools.ipam.tccm.dev), and the refused allocations in
+	// its IPAllocations of state failed.
+	PoolFigures func([]PoolFigures)
 	// CredentialsChanged, if set, is called after every switch to new credentials and every failure to get
 	// or use them (see CCM.Credentials), and when the apiserver begins or stops refusing them or being
 	// unreachable (see CCM.APIServer), so that a host can show them, as the clusters.Controller's status does.

@@ -4,21 +4,66 @@ import (
 	"fmt"
 
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
 
-// registerPoolMetrics registers the controller that shows the IP pools and the refused allocations in the
-// talos_ccm_ippool_* metrics, when Options.PoolMetrics asks for it and an allocator (node-ipam or
-// service-lb) runs. The metrics are the process's own: one pipeline of a process asks for them, never each
-// cluster of a host (see Options.PoolMetrics).
+// PoolFigures are the figures of one IP pool of a pipeline (Options.PoolFigures), those the talos-ccm
+// service shows in its talos_ccm_ippool_* metrics.
+type PoolFigures struct {
+	// Pool is the IPPool's ID (lb/NAME/FAMILY, pod/FAMILY); "" for the allocations no pool refused (no pool
+	// matches, or a requested IP is outside the pools).
+	Pool string
+	// Size, Used and Free count blocks: IPs of a LoadBalancer pool, pod CIDRs of a cluster range.
+	Size, Used, Free uint64
+	// Refused counts the allocations the pool refuses now (an exhausted pool counts every Service it left
+	// without an IP).
+	Refused int
+	// Counted says that the pool exists, so that Size, Used and Free are its own; false for Pool "" and for
+	// a pool that refused allocations and was removed since.
+	Counted bool
+}
+
+// registerPoolMetrics registers the controller that hands the IP pools' figures to the process's
+// talos_ccm_ippool_* metrics (Options.PoolMetrics) and to the host's Options.PoolFigures, when either asks
+// for them and an allocator (node-ipam or service-lb) runs. Each pipeline has a controller of its own, so
+// that the figures a host is given are its pipeline's alone.
 func (c *CCM) registerPoolMetrics() error {
 	allocating := c.enabled[ControllerNodeIPAM] || c.enabled[ControllerServiceLB]
-	if !c.opts.PoolMetrics || !allocating {
+	if !allocating || (!c.opts.PoolMetrics && c.opts.PoolFigures == nil) {
 		return nil
 	}
 
-	if err := c.runtime.RegisterController(&ipamctrl.IPPoolMetricsController{}); err != nil {
+	global, host := c.opts.PoolMetrics, c.opts.PoolFigures
+
+	record := func(figures []metrics.IPPoolFigures) {
+		// The process's metrics keep the last figures of a pipeline that stopped, as a standby replica
+		// shows its last leader's.
+		if global && figures != nil {
+			metrics.SetIPPools(figures)
+		}
+
+		if host != nil {
+			host(poolFigures(figures))
+		}
+	}
+
+	if err := c.runtime.RegisterController(&ipamctrl.IPPoolMetricsController{Record: record}); err != nil {
 		return fmt.Errorf("failed to register the ip pool metrics: %w", err)
 	}
 
 	return nil
+}
+
+// poolFigures converts the controller's figures for a host; nil stays nil.
+func poolFigures(figures []metrics.IPPoolFigures) []PoolFigures {
+	if figures == nil {
+		return nil
+	}
+
+	out := make([]PoolFigures, len(figures))
+	for i, f := range figures {
+		out[i] = PoolFigures(f)
+	}
+
+	return out
 }

@@ -20,10 +20,16 @@ import (
 // (thousands of Nodes joining) costs one count per interval, not one per allocation.
 const ipPoolMetricsInterval = time.Second
 
-// IPPoolMetricsController shows the IPPools and the refused IPAllocations in the talos_ccm_ippool_* metrics,
-// with IPPoolFigures. It reads what the allocators wrote and writes nothing to the state. The metrics are
-// process-wide: register it once per process, not per cluster of a host.
-type IPPoolMetricsController struct{}
+// IPPoolMetricsController hands the figures of the IPPools and the refused IPAllocations of its pipeline
+// (IPPoolFigures) to Record: the talos-ccm service's records them in the process's talos_ccm_ippool_*
+// metrics, a host's in metrics of its own. It reads what the allocators wrote and writes nothing to the
+// state.
+type IPPoolMetricsController struct {
+	// Record is given the figures whenever they may have changed (at most every ipPoolMetricsInterval),
+	// and nil when the controller stops: its pipeline's pools are no one's any more. Each pipeline has
+	// its own, so that the figures of one never replace another's. It must not block.
+	Record func([]metrics.IPPoolFigures)
+}
 
 // Name implements controller.Controller interface.
 func (ctrl *IPPoolMetricsController) Name() string {
@@ -45,6 +51,8 @@ func (ctrl *IPPoolMetricsController) Outputs() []controller.Output {
 
 // Run implements controller.Controller interface.
 func (ctrl *IPPoolMetricsController) Run(ctx context.Context, r controller.Runtime, _ *zap.Logger) error {
+	defer ctrl.Record(nil)
+
 	for {
 		select {
 		case <-ctx.Done():
@@ -75,7 +83,7 @@ func (ctrl *IPPoolMetricsController) Run(ctx context.Context, r controller.Runti
 			}
 		}
 
-		metrics.SetIPPools(IPPoolFigures(poolSpecs, failed))
+		ctrl.Record(IPPoolFigures(poolSpecs, failed))
 		r.ResetRestartBackoff()
 
 		select {

@@ -1,13 +1,16 @@
 package ipam_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	ipamctrl "github.com/talos-ccm/talos-ccm/internal/controllers/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
+	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 )
 
 func TestIPPoolFigures(t *testing.T) {
@@ -62,4 +65,78 @@ func TestIPPoolFiguresReadRefusedPools(t *testing.T) {
 		{Pool: "lb/a/ipv4", Size: 2, Used: 2, Refused: 1, Counted: true},
 		{Pool: "lb/b/ipv4", Size: 2, Used: 2, Refused: 1, Counted: true},
 	}, ipamctrl.IPPoolFigures(pools, failed))
+}
+
+// poolRecorder is an IPPoolMetricsController's Record that hands every call on to the test.
+type poolRecorder chan []metrics.IPPoolFigures
+
+func (r poolRecorder) record(figures []metrics.IPPoolFigures) { r <- figures }
+
+// next waits for the figures recorded next.
+func (r poolRecorder) next(ctx context.Context, t *testing.T) []metrics.IPPoolFigures {
+	t.Helper()
+
+	select {
+	case figures := <-r:
+		return figures
+	case <-ctx.Done():
+		t.Fatal("no figures recorded")
+
+		return nil
+	}
+}
+
+// TestIPPoolMetricsPerPipeline: two pipelines in one process, each with its own pools, each record their
+// own figures, never the other's, and nil once they stop.
+func TestIPPoolMetricsPerPipeline(t *testing.T) {
+	t.Parallel()
+
+	type pipeline struct {
+		suite    *ctest.Suite
+		recorder poolRecorder
+		want     []metrics.IPPoolFigures
+	}
+
+	pipelines := map[string]*pipeline{
+		"alpha": {want: []metrics.IPPoolFigures{{Pool: "pod/ipv4", Size: 256, Used: 3, Free: 253, Counted: true}}},
+		"beta":  {want: []metrics.IPPoolFigures{{Pool: "lb/public/ipv4", Size: 4, Used: 1, Free: 3, Counted: true}}},
+	}
+
+	for _, p := range pipelines {
+		p.recorder = make(poolRecorder, 16)
+		p.suite = ctest.New(t)
+		p.suite.Register(&ipamctrl.IPPoolMetricsController{Record: p.recorder.record})
+	}
+
+	for _, p := range pipelines {
+		p.suite.Start()
+
+		pool := ipam.NewIPPool(ipam.NamespaceName, p.want[0].Pool)
+		pool.TypedSpec().Value = &specs.IPPoolSpec{Size: p.want[0].Size, Used: p.want[0].Used, Free: p.want[0].Free}
+		p.suite.Create(pool)
+	}
+
+	for name, p := range pipelines {
+		ctx := p.suite.Ctx()
+
+		// The controller may record before the pool is there: its figures are then those of no pool.
+		got := p.recorder.next(ctx, t)
+		if len(got) == 0 {
+			got = p.recorder.next(ctx, t)
+		}
+
+		assert.Equal(t, p.want, got, "the figures of %s", name)
+	}
+
+	for name, p := range pipelines {
+		p.suite.Stop()
+
+		// Run has returned: whatever the controller recorded is in the channel.
+		last := p.want
+		for len(p.recorder) > 0 {
+			last = <-p.recorder
+		}
+
+		assert.Nil(t, last, "%s records nil once it stops", name)
+	}
 }

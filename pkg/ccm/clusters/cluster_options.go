@@ -49,6 +49,10 @@ func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (clusterConfig, err
 			// One reconcile worker per queued controller: a host's cluster is mostly a handful of idle
 			// Nodes, and each worker is a goroutine for the life of the cluster.
 			ReconcileConcurrency: clusterReconcileWorkers,
+			// One connection to the apiserver for the whole cluster: a host's cluster has a handful of Nodes,
+			// too few for its Node traffic to hold back its certificate requests, and each connection costs
+			// heap and a read loop for the life of the cluster.
+			SharedConnection: true,
 			// A host that partitions one apiserver between its clusters gives each its Nodes' selector.
 			NodeSelector: spec.GetNodeSelector(),
 		},

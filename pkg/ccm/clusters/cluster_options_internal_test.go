@@ -36,6 +36,7 @@ func TestClusterOptions(t *testing.T) {
 				assert.Equal(t, ccm.DefaultConfig().GetProviderIdWaitSeconds(), o.Config.GetProviderIdWaitSeconds())
 				assert.False(t, o.NodeLifecycle.DeleteStaleNodes, "a host deletes its stale Nodes itself unless it says otherwise")
 				assert.Zero(t, o.NodeLifecycle.StaleNodeGrace, "zero: the default")
+				assert.True(t, o.SharedConnection, "a cluster's clients share one connection")
 			},
 		},
 		{
