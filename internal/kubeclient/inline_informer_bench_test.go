@@ -7,9 +7,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
@@ -18,16 +15,7 @@ import (
 // idleListWatcher lists no Node and watches without an event until the watch is stopped: an idle cluster's
 // informer, without the apiserver's connection (whose decoder and HTTP/2 stream every informer keeps alike).
 func idleListWatcher() cache.ListerWatcher { //nolint:ireturn
-	server := newFakeServer("1")
-
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
-			return &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
-		},
-		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
-			return watch.NewFake(), nil
-		},
-	}, server)
+	return (&fakeServer{rv: "1"}).listWatcher()
 }
 
 // runner is an informer as the benchmark runs it: with one handler, as a mirror adds.

@@ -27,7 +27,7 @@ type fakeServer struct {
 	// watchList says whether the server streams the initial list in a watch (client-go's WatchList) instead
 	// of answering a list.
 	watchList bool
-	// watches receives every watch the informer opens.
+	// watches receives every watch the informer opens, when set.
 	watches chan *watch.FakeWatcher
 }
 
@@ -61,6 +61,9 @@ func (s *fakeServer) listWatcher() cache.ListerWatcher { //nolint:ireturn
 		},
 		WatchFuncWithContext: func(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
 			w := watch.NewFake()
+			if s.watches == nil {
+				return w, nil
+			}
 
 			select {
 			case s.watches <- w:

@@ -45,23 +45,19 @@ func startFactory(t *testing.T, factory informers.SharedInformerFactory) {
 	})
 }
 
-// startInline runs informer until the test ends. Called after the suite starts, the informer stops before the
-// runtime (cleanups run last-in first-out).
+// startInline runs informer, through kubeclient.Informers as a pipeline does, until the test ends. Called
+// after the suite starts, the informer stops before the runtime (cleanups run last-in first-out).
 func startInline(t *testing.T, informer *kubeclient.InlineInformer) {
 	t.Helper()
 
+	informers := kubeclient.NewInformers(nil)
+	informers.For("services", func(*kubeclient.Client) *kubeclient.InlineInformer { return informer })
+
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-
-	go func() {
-		defer close(done)
-
-		informer.RunWithContext(ctx)
-	}()
-
+	informers.Start(ctx)
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		informers.Shutdown()
 	})
 }
 
