@@ -11,6 +11,12 @@ import (
 // workers when that is set.
 func (c *CCM) registerQController(ctrl controller.QController) error {
 	if c.opts.ReconcileConcurrency > 0 {
+		// The decisions run their passes from their own queue, with workers of their own, started on demand:
+		// the cap bounds those.
+		if decisions, ok := ctrl.(interface{ CapConcurrency(n uint) }); ok {
+			decisions.CapConcurrency(uint(c.opts.ReconcileConcurrency))
+		}
+
 		ctrl = cappedWorkers{QController: ctrl, max: uint(c.opts.ReconcileConcurrency)}
 	}
 

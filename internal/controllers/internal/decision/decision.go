@@ -134,6 +134,15 @@ func (c *Controller[Input, Output]) Settings() controller.QSettings {
 	return settings
 }
 
+// CapConcurrency bounds the passes that run at once to n (when n is positive and less than the controller's
+// own bound): a host's small clusters decide one input at a time each, so that a busy cluster does not
+// take the CPU of the others. It is called before the controller runs.
+func (c *Controller[Input, Output]) CapConcurrency(n uint) {
+	if n > 0 {
+		c.concurrency = min(c.concurrency, int(n))
+	}
+}
+
 // Reconcile implements controller.QController: it queues the input.
 func (c *Controller[Input, Output]) Reconcile(_ context.Context, _ *zap.Logger, _ controller.QRuntime, ptr resource.Pointer) error {
 	c.queue.Add(ptr.ID())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -307,6 +308,65 @@ func TestController(t *testing.T) {
 			h.s.Start()
 
 			tc.run(t, h)
+		})
+	}
+}
+
+// TestControllerCapConcurrency: a controller capped to one pass at once decides its inputs one after the
+// other, where it would decide them together otherwise.
+func TestControllerCapConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		capped      bool
+		wantRunning int32
+	}{
+		{name: "own bound", wantRunning: 2},
+		{name: "capped to one", capped: true, wantRunning: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// In a bubble: synctest.Wait tells when every pass that may start has started and waits.
+			synctest.Test(t, func(t *testing.T) {
+				var running, most atomic.Int32
+
+				release := make(chan struct{})
+				s := ctest.New(t)
+
+				ctrl := decision.New(decision.Settings[*kube.KubeNode, *node.NodeLifecycle]{
+					Name:      controllerName,
+					NewInput:  kube.NewKubeNode,
+					NewOutput: node.NewNodeLifecycle,
+					Decide: func(ctx context.Context, _ controller.ReaderWriter, _ *zap.Logger, _ *kube.KubeNode, _, _ *node.NodeLifecycle) error {
+						n := running.Add(1)
+						defer running.Add(-1)
+
+						for m := most.Load(); n > m; m = most.Load() {
+							if most.CompareAndSwap(m, n) {
+								break
+							}
+						}
+
+						receive(ctx, release)
+
+						return nil
+					},
+					Concurrency: 4,
+				})
+
+				if tc.capped {
+					ctrl.CapConcurrency(1)
+				}
+
+				s.Register(ctrl)
+				s.Start()
+				s.Create(kube.NewKubeNode(kube.NamespaceName, "n1"), kube.NewKubeNode(kube.NamespaceName, "n2"))
+
+				synctest.Wait()
+				assert.Equal(t, tc.wantRunning, running.Load())
+
+				close(release)
+				ctest.AssertResources(s, []resource.ID{"n1", "n2"}, func(*node.NodeLifecycle, *assert.Assertions) {})
+				assert.Equal(t, tc.wantRunning, most.Load())
+			})
 		})
 	}
 }
