@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 )
 
 // inClusterTalosConfig is where Talos mounts API credentials into pods of a namespace allowed by
@@ -80,7 +79,7 @@ func newTalosConn(path string, endpoints []string, endpoint *talosEndpoint) (*gr
 		// waiting would wait that long again. Reconnecting within seconds costs one dial per attempt.
 		grpc.WithConnectParams(talosConnectParams),
 	}, targetOpts...)
-	opts = append(opts, talosMetadata(cfg.context.Cluster)...)
+	opts = append(opts, talosMetadata(cfg.context.Cluster))
 	opts = append(opts, endpoint.dialOptions()...)
 
 	if basic := cfg.context.Auth.Basic; basic != nil {
@@ -97,21 +96,31 @@ func newTalosConn(path string, endpoints []string, endpoint *talosEndpoint) (*gr
 
 // talosMetadata adds to every call the metadata the machinery client adds: the runtime the call is for
 // (a proxy in front of several, such as Omni's, routes on it) and the context's cluster, when it names one.
-func talosMetadata(cluster string) []grpc.DialOption {
-	kv := []string{"runtime", "Talos"}
+//
+// It is the connection's per-call credentials rather than an interceptor's: gRPC asks for it when it writes
+// a call's headers and keeps nothing of it, where metadata added to a call's context stays in the context of
+// the call for as long as it lasts, and the Talos source holds a watch stream of every machine for as long
+// as its Node lasts (about 190 bytes each, thousands of machines).
+func talosMetadata(cluster string) grpc.DialOption {
+	md := talosCallMetadata{"runtime": "Talos"}
 	if cluster != "" {
-		kv = append(kv, "context", cluster)
+		md["context"] = cluster
 	}
 
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return invoker(metadata.AppendToOutgoingContext(ctx, kv...), method, req, reply, cc, opts...)
-		}),
-		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			return streamer(metadata.AppendToOutgoingContext(ctx, kv...), desc, cc, method, opts...)
-		}),
-	}
+	return grpc.WithPerRPCCredentials(md)
 }
+
+// talosCallMetadata is the metadata every call to the Talos API carries. gRPC copies what it returns.
+type talosCallMetadata map[string]string
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (md talosCallMetadata) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return md, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials: the metadata routes calls, and is no
+// secret.
+func (talosCallMetadata) RequireTransportSecurity() bool { return false }
 
 // basicAuth sends a talosconfig's basic credentials with every call.
 type basicAuth struct {
@@ -127,4 +136,7 @@ func (b basicAuth) GetRequestMetadata(context.Context, ...string) (map[string]st
 // clear.
 func (basicAuth) RequireTransportSecurity() bool { return true }
 
-var _ credentials.PerRPCCredentials = basicAuth{}
+var (
+	_ credentials.PerRPCCredentials = basicAuth{}
+	_ credentials.PerRPCCredentials = talosCallMetadata{}
+)
