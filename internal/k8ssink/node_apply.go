@@ -154,6 +154,7 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 			return result, fmt.Errorf("failed to patch addresses of node %q: %w", desired.Name, err)
 		}
 
+		shareUID(node, current)
 		result.Node = node
 		result.Writes++
 		result.AddressesUpdated = true
@@ -225,6 +226,7 @@ func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, own
 				return fmt.Errorf("failed to get node after a conflict: %w", err)
 			}
 
+			shareUID(fresh, base)
 			result.Node = fresh
 			base = fresh
 			plan = planObject(base, desired, owned)
@@ -265,4 +267,14 @@ func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, own
 
 		return nil
 	})
+}
+
+// shareUID makes answer, a Node the apiserver returned, hold the uid of cached, the Node as last seen, when it
+// is the same Node. The uid of the Node an apply is computed from goes into the record of what talos-ccm owns
+// (OwnedKeys, kept in the state for as long as the Node lives): the answer's own copy would be one more
+// string per Node, next to the cached Node's.
+func shareUID(answer, cached *corev1.Node) {
+	if answer != nil && cached != nil && answer.UID == cached.UID {
+		answer.UID = cached.UID
+	}
 }
