@@ -316,7 +316,9 @@ func (c *connection) due() error {
 	}
 
 	if !c.condition.uninitialized.Load() || c.admitted.expired(time.Now()) {
+		// Released, the admission is let go: the session lasts as long as its Node.
 		c.admitted.release()
+		c.admitted = nil
 	}
 
 	if c.condition.takeChange() {
