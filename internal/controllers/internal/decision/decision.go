@@ -7,9 +7,9 @@
 // the extra inputs and their mappers, the outputs), so the dependency graph ccmctl shows, the finalizers and
 // the persisted outputs are those of the qtransform controllers it replaces. But it runs its passes itself,
 // from a keyed queue of its own, as the sinks do (internal/k8ssink): the runtime's Reconcile and MapInput
-// only put the key in the queue, and the passes run in the controller's run hook with at most Concurrency
-// workers, started when keys are ready and gone when none is, so that an idle controller holds no worker
-// goroutine. A pass reads the input and the output once, shares what it reads (never changes it), and
+// only put the key in the queue, and the passes run in at most Concurrency workers, started when keys are
+// ready and gone when none is, with no loop that waits for keys either, so that an idle controller holds
+// no goroutine besides the runtime's own. A pass reads the input and the output once, shares what it reads (never changes it), and
 // writes the output only when it changed, where qtransform reads the output three times and copies it.
 package decision
 
@@ -23,8 +23,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/siderolabs/gen/optional"
 	"go.uber.org/zap"
-
-	"github.com/talos-ccm/talos-ccm/internal/keyed"
 )
 
 // DecideFunc computes out, the output of in, from in and what it reads through rw (it may write the
@@ -66,8 +64,8 @@ type Controller[Input, Output generic.ResourceWithRD] struct {
 	// declared is a qtransform controller of the same settings that never runs: it declares the inputs
 	// and outputs, and maps the extra inputs with their mappers.
 	declared *qtransform.QController[Input, Output]
-	// queue holds the IDs of the inputs to decide about.
-	queue *keyed.Queue[resource.ID]
+	// workers run the passes of the IDs of the inputs to decide about.
+	workers *workers
 
 	newInput  func(resource.Namespace, resource.ID) Input
 	newOutput func(resource.Namespace, resource.ID) Output
@@ -78,7 +76,6 @@ type Controller[Input, Output generic.ResourceWithRD] struct {
 	inputNamespace  resource.Namespace
 	outputNamespace resource.Namespace
 	outputType      resource.Type
-	concurrency     int
 }
 
 // New builds a decision controller from its settings.
@@ -105,7 +102,7 @@ func New[Input, Output generic.ResourceWithRD](s Settings[Input, Output]) *Contr
 
 	return &Controller[Input, Output]{
 		declared:        declared,
-		queue:           keyed.New[resource.ID](nil),
+		workers:         newWorkers(int(max(s.Concurrency, 1))),
 		newInput:        s.NewInput,
 		newOutput:       s.NewOutput,
 		decide:          s.Decide,
@@ -114,7 +111,6 @@ func New[Input, Output generic.ResourceWithRD](s Settings[Input, Output]) *Contr
 		inputNamespace:  inputNamespace,
 		outputNamespace: outputNamespace,
 		outputType:      zeroOut.ResourceDefinition().Type,
-		concurrency:     int(max(s.Concurrency, 1)),
 	}
 }
 
@@ -124,12 +120,14 @@ func (c *Controller[Input, Output]) Name() string {
 }
 
 // Settings implements controller.QController: the inputs and outputs of a qtransform controller, one
-// runtime worker (it only queues keys), and the run hook that runs the passes.
+// runtime worker (it only queues keys), the run hook that starts the passes, and the shutdown hook that
+// waits for them.
 func (c *Controller[Input, Output]) Settings() controller.QSettings {
 	settings := c.declared.Settings()
 
 	settings.Concurrency = optional.Some[uint](1)
 	settings.RunHook = c.run
+	settings.ShutdownHook = c.workers.stop
 
 	return settings
 }
@@ -139,13 +137,13 @@ func (c *Controller[Input, Output]) Settings() controller.QSettings {
 // take the CPU of the others. It is called before the controller runs.
 func (c *Controller[Input, Output]) CapConcurrency(n uint) {
 	if n > 0 {
-		c.concurrency = min(c.concurrency, int(n))
+		c.workers.limit = min(c.workers.limit, int(n))
 	}
 }
 
 // Reconcile implements controller.QController: it queues the input.
 func (c *Controller[Input, Output]) Reconcile(_ context.Context, _ *zap.Logger, _ controller.QRuntime, ptr resource.Pointer) error {
-	c.queue.Add(ptr.ID())
+	c.workers.add(ptr.ID())
 
 	return nil
 }
@@ -154,7 +152,7 @@ func (c *Controller[Input, Output]) Reconcile(_ context.Context, _ *zap.Logger, 
 // the input of an output ready to be destroyed (of the same ID), and returns none for the runtime's queue.
 func (c *Controller[Input, Output]) MapInput(ctx context.Context, logger *zap.Logger, r controller.QRuntime, md controller.ReducedResourceMetadata) ([]resource.Pointer, error) {
 	if md.Type() == c.outputType {
-		c.queue.Add(md.ID())
+		c.workers.add(md.ID())
 
 		return nil, nil
 	}
@@ -162,15 +160,16 @@ func (c *Controller[Input, Output]) MapInput(ctx context.Context, logger *zap.Lo
 	ptrs, err := c.declared.MapInput(ctx, logger, r, md)
 
 	for _, ptr := range ptrs {
-		c.queue.Add(ptr.ID())
+		c.workers.add(ptr.ID())
 	}
 
 	return nil, err
 }
 
-// run is the run hook: it decides about the queued inputs until ctx is done.
+// run is the run hook: it starts the passes of the queued inputs, and returns. The passes run until ctx is
+// done, in workers that end when no input is ready.
 func (c *Controller[Input, Output]) run(ctx context.Context, logger *zap.Logger, r controller.QRuntime) error {
-	c.queue.Run(ctx, c.concurrency, func(ctx context.Context, id resource.ID) (time.Duration, error) {
+	c.workers.start(ctx, func(ctx context.Context, id resource.ID) (time.Duration, error) {
 		return c.pass(ctx, logger, r, id)
 	})
 

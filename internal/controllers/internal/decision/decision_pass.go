@@ -172,7 +172,7 @@ func (c *Controller[Input, Output]) write(ctx context.Context, r controller.QRun
 		return nil
 	case state.IsConflictError(err):
 		// Written by someone else since it was read (a consumer's finalizer): decided again on the new version.
-		c.queue.Add(out.Metadata().ID())
+		c.workers.add(out.Metadata().ID())
 
 		return nil
 	default:

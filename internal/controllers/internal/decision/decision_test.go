@@ -3,6 +3,8 @@ package decision_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -369,4 +371,39 @@ func TestControllerCapConcurrency(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestControllerIdleHoldsNoGoroutine: once its inputs are decided, a decision controller keeps no goroutine
+// of its own (no worker, no loop waiting for keys); the runtime's are all that is left.
+func TestControllerIdleHoldsNoGoroutine(t *testing.T) {
+	// In a bubble: synctest.Wait returns once every goroutine has ended or waits.
+	synctest.Test(t, func(t *testing.T) {
+		s := ctest.New(t)
+		s.Register(decision.New(decision.Settings[*kube.KubeNode, *node.NodeLifecycle]{
+			Name:      controllerName,
+			NewInput:  kube.NewKubeNode,
+			NewOutput: node.NewNodeLifecycle,
+			Decide: func(context.Context, controller.ReaderWriter, *zap.Logger, *kube.KubeNode, *node.NodeLifecycle, *node.NodeLifecycle) error {
+				return nil
+			},
+			Concurrency: 4,
+		}))
+		s.Start()
+		s.Create(kube.NewKubeNode(kube.NamespaceName, "n1"), kube.NewKubeNode(kube.NamespaceName, "n2"))
+		ctest.AssertResources(s, []resource.ID{"n1", "n2"}, func(*node.NodeLifecycle, *assert.Assertions) {})
+
+		synctest.Wait()
+
+		buf := make([]byte, 1<<20)
+
+		var held []string
+
+		for _, stack := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(stack, "internal/controllers/internal/decision.") {
+				held = append(held, stack)
+			}
+		}
+
+		assert.Empty(t, held, "goroutines of the idle controller")
+	})
 }
