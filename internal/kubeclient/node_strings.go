@@ -71,9 +71,12 @@ func shareNodeStrings(node *corev1.Node) {
 		t.Key, t.Value, t.Effect = sharedstrings.Unique(t.Key), sharedstrings.Unique(t.Value), sharedstrings.Unique(t.Effect)
 	}
 
+	provided := node.Annotations[kubekeys.AnnotationProvidedNodeIP]
+
 	for i := range node.Status.Addresses {
 		a := &node.Status.Addresses[i]
 		a.Type = sharedstrings.Unique(a.Type)
+		a.Address = ownAddress(a.Address, node.Name, provided)
 	}
 
 	for i := range node.Status.Conditions {
@@ -81,4 +84,21 @@ func shareNodeStrings(node *corev1.Node) {
 		c.Type, c.Status = sharedstrings.Unique(c.Type), sharedstrings.Unique(c.Status)
 		c.Reason, c.Message = sharedstrings.Unique(c.Reason), sharedstrings.Unique(c.Message)
 	}
+}
+
+// ownAddress returns address as the Node's own strings already hold it: its hostname address is its name,
+// most of the time, and the addresses the kubelet was given are in its provided-node-ip annotation (a
+// comma-separated list, whose items the KubeNode mirror holds as they are in the annotation too).
+func ownAddress(address, name, provided string) string {
+	if address == name {
+		return name
+	}
+
+	for ip := range strings.SplitSeq(provided, ",") {
+		if ip == address {
+			return ip
+		}
+	}
+
+	return address
 }
