@@ -28,11 +28,12 @@ import (
 // benchNodes is how many Nodes join in one run of BenchmarkNodeTransform.
 const benchNodes = 1000
 
-// BenchmarkNodeTransform decides the NodeTransforms of benchNodes joining Nodes (each a KubeNode, then its
-// machine's PlatformMetadata and MachineAddresses, as the informer and the Talos source write them) on the
-// in-memory state talos-ccm runs with, once by the NodeTransform controller and once by a qtransform
-// controller of the same settings and the same transform (what the controller was before it ran its own
-// passes), and reports the CPU time and the allocations per Node of each.
+// BenchmarkNodeTransform decides the NodeTransforms of benchNodes joining Nodes on the in-memory state
+// talos-ccm runs with, once by the NodeTransform controller and once by a qtransform controller of the same
+// settings and the same transform (what the controller was before it ran its own passes), and reports the
+// CPU time and the allocations per Node of each. With the facts first, each Node is decided once (its
+// KubeNode comes last); with the Nodes first, as the informer and the Talos source write them while a
+// cluster joins, each Node is decided again as its facts come, as often as the controller keeps up.
 func BenchmarkNodeTransform(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -41,32 +42,40 @@ func BenchmarkNodeTransform(b *testing.B) {
 		{"qtransform", newQTransformNodeTransform},
 		{"decision", func() controller.QController { return NewNodeTransformController() }},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-
-			var (
-				cpu     time.Duration
-				mallocs uint64
-			)
-
-			for range b.N {
-				c, m := joinNodes(b, bc.build())
-				cpu += c
-				mallocs += m
+		for _, factsFirst := range []bool{true, false} {
+			name := bc.name + "/nodes-first"
+			if factsFirst {
+				name = bc.name + "/facts-first"
 			}
 
-			per := float64(b.N * benchNodes)
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
 
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/node")
-			b.ReportMetric(float64(cpu.Nanoseconds())/per, "cpu-ns/node")
-			b.ReportMetric(float64(mallocs)/per, "allocs/node")
-		})
+				var (
+					cpu     time.Duration
+					mallocs uint64
+				)
+
+				for range b.N {
+					c, m := joinNodes(b, bc.build(), factsFirst)
+					cpu += c
+					mallocs += m
+				}
+
+				per := float64(b.N * benchNodes)
+
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/node")
+				b.ReportMetric(float64(cpu.Nanoseconds())/per, "cpu-ns/node")
+				b.ReportMetric(float64(mallocs)/per, "allocs/node")
+			})
+		}
 	}
 }
 
-// joinNodes runs ctrl on a new state, makes benchNodes Nodes join with the timer running, waits for every
-// one to be initialized, and returns the process's CPU time and allocations meanwhile.
-func joinNodes(b *testing.B, ctrl controller.QController) (time.Duration, uint64) {
+// joinNodes runs ctrl on a new state, makes benchNodes Nodes join with the timer running (their facts first
+// or last), waits for every one to be initialized, and returns the process's CPU time and allocations
+// meanwhile.
+func joinNodes(b *testing.B, ctrl controller.QController, factsFirst bool) (time.Duration, uint64) {
 	b.Helper()
 	b.StopTimer()
 
@@ -109,8 +118,12 @@ func joinNodes(b *testing.B, ctrl controller.QController) (time.Duration, uint64
 
 	created := timestamppb.New(time.Now().Add(-time.Hour))
 
+	if factsFirst {
+		createFacts(ctx, b, st)
+	}
+
 	for i := range benchNodes {
-		name, ip := fmt.Sprintf("w%d", i), fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		name, ip := benchNode(i)
 
 		// The Node mirror writes the KubeNodes with the finalizers of their consumers (pkg/ccm), so that
 		// these do not add them with a write each.
@@ -120,20 +133,8 @@ func joinNodes(b *testing.B, ctrl controller.QController) (time.Duration, uint64
 		create(ctx, b, st, kn)
 	}
 
-	for i := range benchNodes {
-		name, ip := fmt.Sprintf("w%d", i), fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
-
-		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
-		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{
-			Nodename: name, HasPlatformMetadata: true, Platform: "metal", Uuid: "uuid-" + name, NodeIp: ip, Hostname: name, Zone: "a",
-		}
-		create(ctx, b, st, pm)
-
-		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
-		ma.TypedSpec().Value = &specs.MachineAddressesSpec{
-			Nodename: name, NodeIp: ip, Addresses: []*specs.MachineAddress{{Address: ip + "/16", LinkName: "eth0", Scope: "global"}},
-		}
-		create(ctx, b, st, ma)
+	if !factsFirst {
+		createFacts(ctx, b, st)
 	}
 
 	waitInitialized(ctx, b, events)
@@ -147,6 +148,32 @@ func joinNodes(b *testing.B, ctrl controller.QController) (time.Duration, uint64
 	runtime.ReadMemStats(&after)
 
 	return cpu, after.Mallocs - before.Mallocs
+}
+
+// benchNode is the name and the address of the i-th Node.
+func benchNode(i int) (name, ip string) {
+	return fmt.Sprintf("w%d", i), fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+}
+
+// createFacts creates the PlatformMetadata and MachineAddresses of every Node's metal machine.
+func createFacts(ctx context.Context, b *testing.B, st state.State) {
+	b.Helper()
+
+	for i := range benchNodes {
+		name, ip := benchNode(i)
+
+		pm := talos.NewPlatformMetadata(talos.NamespaceName, name)
+		pm.TypedSpec().Value = &specs.PlatformMetadataSpec{
+			Nodename: name, HasPlatformMetadata: true, Platform: "metal", Uuid: "uuid-" + name, NodeIp: ip, Hostname: name, Zone: "a",
+		}
+		create(ctx, b, st, pm)
+
+		ma := talos.NewMachineAddresses(talos.NamespaceName, name)
+		ma.TypedSpec().Value = &specs.MachineAddressesSpec{
+			Nodename: name, NodeIp: ip, Addresses: []*specs.MachineAddress{{Address: ip + "/16", LinkName: "eth0", Scope: "global"}},
+		}
+		create(ctx, b, st, ma)
+	}
 }
 
 // waitInitialized waits until the NodeTransform of every Node says to initialize it.

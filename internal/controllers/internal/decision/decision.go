@@ -136,9 +136,14 @@ func (c *Controller[Input, Output]) Settings() controller.QSettings {
 // own bound): a host's small clusters decide one input at a time each, so that a busy cluster does not
 // take the CPU of the others. It is called before the controller runs.
 func (c *Controller[Input, Output]) CapConcurrency(n uint) {
-	if n > 0 {
-		c.workers.limit = min(c.workers.limit, int(n))
+	if n == 0 {
+		return
 	}
+
+	c.workers.mu.Lock()
+	defer c.workers.mu.Unlock()
+
+	c.workers.limit = min(c.workers.limit, int(n))
 }
 
 // Reconcile implements controller.QController: it queues the input.
