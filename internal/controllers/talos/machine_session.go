@@ -431,7 +431,7 @@ func (c *connection) addressEvents(ctx context.Context, events []addressEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 
-	before := slices.Clone(c.addresses)
+	before := c.addresses.compact()
 	changed := false
 
 	for _, ev := range events {

@@ -3,6 +3,7 @@ package talos
 import (
 	"net/netip"
 	"testing"
+	"unsafe"
 
 	"github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
@@ -32,26 +33,24 @@ func TestSessionAddressesApply(t *testing.T) {
 	assert.True(t, list.apply(v6))
 	assert.True(t, list.apply(odd))
 	assert.False(t, list.apply(addressOn(v1alpha1.EventType_CREATED, "kube-ipvs0", "10.96.0.1/32")), "a foreign link's address is never kept")
-	assert.Len(t, list, 3)
-	assert.Empty(t, list[0].id, "the ID Talos derives is not kept")
-	assert.Empty(t, list[1].id, "the ID Talos derives is not kept")
-	assert.Equal(t, "eth1-primary", list[2].id, "another ID is kept as it came")
+	assert.Len(t, list.list, 3)
+	assert.Equal(t, []string{"", "", "eth1-primary"}, list.ids, "the ID Talos derives is not kept, another one is kept as it came")
 
 	// An update replaces the address of its ID.
 	updated := addressOn(v1alpha1.EventType_UPDATED, "eth0", "10.0.0.5/24")
 	updated.address.flags = 0x80
 
 	assert.True(t, list.apply(updated))
-	assert.Len(t, list, 3)
-	assert.Equal(t, uint32(0x80), list[0].flags)
+	assert.Len(t, list.list, 3)
+	assert.Equal(t, uint32(0x80), list.list[0].flags)
 
 	oddUpdated := odd
 	oddUpdated.typ = v1alpha1.EventType_UPDATED
 	oddUpdated.address.prefix = netip.MustParsePrefix("10.1.0.6/24")
 
 	assert.True(t, list.apply(oddUpdated))
-	assert.Len(t, list, 3)
-	assert.Equal(t, netip.MustParsePrefix("10.1.0.6/24"), list[2].prefix)
+	assert.Len(t, list.list, 3)
+	assert.Equal(t, netip.MustParsePrefix("10.1.0.6/24"), list.list[2].status().prefix)
 
 	// Destroyed by ID, derived or not; an ID not kept changes nothing.
 	assert.True(t, list.apply(addressEvent{typ: v1alpha1.EventType_DESTROYED, id: eth0.id}))
@@ -59,7 +58,42 @@ func TestSessionAddressesApply(t *testing.T) {
 	assert.False(t, list.apply(addressEvent{typ: v1alpha1.EventType_DESTROYED, id: "eth0/10.0.0.6/24"}))
 	assert.True(t, list.apply(addressEvent{typ: v1alpha1.EventType_DESTROYED, id: "eth1-primary"}))
 
-	assert.Equal(t, []addressStatus{v6.address}, list.compact().statuses())
+	compact := list.compact()
+	assert.Equal(t, []addressStatus{v6.address}, compact.statuses())
+}
+
+// A machine whose every ID is the derived one keeps no ID at all.
+func TestSessionAddressesDerivedIDs(t *testing.T) {
+	t.Parallel()
+
+	var list sessionAddresses
+
+	assert.True(t, list.apply(addressOn(v1alpha1.EventType_CREATED, "eth0", "10.0.0.5/24")))
+	assert.True(t, list.apply(addressOn(v1alpha1.EventType_CREATED, "eth0", "fd00::5/64")))
+	assert.True(t, list.apply(addressOn(v1alpha1.EventType_DESTROYED, "eth0", "10.0.0.5/24")))
+	assert.Nil(t, list.ids)
+	assert.Len(t, list.list, 1)
+}
+
+// An address is kept packed, in 40 bytes, and unpacks to what it was: IPv4, IPv6, IPv4 mapped in IPv6, a
+// prefix of no bits, and one that did not decode.
+func TestPackedAddress(t *testing.T) {
+	t.Parallel()
+
+	assert.Equal(t, uintptr(40), unsafe.Sizeof(packedAddress{}), "the bytes every idle session keeps per address")
+
+	for _, a := range []addressStatus{
+		{prefix: netip.MustParsePrefix("10.0.0.5/24"), link: "eth0", scope: 1, family: 2, flags: 0x80},
+		{prefix: netip.MustParsePrefix("2001:db8::5/64"), link: "eth0", scope: 3, family: 10},
+		{prefix: netip.MustParsePrefix("::ffff:203.0.113.1/120"), link: "external"},
+		{prefix: netip.MustParsePrefix("0.0.0.0/0"), link: "eth1"},
+		{prefix: netip.MustParsePrefix("::/0"), link: "eth1"},
+		{prefix: netip.MustParsePrefix("2001:db8::1/128"), link: "lo"},
+		{link: "bad0"},
+	} {
+		packed := packAddress(a)
+		assert.Equal(t, a, packed.status(), "%s on %s", a.prefix, a.link)
+	}
 }
 
 // Matching an event's ID against the addresses kept allocates nothing: it runs for every address on every
@@ -71,4 +105,9 @@ func TestDerivedIDAllocatesNothing(t *testing.T) {
 	assert.False(t, derivedID("enp0s31f6/2001:db8::1/64", ev.address))
 	assert.False(t, derivedID(ev.id, addressStatus{link: "enp0s31f6"}), "an address that did not decode derives no ID")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { derivedID(ev.id, ev.address) }))
+
+	var list sessionAddresses
+
+	list.apply(ev)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { list.index("enp0s31f6/2001:db8::1/64") }))
 }
