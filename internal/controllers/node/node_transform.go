@@ -37,30 +37,31 @@ func NewNodeTransformController(consumers ...resource.Finalizer) *NodeTransformC
 	t := &nodeTransformer{claims: newClaimRegistry(), consumers: consumers}
 
 	return decision.New(decision.Settings[*kube.KubeNode, *node.NodeTransform]{
-		Name:      "node.NodeTransformController",
-		NewInput:  kube.NewKubeNode,
-		NewOutput: node.NewNodeTransform,
-		Decide:    t.transform,
-		Teardown: func(ctx context.Context, rw controller.ReaderWriter, _ *zap.Logger, in *kube.KubeNode) error {
-			t.claims.remove(in.Metadata().ID())
-
-			err := rw.Destroy(ctx, node.NewNodeClaimRecheck(node.NamespaceName, in.Metadata().ID()).Metadata())
-			if err != nil && !state.IsNotFoundError(err) {
-				return fmt.Errorf("failed to destroy the claim recheck of node %q: %w", in.Metadata().ID(), err)
-			}
-
-			return nil
-		},
+		Name:        nodeTransformName,
+		NewInput:    kube.NewKubeNode,
+		NewOutput:   node.NewNodeTransform,
+		Decide:      t.transform,
+		Teardown:    t.teardown,
 		Concurrency: decisionConcurrency,
-		Options: []qtransform.ControllerOption{
-			qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
-			qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
-			qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
-			qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
-			qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
-			qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
-		},
+		Options:     nodeTransformOptions(),
 	})
+}
+
+// nodeTransformName is the NodeTransform controller's name, stored as the finalizer on the KubeNodes and
+// as the owner of the NodeTransforms: never rename it.
+const nodeTransformName = "node.NodeTransformController"
+
+// nodeTransformOptions declare the NodeTransform controller's extra output, the NodeClaimRechecks, and its
+// extra inputs: a Node's machine facts and claim recheck decide that Node again, the Config every Node.
+func nodeTransformOptions() []qtransform.ControllerOption {
+	return []qtransform.ControllerOption{
+		qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
+		qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
+	}
 }
 
 // decisionConcurrency is how many Nodes a decision controller (NodeTransform, NodeLifecycle) computes at
@@ -168,6 +169,18 @@ func (t *nodeTransformer) transform(ctx context.Context, r controller.ReaderWrit
 		logger.Debug("node transform waits", zap.String("node", id), zap.String("pending", spec.GetPending()), zap.Duration("recheck_in", requeue))
 
 		return controller.NewRequeueInterval(requeue)
+	}
+
+	return nil
+}
+
+// teardown lets a Node that goes away go: its claims and its claim recheck.
+func (t *nodeTransformer) teardown(ctx context.Context, rw controller.ReaderWriter, _ *zap.Logger, in *kube.KubeNode) error {
+	t.claims.remove(in.Metadata().ID())
+
+	err := rw.Destroy(ctx, node.NewNodeClaimRecheck(node.NamespaceName, in.Metadata().ID()).Metadata())
+	if err != nil && !state.IsNotFoundError(err) {
+		return fmt.Errorf("failed to destroy the claim recheck of node %q: %w", in.Metadata().ID(), err)
 	}
 
 	return nil

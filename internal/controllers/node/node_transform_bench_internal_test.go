@@ -227,7 +227,7 @@ func newQTransformNodeTransform() controller.QController {
 
 	return qtransform.NewQController(
 		qtransform.Settings[*kube.KubeNode, *node.NodeTransform]{
-			Name: "node.NodeTransformController",
+			Name: nodeTransformName,
 			MapMetadataFunc: func(in *kube.KubeNode) *node.NodeTransform {
 				return node.NewNodeTransform(node.NamespaceName, in.Metadata().ID())
 			},
@@ -239,18 +239,8 @@ func newQTransformNodeTransform() controller.QController {
 			TransformExtraOutputFunc: func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in *kube.KubeNode, out *node.NodeTransform) error {
 				return t.transform(ctx, rw, logger, in, out, out)
 			},
-			FinalizerRemovalExtraOutputFunc: func(_ context.Context, _ controller.ReaderWriter, _ *zap.Logger, in *kube.KubeNode) error {
-				t.claims.remove(in.Metadata().ID())
-
-				return nil
-			},
+			FinalizerRemovalExtraOutputFunc: t.teardown,
 		},
-		qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
-		qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
-		qtransform.WithConcurrency(decisionConcurrency),
+		append(nodeTransformOptions(), qtransform.WithConcurrency(decisionConcurrency))...,
 	)
 }
