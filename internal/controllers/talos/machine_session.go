@@ -233,7 +233,7 @@ type connection struct {
 	// sessions each holding a copy of them, beside the one the state stores, cost more than the facts
 	// themselves. A probe or a re-read sends what it read, and the controller writes only what changed.
 	providerIDToCome bool
-	status           *specs.MachineStatusSpec
+	status           machineStatus
 	// addresses are what the session keeps of the machine's AddressStatuses.
 	addresses sessionAddresses
 	// excluded are the prefixes whose addresses are not the machine's own (its shared virtual IPs, the
@@ -361,7 +361,7 @@ func (c *connection) connect(ctx context.Context) error {
 	}
 
 	c.providerIDToCome = providerIDToCome(platform)
-	c.status = &specs.MachineStatusSpec{Reachable: true, NodeIp: c.ip, MachineUuid: platform.GetUuid(), Nodename: c.node, NodenameRead: true}
+	c.status = machineStatus{reachable: true, uuid: platform.GetUuid()}
 
 	// The watch of the machine's addresses: an address change reaches the Node within seconds, and an idle
 	// machine costs no Talos call and no timer. Its opening and its first contents must come within
@@ -384,14 +384,14 @@ func (c *connection) connect(ctx context.Context) error {
 	// The stage matters only while the Node is NotReady (lifecycle verdicts): only then is it read, and
 	// what connect read is the Node's first probe.
 	if c.probes.want(c.condition.notReady.Load()) {
-		if c.status.Stage, err = c.readStage(ctx); err != nil {
+		if c.status.stage, err = c.readStage(ctx); err != nil {
 			return err
 		}
 	}
 
-	c.status.LastSeen = timestamppb.Now()
+	c.status.lastSeen = time.Now()
 
-	c.send(ctx, machineFacts{platform: platform, status: cloneStatus(c.status)})
+	c.send(ctx, machineFacts{platform: platform, status: c.statusFacts()})
 	c.sendAddresses(ctx)
 
 	c.probes.probed()
@@ -486,16 +486,16 @@ func (c *connection) conditionChanged(ctx context.Context) error {
 // of the Node's NotReady time ("rebooting") would stay on for ever. It costs no Talos call, unless the last
 // probe found the machine not answering: one more probe then says whether it answers again.
 func (c *connection) readyAgain(ctx context.Context) error {
-	if !c.status.GetReachable() {
+	if !c.status.reachable {
 		return c.probeMachine(ctx)
 	}
 
-	if c.status.GetStage() == "" {
+	if c.status.stage == "" {
 		return nil
 	}
 
-	c.status.Stage = ""
-	c.send(ctx, machineFacts{status: cloneStatus(c.status)})
+	c.status.stage = ""
+	c.send(ctx, machineFacts{status: c.statusFacts()})
 
 	return nil
 }
@@ -512,10 +512,10 @@ func (c *connection) probeMachine(ctx context.Context) error {
 			return ctx.Err()
 		}
 
-		if c.status.GetReachable() {
-			c.status.Reachable = false
-			c.status.LastError = err.Error()
-			c.send(ctx, machineFacts{status: cloneStatus(c.status)})
+		if c.status.reachable {
+			c.status.reachable = false
+			c.status.lastError = err.Error()
+			c.send(ctx, machineFacts{status: c.statusFacts()})
 		}
 
 		return nil
@@ -537,16 +537,12 @@ func (c *connection) probeMachine(ctx context.Context) error {
 		return nil //nolint:nilerr // the next probe tells
 	}
 
-	c.status.Stage = stage
-	c.status.Reachable = true
-	c.status.LastError = ""
-	c.status.MachineUuid = refreshed.GetUuid()
-	c.status.LastSeen = timestamppb.Now()
+	c.status = machineStatus{reachable: true, stage: stage, uuid: refreshed.GetUuid(), lastSeen: time.Now()}
 	c.providerIDToCome = providerIDToCome(refreshed)
 
 	// Another machine at the address (a new UUID), or the same one rebooted into new platform facts, is
 	// written; the same facts again write nothing.
-	c.send(ctx, machineFacts{platform: refreshed, status: cloneStatus(c.status)})
+	c.send(ctx, machineFacts{platform: refreshed, status: c.statusFacts()})
 	c.scheduleReread()
 
 	return nil
@@ -596,8 +592,27 @@ func (s *machineSession) send(ctx context.Context, f machineFacts) {
 	s.deliver(ctx, f)
 }
 
-func cloneStatus(s *specs.MachineStatusSpec) *specs.MachineStatusSpec {
-	return s.CloneVT()
+// machineStatus is what a session knows of its machine's status: a few words of its connection rather than
+// the MachineStatusSpec it sends, a message of its own with its timestamp's.
+type machineStatus struct {
+	reachable bool
+	// stage is read only while the Node is NotReady (see probeMachine).
+	stage, lastError, uuid string
+	lastSeen               time.Time
+}
+
+// statusFacts returns the machine's status as its facts say it.
+func (c *connection) statusFacts() *specs.MachineStatusSpec {
+	return &specs.MachineStatusSpec{
+		Reachable:    c.status.reachable,
+		LastError:    c.status.lastError,
+		NodeIp:       c.ip,
+		Stage:        c.status.stage,
+		MachineUuid:  c.status.uuid,
+		LastSeen:     timestamppb.New(c.status.lastSeen),
+		Nodename:     c.node,
+		NodenameRead: true,
+	}
 }
 
 func errorText(err error) string {
