@@ -36,8 +36,9 @@ func (c *CCM) registerPoolMetrics() error {
 	global, host := c.opts.PoolMetrics, c.opts.PoolFigures
 
 	record := func(figures []metrics.IPPoolFigures) {
-		// The process's metrics keep the last figures of a pipeline that stopped, as a standby replica
-		// shows its last leader's.
+		// The process's metrics keep a stopped pipeline's last figures, as they did before the figures
+		// were handed out per pipeline: they are one pipeline's, and the talos-ccm command stops its
+		// pipeline only to exit.
 		if global && figures != nil {
 			metrics.SetIPPools(figures)
 		}
