@@ -67,13 +67,11 @@ type Controller[Input, Output generic.ResourceWithRD] struct {
 	// workers run the passes of the IDs of the inputs to decide about.
 	workers *workers
 
-	newInput  func(resource.Namespace, resource.ID) Input
 	newOutput func(resource.Namespace, resource.ID) Output
 	decide    DecideFunc[Input, Output]
 	teardown  func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
 
 	name            string
-	inputNamespace  resource.Namespace
 	outputNamespace resource.Namespace
 	outputType      resource.Type
 }
@@ -103,12 +101,10 @@ func New[Input, Output generic.ResourceWithRD](s Settings[Input, Output]) *Contr
 	return &Controller[Input, Output]{
 		declared:        declared,
 		workers:         newWorkers(int(max(s.Concurrency, 1))),
-		newInput:        s.NewInput,
 		newOutput:       s.NewOutput,
 		decide:          s.Decide,
 		teardown:        s.Teardown,
 		name:            s.Name,
-		inputNamespace:  inputNamespace,
 		outputNamespace: outputNamespace,
 		outputType:      zeroOut.ResourceDefinition().Type,
 	}
@@ -164,9 +160,12 @@ func (c *Controller[Input, Output]) MapInput(ctx context.Context, logger *zap.Lo
 
 	ptrs, err := c.declared.MapInput(ctx, logger, r, md)
 
+	ids := make([]resource.ID, 0, len(ptrs))
 	for _, ptr := range ptrs {
-		c.workers.add(ptr.ID())
+		ids = append(ids, ptr.ID())
 	}
+
+	c.workers.add(ids...)
 
 	return nil, err
 }
