@@ -389,7 +389,7 @@ func (c *connection) connect(ctx context.Context) error {
 		}
 	}
 
-	c.status.lastSeen = time.Now()
+	c.status.lastSeen = time.Now().UnixNano()
 
 	c.send(ctx, machineFacts{platform: platform, status: c.statusFacts()})
 	c.sendAddresses(ctx)
@@ -537,7 +537,7 @@ func (c *connection) probeMachine(ctx context.Context) error {
 		return nil //nolint:nilerr // the next probe tells
 	}
 
-	c.status = machineStatus{reachable: true, stage: stage, uuid: refreshed.GetUuid(), lastSeen: time.Now()}
+	c.status = machineStatus{reachable: true, stage: stage, uuid: refreshed.GetUuid(), lastSeen: time.Now().UnixNano()}
 	c.providerIDToCome = providerIDToCome(refreshed)
 
 	// Another machine at the address (a new UUID), or the same one rebooted into new platform facts, is
@@ -598,7 +598,9 @@ type machineStatus struct {
 	reachable bool
 	// stage is read only while the Node is NotReady (see probeMachine).
 	stage, lastError, uuid string
-	lastSeen               time.Time
+	// lastSeen is when the machine last answered, in Unix nanoseconds: a time.Time's 24 bytes would take the
+	// connection to the next size up.
+	lastSeen int64
 }
 
 // statusFacts returns the machine's status as its facts say it.
@@ -609,7 +611,7 @@ func (c *connection) statusFacts() *specs.MachineStatusSpec {
 		NodeIp:       c.ip,
 		Stage:        c.status.stage,
 		MachineUuid:  c.status.uuid,
-		LastSeen:     timestamppb.New(c.status.lastSeen),
+		LastSeen:     timestamppb.New(time.Unix(0, c.status.lastSeen)),
 		Nodename:     c.node,
 		NodenameRead: true,
 	}
