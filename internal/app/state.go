@@ -32,7 +32,7 @@ const StateFileName = "state.db"
 // moved aside (never deleted) and talos-ccm starts with an empty one; the decisions are rebuilt from
 // Kubernetes and Talos (every allocator rebuilds its allocations from the Nodes and Services).
 func NewState(ctx context.Context, dir string, rebuild bool, logger *zap.Logger) (state.State, func(), error) {
-	// Mirrors and facts: in memory; a watch that falls behind the history is resumed.
+	// Mirrors and facts: in memory.
 	memory := cosistate.MemoryStateBuilder()
 
 	if dir == "" {

@@ -3,19 +3,17 @@ package cosistate
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/siderolabs/gen/channel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
@@ -64,13 +62,6 @@ func (v *watchedView) readUntil(t *testing.T, ch <-chan []state.Event, done func
 	}
 }
 
-// shortHistoryState is a resumed in-memory namespace whose history holds 8 events.
-func shortHistoryState() *resumingState {
-	return &resumingState{CoreState: inmem.NewStateWithOptions(
-		inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(8), inmem.WithHistoryGap(1),
-	)(kube.NamespaceName)}
-}
-
 // watchNodes starts an aggregated watch of the KubeNodes, whose events nobody reads until the test does.
 func watchNodes(ctx context.Context, t *testing.T, st state.CoreState, opts ...state.WatchKindOption) <-chan []state.Event {
 	t.Helper()
@@ -107,104 +98,97 @@ func createNodes(ctx context.Context, t *testing.T, st state.CoreState, from, to
 	}
 }
 
-// TestResumedWatch: a watcher that falls far behind a short history is not failed: it is told of every
-// resource created or changed since, and of those it knew that are gone, not of those it knows as they are,
-// and then follows the changes again.
-func TestResumedWatch(t *testing.T) {
+// nodesState is one in-memory namespace of MemoryStateBuilder's, for KubeNodes.
+func nodesState() *memoryState {
+	return MemoryStateBuilder()(kube.NamespaceName).(*memoryState) //nolint:forcetypeassert // The builder builds those.
+}
+
+// pendingEvents is how many events the watches of the KubeNodes of st hold for their watchers.
+func pendingEvents(st *memoryState) int {
+	c := st.collection(kube.KubeNodeType, false)
+
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+
+	pending := 0
+
+	for _, w := range c.watches {
+		w.mu.Lock()
+		pending += len(w.queue.events)
+		w.mu.Unlock()
+	}
+
+	return pending
+}
+
+// TestSlowWatcherLearnsTheState: a watcher that reads nothing while the state changes far more than
+// coalesceAfter events is not failed, holds at most coalesceAfter events more than one per resource, and
+// once it reads learns of every resource as it is now, of every one it knew that is gone, and of nothing
+// that came and went meanwhile. The COSI runtime's in-memory state failed such a watcher once it fell
+// behind its history ("buffer overrun").
+func TestSlowWatcherLearnsTheState(t *testing.T) {
 	t.Parallel()
 
 	for _, withContents := range []bool{true, false} {
-		// One after the other: each counts the resumes.
 		t.Run(fmt.Sprintf("contents=%v", withContents), func(t *testing.T) {
+			t.Parallel()
+
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 
-			st := shortHistoryState()
+			st := nodesState()
 			createNodes(ctx, t, st, 0, 5)
 
 			ch := watchNodes(ctx, t, st, state.WithBootstrapContents(withContents))
-			view := &watchedView{versions: map[resource.ID]string{}}
+			view := &watchedView{versions: map[resource.ID]string{}, told: map[resource.ID]bool{}}
 
 			if withContents {
-				view.apply(<-ch)
-				require.Equal(t, 1, view.bootstrapped, "the contents were asked for: they come, then Bootstrapped")
+				view.readUntil(t, ch, func() bool { return view.bootstrapped == 1 }, "the contents come, then Bootstrapped")
 				require.Len(t, view.versions, 5)
 			}
 
-			// The watcher learns of five more, then reads nothing while the state changes far more than its
-			// history holds: some it knew are destroyed, others updated, many created.
-			createNodes(ctx, t, st, 5, 10)
-
-			for len(view.versions) < 10-5*boolToInt(!withContents) {
-				view.apply(<-ch)
-			}
-
-			resumes := testutil.ToFloat64(metrics.WatchResumes.WithLabelValues(kube.KubeNodeType))
-			view.told = map[resource.ID]bool{}
-
+			// Nobody reads: n000..n002 are destroyed, n003 updated 100 times, n004 destroyed and created
+			// again, n005..n199 created, and n100..n149 destroyed again.
 			for i := range 3 {
-				require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", 5+i)).Metadata()))
+				require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i)).Metadata()))
 			}
 
-			// n008 is destroyed and created again: its version starts over, and the watcher is told of it.
-			require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, "n008").Metadata()))
-			createNodes(ctx, t, st, 8, 9)
+			for range 100 {
+				_, err := safe.StateUpdateWithConflicts(ctx, state.WrapCore(st), kube.NewKubeNode(kube.NamespaceName, "n003").Metadata(), func(n *kube.KubeNode) error {
+					n.TypedSpec().Value.ProviderId += "+"
 
-			createNodes(ctx, t, st, 10, 60)
+					return nil
+				})
+				require.NoError(t, err)
+			}
 
-			updated := kube.NewKubeNode(kube.NamespaceName, "n009")
-			updated.TypedSpec().Value = &specs.KubeNodeSpec{Uid: "changed"}
-			updated.Metadata().SetVersion(resource.VersionUndefined.Next())
-			require.NoError(t, st.Update(ctx, updated))
+			require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, "n004").Metadata()))
+			createNodes(ctx, t, st, 4, 200)
+
+			for i := 100; i < 150; i++ {
+				require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i)).Metadata()))
+			}
+
+			// 495 writes; one event per resource (200) beyond the first coalesceAfter at most, and one of
+			// them may be in the hands of a pump already.
+			assert.LessOrEqual(t, pendingEvents(st), coalesceAfter+200)
 
 			want := contents(ctx, t, st)
-
-			if !withContents {
-				// Without the contents, the watcher never hears of the five that did not change since it
-				// started.
-				for i := range 5 {
-					delete(want, fmt.Sprintf("n%03d", i))
-				}
-			}
-
 			view.readUntil(t, ch, func() bool { return assert.ObjectsAreEqual(want, view.versions) }, "the watcher ends with the state's contents")
 
 			assert.Empty(t, view.errors, "the watcher was not failed")
-			assert.Equal(t, 1-boolToInt(!withContents), view.bootstrapped, "Bootstrapped comes once, and only if the contents were asked for")
-			assert.Greater(t, testutil.ToFloat64(metrics.WatchResumes.WithLabelValues(kube.KubeNodeType)), resumes, "the watch was resumed")
-			assert.True(t, view.told["n008"] && view.told["n009"] && view.told["n059"], "told of what was created and changed")
+			assert.Equal(t, boolToInt(withContents), view.bootstrapped)
+			assert.Equal(t, "101", view.versions["n003"])
 
-			for _, id := range []string{"n000", "n004"} {
-				assert.False(t, view.told[id], "not told of %s, which did not change", id)
+			for i := 100; i < 150; i++ {
+				assert.False(t, view.told[fmt.Sprintf("n%03d", i)], "told of n%03d, which came and went", i)
 			}
 
 			// It follows the changes again.
-			createNodes(ctx, t, st, 60, 61)
-			view.apply(<-ch)
-			assert.Contains(t, view.versions, "n060")
+			createNodes(ctx, t, st, 200, 201)
+			view.readUntil(t, ch, func() bool { return view.versions["n200"] == "1" }, "the next creation")
 		})
 	}
-}
-
-// TestResumedWatchFromTail: a watch that starts from the history's tail is the state's own, and fails
-// when it falls behind (it asked for what the history holds).
-func TestResumedWatchFromTail(t *testing.T) {
-	t.Parallel()
-
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-
-	st := shortHistoryState()
-	createNodes(ctx, t, st, 0, 3)
-
-	ch := watchNodes(ctx, t, st, state.WithKindTailEvents(2))
-
-	createNodes(ctx, t, st, 3, 40)
-
-	view := &watchedView{versions: map[resource.ID]string{}}
-	view.readUntil(t, ch, func() bool { return len(view.errors) > 0 }, "the watch fails")
-
-	assert.ErrorContains(t, view.errors[0], "buffer overrun")
 }
 
 func boolToInt(b bool) int {
@@ -215,42 +199,100 @@ func boolToInt(b bool) int {
 	return 0
 }
 
-// TestResumedWatchOneEventAtATime: a watch that takes one event at a time (ccmctl's, through talos-ccm's
-// API) is resumed as the aggregated one is, instead of failing when it falls behind the history.
-func TestResumedWatchOneEventAtATime(t *testing.T) {
+// TestWatchDeliversEachResourceInOrder: a watcher that reads as fast as it can while several writers
+// update their own resources sees the versions of each resource only grow, ending at the last one.
+func TestWatchDeliversEachResourceInOrder(t *testing.T) {
 	t.Parallel()
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	st := shortHistoryState()
-	createNodes(ctx, t, st, 0, 3)
+	const (
+		writers = 4
+		updates = 300
+	)
+
+	st := state.WrapCore(nodesState())
+	createNodes(ctx, t, st, 0, writers)
 
 	single := make(chan state.Event)
-	require.NoError(t, st.WatchKind(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), single, state.WithBootstrapContents(true)))
+	require.NoError(t, st.WatchKind(ctx, kube.NewKubeNode(kube.NamespaceName, "").Metadata(), single))
 
-	// Nobody reads while the state changes far more than its history holds.
-	createNodes(ctx, t, st, 3, 60)
+	errs := make(chan error, writers)
 
-	ch := make(chan []state.Event)
+	for i := range writers {
+		go func() {
+			ptr := kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i)).Metadata()
 
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev := <-single:
-				if !channel.SendWithContext(ctx, ch, []state.Event{ev}) {
+			for range updates {
+				if _, err := safe.StateUpdateWithConflicts(ctx, st, ptr, func(n *kube.KubeNode) error {
+					n.TypedSpec().Value.ProviderId += "+"
+
+					return nil
+				}); err != nil {
+					errs <- err
+
 					return
 				}
 			}
+
+			errs <- nil
+		}()
+	}
+
+	last := map[resource.ID]uint64{}
+
+	for done := 0; done < writers; {
+		select {
+		case ev := <-single:
+			require.Equal(t, state.Updated, ev.Type)
+
+			id, version := ev.Resource.Metadata().ID(), ev.Resource.Metadata().Version().Value()
+			require.Greater(t, version, last[id], "%s went back from version %d", id, last[id])
+			require.Equal(t, strings.Repeat("+", int(version)-1), ev.Resource.(*kube.KubeNode).TypedSpec().Value.GetProviderId()) //nolint:forcetypeassert
+
+			last[id] = version
+		case err := <-errs:
+			require.NoError(t, err)
+
+			done++
+		case <-ctx.Done():
+			t.Fatal("the writers did not finish")
 		}
-	}()
+	}
 
-	want := contents(ctx, t, st)
-	view := &watchedView{versions: map[resource.ID]string{}}
-	view.readUntil(t, ch, func() bool { return assert.ObjectsAreEqual(want, view.versions) }, "the watcher ends with the state's contents")
+	for i := range writers {
+		id := fmt.Sprintf("n%03d", i)
+		for last[id] < updates+1 {
+			select {
+			case ev := <-single:
+				require.Greater(t, ev.Resource.Metadata().Version().Value(), last[ev.Resource.Metadata().ID()])
+				last[ev.Resource.Metadata().ID()] = ev.Resource.Metadata().Version().Value()
+			case <-ctx.Done():
+				t.Fatalf("%s stopped at version %d", id, last[id])
+			}
+		}
+	}
+}
 
-	assert.Empty(t, view.errors, "the watcher was not failed")
-	assert.Equal(t, 1, view.bootstrapped)
+// TestWatchFromThePastRefused: the in-memory namespaces keep no history: a watch from a bookmark fails with
+// an invalid bookmark (a watcher that resumes from its bookmark starts over), one with tail events says so.
+func TestWatchFromThePastRefused(t *testing.T) {
+	t.Parallel()
+
+	st := nodesState()
+	kind := kube.NewKubeNode(kube.NamespaceName, "").Metadata()
+	ch := make(chan []state.Event)
+
+	err := st.WatchKindAggregated(t.Context(), kind, ch, state.WithKindStartFromBookmark(state.Bookmark{1}))
+	assert.True(t, state.IsInvalidWatchBookmarkError(err), "%v", err)
+
+	err = st.Watch(t.Context(), kind, make(chan state.Event), state.WithStartFromBookmark(state.Bookmark{1}))
+	assert.True(t, state.IsInvalidWatchBookmarkError(err), "%v", err)
+
+	err = st.WatchKindAggregated(t.Context(), kind, ch, state.WithKindTailEvents(3))
+	require.ErrorIs(t, err, errNoHistory)
+	assert.ErrorContains(t, err, "failed to watch KubeNodes.kube.tccm.dev: the in-memory state keeps no history of events: tail events are not supported")
+
+	assert.Empty(t, st.collection(kind.Type(), true).watches, "no watch was started")
 }

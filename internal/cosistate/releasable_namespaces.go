@@ -17,11 +17,12 @@ import (
 // dropped, with everything its state holds, once nothing is stored in it and nobody watches it.
 //
 // namespaced.State keeps every namespace it ever built, and an in-memory namespace keeps, beside its
-// resources, a collection of every type ever used in it with the history of that type's last events (the
-// resources destroyed last among them): a host that runs and removes clusters would hold the empty
-// namespaces of every cluster it ever ran. Dropping an empty namespace that nobody watches changes nothing
-// anyone can see: used again, it is built afresh, empty, as it was. Only a watch started from a bookmark
-// of the dropped namespace's history fails, as one started from a bookmark the history no longer holds.
+// resources, a collection of every type ever used in it (the COSI runtime's with the history of that
+// type's last events, the resources destroyed last among them): a host that runs and removes clusters would
+// hold the empty namespaces of every cluster it ever ran. Dropping an empty namespace that nobody watches
+// changes nothing anyone can see: used again, it is built afresh, empty, as it was. Only a watch started
+// from a bookmark of the dropped namespace's history fails, as one started from a bookmark the history no
+// longer holds.
 type ReleasableNamespaces struct {
 	builder    namespaced.StateBuilder
 	namespaces sync.Map // resource.Namespace -> *releasableNamespace

@@ -186,7 +186,7 @@ func TestSinkLetsGoOnceItsStatusIsFree(t *testing.T) {
 // Many inputs at once are each applied, and the sink's goroutines are gone once the runtime stops (the
 // suite checks that no goroutine is left).
 func TestSinkAppliesManyAndLeavesNothing(t *testing.T) {
-	s := ctest.New(t, ctest.WithBurstHistory())
+	s := ctest.New(t)
 
 	const n = 200
 

@@ -22,6 +22,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 )
 
 // Defaults of a Suite.
@@ -56,15 +58,10 @@ func WithAssertionTimeout(d time.Duration) Option {
 	return func(o *options) { o.assertionTimeout = d }
 }
 
-// WithStateOptions builds the in-memory state with these options (history capacity, gap...).
+// WithStateOptions builds the in-memory state with these options (a backing store: see
+// cosistate.MemoryStateBuilder).
 func WithStateOptions(opts ...inmem.StateOption) Option {
 	return func(o *options) { o.stateOptions = append(o.stateOptions, opts...) }
-}
-
-// WithBurstHistory gives the state the history talos-ccm runs with: watchers of bursts of thousands of
-// events must not fall behind it.
-func WithBurstHistory() Option {
-	return WithStateOptions(inmem.WithHistoryInitialCapacity(1024), inmem.WithHistoryMaxCapacity(16384), inmem.WithHistoryGap(64))
 }
 
 // WithState runs the suite on an existing state instead of a fresh one: a second suite on the first's
@@ -91,7 +88,7 @@ func WithoutLeakCheck() Option {
 
 // Suite is a controller runtime over an in-memory namespaced state, for one test.
 type Suite struct {
-	// State is the state the controllers read and write.
+	// State is the state the controllers read and write, as the test reads it: its reads are copies.
 	State state.State
 
 	t       *testing.T
@@ -121,8 +118,9 @@ func New(t *testing.T, opts ...Option) *Suite {
 
 	st := o.state
 	if st == nil {
-		memory := inmem.NewStateWithOptions(o.stateOptions...)
-		st = state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return memory(ns) }))
+		// The state talos-ccm runs on: reads share the stored resources, and a watcher never falls behind a
+		// burst.
+		st = state.WrapCore(namespaced.NewState(cosistate.MemoryStateBuilder(o.stateOptions...)))
 	}
 
 	logger := o.logger
@@ -136,7 +134,40 @@ func New(t *testing.T, opts ...Option) *Suite {
 	ctx, cancel := context.WithTimeout(t.Context(), o.timeout)
 	t.Cleanup(cancel)
 
-	return &Suite{State: st, t: t, runtime: rt, ctx: ctx, cancel: cancel, opts: o}
+	return &Suite{State: state.WrapCore(copiedReads{CoreState: st}), t: t, runtime: rt, ctx: ctx, cancel: cancel, opts: o}
+}
+
+// copiedReads is the state as the test reads it: copies of the stored resources. The controllers read
+// the stored resources themselves, as they do in talos-ccm (and TALOS_CCM_CHECK_SHARED_READS=1 ends the
+// test if one changes what it read); a test may change what it read and write it back, as it could when
+// every read of the in-memory state was a copy.
+type copiedReads struct {
+	state.CoreState
+}
+
+// Get implements state.CoreState.
+func (s copiedReads) Get(ctx context.Context, ptr resource.Pointer, opts ...state.GetOption) (resource.Resource, error) { //nolint:ireturn
+	res, err := s.CoreState.Get(ctx, ptr, opts...)
+	if err != nil {
+		return nil, err //nolint:wrapcheck // The state's own error, which the test asserts on.
+	}
+
+	return res.DeepCopy(), nil
+}
+
+// List implements state.CoreState.
+func (s copiedReads) List(ctx context.Context, kind resource.Kind, opts ...state.ListOption) (resource.List, error) {
+	list, err := s.CoreState.List(ctx, kind, opts...)
+	if err != nil {
+		return list, err //nolint:wrapcheck // The state's own error, which the test asserts on.
+	}
+
+	items := make([]resource.Resource, len(list.Items))
+	for i, res := range list.Items {
+		items[i] = res.DeepCopy()
+	}
+
+	return resource.List{Items: items}, nil
 }
 
 // Register adds controllers (controller.Controller or controller.QController).

@@ -24,12 +24,12 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
-// startAllocator runs a NodeCIDRAllocatorController on a new suite with the state history of talos-ccm,
-// bounded by two minutes unless opts say otherwise.
+// startAllocator runs a NodeCIDRAllocatorController on a new suite, bounded by two minutes unless opts say
+// otherwise.
 func startAllocator(t *testing.T, options ipam.NodeCIDROptions, opts ...ctest.Option) *ctest.Suite {
 	t.Helper()
 
-	s := ctest.New(t, append([]ctest.Option{ctest.WithBurstHistory(), ctest.WithTimeout(2 * time.Minute)}, opts...)...)
+	s := ctest.New(t, append([]ctest.Option{ctest.WithTimeout(2 * time.Minute)}, opts...)...)
 	s.Register(&ipam.NodeCIDRAllocatorController{Options: options})
 	s.Start()
 

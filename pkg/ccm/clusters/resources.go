@@ -67,10 +67,12 @@ func PrefixedNamespaces(prefix string) ([]PrefixedNamespace, error) {
 	return cosistate.PrefixedNamespaces(prefix) //nolint:wrapcheck // It says what is wrong.
 }
 
-// MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) whose watches are
-// resumed when they fall behind their history, and whose reads share the stored resources instead of
-// copying them: what a host's state builder should give the namespaces of PrefixedNamespaces, with its own
-// options (inmem.WithBackingStore for the persisted ones) as extra.
+// MemoryStateBuilder returns a builder of in-memory namespaces (for namespaced.NewState) whose reads share
+// the stored resources instead of copying them, and whose watches cost no goroutine while idle and never
+// fall behind (a watcher that lags is told of each resource as it is now): what a host's state builder
+// should give the namespaces of PrefixedNamespaces, with inmem.WithBackingStore as extra for the persisted
+// ones (the history options of the COSI runtime's in-memory state mean nothing here: these namespaces keep
+// no history, and refuse watches from a bookmark or with tail events).
 func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
 	return cosistate.MemoryStateBuilder(extra...)
 }
