@@ -65,8 +65,8 @@ func TestSharedReadsHandOutTheStoredResource(t *testing.T) {
 	assert.Equal(t, map[resource.ID]string{"n000": "1", "n002": "1"}, contents(ctx, t, st))
 }
 
-// sharedNodes is a state of MemoryStateBuilder's namespaces with nodes KubeNodes, read once (the first read
-// of a namespace goes to the in-memory state, which loads its backing store first), and the node id.
+// sharedNodes is a state of MemoryStateBuilder's namespaces with nodes KubeNodes, read once, and the node
+// id.
 func sharedNodes(t *testing.T, nodes int, id resource.ID) (state.State, resource.Pointer) {
 	t.Helper()
 
@@ -82,7 +82,7 @@ func sharedNodes(t *testing.T, nodes int, id resource.ID) (state.State, resource
 }
 
 // TestSharedReadsListAsTheMemoryStateDoes: a list is filtered by ID and label queries and sorted by ID, as
-// the in-memory state's own list is.
+// the COSI runtime's in-memory state's list is.
 func TestSharedReadsListAsTheMemoryStateDoes(t *testing.T) {
 	ctx := t.Context()
 	shared := state.WrapCore(namespaced.NewState(MemoryStateBuilder()))
@@ -100,8 +100,6 @@ func TestSharedReadsListAsTheMemoryStateDoes(t *testing.T) {
 
 	kind := kube.NewKubeCSR(kube.NamespaceName, "").Metadata()
 
-	// The first read goes to the in-memory state (which loads its backing store first); the lists below are
-	// those of the shared reads.
 	_, err := shared.Get(ctx, kube.NewKubeCSR(kube.NamespaceName, "none").Metadata())
 	require.True(t, state.IsNotFoundError(err))
 
