@@ -3,6 +3,8 @@ package cosistate
 import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
+
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 )
 
 // coalesceAfter is how many events a watch's queue holds before it starts merging the events of one
@@ -16,8 +18,9 @@ const coalesceAfter = 32
 // Up to coalesceAfter events it is every event, in order. Beyond that, an event of a resource that already
 // has one pending is merged into it (mergeEvents): a watcher that falls behind a burst, or stops reading,
 // costs at most one pending event per resource, and still learns of each resource as it is now, in the
-// order of what it last saw. The in-memory state of the COSI runtime kept a ring of the last events of each
-// type instead, and failed a watcher that fell behind it.
+// order of what it last saw; talos_ccm_state_watch_events_merged_total counts the merged events. The
+// in-memory state of the COSI runtime kept a ring of the last events of each type instead, and failed a
+// watcher that fell behind it.
 type eventQueue struct {
 	events []state.Event
 	// last is, once the queue merges, the index in events of the last pending event of each resource.
@@ -50,6 +53,8 @@ func (q *eventQueue) push(ev state.Event) {
 
 	if i, ok := q.last[id]; ok {
 		q.events[i] = mergeEvents(q.events[i], ev)
+
+		metrics.WatchEventsMerged.WithLabelValues(ev.Resource.Metadata().Type()).Inc()
 
 		return
 	}

@@ -6,8 +6,10 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
@@ -119,4 +121,38 @@ func TestEventQueueMergesOnlyBeyondItsFirstEvents(t *testing.T) {
 
 	assert.Equal(t, want, got)
 	assert.Empty(t, q.take(), "take empties the queue")
+}
+
+// TestEventQueueCountsMergedEvents: each event merged into a pending one counts in
+// talos_ccm_state_watch_events_merged_total under its resource's type, what an operator sees of a watcher
+// that fell behind; the events a queue keeps as they are count nothing. The type is the test's own, so that
+// the other tests' queues, running at the same time, do not count under it.
+func TestEventQueueCountsMergedEvents(t *testing.T) {
+	t.Parallel()
+
+	const typ = "EventQueueCountsMergedEventsTest"
+
+	// Which resource of the type an event tells of is all a queue reads.
+	at := func(id resource.ID) resource.Resource {
+		return resource.NewTombstone(resource.NewMetadata("ns", typ, id, resource.VersionUndefined))
+	}
+
+	merged := func() float64 { return testutil.ToFloat64(metrics.WatchEventsMerged.WithLabelValues(typ)) }
+	before := merged()
+
+	var q eventQueue
+
+	for i := range coalesceAfter {
+		q.push(state.Event{Type: state.Created, Resource: at(fmt.Sprintf("r%02d", i))})
+	}
+
+	assert.Zero(t, merged()-before, "the first events are kept as they are")
+
+	q.push(state.Event{Type: state.Updated, Resource: at("r00"), Old: at("r00")})
+	q.push(state.Event{Type: state.Updated, Resource: at("r00"), Old: at("r00")})
+	q.push(state.Event{Type: state.Destroyed, Resource: at("r01")})
+	q.push(state.Event{Type: state.Created, Resource: at("new")})
+
+	assert.Equal(t, 3.0, merged()-before, "three events merged into pending ones, the new resource's kept")
+	assert.Len(t, q.take(), coalesceAfter, "r01 created then destroyed says nothing; new is kept")
 }

@@ -19,15 +19,16 @@ var (
 		Help:      "Writes of decisions to the state database, by result (ok, error); a failed write is retried.",
 	}, []string{"result"})
 
-	// WatchResumes counts the watches of the in-memory state that fell behind its history and were resumed
-	// from a fresh read of the type, by resource type.
-	WatchResumes = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// WatchEventsMerged counts the events of the in-memory state merged into a pending event of the same
+	// resource because its watcher fell behind (more than a few dozen events pending), by resource type: the
+	// watcher is never failed, it learns of each resource as it is now, and skips the steps between.
+	WatchEventsMerged = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace,
-		Name:      "state_watch_resumes_total",
-		Help:      "Watches of the in-memory state resumed after they fell behind the history, by resource type.",
+		Name:      "state_watch_events_merged_total",
+		Help:      "Events of the in-memory state merged into a pending event of the same resource because a watcher fell behind, by resource type.",
 	}, []string{"type"})
 )
 
 func init() {
-	Registry.MustRegister(StatePendingWrites, StateWrites, WatchResumes)
+	Registry.MustRegister(StatePendingWrites, StateWrites, WatchEventsMerged)
 }

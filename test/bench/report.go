@@ -96,7 +96,7 @@ func report(w io.Writer, results []*result, what measured, opts options) {
 		row("reads per node (no lease)", countsText(r.requests.reads, "%.2f"), "-")
 		row("state database writes per node", fmt.Sprintf("%.2f", r.stateWrites), "(decisions: NodeTransform, NodeLifecycle, CSRDecision, IPAllocation)")
 		row("controller reconciles / state reads / state writes per node", r.runtimeWork.String(),
-			fmt.Sprintf("(reads share the stored resources, writes copy them; %.0f watches resumed)", r.runtimeWork.resumes))
+			fmt.Sprintf("(reads share the stored resources, writes copy them; %.0f events merged for lagging watchers)", r.runtimeWork.merged))
 		row("log lines per node at --log-level="+opts.logLevel, fmt.Sprintf("%.2f", r.logLines), "(what an operator reads while Nodes join)")
 		row("Talos calls per node", fmt.Sprintf("%.1f (%s)", total(r.talosCalls), countsText(r.talosCalls, "%.1f")), "-")
 		line("CPU of apiserver+etcd / of the harness", r.initCPU.String(), r.floorCPU.String(), "-", "-", "-")

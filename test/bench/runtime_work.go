@@ -13,9 +13,9 @@ import (
 // costs in the design, beside the Kubernetes and Talos calls.
 type runtimeWork struct {
 	reconciles, reads, writes float64
-	// resumes counts the watches of the in-memory state resumed after they fell behind its history (each
-	// costs a read of the type, and a reconcile of each resource changed since its watcher last heard).
-	resumes float64
+	// merged counts the events of the in-memory state merged into a pending event of their resource because
+	// a watcher fell behind (its watcher hears once of the resource as it is now, not of each step).
+	merged float64
 }
 
 // String implements fmt.Stringer.

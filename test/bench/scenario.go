@@ -289,7 +289,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.talosCalls = perKey(talosCalls(before, "call"), float64(sc.nodes))
 	res.stateWrites = sum(before, "talos_ccm_state_writes_total") / float64(sc.nodes)
 	res.runtimeWork = readRuntimeWork(metricsAddr, sc.nodes)
-	res.runtimeWork.resumes = sum(before, "talos_ccm_state_watch_resumes_total")
+	res.runtimeWork.merged = sum(before, "talos_ccm_state_watch_events_merged_total")
 	res.logLines = countLogLines(logPath) / float64(sc.nodes)
 
 	// Read after the metrics above: the collection it runs leaves them alone.
