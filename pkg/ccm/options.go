@@ -91,11 +91,14 @@ type Options struct {
 	ServiceConcurrency int
 	// LifecycleConcurrency bounds the Nodes tainted, untainted or deleted at once (node-lifecycle).
 	LifecycleConcurrency int
-	// ReconcileConcurrency, when positive, caps the reconcile workers of each queued controller (the
-	// decisions and the sinks), each a goroutine for the life of the pipeline; zero means each controller's
-	// own (4 for NodeTransform and NodeLifecycle, 16 for CSRDecision), sized for thousands of Nodes. The
-	// Concurrency options above bound the writes of the sinks, whose workers start only while writes wait.
-	// pkg/ccm/clusters sets it to 1 for a host's clusters, most of them small and idle.
+	// ReconcileConcurrency, when positive, caps the passes each decision controller (NodeTransform,
+	// NodeLifecycle, CSRDecision) runs at once, and the runtime's reconcile workers of each queued
+	// controller, each a goroutine for the life of the pipeline; zero means each controller's own, sized for
+	// thousands of Nodes (4 passes at once for NodeTransform and NodeLifecycle, 16 for CSRDecision). A
+	// decision's pass workers start when inputs are queued and end when none is ready: an idle decision
+	// controller keeps none. The Concurrency options above bound the writes of the sinks, whose workers
+	// start only while writes wait. pkg/ccm/clusters sets it to 1 for a host's clusters, most of them small
+	// and idle.
 	ReconcileConcurrency int
 	// NodeLifecycle configures the node-lifecycle controller.
 	NodeLifecycle NodeLifecycleOptions

@@ -21,9 +21,10 @@ import (
 const countsInterval = time.Second
 
 // countsEvents is the room of the counts watch's channel. Counting an event is a few map operations, done
-// as soon as it comes, so a short channel keeps up with any burst: the watches wait for room, and a watch
-// that falls behind the state's history is resumed. Each event of the channel's room costs 80 bytes for as
-// long as the cluster runs, whether it carries events or not.
+// as soon as it comes, so a short channel keeps up with any burst: the host's in-memory state queues what
+// finds no room, and merges each resource's pending events should the watch fall far behind (it is never
+// failed for it). Each event of the channel's room costs 80 bytes for as long as the cluster runs, whether
+// it carries events or not.
 const countsEvents = 16
 
 // clusterCounts are the counts of a cluster's status, kept from the events of its pipeline's state.
@@ -164,7 +165,8 @@ func (w *countsWatch) snapshot(status *specs.ClusterStatusSpec) {
 }
 
 // run watches st until ctx is done, and calls changed, at most every countsInterval, when the counts
-// changed. A watch that fails (it fell behind the state's history, say) is started again after a second.
+// changed. A watch that fails (a host's own state may fail a watcher that fell behind its history; the
+// in-memory namespaces of MemoryStateBuilder never do) is started again after a second.
 func (w *countsWatch) run(ctx context.Context, st state.State, changed func(), logger *zap.Logger) {
 	w.mu.Lock()
 	w.counts = newClusterCounts()

@@ -560,11 +560,11 @@ func TestClustersFromResources(t *testing.T) {
 // clusters are all removed, the host's state holds none of their resources nor their statuses; after the
 // second round, the host's state has no more watches than after the first, the process runs none of the
 // goroutines the second round started, and its live heap is back within leakHeapMargin of what it was
-// after the first (the namespaces of the removed clusters were released, with their collections and
-// history). The first round is there so that what a process keeps once it ran clusters at all is there
-// before the count: client-go's process-wide goroutines, the descriptors the Go runtime keeps of the
+// after the first (the namespaces of the removed clusters were released, with their collections). The
+// first round is there so that what a process keeps once it ran clusters at all is there before the
+// count: client-go's process-wide goroutines, the descriptors the Go runtime keeps of the
 // goroutines that ended (it reuses them, and never frees them: about 1.5 MiB for the round's 3,000 at
-// most), the full history of the host's Cluster and ClusterStatus collections.
+// most), the host's Cluster and ClusterStatus collections grown to the round's size.
 //
 // Not parallel: it counts the goroutines and the heap of the whole test process. It waits on events (the
 // statuses and the watches it follows), not on time, except for goleak's short retries while the ended
@@ -706,7 +706,7 @@ func leakRound(ctx context.Context, t *testing.T, h *clustersHost, round string)
 // leakHeapMargin is how much more live heap TestClustersLeakNothing allows after its second round of
 // clusters than before it: what the runtime and the host may still hold. Without the release of the
 // removed clusters' namespaces, a round leaves about 4.5 MiB behind (the collections of each cluster's
-// namespaces, with their history of events); with it, 30 to 120 KiB.
+// namespaces, with the COSI runtime's in-memory state and its history of events); with it, 30 to 120 KiB.
 const leakHeapMargin = 1 << 20
 
 // liveHeap is the heap held by reachable objects, once the garbage collector ran twice: what a sync.Pool

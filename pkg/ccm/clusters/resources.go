@@ -81,7 +81,7 @@ func MemoryStateBuilder(extra ...inmem.StateOption) namespaced.StateBuilder {
 // host's state given to NewController is one, the Controller releases the namespaces of a removed
 // cluster's prefix (PrefixedNamespaces) once the cluster's pipeline stopped and its resources were
 // destroyed: a namespaced.State never drops a namespace, so without it every cluster a host ever ran keeps
-// its in-memory collections, and their history of events, in the host's state. Namespaces of a cluster
+// its in-memory collections in the host's state. Namespaces of a cluster
 // that keeps its resources (keepResources) are not released.
 //
 // HostState is one. A host with a state of its own (its own layers over namespaced.State) builds its

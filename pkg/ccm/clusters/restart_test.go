@@ -28,7 +28,7 @@ import (
 )
 
 // failingWatches is a host state that records the watches of one kind and can make the latest fail, as a
-// state does when a watcher falls behind its history.
+// state with a history of events (the COSI runtime's in-memory state) does when a watcher falls behind it.
 type failingWatches struct {
 	state.CoreState
 

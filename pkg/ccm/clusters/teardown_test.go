@@ -20,16 +20,17 @@ import (
 )
 
 // teardownClusters is how many clusters TestTeardownManyClustersAtOnce removes at once: more than the
-// in-memory history of a collection (256 events), which the events of their teardown overrun.
+// history of a collection the COSI runtime's in-memory state kept (256 events), which the events of their
+// teardown overran.
 const teardownClusters = 300
 
 // TestTeardownManyClustersAtOnce: a host removes every cluster at once, each with state.TeardownAndDestroy
 // (the COSI way) from a goroutine of its own, in a host's state (NewHostState over MemoryStateBuilder).
 // Every removal completes, and no Cluster is left. TeardownAndDestroy watches its Cluster until the
 // clusters controller released it: the events of the other clusters' teardowns, and of their releases,
-// are in the same collection's history, and a watch that falls further behind than that history must not
-// fail its removal. No apiserver is needed: the clusters' pipelines cannot get their client configuration
-// and wait to be started again, holding their Clusters as running ones do.
+// reach its watch too, and a watch that falls far behind them must not fail its removal. No apiserver is
+// needed: the clusters' pipelines cannot get their client configuration and wait to be started again,
+// holding their Clusters as running ones do.
 func TestTeardownManyClustersAtOnce(t *testing.T) {
 	t.Parallel()
 
