@@ -31,6 +31,9 @@ type plan struct {
 	joiners  []benchNode
 	big      hostapi.Cluster
 	bigNodes []benchNode
+	// warmup is the cluster declared and removed before the empty host is measured, with its one Node.
+	warmup     hostapi.Cluster
+	warmupNode benchNode
 }
 
 func clusterID(i int) string { return fmt.Sprintf("c%04d", i) }
@@ -78,6 +81,9 @@ func newPlan(opts options) plan {
 
 	p.big = declared("big", 0, p.bigNodes)
 
+	p.warmupNode = benchNode{cluster: "warmup", name: "warmup-n1", ip: nodeIP(opts.clusters*perCluster + opts.bigNodes)}
+	p.warmup = declared("warmup", 0, []benchNode{p.warmupNode})
+
 	return p
 }
 
@@ -91,6 +97,7 @@ func (p plan) byAPIServer(n int) [][]benchNode {
 	}
 
 	out[p.big.APIServer] = append(out[p.big.APIServer], p.bigNodes...)
+	out[p.warmup.APIServer] = append(out[p.warmup.APIServer], p.warmupNode)
 
 	return out
 }
@@ -131,13 +138,9 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		}
 	}()
 
-	sleep(ctx, opts.settle)
-
-	if res.empty, err = readSample(ctx, host, f.ports); err != nil {
+	if err = measureEmpty(ctx, opts, res, p, host, f.ports, watch); err != nil {
 		return nil, err
 	}
-
-	step("empty host: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.empty.heap/(1<<20), res.empty.goroutines, res.empty.conns)
 
 	first := opts.clusters - opts.burst
 	step("declaring %d clusters", first)
@@ -192,14 +195,7 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 
 	step("removing every cluster")
 
-	if err = host.remove(ctx, nil); err != nil {
-		return nil, err
-	}
-
-	// A closed HTTP/2 connection, and its transport, stay referenced by its health check's timer for 30 s.
-	sleep(ctx, max(opts.settle, closedConnectionsKept))
-
-	if res.removed, err = readSample(ctx, host, f.ports); err != nil {
+	if res.removed, err = removeAndSample(ctx, opts, host, nil, f.ports); err != nil {
 		return nil, err
 	}
 
@@ -211,6 +207,58 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 	step("host without clusters: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.removed.heap/(1<<20), res.removed.goroutines, res.removed.conns)
 
 	return res, nil
+}
+
+// measureEmpty measures the host before any cluster ran (cold), then once a warm-up cluster was declared,
+// initialized its Node, and was removed (empty): what the process initializes once, on first use, is in
+// the second, which the clusters' figures are measured against.
+func measureEmpty(ctx context.Context, opts options, res *results, p plan, host *hostProcess, ports map[int]bool, watch *initWatch) error {
+	sleep(ctx, opts.settle)
+
+	var err error
+
+	if res.cold, err = readSample(ctx, host, ports); err != nil {
+		return err
+	}
+
+	step("host before any cluster: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.cold.heap/(1<<20), res.cold.goroutines, res.cold.conns)
+	step("a warm-up cluster initializes its Node and is removed")
+
+	if err = host.declare(ctx, []hostapi.Cluster{p.warmup}); err != nil {
+		return err
+	}
+
+	if err = watch.waitAll(ctx, []benchNode{p.warmupNode}, opts.timeout); err != nil {
+		return fmt.Errorf("the warm-up cluster: %w", err)
+	}
+
+	// The host counts its goroutines now too: a cluster may start, initialize its Node and be removed
+	// between two of the host's counts, and its descriptors stay.
+	if _, err = host.stats(ctx, false); err != nil {
+		return err
+	}
+
+	if res.empty, err = removeAndSample(ctx, opts, host, []string{p.warmup.ID}, ports); err != nil {
+		return err
+	}
+
+	step("empty host: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.empty.heap/(1<<20), res.empty.goroutines, res.empty.conns)
+
+	// What the clusters that ran leave behind, against this.
+	return saveProfiles(ctx, host, opts.outDir, "empty")
+}
+
+// removeAndSample removes the clusters of ids (none: every cluster), and samples the host once their
+// closed connections are gone.
+func removeAndSample(ctx context.Context, opts options, host *hostProcess, ids []string, ports map[int]bool) (sample, error) {
+	if err := host.remove(ctx, ids); err != nil {
+		return sample{}, err
+	}
+
+	// A closed HTTP/2 connection, and its transport, stay referenced by its health check's timer for 30 s.
+	sleep(ctx, max(opts.settle, closedConnectionsKept))
+
+	return readSample(ctx, host, ports)
 }
 
 // measureIdle measures the host with every cluster running and nothing to do.
@@ -348,7 +396,10 @@ func readSample(ctx context.Context, host *hostProcess, ports map[int]bool) (sam
 		return sample{}, err
 	}
 
-	return sample{heap: float64(stats.HeapAlloc), goroutines: float64(stats.Goroutines), conns: float64(conns)}, nil
+	return sample{
+		heap: float64(stats.HeapAlloc), goroutines: float64(stats.Goroutines), conns: float64(conns),
+		peakGoroutines: float64(stats.PeakGoroutines),
+	}, nil
 }
 
 // profileCPU profiles the host's CPU for d into cpu-<moment>.pprof, in the background, unless --cpu-profile

@@ -8,7 +8,7 @@
 //
 //	POST /clusters        declare clusters ([]hostapi.Cluster), with their machines' facts
 //	DELETE /clusters      remove clusters (IDs; none: every cluster), answered once they are all gone
-//	GET /stats            hostapi.Stats: goroutines, heap (?gc=1 collects first), ClusterStatus writes
+//	GET /stats            hostapi.Stats: goroutines (and their peak), heap (?gc=1 collects first), ClusterStatus writes
 //	/debug/pprof/...      Go's profiles
 package main
 
@@ -82,6 +82,8 @@ type host struct {
 	inventory   *inventory
 	ctrl        *clusters.Controller
 	statusWrite atomic.Int64
+	// peakGoroutines is the most goroutines counted at once (see hostapi.PeakInterval).
+	peakGoroutines atomic.Int64
 }
 
 func run(ctx context.Context, listen string, kubeconfigs []string, logger *zap.Logger) error {
@@ -141,6 +143,7 @@ func run(ctx context.Context, listen string, kubeconfigs []string, logger *zap.L
 
 	wg.Go(func() { _ = server.Serve(lis) })
 	wg.Go(func() { h.countStatusWrites(ctx, logger) })
+	wg.Go(func() { h.countPeakGoroutines(ctx) })
 
 	err = rt.Run(ctx)
 
@@ -188,6 +191,40 @@ func (h *host) countStatusWrites(ctx context.Context, logger *zap.Logger) {
 			if ev.Type == state.Created || ev.Type == state.Updated {
 				h.statusWrite.Add(1)
 			}
+		}
+	}
+}
+
+// countPeakGoroutines counts the host's goroutines every hostapi.PeakInterval until ctx is done, and keeps
+// the most it counted.
+func (h *host) countPeakGoroutines(ctx context.Context) {
+	ticker := time.NewTicker(hostapi.PeakInterval)
+	defer ticker.Stop()
+
+	for {
+		h.countGoroutines()
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// countGoroutines counts the host's goroutines, keeps the count if it is the most so far, and returns the
+// most.
+func (h *host) countGoroutines() int64 {
+	n := int64(runtime.NumGoroutine())
+
+	for {
+		peak := h.peakGoroutines.Load()
+		if n <= peak {
+			return peak
+		}
+
+		if h.peakGoroutines.CompareAndSwap(peak, n) {
+			return n
 		}
 	}
 }
@@ -240,13 +277,11 @@ func (h *host) declare(r *http.Request) error {
 // cleanupPause lets the cleanup functions a collection queued run before the next collection.
 const cleanupPause = 100 * time.Millisecond
 
-// removePoll is how often removal looks for the Clusters the clusters controller released.
-const removePoll = 100 * time.Millisecond
-
 // remove removes clusters the COSI way, and returns once they are all gone; no ID means every cluster of
-// the inventory. Every Cluster is torn down at once; each is destroyed once the clusters controller released
-// it (its finalizer gone). state.TeardownAndDestroy would watch each Cluster on its own: a thousand of them
-// torn down together overrun the watch history of the Clusters' namespace.
+// the inventory. Each Cluster is removed with state.TeardownAndDestroy from a goroutine of its own, as a
+// host would remove them one by one: its watch of the Cluster waits for the clusters controller to release
+// it among the events of every other removal (the host's in-memory namespaces never fail a watcher that
+// falls behind them: TestTeardownManyClustersAtOnce in pkg/ccm/clusters).
 func (h *host) remove(r *http.Request) error {
 	var ids []string
 	if err := json.NewDecoder(r.Body).Decode(&ids); err != nil {
@@ -257,62 +292,26 @@ func (h *host) remove(r *http.Request) error {
 		ids = h.inventory.ids()
 	}
 
-	ctx := r.Context()
-	left := map[string]bool{}
+	errs := make([]error, len(ids))
 
-	for _, id := range ids {
-		if _, err := h.state.Teardown(ctx, clusters.NewCluster(clusters.DefaultNamespace, id).Metadata()); err != nil {
-			if state.IsNotFoundError(err) {
-				h.inventory.drop(id)
+	var removals sync.WaitGroup
 
-				continue
+	for i, id := range ids {
+		removals.Go(func() {
+			err := h.state.TeardownAndDestroy(r.Context(), clusters.NewCluster(clusters.DefaultNamespace, id).Metadata())
+			if err != nil && !state.IsNotFoundError(err) {
+				errs[i] = fmt.Errorf("failed to remove cluster %s: %w", id, err)
+
+				return
 			}
 
-			return fmt.Errorf("failed to tear cluster %s down: %w", id, err)
-		}
-
-		left[id] = true
+			h.inventory.drop(id)
+		})
 	}
 
-	ticker := time.NewTicker(removePoll)
-	defer ticker.Stop()
+	removals.Wait()
 
-	for len(left) > 0 {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d clusters not removed: %w", len(left), ctx.Err())
-		case <-ticker.C:
-		}
-
-		list, err := h.state.List(ctx, clusters.NewCluster(clusters.DefaultNamespace, "").Metadata())
-		if err != nil {
-			return fmt.Errorf("failed to list the clusters: %w", err)
-		}
-
-		present := map[string]bool{}
-
-		for _, c := range list.Items {
-			md := c.Metadata()
-			present[md.ID()] = true
-
-			if !left[md.ID()] || !md.Finalizers().Empty() {
-				continue
-			}
-
-			if err = h.state.Destroy(ctx, md); err != nil && !state.IsNotFoundError(err) {
-				return fmt.Errorf("failed to destroy cluster %s: %w", md.ID(), err)
-			}
-		}
-
-		for id := range left {
-			if !present[id] {
-				delete(left, id)
-				h.inventory.drop(id)
-			}
-		}
-	}
-
-	return nil
+	return errors.Join(errs...)
 }
 
 func (h *host) serveStats(w http.ResponseWriter, r *http.Request) {
@@ -329,10 +328,11 @@ func (h *host) serveStats(w http.ResponseWriter, r *http.Request) {
 	runtime.ReadMemStats(&ms)
 
 	out := hostapi.Stats{
-		Goroutines:   runtime.NumGoroutine(),
-		HeapAlloc:    ms.HeapAlloc,
-		Clusters:     len(h.inventory.ids()),
-		StatusWrites: h.statusWrite.Load(),
+		Goroutines:     runtime.NumGoroutine(),
+		PeakGoroutines: int(h.countGoroutines()),
+		HeapAlloc:      ms.HeapAlloc,
+		Clusters:       len(h.inventory.ids()),
+		StatusWrites:   h.statusWrite.Load(),
 	}
 
 	list, err := h.state.List(r.Context(), clusters.NewClusterStatus(clusters.DefaultNamespace, "").Metadata())

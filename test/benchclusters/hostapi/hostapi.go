@@ -2,7 +2,11 @@
 // (test/benchclusters/host): the clusters it declares, and the counters it reads.
 package hostapi
 
-import "github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1"
+import (
+	"time"
+
+	"github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1"
+)
 
 // Paths of the host's API. POST ClustersPath takes []Cluster and declares them; DELETE ClustersPath takes
 // []string (cluster IDs; none: every cluster) and answers once they are all removed; GET StatsPath answers
@@ -12,6 +16,10 @@ const (
 	StatsPath    = "/stats"
 	GC           = "gc=1"
 )
+
+// PeakInterval is how often the host counts its goroutines for Stats.PeakGoroutines: the goroutines of
+// clusters that start rise and fall over seconds, and a count costs the idle host next to nothing.
+const PeakInterval = 100 * time.Millisecond
 
 // Cluster is one cluster the bench declares.
 type Cluster struct {
@@ -27,8 +35,11 @@ type Cluster struct {
 
 // Stats are the host's counters.
 type Stats struct {
-	// Goroutines is the host's goroutine count.
-	Goroutines int `json:"goroutines"`
+	// Goroutines is the host's goroutine count; PeakGoroutines the most it counted since it started, every
+	// PeakInterval and at each Stats: the Go runtime keeps a descriptor of each goroutine of its peak for
+	// reuse, in the heap, for the life of the process.
+	Goroutines     int `json:"goroutines"`
+	PeakGoroutines int `json:"peakGoroutines"`
 	// HeapAlloc is the bytes of the heap's objects (live ones only after a collection).
 	HeapAlloc uint64 `json:"heapAlloc"`
 	// Clusters are the clusters of the host's inventory; Statuses the ClusterStatus resources, Running those
