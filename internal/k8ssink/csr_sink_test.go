@@ -181,13 +181,13 @@ func TestCSRSinkRunsOnDecisions(t *testing.T) {
 	ctrl := k8ssink.NewCSRSinkController(nil, nil, nil, nil, 1)
 
 	kinds := map[string]controller.InputKind{}
-	for _, in := range ctrl.Settings().Inputs {
+	for _, in := range ctrl.Inputs() {
 		kinds[in.Type] = in.Kind
 	}
 
 	assert.Equal(t, map[string]controller.InputKind{
-		csr.CSRDecisionType:  controller.InputQPrimary,
-		kube.KubeCSRType:     controller.InputQMappedDestroyReady,
-		sink.ApplyStatusType: controller.InputQMappedDestroyReady,
+		csr.CSRDecisionType:  controller.InputStrong,
+		kube.KubeCSRType:     controller.InputDestroyReady,
+		sink.ApplyStatusType: controller.InputDestroyReady,
 	}, kinds)
 }

@@ -2,13 +2,14 @@ package k8ssink
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/siderolabs/gen/optional"
+	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -20,32 +21,34 @@ import (
 // ApplyStatus (sink.ApplyStatusID of the sink's kind and the Input's ID), its only output, shared by the
 // sinks. Every sink is one, built by newSinkController from what differs between sinks.
 //
-// It declares what a qtransform controller of the same settings declares (the input as the primary input,
-// on which it keeps a finalizer named after itself, the ApplyStatuses to learn when one may be destroyed,
-// the extra inputs, the outputs), so the dependency graph, the finalizers and the persisted ApplyStatuses
-// are those of the qtransform sinks it replaces; but it runs its passes itself, from a keyed queue of its
-// own. A sink's queue holds an entry per object waiting for the apiserver, thousands while a cluster
-// joins, and the runtime's queue costs in proportion to its length at every step (it scans and shifts a
-// slice), where a keyed queue costs the same at any length.
+// It declares what a qtransform controller of the same settings declares (the input, on which it keeps a
+// finalizer named after itself, the ApplyStatuses to learn when one may be destroyed, the extra inputs, the
+// outputs), in a plain controller's kinds, so the dependency graph, the finalizers and the persisted
+// ApplyStatuses are those of the qtransform sinks it replaces; but it runs its passes itself, from a keyed
+// queue of its own. A sink's queue holds an entry per object waiting for the apiserver, thousands while a
+// cluster joins, and the runtime's queue costs in proportion to its length at every step (it scans and
+// shifts a slice), where a keyed queue costs the same at any length.
 //
-// The runtime tells which resources changed only to queued controllers: a plain controller learns that
-// something changed, not what, and would have to watch the state itself, past the runtime's access checks
-// and with goroutines of its own for each watch. So the sink is a queued controller to the runtime, whose Reconcile and MapInput only put
-// the key in the sink's queue and return: the runtime's queue is emptied as fast as it fills, by one
-// worker, and stays short. The passes run in the sink's run hook, at most Concurrency at once.
+// The runtime tells which resources changed only to queued controllers, at the price of three idle
+// goroutines in the runtime for each: the sink is a plain controller that learns what changed from watches
+// of its own on the pipeline's state (keyed.Feed), which hold no goroutine while idle, and runs its passes in
+// at most Concurrency workers started on demand (keyed.Workers), so that an idle sink holds one goroutine,
+// its Run.
 type SinkController[Input generic.ResourceWithRD] struct {
 	// declared is a qtransform controller of the sink's settings that never runs: it declares the inputs
 	// and outputs, and maps the extra inputs with the sink's mappers.
 	declared *qtransform.QController[Input, *sink.ApplyStatus]
-	// queue holds the IDs of the inputs to apply.
-	queue *keyed.Queue[resource.ID]
+	// workers run the passes of the IDs of the inputs to apply.
+	workers *keyed.Workers[resource.ID]
+	// state is the state the runtime runs the sink on, which its watches watch.
+	state state.CoreState
 
 	apply        applyWritingFunc[Input]
 	teardown     func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
 	name         string
 	kind         sink.Kind
 	object       string
-	concurrency  int
+	inputType    resource.Type
 	problemsOnly bool
 }
 
@@ -129,66 +132,85 @@ func newSinkController[Input generic.ResourceWithRD](s sinkSettings[Input]) *Sin
 
 	return &SinkController[Input]{
 		declared:     declared,
-		queue:        keyed.New[resource.ID](nil),
+		workers:      keyed.NewWorkers[resource.ID](int(s.Concurrency)),
 		apply:        apply,
 		teardown:     s.Teardown,
 		name:         s.Name,
 		kind:         s.Kind,
 		object:       s.Object,
-		concurrency:  int(max(s.Concurrency, 1)),
+		inputType:    zero.ResourceDefinition().Type,
 		problemsOnly: s.ProblemsOnly,
 	}
 }
 
-// Name implements controller.QController.
+// Name implements controller.Controller.
 func (c *SinkController[Input]) Name() string {
 	return c.name
 }
 
-// Settings implements controller.QController: the inputs and outputs of a qtransform sink, one runtime
-// worker (it only queues keys), and the run hook that runs the passes.
-func (c *SinkController[Input]) Settings() controller.QSettings {
-	settings := c.declared.Settings()
-
-	settings.Concurrency = optional.Some[uint](1)
-	settings.RunHook = c.run
-
-	return settings
+// Inputs implements controller.Controller: those of a qtransform sink, in a plain controller's kinds
+// (keyed.PlainInputs).
+func (c *SinkController[Input]) Inputs() []controller.Input {
+	return keyed.PlainInputs(c.declared.Settings().Inputs)
 }
 
-// Reconcile implements controller.QController: it queues the input.
-func (c *SinkController[Input]) Reconcile(_ context.Context, _ *zap.Logger, _ controller.QRuntime, ptr resource.Pointer) error {
-	c.queue.Add(ptr.ID())
-
-	return nil
+// Outputs implements controller.Controller: those of a qtransform sink.
+func (c *SinkController[Input]) Outputs() []controller.Output {
+	return c.declared.Settings().Outputs
 }
 
-// MapInput implements controller.QController: it queues the inputs a change of an extra input or of an
-// ApplyStatus ready to be destroyed concerns, and returns none for the runtime's queue.
-func (c *SinkController[Input]) MapInput(ctx context.Context, logger *zap.Logger, r controller.QRuntime, md controller.ReducedResourceMetadata) ([]resource.Pointer, error) {
-	if md.Type() == sink.ApplyStatusType {
-		// Another sink's ApplyStatus is not about an input of this one.
-		if kind, name, ok := sink.ParseApplyStatusID(md.ID()); ok && kind == c.kind {
-			c.queue.Add(name)
-		}
-
-		return nil, nil
-	}
-
-	ptrs, err := c.declared.MapInput(ctx, logger, r, md)
-
-	for _, ptr := range ptrs {
-		c.queue.Add(ptr.ID())
-	}
-
-	return nil, err
+// SetState gives the sink the state the runtime runs it on, which its watches watch. It is called before
+// the sink runs.
+func (c *SinkController[Input]) SetState(st state.CoreState) {
+	c.state = st
 }
 
-// run is the run hook: it applies the queued inputs until ctx is done.
-func (c *SinkController[Input]) run(ctx context.Context, logger *zap.Logger, r controller.QRuntime) error {
-	c.queue.Run(ctx, c.concurrency, func(ctx context.Context, id resource.ID) (time.Duration, error) {
+// Run implements controller.Controller: it queues the inputs its watches say changed, and applies them in
+// workers started on demand, until ctx is done.
+func (c *SinkController[Input]) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+
+	// The passes end before the timers and the workers are waited for: deferred calls run last first.
+	defer c.workers.Stop()
+	defer cancel()
+
+	c.workers.Start(ctx, func(ctx context.Context, id resource.ID) (time.Duration, error) {
 		return c.pass(ctx, logger, r, id)
 	})
+
+	return keyed.Feed(ctx, r, c.state, c.Inputs(), func(ctx context.Context, _ controller.Input, md *resource.Metadata) error {
+		return c.queue(ctx, logger, r, md)
+	})
+}
+
+// queue queues the inputs a change concerns: an input itself, the input of an ApplyStatus of the sink's
+// kind ready to be destroyed, or those an extra input's mapper names.
+func (c *SinkController[Input]) queue(ctx context.Context, logger *zap.Logger, r controller.Runtime, md *resource.Metadata) error {
+	switch md.Type() {
+	case c.inputType:
+		c.workers.Add(md.ID())
+
+		return nil
+	case sink.ApplyStatusType:
+		// Another sink's ApplyStatus is not about an input of this one.
+		if kind, name, ok := sink.ParseApplyStatusID(md.ID()); ok && kind == c.kind {
+			c.workers.Add(name)
+		}
+
+		return nil
+	}
+
+	ptrs, err := c.declared.MapInput(ctx, logger, r, keyed.ReducedMetadata{Metadata: md})
+	if err != nil {
+		return fmt.Errorf("failed to map %s: %w", md, err)
+	}
+
+	ids := make([]resource.ID, 0, len(ptrs))
+	for _, ptr := range ptrs {
+		ids = append(ids, ptr.ID())
+	}
+
+	c.workers.Add(ids...)
 
 	return nil
 }

@@ -240,7 +240,8 @@ func nodeSinkRetainedPerNode(tb testing.TB, n int) float64 {
 
 	applier := k8ssink.NewNodeApplier(client, zap.NewNop(), k8ssink.NodeApplierOptions{})
 	nodeSink := k8ssink.NewNodeSinkController(applier, corelisters.NewNodeLister(client.cache), 8)
-	require.NoError(tb, rt.RegisterQController(nodeSink))
+	nodeSink.SetState(st)
+	require.NoError(tb, rt.RegisterController(nodeSink))
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

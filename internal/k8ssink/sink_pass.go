@@ -22,7 +22,7 @@ import (
 // pass applies the input of id, or lets it go if it is torn down, and says when to run it again: after a
 // wait (a failed write's backoff, which the ApplyStatus records), after the queue's backoff (an error), or
 // when something changes (neither).
-func (c *SinkController[Input]) pass(ctx context.Context, logger *zap.Logger, r controller.QRuntime, id resource.ID) (after time.Duration, err error) {
+func (c *SinkController[Input]) pass(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, id resource.ID) (after time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sink %q panicked: %v\n\n%s", c.name, p, debug.Stack())
@@ -65,7 +65,7 @@ func (c *SinkController[Input]) pass(ctx context.Context, logger *zap.Logger, r 
 
 // applyInput applies a running input and writes its ApplyStatus if the pass changed it. It returns the
 // RequeueError of recordOutcome after a failed write.
-func (c *SinkController[Input]) applyInput(ctx context.Context, logger *zap.Logger, r controller.QRuntime, in Input) error {
+func (c *SinkController[Input]) applyInput(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, in Input) error {
 	if !in.Metadata().Finalizers().Has(c.name) {
 		if err := r.AddFinalizer(ctx, in.Metadata(), c.name); err != nil {
 			return fmt.Errorf("failed to add the sink's finalizer: %w", err)
@@ -133,7 +133,7 @@ func (c *SinkController[Input]) applyInput(ctx context.Context, logger *zap.Logg
 }
 
 // writeStatus writes status as the ApplyStatus of statusID, current as read before the pass (nil if none).
-func (c *SinkController[Input]) writeStatus(ctx context.Context, r controller.QRuntime, current *sink.ApplyStatus, statusID resource.ID, status *specs.ApplyStatusSpec) error {
+func (c *SinkController[Input]) writeStatus(ctx context.Context, r controller.ReaderWriter, current *sink.ApplyStatus, statusID resource.ID, status *specs.ApplyStatusSpec) error {
 	if current == nil {
 		next := sink.NewApplyStatus(sink.NamespaceName, statusID)
 		next.TypedSpec().Value = status
@@ -162,7 +162,7 @@ func (c *SinkController[Input]) writeStatus(ctx context.Context, r controller.QR
 
 // letGo runs the sink's teardown of an input torn down, destroys its ApplyStatus once nobody else holds it,
 // and then removes the sink's finalizer from the input.
-func (c *SinkController[Input]) letGo(ctx context.Context, logger *zap.Logger, r controller.QRuntime, in Input) error {
+func (c *SinkController[Input]) letGo(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, in Input) error {
 	if c.teardown != nil {
 		if err := c.teardown(ctx, r, logger, in); err != nil {
 			return err

@@ -125,24 +125,23 @@ func TestSinkWritesOnlyWhatChanged(t *testing.T) {
 	assert.Equal(t, written.Metadata().Version().String(), again.Metadata().Version().String(), "nothing changed, nothing written")
 }
 
-// The sink declares what the qtransform sinks declared: its input as the primary input, the ApplyStatuses
-// to learn when one may go, its extra inputs and its outputs. Finalizers and the dependency graph read them.
+// The sink declares what the qtransform sinks declared, in a plain controller's kinds: its input, on which
+// it keeps its finalizer (a strong input), the ApplyStatuses to learn when one may go, its extra inputs and
+// its outputs. Finalizers and the dependency graph read them.
 func TestSinkDeclaresItsInputsAndOutputs(t *testing.T) {
 	t.Parallel()
 
-	settings := k8ssink.NewNodeSinkController(nil, nil, 64).Settings()
+	ctrl := k8ssink.NewNodeSinkController(nil, nil, 64)
 
 	assert.ElementsMatch(t, []controller.Input{
-		{Namespace: node.NamespaceName, Type: node.NodeTransformType, Kind: controller.InputQPrimary},
-		{Namespace: sink.NamespaceName, Type: sink.ApplyStatusType, Kind: controller.InputQMappedDestroyReady},
-		{Namespace: kube.NamespaceName, Type: kube.KubeNodeType, Kind: controller.InputQMapped},
-	}, settings.Inputs)
+		{Namespace: node.NamespaceName, Type: node.NodeTransformType, Kind: controller.InputStrong},
+		{Namespace: sink.NamespaceName, Type: sink.ApplyStatusType, Kind: controller.InputDestroyReady},
+		{Namespace: kube.NamespaceName, Type: kube.KubeNodeType, Kind: controller.InputWeak},
+	}, ctrl.Inputs())
 	assert.ElementsMatch(t, []controller.Output{
 		{Type: sink.ApplyStatusType, Kind: controller.OutputShared},
 		{Type: node.NodeOwnershipType, Kind: controller.OutputExclusive},
-	}, settings.Outputs)
-	assert.Equal(t, uint(1), settings.Concurrency.ValueOr(0), "the runtime's worker only queues keys")
-	assert.NotNil(t, settings.RunHook)
+	}, ctrl.Outputs())
 }
 
 // An input torn down while someone else holds its ApplyStatus keeps the sink's finalizer until the

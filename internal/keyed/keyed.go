@@ -6,6 +6,10 @@
 // a key that failed runs again after a backoff that grows with its failures in a row, or at once if it is
 // added meanwhile (what it waited for may have changed). Run drains the queue with a bounded number of
 // workers, started as keys become ready and gone when none is, so that an idle queue holds no goroutine.
+//
+// Workers runs a queue's passes without even Run's loop, and Feed is the Run of a plain COSI controller
+// that learns what changed from watches of its own and queues the keys: the decision controllers and the
+// sinks are built on both, and an idle one holds a single goroutine.
 package keyed
 
 import (
@@ -26,11 +30,11 @@ func DefaultBackoff(failures int) time.Duration {
 // until it is added again.
 type Func[K comparable] func(ctx context.Context, key K) (after time.Duration, err error)
 
-type state int
+type phase int
 
 const (
 	// queued: in the FIFO, ready to run.
-	queued state = iota
+	queued phase = iota
 	// running: taken by a worker; an Add marks it dirty.
 	running
 	// waiting: in the heap, until due.
@@ -39,7 +43,7 @@ const (
 
 type entry[K comparable] struct {
 	key   K
-	state state
+	state phase
 	// dirty is set when the key was added while it ran: it runs again once done.
 	dirty bool
 	// failures counts the failed runs in a row.

@@ -35,7 +35,9 @@ func TestMemoryStateTakesARestartBurst(t *testing.T) {
 
 	rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	require.NoError(t, err)
-	require.NoError(t, rt.RegisterQController(nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{})))
+	lifecycle := nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{})
+	lifecycle.SetState(st)
+	require.NoError(t, rt.RegisterController(lifecycle))
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

@@ -54,7 +54,7 @@ func TestNodeMirrorCarriesItsConsumersFinalizers(t *testing.T) {
 				var names []string
 
 				for _, edge := range graph.Edges {
-					if edge.EdgeType == controller.EdgeInputQPrimary && edge.ResourceType == typ {
+					if edge.EdgeType == controller.EdgeInputStrong && edge.ResourceType == typ {
 						names = append(names, edge.ControllerName)
 					}
 				}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
 
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
@@ -59,7 +58,7 @@ func (c *CCM) registerSources() error {
 // held names the consumers of the resources of type typ, the controllers that take them as their primary
 // input: the resources are written with their finalizers (the mirrors by holdMirrors, the decisions by
 // their controllers, which get the returned names), instead of one update of each resource per consumer.
-func (c *CCM) held(typ resource.Type, consumers ...controller.QController) []resource.Finalizer {
+func (c *CCM) held(typ resource.Type, consumers ...interface{ Name() string }) []resource.Finalizer {
 	names := make([]resource.Finalizer, 0, len(consumers))
 	for _, ctrl := range consumers {
 		names = append(names, ctrl.Name())
@@ -93,7 +92,7 @@ func (c *CCM) registerCloudNode() error {
 	transform := nodectrl.NewNodeTransformController(c.held(node.NodeTransformType, sink)...)
 	c.held(kube.KubeNodeType, transform)
 
-	return errors.Join(c.registerQController(transform), c.registerQController(sink))
+	return errors.Join(c.registerKeyed(transform), c.registerKeyed(sink))
 }
 
 // registerCSRApproval registers kubelet serving certificate approval: the source of pending requests, the
@@ -114,7 +113,7 @@ func (c *CCM) registerCSRApproval() error {
 		transform := nodectrl.NewNodeTransformController()
 		c.held(kube.KubeNodeType, transform)
 
-		if err := c.registerQController(transform); err != nil {
+		if err := c.registerKeyed(transform); err != nil {
 			return err
 		}
 	}
@@ -141,8 +140,8 @@ func (c *CCM) registerCSRApproval() error {
 
 	return errors.Join(
 		c.runtime.RegisterController(c.csrMirror),
-		c.registerQController(decisions),
-		c.registerQController(sink),
+		c.registerKeyed(decisions),
+		c.registerKeyed(sink),
 	)
 }
 
@@ -161,7 +160,7 @@ func (c *CCM) registerNodeLifecycle() error {
 	})
 	c.held(kube.KubeNodeType, lifecycle)
 
-	return errors.Join(c.registerQController(lifecycle), c.registerQController(sink))
+	return errors.Join(c.registerKeyed(lifecycle), c.registerKeyed(sink))
 }
 
 // registerNodeIPAM registers pod CIDR allocation: the source of the cluster ranges from Talos when no
@@ -190,7 +189,7 @@ func (c *CCM) registerNodeIPAM() error {
 
 	return errors.Join(
 		c.runtime.RegisterController(&ipamctrl.NodeCIDRAllocatorController{Options: opts}),
-		c.registerQController(sink),
+		c.registerKeyed(sink),
 	)
 }
 
@@ -203,7 +202,7 @@ func (c *CCM) registerServiceLB() error {
 		c.runtime.RegisterController(&kubectrl.KubeServiceController{Informer: c.informers.Services()}),
 		c.runtime.RegisterController(&kubectrl.KubeNamespaceController{Informer: c.informers.Namespaces()}),
 		c.runtime.RegisterController(&ipamctrl.ServiceIPAllocatorController{}),
-		c.registerQController(k8ssink.NewServiceLBSinkController(
+		c.registerKeyed(k8ssink.NewServiceLBSinkController(
 			func(namespace string) k8ssink.ServiceStatusClient { return writer.Services(namespace) },
 			c.informers.ServiceLister(), c.eventRecorder(), uint(c.opts.ServiceConcurrency),
 		)),

@@ -4,45 +4,30 @@ import (
 	"fmt"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/siderolabs/gen/optional"
+	"github.com/cosi-project/runtime/pkg/state"
 )
 
-// registerQController registers a queued controller, with at most Options.ReconcileConcurrency reconcile
-// workers when that is set.
-func (c *CCM) registerQController(ctrl controller.QController) error {
-	if c.opts.ReconcileConcurrency > 0 {
-		// The decisions run their passes from their own queue, with workers of their own, started on demand:
-		// the cap bounds those.
-		if decisions, ok := ctrl.(interface{ CapConcurrency(n uint) }); ok {
-			decisions.CapConcurrency(uint(c.opts.ReconcileConcurrency))
-		}
+// keyedController is a decision controller or a sink: a plain controller that watches its inputs on the
+// pipeline's state itself and runs its passes from its own keyed queue, in workers started on demand.
+type keyedController interface {
+	controller.Controller
 
-		ctrl = cappedWorkers{QController: ctrl, max: uint(c.opts.ReconcileConcurrency)}
+	// SetState gives it the state the runtime runs on, which its watches watch.
+	SetState(st state.CoreState)
+}
+
+// registerKeyed registers a decision controller or a sink over the pipeline's state. A decision runs at most
+// Options.ReconcileConcurrency passes at once when that is set; a sink's writes have bounds of their own.
+func (c *CCM) registerKeyed(ctrl keyedController) error {
+	ctrl.SetState(c.state)
+
+	if decisions, ok := ctrl.(interface{ CapConcurrency(n uint) }); ok && c.opts.ReconcileConcurrency > 0 {
+		decisions.CapConcurrency(uint(c.opts.ReconcileConcurrency))
 	}
 
-	if err := c.runtime.RegisterQController(ctrl); err != nil {
+	if err := c.runtime.RegisterController(ctrl); err != nil {
 		return fmt.Errorf("failed to register %s: %w", ctrl.Name(), err)
 	}
 
 	return nil
-}
-
-// cappedWorkers is a queued controller whose reconcile workers are capped: each worker is a goroutine for
-// the life of the runtime, and a host's cluster of a few Nodes, idle most of the time, would otherwise keep
-// the workers sized for a cluster of thousands (27 of them across the decisions and the sinks).
-type cappedWorkers struct {
-	controller.QController
-
-	max uint
-}
-
-// Settings implements controller.QController: the controller's own, with at most max workers.
-func (c cappedWorkers) Settings() controller.QSettings {
-	settings := c.QController.Settings()
-
-	if settings.Concurrency.ValueOr(1) > c.max {
-		settings.Concurrency = optional.Some(c.max)
-	}
-
-	return settings
 }

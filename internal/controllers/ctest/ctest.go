@@ -5,12 +5,15 @@ package ctest
 
 import (
 	"context"
+	"regexp"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/controller/runtime"
+	cosiruntime "github.com/cosi-project/runtime/pkg/controller/runtime"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/rtestutils"
 	"github.com/cosi-project/runtime/pkg/safe"
@@ -92,12 +95,14 @@ type Suite struct {
 	State state.State
 
 	t       *testing.T
-	runtime *runtime.Runtime
-	ctx     context.Context //nolint:containedctx // The suite's context is the test's, bounded by its timeout.
-	cancel  context.CancelFunc
-	done    chan error
-	stop    sync.Once
-	opts    options
+	runtime *cosiruntime.Runtime
+	// stored is the state the runtime runs on, which the controllers that watch it themselves are given.
+	stored state.State
+	ctx    context.Context //nolint:containedctx // The suite's context is the test's, bounded by its timeout.
+	cancel context.CancelFunc
+	done   chan error
+	stop   sync.Once
+	opts   options
 }
 
 // New creates the suite: register controllers, then call Start. Unless told otherwise it checks, once the
@@ -128,13 +133,13 @@ func New(t *testing.T, opts ...Option) *Suite {
 		logger = zaptest.NewLogger(t)
 	}
 
-	rt, err := runtime.NewRuntime(st, logger)
+	rt, err := cosiruntime.NewRuntime(st, logger)
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(t.Context(), o.timeout)
 	t.Cleanup(cancel)
 
-	return &Suite{State: state.WrapCore(copiedReads{CoreState: st}), t: t, runtime: rt, ctx: ctx, cancel: cancel, opts: o}
+	return &Suite{State: state.WrapCore(copiedReads{CoreState: st}), t: t, runtime: rt, stored: st, ctx: ctx, cancel: cancel, opts: o}
 }
 
 // copiedReads is the state as the test reads it: copies of the stored resources. The controllers read
@@ -170,11 +175,16 @@ func (s copiedReads) List(ctx context.Context, kind resource.Kind, opts ...state
 	return resource.List{Items: items}, nil
 }
 
-// Register adds controllers (controller.Controller or controller.QController).
+// Register adds controllers (controller.Controller or controller.QController). A controller that watches
+// its inputs itself (the decisions and the sinks) is given the state the runtime runs on.
 func (s *Suite) Register(ctrls ...any) {
 	s.t.Helper()
 
 	for _, ctrl := range ctrls {
+		if watching, ok := ctrl.(interface{ SetState(st state.CoreState) }); ok {
+			watching.SetState(s.stored)
+		}
+
 		switch c := ctrl.(type) {
 		case controller.QController:
 			require.NoError(s.t, s.runtime.RegisterQController(c))
@@ -294,4 +304,39 @@ func Destroy[R rtestutils.ResourceWithRD](s *Suite, ids ...resource.ID) {
 	defer cancel()
 
 	rtestutils.Destroy[R](ctx, s.t, s.State, ids)
+}
+
+// bubbleOf finds the synctest bubble in a goroutine's header ("goroutine 7 [select, synctest bubble 3]:").
+var bubbleOf = regexp.MustCompile(`synctest bubble \d+\]`)
+
+// ControllerGoroutines returns the stacks of the goroutines of the calling synctest bubble that run
+// controllers: the runtime's adapters of plain and queued controllers (a plain one's Run; a queued one's
+// queue loop, workers and the group waiting for them) and the workers of keyed queues. Called in the bubble
+// once synctest.Wait returned, it tells what an idle controller costs.
+func ControllerGoroutines() []string {
+	buf := make([]byte, 1<<22)
+	stacks := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
+
+	// The calling goroutine's stack comes first.
+	bubble := bubbleOf.FindString(stacks[0])
+	if bubble == "" {
+		return nil
+	}
+
+	var held []string
+
+	for _, stack := range stacks {
+		header, _, _ := strings.Cut(stack, "\n")
+		if !strings.Contains(header, bubble) {
+			continue
+		}
+
+		if strings.Contains(stack, "pkg/controller/runtime/internal/rruntime.") ||
+			strings.Contains(stack, "pkg/controller/runtime/internal/qruntime.") ||
+			strings.Contains(stack, "talos-ccm/internal/keyed.") {
+			held = append(held, stack)
+		}
+	}
+
+	return held
 }

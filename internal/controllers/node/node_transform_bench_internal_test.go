@@ -37,10 +37,10 @@ const benchNodes = 1000
 func BenchmarkNodeTransform(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
-		build func() controller.QController
+		build func() any
 	}{
-		{"qtransform", newQTransformNodeTransform},
-		{"decision", func() controller.QController { return NewNodeTransformController() }},
+		{"qtransform", func() any { return newQTransformNodeTransform() }},
+		{"decision", func() any { return NewNodeTransformController() }},
 	} {
 		for _, factsFirst := range []bool{true, false} {
 			name := bc.name + "/nodes-first"
@@ -75,7 +75,7 @@ func BenchmarkNodeTransform(b *testing.B) {
 // joinNodes runs ctrl on a new state, makes benchNodes Nodes join with the timer running (their facts first
 // or last), waits for every one to be initialized, and returns the process's CPU time and allocations
 // meanwhile.
-func joinNodes(b *testing.B, ctrl controller.QController, factsFirst bool) (time.Duration, uint64) {
+func joinNodes(b *testing.B, ctrl any, factsFirst bool) (time.Duration, uint64) {
 	b.Helper()
 	b.StopTimer()
 
@@ -89,7 +89,15 @@ func joinNodes(b *testing.B, ctrl controller.QController, factsFirst bool) (time
 		b.Fatal(err)
 	}
 
-	if err = rt.RegisterQController(ctrl); err != nil {
+	switch c := ctrl.(type) {
+	case controller.QController:
+		err = rt.RegisterQController(c)
+	case *NodeTransformController:
+		c.SetState(st)
+		err = rt.RegisterController(c)
+	}
+
+	if err != nil {
 		b.Fatal(err)
 	}
 
@@ -129,7 +137,7 @@ func joinNodes(b *testing.B, ctrl controller.QController, factsFirst bool) (time
 		// these do not add them with a write each.
 		kn := kube.NewKubeNode(kube.NamespaceName, name)
 		kn.TypedSpec().Value = &specs.KubeNodeSpec{ProvidedNodeIps: []string{ip}, Created: created, Uninitialized: true}
-		kn.Metadata().Finalizers().Add(ctrl.Name())
+		kn.Metadata().Finalizers().Add(ctrl.(interface{ Name() string }).Name())
 		create(ctx, b, st, kn)
 	}
 

@@ -27,8 +27,10 @@ import (
 	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
 )
 
-// failingWatches is a host state that records the watches of one kind and can make the latest fail, as a
-// state with a history of events (the COSI runtime's in-memory state) does when a watcher falls behind it.
+// failingWatches is a host state that records the runtime's watches of one kind and can make the latest
+// fail, as a state with a history of events (the COSI runtime's in-memory state) does when a watcher falls
+// behind it. The decisions and the sinks watch their inputs themselves, with the state's contents first:
+// those watches are not recorded.
 type failingWatches struct {
 	state.CoreState
 
@@ -45,7 +47,12 @@ type failingWatch struct {
 
 // WatchKindAggregated implements state.CoreState.
 func (s *failingWatches) WatchKindAggregated(ctx context.Context, kind resource.Kind, ch chan<- []state.Event, opts ...state.WatchKindOption) error {
-	if kind.Namespace() == s.kind.Namespace() && kind.Type() == s.kind.Type() {
+	var o state.WatchKindOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+
+	if kind.Namespace() == s.kind.Namespace() && kind.Type() == s.kind.Type() && !o.BootstrapContents {
 		s.mu.Lock()
 		s.watches = append(s.watches, failingWatch{ctx: ctx, ch: ch})
 		s.mu.Unlock()

@@ -4,25 +4,30 @@
 //
 // A decision controller declares what a qtransform controller of the same settings declares (the primary
 // input, on which it keeps a finalizer named after itself, the outputs to learn when one may be destroyed,
-// the extra inputs and their mappers, the outputs), so the dependency graph ccmctl shows, the finalizers and
-// the persisted outputs are those of the qtransform controllers it replaces. But it runs its passes itself,
-// from a keyed queue of its own, as the sinks do (internal/k8ssink): the runtime's Reconcile and MapInput
-// only put the key in the queue, and the passes run in at most Concurrency workers, started when keys are
-// ready and gone when none is, with no loop that waits for keys either, so that an idle controller holds
-// no goroutine besides the runtime's own. A pass reads the input and the output once, shares what it reads (never changes it), and
-// writes the output only when it changed, where qtransform reads the output three times and copies it.
+// the extra inputs and their mappers, the outputs), in a plain controller's kinds, so the dependency graph
+// ccmctl shows, the finalizers and the persisted outputs are those of the qtransform controllers it
+// replaces. But it is a plain controller, which learns what changed from watches of its own on the
+// pipeline's state (keyed.Feed) and runs its passes itself, from a keyed queue of its own, as the sinks do
+// (internal/k8ssink): the passes run in at most Concurrency workers, started when keys are ready and gone
+// when none is (keyed.Workers), so that an idle controller holds one goroutine, its Run, where a queued
+// controller holds three in the runtime. A pass reads the input and the output once, shares what it reads
+// (never changes it), and writes the output only when it changed, where qtransform reads the output three
+// times and copies it.
 package decision
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/siderolabs/gen/optional"
+	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 )
 
 // DecideFunc computes out, the output of in, from in and what it reads through rw (it may write the
@@ -59,13 +64,16 @@ type Settings[Input, Output generic.ResourceWithRD] struct {
 	Options []qtransform.ControllerOption
 }
 
-// Controller is a decision controller: a controller.QController whose passes run from its own keyed queue.
+// Controller is a decision controller: a plain controller fed by watches of its own (keyed.Feed), whose
+// passes run from its own keyed queue.
 type Controller[Input, Output generic.ResourceWithRD] struct {
 	// declared is a qtransform controller of the same settings that never runs: it declares the inputs
 	// and outputs, and maps the extra inputs with their mappers.
 	declared *qtransform.QController[Input, Output]
 	// workers run the passes of the IDs of the inputs to decide about.
-	workers *workers
+	workers *keyed.Workers[resource.ID]
+	// state is the state the runtime runs the controller on, which its watches watch.
+	state state.CoreState
 
 	newOutput func(resource.Namespace, resource.ID) Output
 	decide    DecideFunc[Input, Output]
@@ -73,10 +81,12 @@ type Controller[Input, Output generic.ResourceWithRD] struct {
 
 	name            string
 	outputNamespace resource.Namespace
+	inputType       resource.Type
 	outputType      resource.Type
 }
 
-// New builds a decision controller from its settings.
+// New builds a decision controller from its settings. It runs once given the state the runtime runs it on
+// (SetState).
 func New[Input, Output generic.ResourceWithRD](s Settings[Input, Output]) *Controller[Input, Output] {
 	var (
 		zeroIn  Input
@@ -100,91 +110,84 @@ func New[Input, Output generic.ResourceWithRD](s Settings[Input, Output]) *Contr
 
 	return &Controller[Input, Output]{
 		declared:        declared,
-		workers:         newWorkers(int(max(s.Concurrency, 1))),
+		workers:         keyed.NewWorkers[resource.ID](int(s.Concurrency)),
 		newOutput:       s.NewOutput,
 		decide:          s.Decide,
 		teardown:        s.Teardown,
 		name:            s.Name,
 		outputNamespace: outputNamespace,
+		inputType:       zeroIn.ResourceDefinition().Type,
 		outputType:      zeroOut.ResourceDefinition().Type,
 	}
 }
 
-// Name implements controller.QController.
+// Name implements controller.Controller.
 func (c *Controller[Input, Output]) Name() string {
 	return c.name
 }
 
-// Settings implements controller.QController: the inputs and outputs of a qtransform controller, the
-// runtime workers that queue the keys, the run hook that starts the passes, and the shutdown hook that
-// waits for them.
-func (c *Controller[Input, Output]) Settings() controller.QSettings {
-	settings := c.declared.Settings()
-
-	settings.Concurrency = optional.Some[uint](queueingWorkers)
-	settings.RunHook = c.run
-	settings.ShutdownHook = c.workers.stop
-
-	return settings
+// Inputs implements controller.Controller: those of a qtransform controller of the same settings, in a
+// plain controller's kinds (keyed.PlainInputs).
+func (c *Controller[Input, Output]) Inputs() []controller.Input {
+	return keyed.PlainInputs(c.declared.Settings().Inputs)
 }
 
-// queueingWorkers is how many runtime workers take the runtime's events and queue their keys. The runtime's
-// queue hands an event only to a worker that waits for one: with a single worker, the events of a burst
-// (thousands of Nodes and their facts) pile up in it while the worker hands back the previous one, and the
-// runtime's queue costs in proportion to its length at every step (it scans its items on every put). A few
-// workers keep it short: 1,000 joining Nodes cost about a sixth less CPU with 4 than with 1
-// (BenchmarkNodeTransform). Each is a goroutine for the life of the controller; a host's clusters cap them
-// to one (pkg/ccm's Options.ReconcileConcurrency).
-const queueingWorkers = 4
+// Outputs implements controller.Controller: those of a qtransform controller of the same settings.
+func (c *Controller[Input, Output]) Outputs() []controller.Output {
+	return c.declared.Settings().Outputs
+}
+
+// SetState gives the controller the state the runtime runs it on, which its watches watch. It is called
+// before the controller runs.
+func (c *Controller[Input, Output]) SetState(st state.CoreState) {
+	c.state = st
+}
 
 // CapConcurrency bounds the passes that run at once to n (when n is positive and less than the controller's
 // own bound): a host's small clusters decide one input at a time each, so that a busy cluster does not
 // take the CPU of the others. It is called before the controller runs.
 func (c *Controller[Input, Output]) CapConcurrency(n uint) {
-	if n == 0 {
-		return
-	}
-
-	c.workers.mu.Lock()
-	defer c.workers.mu.Unlock()
-
-	c.workers.limit = min(c.workers.limit, int(n))
+	c.workers.Limit(int(n))
 }
 
-// Reconcile implements controller.QController: it queues the input.
-func (c *Controller[Input, Output]) Reconcile(_ context.Context, _ *zap.Logger, _ controller.QRuntime, ptr resource.Pointer) error {
-	c.workers.add(ptr.ID())
+// Run implements controller.Controller: it queues the inputs its watches say changed, and runs their
+// passes in workers started on demand, until ctx is done.
+func (c *Controller[Input, Output]) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
 
-	return nil
+	// The passes end before the timers and the workers are waited for: deferred calls run last first.
+	defer c.workers.Stop()
+	defer cancel()
+
+	c.workers.Start(ctx, func(ctx context.Context, id resource.ID) (time.Duration, error) {
+		return c.pass(ctx, logger, r, id)
+	})
+
+	return keyed.Feed(ctx, r, c.state, c.Inputs(), func(ctx context.Context, _ controller.Input, md *resource.Metadata) error {
+		return c.queue(ctx, logger, r, md)
+	})
 }
 
-// MapInput implements controller.QController: it queues the inputs a change of an extra input concerns, or
-// the input of an output ready to be destroyed (of the same ID), and returns none for the runtime's queue.
-func (c *Controller[Input, Output]) MapInput(ctx context.Context, logger *zap.Logger, r controller.QRuntime, md controller.ReducedResourceMetadata) ([]resource.Pointer, error) {
-	if md.Type() == c.outputType {
-		c.workers.add(md.ID())
+// queue queues the inputs a change concerns: an input itself, the input of an output ready to be destroyed
+// (of the same ID), or those an extra input's mapper names (every Node for a change of the config).
+func (c *Controller[Input, Output]) queue(ctx context.Context, logger *zap.Logger, r controller.Runtime, md *resource.Metadata) error {
+	if md.Type() == c.inputType || md.Type() == c.outputType {
+		c.workers.Add(md.ID())
 
-		return nil, nil
+		return nil
 	}
 
-	ptrs, err := c.declared.MapInput(ctx, logger, r, md)
+	ptrs, err := c.declared.MapInput(ctx, logger, r, keyed.ReducedMetadata{Metadata: md})
+	if err != nil {
+		return fmt.Errorf("failed to map %s: %w", md, err)
+	}
 
 	ids := make([]resource.ID, 0, len(ptrs))
 	for _, ptr := range ptrs {
 		ids = append(ids, ptr.ID())
 	}
 
-	c.workers.add(ids...)
-
-	return nil, err
-}
-
-// run is the run hook: it starts the passes of the queued inputs, and returns. The passes run until ctx is
-// done, in workers that end when no input is ready.
-func (c *Controller[Input, Output]) run(ctx context.Context, logger *zap.Logger, r controller.QRuntime) error {
-	c.workers.start(ctx, func(ctx context.Context, id resource.ID) (time.Duration, error) {
-		return c.pass(ctx, logger, r, id)
-	})
+	c.workers.Add(ids...)
 
 	return nil
 }

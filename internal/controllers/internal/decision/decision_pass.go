@@ -20,7 +20,7 @@ import (
 // pass decides about the input of id, or lets it go if it is torn down, and says when to run it again:
 // after the interval of a requeue, after the queue's backoff (an error), or when something changes
 // (neither).
-func (c *Controller[Input, Output]) pass(ctx context.Context, logger *zap.Logger, r controller.QRuntime, id resource.ID) (after time.Duration, err error) {
+func (c *Controller[Input, Output]) pass(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, id resource.ID) (after time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("controller %q panicked: %v\n\n%s", c.name, p, debug.Stack())
@@ -63,7 +63,7 @@ func (c *Controller[Input, Output]) pass(ctx context.Context, logger *zap.Logger
 
 // decideInput decides about a running input, and writes the output if the decision changed it. It returns
 // the decision's RequeueError, if any, once the output is written.
-func (c *Controller[Input, Output]) decideInput(ctx context.Context, logger *zap.Logger, r controller.QRuntime, in Input) error {
+func (c *Controller[Input, Output]) decideInput(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, in Input) error {
 	id := in.Metadata().ID()
 
 	if !in.Metadata().Finalizers().Has(c.name) {
@@ -124,7 +124,7 @@ var errOutputHeld = errors.New("the output is torn down and held")
 // readOutput reads the output of id, to be shared and not changed: the zero Output when there is none, or
 // when it was torn down and is destroyed now, to be decided anew; errOutputHeld when it is torn down and
 // still held.
-func (c *Controller[Input, Output]) readOutput(ctx context.Context, r controller.QRuntime, id resource.ID) (Output, error) {
+func (c *Controller[Input, Output]) readOutput(ctx context.Context, r controller.ReaderWriter, id resource.ID) (Output, error) {
 	var zero Output
 
 	current, err := safe.ReaderGetByID[Output](ctx, r, id)
@@ -153,7 +153,7 @@ func (c *Controller[Input, Output]) readOutput(ctx context.Context, r controller
 
 // write creates out, or updates previous to out if they differ (found says that previous is in the state).
 // A write that lost a race with another writer of the output (a consumer's finalizer) decides again.
-func (c *Controller[Input, Output]) write(ctx context.Context, r controller.QRuntime, found bool, previous, out Output) error {
+func (c *Controller[Input, Output]) write(ctx context.Context, r controller.ReaderWriter, found bool, previous, out Output) error {
 	var err error
 
 	switch {
@@ -172,7 +172,7 @@ func (c *Controller[Input, Output]) write(ctx context.Context, r controller.QRun
 		return nil
 	case state.IsConflictError(err):
 		// Written by someone else since it was read (a consumer's finalizer): decided again on the new version.
-		c.workers.add(out.Metadata().ID())
+		c.workers.Add(out.Metadata().ID())
 
 		return nil
 	default:
@@ -182,7 +182,7 @@ func (c *Controller[Input, Output]) write(ctx context.Context, r controller.QRun
 
 // letGo runs the controller's teardown of an input torn down, tears down its output and destroys it once
 // nobody else holds it, and then removes the controller's finalizer from the input.
-func (c *Controller[Input, Output]) letGo(ctx context.Context, logger *zap.Logger, r controller.QRuntime, in Input) error {
+func (c *Controller[Input, Output]) letGo(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, in Input) error {
 	if c.teardown != nil {
 		if err := c.teardown(ctx, r, logger, in); err != nil {
 			return err

@@ -3,8 +3,6 @@ package decision_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -373,9 +371,10 @@ func TestControllerCapConcurrency(t *testing.T) {
 	}
 }
 
-// TestControllerIdleHoldsNoGoroutine: once its inputs are decided, a decision controller keeps no goroutine
-// of its own (no worker, no loop waiting for keys); the runtime's are all that is left.
-func TestControllerIdleHoldsNoGoroutine(t *testing.T) {
+// TestControllerIdleHoldsOneGoroutine: once its inputs are decided, a decision controller holds one
+// goroutine, its Run waiting for its watches: no pass worker, no loop waiting for keys, none of the three
+// a queued controller holds in the runtime (its queue's loop, a worker, the group that waits for them).
+func TestControllerIdleHoldsOneGoroutine(t *testing.T) {
 	// In a bubble: synctest.Wait returns once every goroutine has ended or waits.
 	synctest.Test(t, func(t *testing.T) {
 		s := ctest.New(t)
@@ -394,18 +393,8 @@ func TestControllerIdleHoldsNoGoroutine(t *testing.T) {
 
 		synctest.Wait()
 
-		buf := make([]byte, 1<<20)
-
-		var held []string
-
-		for _, stack := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			// The bubble's goroutines only (the other tests' run beside it), in a method of the package.
-			header, _, _ := strings.Cut(stack, "\n")
-			if strings.Contains(header, "synctest bubble") && strings.Contains(stack, "internal/controllers/internal/decision.(*") {
-				held = append(held, stack)
-			}
-		}
-
-		assert.Empty(t, held, "goroutines of the idle controller")
+		held := ctest.ControllerGoroutines()
+		require.Len(t, held, 1, "goroutines of the idle controller: %v", held)
+		assert.Contains(t, held[0], "internal/decision.(*Controller[...]).Run")
 	})
 }

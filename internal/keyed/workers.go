@@ -1,30 +1,26 @@
-package decision
+package keyed
 
 import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/cosi-project/runtime/pkg/resource"
-
-	"github.com/talos-ccm/talos-ccm/internal/keyed"
 )
 
-// workers runs the passes of the keys of a keyed queue with at most limit goroutines, started when a key
-// is added or its wait ends, and gone when no key is ready. Unlike keyed.Queue.Run it keeps no goroutine of
-// its own to wait for keys: an idle decision controller holds none, which a host's clusters, each with its
-// three decision controllers, mostly idle, count in thousands. A key that waits (a requeue, a failure's
+// Workers runs the passes of the keys of a Queue with at most limit goroutines, started when a key is
+// added or its wait ends, and gone when no key is ready. Unlike Queue.Run it keeps no goroutine of its own
+// to wait for keys: an idle decision controller or sink holds none, which a host's clusters, each with
+// their six such controllers, mostly idle, count in thousands. A key that waits (a requeue, a failure's
 // backoff) has a timer, which holds no goroutine either.
-type workers struct {
-	queue *keyed.Queue[resource.ID]
-	// run runs the pass of a key; set by start.
-	run keyed.Func[resource.ID]
-	// ctx ends the passes; nil until start, when nothing runs yet.
-	ctx context.Context //nolint:containedctx // the run hook's context, which the runtime ends.
+type Workers[K comparable] struct {
+	queue *Queue[K]
+	// run runs the pass of a key; set by Start.
+	run Func[K]
+	// ctx ends the passes; nil until Start, when nothing runs yet.
+	ctx context.Context //nolint:containedctx // the controller's Run context, which the runtime ends.
 
 	// failures counts each failing key's failures in a row, for its backoff; timers wake the waiting keys.
-	failures map[resource.ID]int
-	timers   map[resource.ID]*time.Timer
+	failures map[K]int
+	timers   map[K]*time.Timer
 
 	wg sync.WaitGroup
 	mu sync.Mutex
@@ -32,23 +28,24 @@ type workers struct {
 	running, limit int
 }
 
-func newWorkers(limit int) *workers {
-	return &workers{
-		queue:    keyed.New[resource.ID](nil),
-		failures: map[resource.ID]int{},
-		timers:   map[resource.ID]*time.Timer{},
-		limit:    limit,
+// NewWorkers returns workers that run at most limit passes at once (at least one).
+func NewWorkers[K comparable](limit int) *Workers[K] {
+	return &Workers[K]{
+		queue:    New[K](nil),
+		failures: map[K]int{},
+		timers:   map[K]*time.Timer{},
+		limit:    max(limit, 1),
 	}
 }
 
-// add queues keys, and starts a worker if one more may run.
-func (w *workers) add(keys ...resource.ID) {
+// Add queues keys, and starts a worker if one more may run.
+func (w *Workers[K]) Add(keys ...K) {
 	w.queue.Add(keys...)
 	w.kick()
 }
 
-// start runs the queued keys with run until ctx is done; the keys added before are run now.
-func (w *workers) start(ctx context.Context, run keyed.Func[resource.ID]) {
+// Start runs the queued keys with run until ctx is done; the keys added before are run now.
+func (w *Workers[K]) Start(ctx context.Context, run Func[K]) {
 	w.mu.Lock()
 	w.ctx, w.run = ctx, run
 	w.mu.Unlock()
@@ -56,8 +53,20 @@ func (w *workers) start(ctx context.Context, run keyed.Func[resource.ID]) {
 	w.kick()
 }
 
-// stop ends the timers and waits for the running passes, once the context of start is done.
-func (w *workers) stop() {
+// Limit lowers the bound of the passes that run at once to n, when n is positive and lower.
+func (w *Workers[K]) Limit(n int) {
+	if n <= 0 {
+		return
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	w.limit = min(w.limit, n)
+}
+
+// Stop ends the timers and waits for the running passes, once the context of Start is done.
+func (w *Workers[K]) Stop() {
 	w.mu.Lock()
 
 	for _, t := range w.timers {
@@ -71,7 +80,7 @@ func (w *workers) stop() {
 }
 
 // kick starts a worker if one more may run.
-func (w *workers) kick() {
+func (w *Workers[K]) kick() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 
@@ -79,7 +88,7 @@ func (w *workers) kick() {
 }
 
 // spawn starts a worker if one more may run and a key may be ready. w.mu is held.
-func (w *workers) spawn() {
+func (w *Workers[K]) spawn() {
 	// A key added after a worker found none ready and before it ended is taken by the worker this starts:
 	// both the worker's look and this check hold w.mu.
 	if w.ctx == nil || w.ctx.Err() != nil || w.running >= w.limit || w.queue.Len() <= w.running {
@@ -92,12 +101,12 @@ func (w *workers) spawn() {
 }
 
 // work runs the ready keys until there is none.
-func (w *workers) work() {
+func (w *Workers[K]) work() {
 	for {
 		w.mu.Lock()
 
 		var (
-			id resource.ID
+			id K
 			ok bool
 		)
 
@@ -133,7 +142,7 @@ func (w *workers) work() {
 
 // backoff returns how long the key waits before it runs again after a pass that ended with after and err,
 // as keyed.Func says: a failure waits its backoff unless after is positive.
-func (w *workers) backoff(id resource.ID, after time.Duration, err error) time.Duration {
+func (w *Workers[K]) backoff(id K, after time.Duration, err error) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 
@@ -146,14 +155,14 @@ func (w *workers) backoff(id resource.ID, after time.Duration, err error) time.D
 	w.failures[id]++
 
 	if after <= 0 {
-		after = keyed.DefaultBackoff(w.failures[id])
+		after = DefaultBackoff(w.failures[id])
 	}
 
 	return after
 }
 
 // wake starts a worker for the key once it has waited after.
-func (w *workers) wake(id resource.ID, after time.Duration) {
+func (w *Workers[K]) wake(id K, after time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 

@@ -1,4 +1,4 @@
-package decision
+package keyed
 
 import (
 	"context"
@@ -36,8 +36,8 @@ func TestWorkersRunEveryKey(t *testing.T) {
 		done    = make(chan struct{})
 	)
 
-	w := newWorkers(4)
-	w.start(ctx, func(_ context.Context, id resource.ID) (time.Duration, error) {
+	w := NewWorkers[resource.ID](4)
+	w.Start(ctx, func(_ context.Context, id resource.ID) (time.Duration, error) {
 		mu.Lock()
 		if running[id] {
 			twice = append(twice, id)
@@ -80,7 +80,7 @@ func TestWorkersRunEveryKey(t *testing.T) {
 	for a := range adders {
 		adding.Go(func() {
 			for i := a; i < keys; i += adders {
-				w.add(fmt.Sprintf("k%d", i), fmt.Sprintf("k%d", (i*7)%keys))
+				w.Add(fmt.Sprintf("k%d", i), fmt.Sprintf("k%d", (i*7)%keys))
 			}
 		})
 	}
@@ -97,7 +97,7 @@ func TestWorkersRunEveryKey(t *testing.T) {
 	}
 
 	cancel()
-	w.stop()
+	w.Stop()
 
 	mu.Lock()
 	defer mu.Unlock()
