@@ -2,7 +2,6 @@ package k8ssink
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -168,49 +167,30 @@ func (c *SinkController[Input]) SetState(st state.CoreState) {
 // Run implements controller.Controller: it queues the inputs its watches say changed, and applies them in
 // workers started on demand, until ctx is done.
 func (c *SinkController[Input]) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
-	ctx, cancel := context.WithCancel(ctx)
-
-	// The passes end before the timers and the workers are waited for: deferred calls run last first.
-	defer c.workers.Stop()
-	defer cancel()
-
-	c.workers.Start(ctx, func(ctx context.Context, id resource.ID) (time.Duration, error) {
-		return c.pass(ctx, logger, r, id)
-	})
-
-	return keyed.Feed(ctx, r, c.state, c.Inputs(), func(ctx context.Context, _ controller.Input, md *resource.Metadata) error {
-		return c.queue(ctx, logger, r, md)
-	})
+	return keyed.Serve(ctx, r, c.state, c.Inputs(), c.workers,
+		func(ctx context.Context, id resource.ID) (time.Duration, error) { return c.pass(ctx, logger, r, id) },
+		func(ctx context.Context, md *resource.Metadata) ([]resource.ID, error) {
+			return c.keys(ctx, logger, r, md)
+		},
+	)
 }
 
-// queue queues the inputs a change concerns: an input itself, the input of an ApplyStatus of the sink's
+// keys returns the inputs a change concerns: an input itself, the input of an ApplyStatus of the sink's
 // kind ready to be destroyed, or those an extra input's mapper names.
-func (c *SinkController[Input]) queue(ctx context.Context, logger *zap.Logger, r controller.Runtime, md *resource.Metadata) error {
+func (c *SinkController[Input]) keys(ctx context.Context, logger *zap.Logger, r controller.Runtime, md *resource.Metadata) ([]resource.ID, error) {
 	switch md.Type() {
 	case c.inputType:
-		c.workers.Add(md.ID())
-
-		return nil
+		return []resource.ID{md.ID()}, nil
 	case sink.ApplyStatusType:
 		// Another sink's ApplyStatus is not about an input of this one.
 		if kind, name, ok := sink.ParseApplyStatusID(md.ID()); ok && kind == c.kind {
-			c.workers.Add(name)
+			return []resource.ID{name}, nil
 		}
 
-		return nil
+		return nil, nil
 	}
 
 	ptrs, err := c.declared.MapInput(ctx, logger, r, keyed.ReducedMetadata{Metadata: md})
-	if err != nil {
-		return fmt.Errorf("failed to map %s: %w", md, err)
-	}
 
-	ids := make([]resource.ID, 0, len(ptrs))
-	for _, ptr := range ptrs {
-		ids = append(ids, ptr.ID())
-	}
-
-	c.workers.Add(ids...)
-
-	return nil
+	return keyed.MapIDs(md, ptrs, err)
 }

@@ -2,65 +2,27 @@ package k8ssink
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/siderolabs/gen/xerrors"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
-// pass applies the input of id, or lets it go if it is torn down, and says when to run it again: after a
-// wait (a failed write's backoff, which the ApplyStatus records), after the queue's backoff (an error), or
-// when something changes (neither).
-func (c *SinkController[Input]) pass(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, id resource.ID) (after time.Duration, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("sink %q panicked: %v\n\n%s", c.name, p, debug.Stack())
-		}
-
-		var requeue *controller.RequeueError
-
-		if errors.As(err, &requeue) {
-			after, err = requeue.Interval(), requeue.Err()
-		}
-
-		switch {
-		case err == nil:
-		case errors.Is(err, context.Canceled):
-			after, err = 0, nil
-		case xerrors.TagIs[qtransform.SkipReconcileTag](err):
-			logger.Debug("sink pass skipped", zap.String("id", id), zap.String("reason", err.Error()))
-
-			after, err = 0, nil
-		default:
-			logger.Error("sink pass failed", zap.String("id", id), zap.Error(err))
-		}
-	}()
-
-	in, err := safe.ReaderGetByID[Input](ctx, r, id)
-	if err != nil {
-		if state.IsNotFoundError(err) {
-			return 0, nil
-		}
-
-		return 0, fmt.Errorf("failed to read the sink's input: %w", err)
-	}
-
-	if in.Metadata().Phase() == resource.PhaseTearingDown {
-		return 0, c.letGo(ctx, logger, r, in)
-	}
-
-	return 0, c.applyInput(ctx, logger, r, in)
+// pass applies the input of id, or lets it go if it is torn down (keyed.Pass): after a failed write, it runs
+// again after the write's backoff, which the ApplyStatus records.
+func (c *SinkController[Input]) pass(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, id resource.ID) (time.Duration, error) {
+	return keyed.Pass(ctx, logger, r, c.name, id,
+		func(ctx context.Context, in Input) error { return c.letGo(ctx, logger, r, in) },
+		func(ctx context.Context, in Input) error { return c.applyInput(ctx, logger, r, in) },
+	)
 }
 
 // applyInput applies a running input and writes its ApplyStatus if the pass changed it. It returns the
@@ -160,8 +122,8 @@ func (c *SinkController[Input]) writeStatus(ctx context.Context, r controller.Re
 	return nil
 }
 
-// letGo runs the sink's teardown of an input torn down, destroys its ApplyStatus once nobody else holds it,
-// and then removes the sink's finalizer from the input.
+// letGo runs the sink's teardown of an input torn down, and lets go of the input and its ApplyStatus
+// (keyed.LetGo).
 func (c *SinkController[Input]) letGo(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, in Input) error {
 	if c.teardown != nil {
 		if err := c.teardown(ctx, r, logger, in); err != nil {
@@ -171,25 +133,5 @@ func (c *SinkController[Input]) letGo(ctx context.Context, logger *zap.Logger, r
 
 	statusMD := sink.NewApplyStatus(sink.NamespaceName, sink.ApplyStatusID(c.kind, in.Metadata().ID())).Metadata()
 
-	ready, err := r.Teardown(ctx, statusMD)
-	if err != nil && !state.IsNotFoundError(err) {
-		return fmt.Errorf("failed to tear down the apply status: %w", err)
-	}
-
-	if err == nil {
-		if !ready {
-			// Held by someone else: it comes back here when it is ready to be destroyed.
-			return nil
-		}
-
-		if err = r.Destroy(ctx, statusMD); err != nil && !state.IsNotFoundError(err) {
-			return fmt.Errorf("failed to destroy the apply status: %w", err)
-		}
-	}
-
-	if err = r.RemoveFinalizer(ctx, in.Metadata(), c.name); err != nil {
-		return fmt.Errorf("failed to remove the sink's finalizer: %w", err)
-	}
-
-	return nil
+	return keyed.LetGo(ctx, r, c.name, in.Metadata(), statusMD, "apply status")
 }

@@ -123,3 +123,44 @@ type ReducedMetadata struct {
 func (md ReducedMetadata) FinalizersEmpty() bool {
 	return md.Finalizers().Empty()
 }
+
+// Serve is the Run of a decision controller or a sink: it runs the passes of the keys in w with pass, and
+// adds to w the keys that keys returns for each change its watches see (Feed), until ctx is done; the
+// passes have ended when it returns.
+func Serve(ctx context.Context, r controller.Runtime, st state.CoreState, inputs []controller.Input, w *Workers[resource.ID],
+	pass Func[resource.ID], keys func(context.Context, *resource.Metadata) ([]resource.ID, error),
+) error {
+	ctx, cancel := context.WithCancel(ctx)
+
+	// The passes end before the timers and the workers are waited for: deferred calls run last first.
+	defer w.Stop()
+	defer cancel()
+
+	w.Start(ctx, pass)
+
+	return Feed(ctx, r, st, inputs, func(ctx context.Context, _ controller.Input, md *resource.Metadata) error {
+		ids, err := keys(ctx, md)
+		if err != nil {
+			return err
+		}
+
+		w.Add(ids...)
+
+		return nil
+	})
+}
+
+// MapIDs returns the IDs of what a queued controller's mapper returned (qtransform.QController.MapInput)
+// about md, or its error.
+func MapIDs(md *resource.Metadata, ptrs []resource.Pointer, err error) ([]resource.ID, error) {
+	if err != nil {
+		return nil, fmt.Errorf("failed to map %s: %w", md, err)
+	}
+
+	ids := make([]resource.ID, 0, len(ptrs))
+	for _, ptr := range ptrs {
+		ids = append(ids, ptr.ID())
+	}
+
+	return ids, nil
+}

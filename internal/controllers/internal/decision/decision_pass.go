@@ -4,61 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/siderolabs/gen/xerrors"
 	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 )
 
-// pass decides about the input of id, or lets it go if it is torn down, and says when to run it again:
-// after the interval of a requeue, after the queue's backoff (an error), or when something changes
-// (neither).
-func (c *Controller[Input, Output]) pass(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, id resource.ID) (after time.Duration, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("controller %q panicked: %v\n\n%s", c.name, p, debug.Stack())
-		}
-
-		var requeue *controller.RequeueError
-
-		if errors.As(err, &requeue) {
-			after, err = requeue.Interval(), requeue.Err()
-		}
-
-		switch {
-		case err == nil:
-		case errors.Is(err, context.Canceled):
-			after, err = 0, nil
-		case xerrors.TagIs[qtransform.SkipReconcileTag](err):
-			logger.Debug("decision skipped", zap.String("id", id), zap.String("reason", err.Error()))
-
-			after, err = 0, nil
-		default:
-			logger.Error("decision failed", zap.String("id", id), zap.Error(err))
-		}
-	}()
-
-	in, err := safe.ReaderGetByID[Input](ctx, r, id)
-	if err != nil {
-		if state.IsNotFoundError(err) {
-			return 0, nil
-		}
-
-		return 0, fmt.Errorf("failed to read the input: %w", err)
-	}
-
-	if in.Metadata().Phase() == resource.PhaseTearingDown {
-		return 0, c.letGo(ctx, logger, r, in)
-	}
-
-	return 0, c.decideInput(ctx, logger, r, in)
+// pass decides about the input of id, or lets it go if it is torn down (keyed.Pass).
+func (c *Controller[Input, Output]) pass(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, id resource.ID) (time.Duration, error) {
+	return keyed.Pass(ctx, logger, r, c.name, id,
+		func(ctx context.Context, in Input) error { return c.letGo(ctx, logger, r, in) },
+		func(ctx context.Context, in Input) error { return c.decideInput(ctx, logger, r, in) },
+	)
 }
 
 // decideInput decides about a running input, and writes the output if the decision changed it. It returns
@@ -180,8 +143,8 @@ func (c *Controller[Input, Output]) write(ctx context.Context, r controller.Read
 	}
 }
 
-// letGo runs the controller's teardown of an input torn down, tears down its output and destroys it once
-// nobody else holds it, and then removes the controller's finalizer from the input.
+// letGo runs the controller's teardown of an input torn down, and lets go of the input and its output
+// (keyed.LetGo).
 func (c *Controller[Input, Output]) letGo(ctx context.Context, logger *zap.Logger, r controller.ReaderWriter, in Input) error {
 	if c.teardown != nil {
 		if err := c.teardown(ctx, r, logger, in); err != nil {
@@ -191,27 +154,7 @@ func (c *Controller[Input, Output]) letGo(ctx context.Context, logger *zap.Logge
 
 	outMD := c.newOutput(c.outputNamespace, in.Metadata().ID()).Metadata()
 
-	ready, err := r.Teardown(ctx, outMD)
-	if err != nil && !state.IsNotFoundError(err) {
-		return fmt.Errorf("failed to tear down the output: %w", err)
-	}
-
-	if err == nil {
-		if !ready {
-			// Held by a consumer: it comes back here when it is ready to be destroyed.
-			return nil
-		}
-
-		if err = r.Destroy(ctx, outMD); err != nil && !state.IsNotFoundError(err) {
-			return fmt.Errorf("failed to destroy the output: %w", err)
-		}
-	}
-
-	if err = r.RemoveFinalizer(ctx, in.Metadata(), c.name); err != nil {
-		return fmt.Errorf("failed to remove the input's finalizer: %w", err)
-	}
-
-	return nil
+	return keyed.LetGo(ctx, r, c.name, in.Metadata(), outMD, "output")
 }
 
 // isZero says whether res is the zero R: R is a pointer type, compared through the interface.
