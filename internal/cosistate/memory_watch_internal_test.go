@@ -147,6 +147,14 @@ func TestSlowWatcherLearnsTheState(t *testing.T) {
 				require.Len(t, view.versions, 5)
 			}
 
+			// The watch's pump takes what is pending at once and holds it until the watcher reads: left to
+			// run when it likes, it could take part of the burst below before the burst's later events merge
+			// into it. One creation first, taken by the pump (which then waits on the watcher), so that the
+			// whole burst stays pending.
+			createNodes(ctx, t, st, 300, 301)
+			require.Eventually(t, func() bool { return pendingEvents(st) == 0 }, 10*time.Second, time.Millisecond,
+				"the pump takes the first event")
+
 			// Nobody reads: n000..n002 are destroyed, n003 updated 100 times, n004 destroyed and created
 			// again, n005..n199 created, and n100..n149 destroyed again.
 			for i := range 3 {
