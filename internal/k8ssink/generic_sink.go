@@ -8,7 +8,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -39,8 +38,8 @@ type SinkController[Input generic.ResourceWithRD] struct {
 	declared *qtransform.QController[Input, *sink.ApplyStatus]
 	// workers run the passes of the IDs of the inputs to apply.
 	workers *keyed.Workers[resource.ID]
-	// state is the state the runtime runs the sink on, which its watches watch.
-	state state.CoreState
+	// watches are the pipeline's watches of its state, which tell what changed.
+	watches *keyed.Watches
 
 	apply        applyWritingFunc[Input]
 	teardown     func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
@@ -158,16 +157,16 @@ func (c *SinkController[Input]) Outputs() []controller.Output {
 	return c.declared.Settings().Outputs
 }
 
-// SetState gives the sink the state the runtime runs it on, which its watches watch. It is called before
-// the sink runs.
-func (c *SinkController[Input]) SetState(st state.CoreState) {
-	c.state = st
+// SetWatches gives it the pipeline's watches of the state the runtime runs it on (keyed.Watches), which
+// tell it what changed. It is called before it runs.
+func (c *SinkController[Input]) SetWatches(w *keyed.Watches) {
+	c.watches = w
 }
 
 // Run implements controller.Controller: it queues the inputs its watches say changed, and applies them in
 // workers started on demand, until ctx is done.
 func (c *SinkController[Input]) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
-	return keyed.Serve(ctx, r, c.state, c.Inputs(), c.workers,
+	return keyed.Serve(ctx, r, c.watches, c.Inputs(), c.workers,
 		func(ctx context.Context, id resource.ID) (time.Duration, error) { return c.pass(ctx, logger, r, id) },
 		func(ctx context.Context, md *resource.Metadata) ([]resource.ID, error) {
 			return c.keys(ctx, logger, r, md)

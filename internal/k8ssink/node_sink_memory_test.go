@@ -23,6 +23,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
@@ -240,7 +241,7 @@ func nodeSinkRetainedPerNode(tb testing.TB, n int) float64 {
 
 	applier := k8ssink.NewNodeApplier(client, zap.NewNop(), k8ssink.NodeApplierOptions{})
 	nodeSink := k8ssink.NewNodeSinkController(applier, corelisters.NewNodeLister(client.cache), 8)
-	nodeSink.SetState(st)
+	nodeSink.SetWatches(keyed.NewWatches(st))
 	require.NoError(tb, rt.RegisterController(nodeSink))
 
 	watchCtx, stopWatch := context.WithCancel(ctx)

@@ -19,6 +19,7 @@ import (
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
@@ -46,6 +47,8 @@ type CCM struct {
 	csrMirror  *kubectrl.KubeCSRController
 	// heldBy are, by type, the consumers whose finalizers the resources of that type are written with.
 	heldBy map[resource.Type][]resource.Finalizer
+	// watches are the watches of state the decision controllers and the sinks share (registerKeyed).
+	watches *keyed.Watches
 
 	// events is created on first use by eventRecorder.
 	events     k8ssink.EventRecorder

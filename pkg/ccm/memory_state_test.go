@@ -16,6 +16,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/cosistate"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -36,7 +37,7 @@ func TestMemoryStateTakesARestartBurst(t *testing.T) {
 	rt, err := runtime.NewRuntime(st, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	require.NoError(t, err)
 	lifecycle := nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{})
-	lifecycle.SetState(st)
+	lifecycle.SetWatches(keyed.NewWatches(st))
 	require.NoError(t, rt.RegisterController(lifecycle))
 
 	ctx, cancel := context.WithCancel(t.Context())

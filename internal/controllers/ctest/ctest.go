@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/talos-ccm/talos-ccm/internal/cosistate"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 )
 
 // Defaults of a Suite.
@@ -96,13 +97,14 @@ type Suite struct {
 
 	t       *testing.T
 	runtime *cosiruntime.Runtime
-	// stored is the state the runtime runs on, which the controllers that watch it themselves are given.
-	stored state.State
-	ctx    context.Context //nolint:containedctx // The suite's context is the test's, bounded by its timeout.
-	cancel context.CancelFunc
-	done   chan error
-	stop   sync.Once
-	opts   options
+	// watches are the watches of the state the runtime runs on that the controllers that learn what
+	// changed themselves share (the decisions and the sinks), as in a pipeline.
+	watches *keyed.Watches
+	ctx     context.Context //nolint:containedctx // The suite's context is the test's, bounded by its timeout.
+	cancel  context.CancelFunc
+	done    chan error
+	stop    sync.Once
+	opts    options
 }
 
 // New creates the suite: register controllers, then call Start. Unless told otherwise it checks, once the
@@ -139,7 +141,7 @@ func New(t *testing.T, opts ...Option) *Suite {
 	ctx, cancel := context.WithTimeout(t.Context(), o.timeout)
 	t.Cleanup(cancel)
 
-	return &Suite{State: state.WrapCore(copiedReads{CoreState: st}), t: t, runtime: rt, stored: st, ctx: ctx, cancel: cancel, opts: o}
+	return &Suite{State: state.WrapCore(copiedReads{CoreState: st}), t: t, runtime: rt, watches: keyed.NewWatches(st), ctx: ctx, cancel: cancel, opts: o}
 }
 
 // copiedReads is the state as the test reads it: copies of the stored resources. The controllers read
@@ -175,14 +177,14 @@ func (s copiedReads) List(ctx context.Context, kind resource.Kind, opts ...state
 	return resource.List{Items: items}, nil
 }
 
-// Register adds controllers (controller.Controller or controller.QController). A controller that watches
-// its inputs itself (the decisions and the sinks) is given the state the runtime runs on.
+// Register adds controllers (controller.Controller or controller.QController). A controller that learns
+// what changed itself (the decisions and the sinks) is given the suite's watches of the state.
 func (s *Suite) Register(ctrls ...any) {
 	s.t.Helper()
 
 	for _, ctrl := range ctrls {
-		if watching, ok := ctrl.(interface{ SetState(st state.CoreState) }); ok {
-			watching.SetState(s.stored)
+		if watching, ok := ctrl.(interface{ SetWatches(w *keyed.Watches) }); ok {
+			watching.SetWatches(s.watches)
 		}
 
 		switch c := ctrl.(type) {

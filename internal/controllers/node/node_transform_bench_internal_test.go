@@ -19,6 +19,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/cosistate"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -93,7 +94,7 @@ func joinNodes(b *testing.B, ctrl any, factsFirst bool) (time.Duration, uint64) 
 	case controller.QController:
 		err = rt.RegisterQController(c)
 	case *NodeTransformController:
-		c.SetState(st)
+		c.SetWatches(keyed.NewWatches(st))
 		err = rt.RegisterController(c)
 	}
 

@@ -20,10 +20,10 @@ import (
 // connections. It was about 155 here (150 in make bench-clusters) when each queued controller kept the
 // service's workers (27 in all) and each watch through the cluster's view its own forwarder (17), about 47
 // when the decisions and the sinks were queued controllers (three goroutines each in the runtime, and a
-// fourth per sink waiting for keys), and about 35 since they are plain controllers fed by watches of their
-// own (one goroutine each, and one forwarder each of the view for the channel of their watches). Issue 36's
-// target is 24.
-const idleClusterGoroutines = 40
+// fourth per sink waiting for keys), and about 29 since they are plain controllers fed by watches they share
+// (one goroutine each, and one forwarder of the view for the channel of their watches). Issue 36's target
+// is 24.
+const idleClusterGoroutines = 34
 
 // TestIdleClusterGoroutines: the goroutines a host keeps per running cluster, idle and without Nodes,
 // stay under idleClusterGoroutines (issue 36: a host runs a thousand of them).

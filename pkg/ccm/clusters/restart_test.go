@@ -29,8 +29,8 @@ import (
 
 // failingWatches is a host state that records the runtime's watches of one kind and can make the latest
 // fail, as a state with a history of events (the COSI runtime's in-memory state) does when a watcher falls
-// behind it. The decisions and the sinks watch their inputs themselves, with the state's contents first:
-// those watches are not recorded.
+// behind it. The decisions and the sinks watch their inputs themselves: only the runtime's watches, which
+// start with a bookmark, are recorded.
 type failingWatches struct {
 	state.CoreState
 
@@ -52,7 +52,7 @@ func (s *failingWatches) WatchKindAggregated(ctx context.Context, kind resource.
 		opt(&o)
 	}
 
-	if kind.Namespace() == s.kind.Namespace() && kind.Type() == s.kind.Type() && !o.BootstrapContents {
+	if kind.Namespace() == s.kind.Namespace() && kind.Type() == s.kind.Type() && o.BootstrapBookmark {
 		s.mu.Lock()
 		s.watches = append(s.watches, failingWatch{ctx: ctx, ch: ch})
 		s.mu.Unlock()

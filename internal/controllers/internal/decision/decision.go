@@ -23,7 +23,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/internal/keyed"
@@ -71,8 +70,8 @@ type Controller[Input, Output generic.ResourceWithRD] struct {
 	declared *qtransform.QController[Input, Output]
 	// workers run the passes of the IDs of the inputs to decide about.
 	workers *keyed.Workers[resource.ID]
-	// state is the state the runtime runs the controller on, which its watches watch.
-	state state.CoreState
+	// watches are the pipeline's watches of its state, which tell what changed.
+	watches *keyed.Watches
 
 	newOutput func(resource.Namespace, resource.ID) Output
 	decide    DecideFunc[Input, Output]
@@ -136,10 +135,10 @@ func (c *Controller[Input, Output]) Outputs() []controller.Output {
 	return c.declared.Settings().Outputs
 }
 
-// SetState gives the controller the state the runtime runs it on, which its watches watch. It is called
-// before the controller runs.
-func (c *Controller[Input, Output]) SetState(st state.CoreState) {
-	c.state = st
+// SetWatches gives it the pipeline's watches of the state the runtime runs it on (keyed.Watches), which
+// tell it what changed. It is called before it runs.
+func (c *Controller[Input, Output]) SetWatches(w *keyed.Watches) {
+	c.watches = w
 }
 
 // CapConcurrency bounds the passes that run at once to n (when n is positive and less than the controller's
@@ -152,7 +151,7 @@ func (c *Controller[Input, Output]) CapConcurrency(n uint) {
 // Run implements controller.Controller: it queues the inputs its watches say changed, and runs their
 // passes in workers started on demand, until ctx is done.
 func (c *Controller[Input, Output]) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
-	return keyed.Serve(ctx, r, c.state, c.Inputs(), c.workers,
+	return keyed.Serve(ctx, r, c.watches, c.Inputs(), c.workers,
 		func(ctx context.Context, id resource.ID) (time.Duration, error) { return c.pass(ctx, logger, r, id) },
 		func(ctx context.Context, md *resource.Metadata) ([]resource.ID, error) {
 			return c.keys(ctx, logger, r, md)
