@@ -24,8 +24,10 @@ const lbConditionConfig = `loadBalancer:
 `
 
 // editCondition changes talos-ccm's condition of a Service with a status update, as another controller or
-// a person would: edit changes it, or returns nil to remove it; others are added.
-func editCondition(t *testing.T, ns, name string, edit func(metav1.Condition) *metav1.Condition, others ...metav1.Condition) {
+// a person would: edit changes it, or returns nil to remove it; others are added. It returns the Service as
+// the update left it (talos-ccm may restore its condition at once, so a later read may no longer show the
+// edit).
+func editCondition(t *testing.T, ns, name string, edit func(metav1.Condition) *metav1.Condition, others ...metav1.Condition) *corev1.Service {
 	t.Helper()
 
 	svc, err := env.Clientset().CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
@@ -42,8 +44,10 @@ func editCondition(t *testing.T, ns, name string, edit func(metav1.Condition) *m
 	}
 
 	svc.Status.Conditions = conditions
-	_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(t.Context(), svc, metav1.UpdateOptions{})
+	updated, err := env.Clientset().CoreV1().Services(ns).UpdateStatus(t.Context(), svc, metav1.UpdateOptions{})
 	require.NoError(t, err)
+
+	return updated
 }
 
 // waitConditionRestored waits a few seconds at most until the Service shows talos-ccm's condition True with
@@ -84,9 +88,7 @@ func TestLoadBalancerConditionRestored(t *testing.T) {
 	other := metav1.Condition{
 		Type: "example.com/Announced", Status: metav1.ConditionTrue, Reason: "Announced", LastTransitionTime: metav1.Now(),
 	}
-	editCondition(t, "lb-condition", "web", func(metav1.Condition) *metav1.Condition { return nil }, other)
-	svc, err = env.Clientset().CoreV1().Services("lb-condition").Get(t.Context(), "web", metav1.GetOptions{})
-	require.NoError(t, err)
+	svc = editCondition(t, "lb-condition", "web", func(metav1.Condition) *metav1.Condition { return nil }, other)
 	require.Nil(t, meta.FindStatusCondition(svc.Status.Conditions, kubekeys.ConditionLoadBalancerIPAllocated), "removed")
 
 	waitConditionRestored(t, "lb-condition", "web", message)
