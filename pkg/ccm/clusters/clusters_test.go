@@ -211,9 +211,9 @@ func (h *clustersHost) declare(ctx context.Context, t *testing.T, id string, spe
 	}
 }
 
-// remove removes a Cluster the COSI way: it returns once the ClustersController released it.
+// remove removes a Cluster the COSI way (clusters.Remove): it returns once the ClustersController released it.
 func (h *clustersHost) remove(ctx context.Context, id string) error {
-	return h.uncounted.TeardownAndDestroy(ctx, clusters.NewCluster(clusters.DefaultNamespace, id).Metadata()) //nolint:wrapcheck
+	return clusters.Remove(ctx, h.uncounted, "", id) //nolint:wrapcheck
 }
 
 // status returns a cluster's status, nil when there is none.

@@ -278,7 +278,8 @@ func (h *host) declare(r *http.Request) error {
 const cleanupPause = 100 * time.Millisecond
 
 // remove removes clusters the COSI way, and returns once they are all gone; no ID means every cluster of
-// the inventory. Each Cluster is removed with state.TeardownAndDestroy from a goroutine of its own, as a
+// the inventory. Each Cluster is removed with clusters.Remove (state.TeardownAndDestroy, again if the
+// controller took the Cluster meanwhile) from a goroutine of its own, as a
 // host would remove them one by one: its watch of the Cluster waits for the clusters controller to release
 // it among the events of every other removal (the host's in-memory namespaces never fail a watcher that
 // falls behind them: TestTeardownManyClustersAtOnce in pkg/ccm/clusters).
@@ -298,9 +299,8 @@ func (h *host) remove(r *http.Request) error {
 
 	for i, id := range ids {
 		removals.Go(func() {
-			err := h.state.TeardownAndDestroy(r.Context(), clusters.NewCluster(clusters.DefaultNamespace, id).Metadata())
-			if err != nil && !state.IsNotFoundError(err) {
-				errs[i] = fmt.Errorf("failed to remove cluster %s: %w", id, err)
+			if err := clusters.Remove(r.Context(), h.state, "", id); err != nil {
+				errs[i] = err
 
 				return
 			}
