@@ -116,6 +116,17 @@ type csrDecider struct {
 }
 
 func (d *csrDecider) transform(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeCSR, last, out *csrres.CSRDecision) error {
+	name := in.Metadata().ID()
+	request := in.TypedSpec().Value
+
+	// Before the config, the Node and the machine are read (supersededBy records the request in the index):
+	// a change of any of them from now on decides this request again. A request skipped for want of a
+	// config is thus decided once the config comes, which maps to the heads of the index only.
+	supersededBy, err := d.supersededBy(ctx, r, name, request)
+	if err != nil {
+		return err
+	}
+
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
@@ -123,16 +134,6 @@ func (d *csrDecider) transform(ctx context.Context, r controller.ReaderWriter, l
 		}
 
 		return fmt.Errorf("failed to read config: %w", err)
-	}
-
-	name := in.Metadata().ID()
-	request := in.TypedSpec().Value
-
-	// Before the Node and the machine are read (supersededBy records the request in the index): a change of
-	// either from now on decides this request again.
-	supersededBy, err := d.supersededBy(ctx, r, name, request)
-	if err != nil {
-		return err
 	}
 
 	// Superseded is final: once a newer request of the same requester was seen, this one is denied, even

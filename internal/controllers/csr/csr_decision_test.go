@@ -250,6 +250,36 @@ func TestCSRDecisionControllerWithoutTalos(t *testing.T) {
 	})
 }
 
+// A request filed before talos-ccm has an active config is decided once the config comes: the config maps
+// to the requests the controller has seen, which must include those it skipped for want of a config.
+func TestCSRDecisionControllerDecidesOnceConfigComes(t *testing.T) {
+	valid := validInput(t)
+
+	s := ctest.New(t, ctest.WithTimeout(20*time.Second))
+	s.Register(csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{}))
+	s.Start()
+
+	node := kube.NewKubeNode(kube.NamespaceName, "w1")
+	node.TypedSpec().Value = proto.CloneOf(valid.Node)
+	s.Create(node)
+
+	fileRequest(s, "csr-1", valid.CSR, time.Time{})
+
+	// The controller sees the request and skips it: it holds its finalizer, and no decision is written.
+	ctest.AssertResource(s, "csr-1", func(in *kube.KubeCSR, a *assert.Assertions) {
+		a.True(in.Metadata().Finalizers().Has("csr.CSRDecisionController"))
+	})
+	ctest.AssertNoResource[*csrres.CSRDecision](s, "csr-1")
+
+	cfg := config.NewConfig(config.NamespaceName, config.ActiveID)
+	cfg.TypedSpec().Value = proto.CloneOf(valid.Config)
+	s.Create(cfg)
+
+	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+	})
+}
+
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 
