@@ -4,12 +4,13 @@
 //
 // A key queued twice runs once; a key added while it runs runs again once it is done, never twice at once;
 // a key that failed runs again after a backoff that grows with its failures in a row, or at once if it is
-// added meanwhile (what it waited for may have changed). Run drains the queue with a bounded number of
-// workers, started as keys become ready and gone when none is, so that an idle queue holds no goroutine.
+// added meanwhile (what it waited for may have changed).
 //
-// Workers runs a queue's passes without even Run's loop, and Feed is the Run of a plain COSI controller
-// that learns what changed from watches of its own and queues the keys: the decision controllers and the
-// sinks are built on both, and an idle one holds a single goroutine.
+// Workers runs a queue's keys with a bounded number of goroutines, started as keys become ready and gone
+// when none is, and one timer for the earliest key that waits, so that an idle queue holds no goroutine.
+// Feed is the Run of a plain COSI controller that learns what changed from watches of its own and queues
+// the keys: the decision controllers and the sinks are built on both, and an idle one holds a single
+// goroutine.
 package keyed
 
 import (
@@ -65,11 +66,6 @@ type Queue[K comparable] struct {
 	head int
 	// later holds the waiting entries, the earliest due first.
 	later laterHeap[K]
-	// workers counts the workers of Run that are running, limit how many it may run.
-	workers, limit int
-
-	// wake tells Run that a key became ready, or that the earliest due time moved.
-	wake chan struct{}
 }
 
 // New returns an empty Queue whose failed keys wait backoff(failures in a row) before they run again (nil
@@ -82,7 +78,6 @@ func New[K comparable](backoff func(failures int) time.Duration) *Queue[K] {
 	return &Queue[K]{
 		backoff: backoff,
 		entries: map[K]*entry[K]{},
-		wake:    make(chan struct{}, 1),
 	}
 }
 
@@ -141,75 +136,19 @@ func (q *Queue[K]) Done(key K, after time.Duration, err error) {
 	q.done(key, after, err)
 }
 
-// Run runs fn over the keys as they become ready, at most workers at once, until ctx is done; it returns
-// once every run it started has returned. A worker takes keys until none is ready, then ends.
-func (q *Queue[K]) Run(ctx context.Context, workers int, fn Func[K]) {
-	var wg sync.WaitGroup
-
-	defer wg.Wait()
-
-	q.mu.Lock()
-	q.limit = max(workers, 1)
-	q.mu.Unlock()
-
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-
-	for {
-		q.mu.Lock()
-
-		now := time.Now()
-		q.promote(now)
-
-		for start := min(len(q.fifo)-q.head, q.limit-q.workers); start > 0; start-- {
-			q.workers++
-
-			wg.Go(func() { q.work(ctx, fn) })
-		}
-
-		var next time.Duration = -1
-		if len(q.later) > 0 {
-			next = q.later[0].due.Sub(now)
-		}
-
-		q.mu.Unlock()
-
-		var due <-chan time.Time
-
-		if next >= 0 {
-			timer.Reset(next)
-
-			due = timer.C
-		}
-
-		select {
-		case <-ctx.Done():
-			return
-		case <-q.wake:
-		case <-due:
-		}
-	}
-}
-
-// work is one worker of Run: it runs the ready keys until there is none.
-func (q *Queue[K]) work(ctx context.Context, fn Func[K]) {
+// NextDue queues the waiting keys whose wait is over, and returns when the earliest of the keys that still
+// wait is due; ok is false when none waits. Workers set their one timer to it.
+func (q *Queue[K]) NextDue() (due time.Time, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 
-	for ctx.Err() == nil {
-		e := q.pop(time.Now())
-		if e == nil {
-			break
-		}
+	q.promote(time.Now())
 
-		q.mu.Unlock()
-		after, err := fn(ctx, e.key)
-		q.mu.Lock()
-
-		q.done(e.key, after, err)
+	if len(q.later) == 0 {
+		return due, false
 	}
 
-	q.workers--
+	return q.later[0].due, true
 }
 
 // push queues e at the tail of the FIFO. q.mu is held.
@@ -225,11 +164,6 @@ func (q *Queue[K]) push(e *entry[K]) {
 	}
 
 	q.fifo = append(q.fifo, e)
-
-	// Run starts a worker only if one more may run: the running ones take the key otherwise.
-	if q.workers < q.limit {
-		q.signal()
-	}
 }
 
 // pop takes the first ready entry, after promoting the waiting ones that are due at now; nil if none is
@@ -287,20 +221,8 @@ func (q *Queue[K]) done(key K, after time.Duration, err error) {
 		e.state = waiting
 		e.due = time.Now().Add(after)
 		heap.Push(&q.later, e)
-
-		if e.index == 0 {
-			q.signal()
-		}
 	default:
 		delete(q.entries, key)
-	}
-}
-
-// signal wakes Run without blocking: one pending wake-up is enough for any number of changes.
-func (q *Queue[K]) signal() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
 	}
 }
 

@@ -275,23 +275,18 @@ func (r *recorder) got() []string {
 	return append([]string(nil), r.runs...)
 }
 
-// Run runs every key, at most workers at once, and ends its workers when the queue is empty and when its
-// context is done.
-func TestRunBoundsWorkers(t *testing.T) {
+// Workers run every key, at most limit at once, and end when the queue is empty and when their context is
+// done.
+func TestWorkersBound(t *testing.T) {
 	t.Parallel()
 
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 
-		q := keyed.New[string](nil)
+		q := keyed.NewWorkers[string](3)
 		r := &recorder{release: make(chan struct{})}
 
-		done := make(chan struct{})
-
-		go func() {
-			q.Run(ctx, 3, r.run)
-			close(done)
-		}()
+		q.Start(ctx, r.run)
 
 		for i := range 10 {
 			q.Add(fmt.Sprint(i))
@@ -317,21 +312,21 @@ func TestRunBoundsWorkers(t *testing.T) {
 		assert.Equal(t, 2, r.stat(func() int { return r.running }))
 
 		cancel()
-		<-done
+		q.Stop()
 		assert.ElementsMatch(t, []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a", "b"}, r.got())
 	})
 }
 
-// Run retries a failed key after its backoff and runs a key again after the wait it asked for, without a
+// Workers retry a failed key after its backoff and run a key again after the wait it asked for, without a
 // worker waiting meanwhile.
-func TestRunRetries(t *testing.T) {
+func TestWorkersRetry(t *testing.T) {
 	t.Parallel()
 
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 
-		q := keyed.New[string](func(failures int) time.Duration { return time.Duration(failures) * time.Second })
+		q := keyed.NewWorkersWithBackoff[string](2, func(failures int) time.Duration { return time.Duration(failures) * time.Second })
 
 		var (
 			mu    sync.Mutex
@@ -355,7 +350,7 @@ func TestRunRetries(t *testing.T) {
 			return 0, nil
 		}}
 
-		go q.Run(ctx, 2, r.run)
+		q.Start(ctx, r.run)
 
 		start := time.Now()
 
@@ -379,6 +374,39 @@ func TestRunRetries(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, []string{"flaky", "flaky", "flaky", "later", "later"}, r.got())
 		assert.Equal(t, 1, q.Len())
+	})
+}
+
+// Workers stopped while a key waits (their controller's Run ended, to run again) keep the key, and run it
+// once it is due after they start again, with no Add.
+func TestWorkersRestart(t *testing.T) {
+	t.Parallel()
+
+	synctest.Test(t, func(t *testing.T) {
+		w := keyed.NewWorkers[string](2)
+		r := &recorder{result: func(string) (time.Duration, error) { return 5 * time.Second, nil }}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		w.Start(ctx, r.run)
+		w.Add("later")
+		synctest.Wait()
+
+		time.Sleep(time.Second)
+		cancel()
+		w.Stop()
+		assert.Equal(t, []string{"later"}, r.got())
+
+		ctx, cancel = context.WithCancel(t.Context())
+		defer cancel()
+
+		w.Start(ctx, r.run)
+		time.Sleep(4*time.Second - time.Nanosecond)
+		synctest.Wait()
+		assert.Equal(t, []string{"later"}, r.got(), "run before it is due")
+
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		assert.Equal(t, []string{"later", "later"}, r.got())
 	})
 }
 

@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// Workers runs the passes of the keys of a Queue with at most limit goroutines, started when a key is
-// added or its wait ends, and gone when no key is ready. Unlike Queue.Run it keeps no goroutine of its own
-// to wait for keys: an idle decision controller or sink holds none, which a host's clusters, each with
-// their six such controllers, mostly idle, count in thousands. A key that waits (a requeue, a failure's
-// backoff) has a timer, which holds no goroutine either.
+// Workers runs the passes of the keys of a Queue with at most limit goroutines, started when a key becomes
+// ready and gone when none is: an idle decision controller or sink holds none, which a host's clusters,
+// each with their six such controllers, mostly idle, count in thousands. The queue keeps the keys, their
+// backoff and their waits; Workers takes the ready keys from it (Queue.Take), hands back each outcome
+// (Queue.Done), and keeps one timer, set to when the earliest waiting key is due (Queue.NextDue), which
+// holds no goroutine either.
 type Workers[K comparable] struct {
 	queue *Queue[K]
 	// run runs the pass of a key; set by Start.
@@ -18,39 +19,48 @@ type Workers[K comparable] struct {
 	// ctx ends the passes; nil until Start, when nothing runs yet.
 	ctx context.Context //nolint:containedctx // the controller's Run context, which the runtime ends.
 
-	// failures counts each failing key's failures in a row, for its backoff; timers wake the waiting keys.
-	failures map[K]int
-	timers   map[K]*time.Timer
+	// timer wakes the workers when the earliest waiting key is due, at due (zero when it is not set); nil
+	// until a key first waits.
+	timer *time.Timer
+	due   time.Time
 
 	wg sync.WaitGroup
+	// mu guards the fields above and below; it is taken before the queue's own lock.
 	mu sync.Mutex
 
 	running, limit int
 }
 
-// NewWorkers returns workers that run at most limit passes at once (at least one).
+// NewWorkers returns workers that run at most limit passes at once (at least one), and retry a failed key
+// after DefaultBackoff.
 func NewWorkers[K comparable](limit int) *Workers[K] {
+	return newWorkers[K](limit, DefaultBackoff)
+}
+
+// newWorkers is NewWorkers with the backoff of failed keys (see New).
+func newWorkers[K comparable](limit int, backoff func(failures int) time.Duration) *Workers[K] {
 	return &Workers[K]{
-		queue:    New[K](nil),
-		failures: map[K]int{},
-		timers:   map[K]*time.Timer{},
-		limit:    max(limit, 1),
+		queue: New[K](backoff),
+		limit: max(limit, 1),
 	}
 }
 
-// Add queues keys, and starts a worker if one more may run.
+// Add queues keys, and starts workers for those that are ready, as many as may run.
 func (w *Workers[K]) Add(keys ...K) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
 	w.queue.Add(keys...)
-	w.kick()
+	w.settle()
 }
 
 // Start runs the queued keys with run until ctx is done; the keys added before are run now.
 func (w *Workers[K]) Start(ctx context.Context, run Func[K]) {
 	w.mu.Lock()
-	w.ctx, w.run = ctx, run
-	w.mu.Unlock()
+	defer w.mu.Unlock()
 
-	w.kick()
+	w.ctx, w.run = ctx, run
+	w.settle()
 }
 
 // Limit lowers the bound of the passes that run at once to n, when n is positive and lower.
@@ -65,54 +75,72 @@ func (w *Workers[K]) Limit(n int) {
 	w.limit = min(w.limit, n)
 }
 
-// Stop ends the timers and waits for the running passes, once the context of Start is done.
+// Stop stops the timer and waits for the running passes, once the context of Start is done. The keys that
+// wait stay in the queue: a later Start sets the timer again.
 func (w *Workers[K]) Stop() {
 	w.mu.Lock()
-
-	for _, t := range w.timers {
-		t.Stop()
-	}
-
-	clear(w.timers)
+	w.stopTimer()
 	w.mu.Unlock()
 
 	w.wg.Wait()
 }
 
-// kick starts a worker if one more may run.
-func (w *Workers[K]) kick() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// active says whether passes may run: after Start, until its context is done. w.mu is held.
+func (w *Workers[K]) active() bool {
+	return w.ctx != nil && w.ctx.Err() == nil
+}
 
+// settle sets the timer to the earliest waiting key (queueing those whose wait is over), and starts
+// workers for the ready keys, as many as may run. It is called whenever a key may have become ready or
+// begun to wait. w.mu is held.
+func (w *Workers[K]) settle() {
+	w.setTimer()
 	w.spawn()
 }
 
-// spawn starts a worker if one more may run and a key may be ready. w.mu is held.
+// spawn starts a worker for each ready key, while one more may run. Each takes its first key here, under
+// w.mu: a worker never starts to find nothing, and a key added after a worker found none ready and before
+// it ended is taken by the worker this starts. w.mu is held.
 func (w *Workers[K]) spawn() {
-	// A key added after a worker found none ready and before it ended is taken by the worker this starts:
-	// both the worker's look and this check hold w.mu.
-	if w.ctx == nil || w.ctx.Err() != nil || w.running >= w.limit || w.queue.Len() <= w.running {
-		return
+	for w.running < w.limit {
+		key, ok := w.take()
+		if !ok {
+			return
+		}
+
+		w.running++
+
+		w.wg.Go(func() { w.work(key) })
 	}
-
-	w.running++
-
-	w.wg.Go(w.work)
 }
 
-// work runs the ready keys until there is none.
-func (w *Workers[K]) work() {
+// take takes the next ready key, while passes may run. w.mu is held.
+func (w *Workers[K]) take() (key K, ok bool) {
+	if !w.active() {
+		return key, false
+	}
+
+	return w.queue.Take()
+}
+
+// work runs the pass of key, then of the next ready keys until there is none.
+func (w *Workers[K]) work(key K) {
+	w.mu.Lock()
+	ctx, run := w.ctx, w.run
+	w.mu.Unlock()
+
 	for {
+		after, err := run(ctx, key)
+
 		w.mu.Lock()
+		w.queue.Done(key, after, err)
 
-		var (
-			id K
-			ok bool
-		)
+		var ok bool
 
-		if w.ctx.Err() == nil {
-			id, ok = w.queue.Take()
-		}
+		// This worker takes the next key before settle starts others for the rest: one added while the
+		// pass ran, whose worker could not start then.
+		key, ok = w.take()
+		w.settle()
 
 		if !ok {
 			w.running--
@@ -121,62 +149,50 @@ func (w *Workers[K]) work() {
 			return
 		}
 
-		// More keys may be ready than workers run: one more starts, which starts another if it finds a
-		// key, up to the limit.
-		w.spawn()
-
-		ctx, run := w.ctx, w.run
 		w.mu.Unlock()
-
-		after, err := run(ctx, id)
-		after = w.backoff(id, after, err)
-
-		// The timer is set once the key waits in the queue: one that fired before would find it running.
-		w.queue.Done(id, after, err)
-
-		if after > 0 {
-			w.wake(id, after)
-		}
 	}
 }
 
-// backoff returns how long the key waits before it runs again after a pass that ended with after and err,
-// as keyed.Func says: a failure waits its backoff unless after is positive.
-func (w *Workers[K]) backoff(id K, after time.Duration, err error) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-
-	if err == nil {
-		delete(w.failures, id)
-
-		return after
-	}
-
-	w.failures[id]++
-
-	if after <= 0 {
-		after = DefaultBackoff(w.failures[id])
-	}
-
-	return after
-}
-
-// wake starts a worker for the key once it has waited after.
-func (w *Workers[K]) wake(id K, after time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-
-	if t, ok := w.timers[id]; ok {
-		t.Reset(after)
+// setTimer queues the waiting keys whose wait is over and sets the timer to when the earliest of the
+// others is due: reset when that is earlier than it was set to, stopped when none waits. A timer set later
+// than the earliest key (whose wait was ended by an Add) fires in vain and is set again. w.mu is held.
+func (w *Workers[K]) setTimer() {
+	due, ok := w.queue.NextDue()
+	if !ok || !w.active() {
+		w.stopTimer()
 
 		return
 	}
 
-	w.timers[id] = time.AfterFunc(after, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
+	if !w.due.IsZero() && !due.Before(w.due) {
+		return
+	}
 
-		delete(w.timers, id)
-		w.spawn()
-	})
+	w.due = due
+
+	if w.timer == nil {
+		w.timer = time.AfterFunc(time.Until(due), w.fire)
+
+		return
+	}
+
+	w.timer.Reset(time.Until(due))
+}
+
+// stopTimer stops the timer. w.mu is held.
+func (w *Workers[K]) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+
+	w.due = time.Time{}
+}
+
+// fire runs when the timer goes off: the keys due are queued, and started as workers may run.
+func (w *Workers[K]) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+
+	w.due = time.Time{}
+	w.settle()
 }
