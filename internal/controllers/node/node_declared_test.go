@@ -1,0 +1,76 @@
+package node_test
+
+import (
+	"testing"
+
+	"github.com/cosi-project/runtime/pkg/controller"
+	"github.com/stretchr/testify/assert"
+
+	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/config"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
+	"github.com/talos-ccm/talos-ccm/internal/resources/node"
+	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
+)
+
+// TestDecisionControllersDeclare pins what the Node decision controllers declare to the runtime: their
+// names (the finalizers they keep on the KubeNodes and the owner of their outputs, persisted), and their
+// inputs and outputs, which make the dependency graph ccmctl shows and give the controllers their rights
+// on the state (a finalizer only on a strong input).
+func TestDecisionControllersDeclare(t *testing.T) {
+	t.Parallel()
+
+	in := func(ns, typ string, kind controller.InputKind) controller.Input {
+		return controller.Input{Namespace: ns, Type: typ, Kind: kind}
+	}
+
+	for _, tc := range []struct {
+		ctrl interface {
+			Name() string
+			Inputs() []controller.Input
+			Outputs() []controller.Output
+		}
+		name    string
+		inputs  []controller.Input
+		outputs []controller.Output
+	}{
+		{
+			ctrl: nodectrl.NewNodeTransformController(),
+			name: "node.NodeTransformController",
+			inputs: []controller.Input{
+				in(kube.NamespaceName, kube.KubeNodeType, controller.InputStrong),
+				in(node.NamespaceName, node.NodeTransformType, controller.InputDestroyReady),
+				in(node.NamespaceName, node.NodeClaimRecheckType, controller.InputWeak),
+				in(talos.NamespaceName, talos.PlatformMetadataType, controller.InputWeak),
+				in(talos.NamespaceName, talos.MachineAddressesType, controller.InputWeak),
+				in(talos.NamespaceName, talos.MachineStatusType, controller.InputWeak),
+				in(config.NamespaceName, config.ConfigType, controller.InputWeak),
+			},
+			outputs: []controller.Output{
+				{Type: node.NodeTransformType, Kind: controller.OutputExclusive},
+				{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive},
+			},
+		},
+		{
+			ctrl: nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{}),
+			name: "node.NodeLifecycleController",
+			inputs: []controller.Input{
+				in(kube.NamespaceName, kube.KubeNodeType, controller.InputStrong),
+				in(node.NamespaceName, node.NodeLifecycleType, controller.InputDestroyReady),
+				in(talos.NamespaceName, talos.MachineStatusType, controller.InputWeak),
+				in(talos.NamespaceName, talos.PlatformMetadataType, controller.InputWeak),
+			},
+			outputs: []controller.Output{
+				{Type: node.NodeLifecycleType, Kind: controller.OutputExclusive},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+
+			assert.Equal(t, tc.name, tc.ctrl.Name())
+			assert.Equal(t, tc.inputs, tc.ctrl.Inputs())
+			assert.Equal(t, tc.outputs, tc.ctrl.Outputs())
+		})
+	}
+}
