@@ -233,18 +233,19 @@ func (st *memoryState) Watch(ctx context.Context, ptr resource.Pointer, ch chan<
 
 // WatchKind implements state.CoreState.
 func (st *memoryState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- state.Event, opts ...state.WatchKindOption) error {
-	return st.watchKind(ctx, kind, singleWatch(ctx, ch), opts)
+	return st.watchKind(ctx, kind, func() *memoryWatch { return singleWatch(ctx, ch) }, opts)
 }
 
 // WatchKindAggregated implements state.CoreState.
 func (st *memoryState) WatchKindAggregated(ctx context.Context, kind resource.Kind, ch chan<- []state.Event, opts ...state.WatchKindOption) error {
-	return st.watchKind(ctx, kind, aggregatedWatch(ctx, ch), opts)
+	return st.watchKind(ctx, kind, func() *memoryWatch { return aggregatedWatch(ctx, ch) }, opts)
 }
 
 // watchKind starts a watch of the resources of kind that the options select: their contents first, if
 // asked for, then a Bootstrapped event; a bookmark (a Noop event, with no bookmark in it), if asked for;
-// then every change.
-func (st *memoryState) watchKind(ctx context.Context, kind resource.Kind, w *memoryWatch, opts []state.WatchKindOption) error {
+// then every change. newWatch makes the watch once it is sure to start (it takes the redirect of a view's
+// watch, see takeRedirect).
+func (st *memoryState) watchKind(ctx context.Context, kind resource.Kind, newWatch func() *memoryWatch, opts []state.WatchKindOption) error {
 	var options state.WatchKindOptions
 
 	for _, opt := range opts {
@@ -259,6 +260,7 @@ func (st *memoryState) watchKind(ctx context.Context, kind resource.Kind, w *mem
 		return err
 	}
 
+	w := newWatch()
 	w.idQuery, w.labelQueries = options.IDQuery, options.LabelQueries
 	marker := func(typ state.EventType) state.Event {
 		return state.Event{Type: typ, Resource: resource.NewTombstone(resource.NewMetadata(st.ns, kind.Type(), "", resource.VersionUndefined))}

@@ -20,16 +20,37 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
-// benchStates are the states the benchmarks compare: MemoryStateBuilder's, and the COSI runtime's
-// in-memory state with the history talos-ccm gave it before (4 events to start with, up to 256).
+// benchStates are the states the benchmarks compare: MemoryStateBuilder's, read directly and through a
+// cluster's prefixed view, and the COSI runtime's in-memory state with the history talos-ccm gave it
+// before (4 events to start with, up to 256).
 var benchStates = []struct {
 	name    string
 	builder namespaced.StateBuilder
+	view    bool
 }{
-	{"state=talos-ccm", cosistate.MemoryStateBuilder()},
-	{"state=inmem", func(ns resource.Namespace) state.CoreState {
-		return inmem.NewStateWithOptions(inmem.WithHistoryInitialCapacity(4), inmem.WithHistoryMaxCapacity(256), inmem.WithHistoryGap(2))(ns)
-	}},
+	{"state=talos-ccm", cosistate.MemoryStateBuilder(), false},
+	{"state=talos-ccm-view", cosistate.MemoryStateBuilder(), true},
+	{"state=inmem", inmemBuilder, false},
+}
+
+// inmemBuilder builds the COSI runtime's in-memory namespaces with the history talos-ccm gave them.
+func inmemBuilder(ns resource.Namespace) state.CoreState {
+	return inmem.NewStateWithOptions(inmem.WithHistoryInitialCapacity(4), inmem.WithHistoryMaxCapacity(256), inmem.WithHistoryGap(2))(ns)
+}
+
+// newBenchState returns a state of builder's namespaces, or a prefixed view of one.
+func newBenchState(b *testing.B, builder namespaced.StateBuilder, view bool) state.State {
+	b.Helper()
+
+	st := state.WrapCore(namespaced.NewState(builder))
+	if !view {
+		return st
+	}
+
+	st, err := cosistate.NewPrefixedState(st, alphaPrefix)
+	require.NoError(b, err)
+
+	return st
 }
 
 // BenchmarkMemoryStateHeapPerNode: the heap a state keeps per KubeNode once 2,000 were created and
@@ -60,7 +81,7 @@ func BenchmarkMemoryStateHeapPerNode(b *testing.B) {
 				var st state.State
 
 				perNode := testheap.RetainedPer(nodes, func() {
-					st = state.WrapCore(namespaced.NewState(bs.builder))
+					st = newBenchState(b, bs.builder, bs.view)
 					writeNodes(ctx, b, st, nodes)
 				})
 
@@ -127,5 +148,42 @@ func writeNodes(ctx context.Context, b *testing.B, st state.State, n int) {
 		}
 
 		<-written
+	}
+}
+
+// BenchmarkViewWatchEvent: one update of a resource through a cluster's prefixed view, until the view's
+// watcher (an aggregated watch, as the controller runtime's) got its event, translated: over
+// MemoryStateBuilder's namespaces and over the COSI runtime's in-memory ones.
+func BenchmarkViewWatchEvent(b *testing.B) {
+	for _, host := range []struct {
+		name    string
+		builder namespaced.StateBuilder
+	}{{"host=talos-ccm", cosistate.MemoryStateBuilder()}, {"host=inmem", inmemBuilder}} {
+		b.Run(host.name, func(b *testing.B) {
+			ctx, cancel := context.WithCancel(b.Context())
+			defer cancel()
+
+			view := newBenchState(b, host.builder, true)
+			node := kube.NewKubeNode(kube.NamespaceName, "n")
+			node.TypedSpec().Value = &specs.KubeNodeSpec{Uid: "uid"}
+			require.NoError(b, view.Create(ctx, node))
+
+			ch := make(chan []state.Event)
+			require.NoError(b, view.WatchKindAggregated(ctx, node.Metadata(), ch))
+
+			b.ReportAllocs()
+
+			for b.Loop() {
+				next := node.DeepCopy().(*kube.KubeNode) //nolint:forcetypeassert // A KubeNode copies as one.
+				require.NoError(b, view.Update(ctx, next))
+				node = next
+
+				for seen := false; !seen; {
+					for _, ev := range <-ch {
+						seen = ev.Resource.Metadata().Namespace() == kube.NamespaceName && ev.Resource.Metadata().Version().Equal(node.Metadata().Version())
+					}
+				}
+			}
+		})
 	}
 }

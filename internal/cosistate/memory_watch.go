@@ -24,6 +24,10 @@ type memoryWatch struct {
 	send func(context.Context, []state.Event) bool
 	// offer hands one event on to the watcher if it waits for one now; false if it does not.
 	offer func(state.Event) bool
+	// translate, if set, is what a prefixed view whose watch this is (see watchRedirect) makes of each
+	// event: it is applied as the event is handed on, so that what waits in the queue is the stored
+	// resources themselves, not copies.
+	translate func(state.Event) state.Event
 	// id is the one resource watched, or "" for the whole type.
 	id resource.ID
 	// idQuery and labelQueries select the resources of a watch of the type.
@@ -32,15 +36,21 @@ type memoryWatch struct {
 
 	mu sync.Mutex
 	// queue is what the watcher has not been handed yet, and pumping says that a pump runs: both guarded
-	// by mu, under which the pump decides to end (see enqueue and pump).
+	// by mu, under which the pump decides to end (see enqueue and pump). ready is an event already
+	// translated that the watcher was offered and did not take: the pump hands it on before the queue.
 	queue   eventQueue
+	ready   []state.Event
 	pumping bool
 }
 
-// aggregatedWatch is a watch whose events go to ch in batches.
+// aggregatedWatch is a watch whose events go to ch in batches: to the channel of the view whose watch it
+// is, translated, if ctx carries its redirect through ch (see takeRedirect).
 func aggregatedWatch(ctx context.Context, ch chan<- []state.Event) *memoryWatch {
+	ch, translate := takeRedirect(ctx, ch)
+
 	return &memoryWatch{
-		ctx: ctx,
+		ctx:       ctx,
+		translate: translate,
 		send: func(ctx context.Context, events []state.Event) bool {
 			return channel.SendWithContext(ctx, ch, events)
 		},
@@ -55,10 +65,14 @@ func aggregatedWatch(ctx context.Context, ch chan<- []state.Event) *memoryWatch 
 	}
 }
 
-// singleWatch is a watch whose events go to ch one at a time.
+// singleWatch is a watch whose events go to ch one at a time: to the channel of the view whose watch it
+// is, translated, if ctx carries its redirect through ch (see takeRedirect).
 func singleWatch(ctx context.Context, ch chan<- state.Event) *memoryWatch {
+	ch, translate := takeRedirect(ctx, ch)
+
 	return &memoryWatch{
-		ctx: ctx,
+		ctx:       ctx,
+		translate: translate,
 		send: func(ctx context.Context, events []state.Event) bool {
 			for _, ev := range events {
 				if !channel.SendWithContext(ctx, ch, ev) {
@@ -113,13 +127,31 @@ func (w *memoryWatch) filter(ev state.Event) (state.Event, bool) {
 // enqueue hands ev on to the watcher at once if nothing is pending and the watcher waits for an event
 // (the controller runtime mostly does: no goroutine is started then); otherwise it queues ev, and starts a
 // pump if none runs. Finding that no pump runs and starting one take one hold of w.mu, the lock under
-// which a pump decides to end: an event is never left queued with no pump to hand it on.
+// which a pump decides to end: an event is never left queued with no pump to hand it on. An event
+// translated for the offer that the watcher did not take is kept as it is for the pump (ready), rather
+// than translated again.
 func (w *memoryWatch) enqueue(ev state.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 
-	if !w.pumping && len(w.queue.events) == 0 && w.ctx.Err() == nil && w.offer(ev) {
-		return
+	if !w.pumping && len(w.queue.events) == 0 && w.ctx.Err() == nil {
+		if w.translate == nil {
+			if w.offer(ev) {
+				return
+			}
+		} else {
+			translated := w.translate(ev)
+			if w.offer(translated) {
+				return
+			}
+
+			w.ready = append(w.ready, translated)
+			w.pumping = true
+
+			go w.pump()
+
+			return
+		}
 	}
 
 	w.queue.push(ev)
@@ -152,16 +184,33 @@ func (w *memoryWatch) pump() {
 	}
 }
 
-// next takes what is queued, and whether there is any: with nothing queued, the pump ends, under w.mu.
+// next takes what is to be handed on next, translated, and whether there is any: with nothing ready or
+// queued, the pump ends, under w.mu. The events are translated once out of w.mu, which writers take.
 func (w *memoryWatch) next() ([]state.Event, bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+
+	if ready := w.ready; ready != nil {
+		w.ready = nil
+		w.mu.Unlock()
+
+		return ready, true
+	}
 
 	events := w.queue.take()
 	if len(events) == 0 {
 		w.pumping = false
+		w.mu.Unlock()
 
 		return nil, false
+	}
+
+	w.mu.Unlock()
+
+	if w.translate != nil {
+		// The queue handed its events over: they are translated in place.
+		for i, ev := range events {
+			events[i] = w.translate(ev)
+		}
 	}
 
 	return events, true

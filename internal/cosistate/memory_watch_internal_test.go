@@ -10,6 +10,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -29,6 +30,10 @@ type watchedView struct {
 
 func (v *watchedView) apply(events []state.Event) {
 	for _, ev := range events {
+		if ev.Resource != nil && ev.Resource.Metadata().Namespace() != kube.NamespaceName {
+			v.errors = append(v.errors, fmt.Errorf("an event of %s in the namespace %s", ev.Resource.Metadata().ID(), ev.Resource.Metadata().Namespace()))
+		}
+
 		switch ev.Type {
 		case state.Created, state.Updated:
 			v.versions[ev.Resource.Metadata().ID()] = ev.Resource.Metadata().Version().String()
@@ -121,25 +126,70 @@ func pendingEvents(st *memoryState) int {
 	return pending
 }
 
+// viewOfNodes returns a prefixed view whose KubeNodes nodes (built for the view's namespace in the host's
+// state) holds, as a cluster's view of its host's state does.
+func viewOfNodes(t *testing.T, nodes *memoryState) state.CoreState { //nolint:ireturn
+	t.Helper()
+
+	host := namespaced.NewState(func(ns resource.Namespace) state.CoreState {
+		if ns == nodes.ns {
+			return nodes
+		}
+
+		return MemoryStateBuilder()(ns)
+	})
+
+	view, err := NewPrefixedState(host, "view:")
+	require.NoError(t, err)
+
+	return view
+}
+
+// translates says whether the watch of the KubeNodes of st translates its events (for a view).
+func translates(st *memoryState) bool {
+	c := st.collection(kube.KubeNodeType, false)
+
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+
+	return len(c.watches) == 1 && c.watches[0].translate != nil
+}
+
 // TestSlowWatcherLearnsTheState: a watcher that reads nothing while the state changes far more than
 // coalesceAfter events is not failed, holds at most coalesceAfter events more than one per resource, and
 // once it reads learns of every resource as it is now, of every one it knew that is gone, and of nothing
 // that came and went meanwhile. The COSI runtime's in-memory state failed such a watcher once it fell
-// behind its history ("buffer overrun").
+// behind its history ("buffer overrun"). A watcher of a prefixed view of the state learns the same, in the
+// view's namespace (the state translates the events for the view as it hands them on).
 func TestSlowWatcherLearnsTheState(t *testing.T) {
 	t.Parallel()
 
-	for _, withContents := range []bool{true, false} {
-		t.Run(fmt.Sprintf("contents=%v", withContents), func(t *testing.T) {
+	for _, tc := range []struct {
+		withContents, throughView bool
+	}{{true, false}, {false, false}, {true, true}, {false, true}} {
+		withContents := tc.withContents
+
+		t.Run(fmt.Sprintf("contents=%v/view=%v", withContents, tc.throughView), func(t *testing.T) {
 			t.Parallel()
 
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 
+			// The test writes and watches through rw: the memory state st itself, or a view of it.
 			st := nodesState()
-			createNodes(ctx, t, st, 0, 5)
 
-			ch := watchNodes(ctx, t, st, state.WithBootstrapContents(withContents))
+			var rw state.CoreState = st
+
+			if tc.throughView {
+				st = MemoryStateBuilder()(HostNamespace("view:", kube.NamespaceName)).(*memoryState) //nolint:forcetypeassert // The builder builds those.
+				rw = viewOfNodes(t, st)
+			}
+
+			createNodes(ctx, t, rw, 0, 5)
+
+			ch := watchNodes(ctx, t, rw, state.WithBootstrapContents(withContents))
+			require.Equal(t, tc.throughView, translates(st), "the state translates the events of the view's watch")
+
 			view := &watchedView{versions: map[resource.ID]string{}, told: map[resource.ID]bool{}}
 
 			if withContents {
@@ -151,18 +201,18 @@ func TestSlowWatcherLearnsTheState(t *testing.T) {
 			// run when it likes, it could take part of the burst below before the burst's later events merge
 			// into it. One creation first, taken by the pump (which then waits on the watcher), so that the
 			// whole burst stays pending.
-			createNodes(ctx, t, st, 300, 301)
+			createNodes(ctx, t, rw, 300, 301)
 			require.Eventually(t, func() bool { return pendingEvents(st) == 0 }, 10*time.Second, time.Millisecond,
 				"the pump takes the first event")
 
 			// Nobody reads: n000..n002 are destroyed, n003 updated 100 times, n004 destroyed and created
 			// again, n005..n199 created, and n100..n149 destroyed again.
 			for i := range 3 {
-				require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i)).Metadata()))
+				require.NoError(t, rw.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i)).Metadata()))
 			}
 
 			for range 100 {
-				_, err := safe.StateUpdateWithConflicts(ctx, state.WrapCore(st), kube.NewKubeNode(kube.NamespaceName, "n003").Metadata(), func(n *kube.KubeNode) error {
+				_, err := safe.StateUpdateWithConflicts(ctx, state.WrapCore(rw), kube.NewKubeNode(kube.NamespaceName, "n003").Metadata(), func(n *kube.KubeNode) error {
 					n.TypedSpec().Value.ProviderId += "+"
 
 					return nil
@@ -170,18 +220,18 @@ func TestSlowWatcherLearnsTheState(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, "n004").Metadata()))
-			createNodes(ctx, t, st, 4, 200)
+			require.NoError(t, rw.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, "n004").Metadata()))
+			createNodes(ctx, t, rw, 4, 200)
 
 			for i := 100; i < 150; i++ {
-				require.NoError(t, st.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i)).Metadata()))
+				require.NoError(t, rw.Destroy(ctx, kube.NewKubeNode(kube.NamespaceName, fmt.Sprintf("n%03d", i)).Metadata()))
 			}
 
 			// 495 writes; one event per resource (200) beyond the first coalesceAfter at most, and one of
 			// them may be in the hands of a pump already.
 			assert.LessOrEqual(t, pendingEvents(st), coalesceAfter+200)
 
-			want := contents(ctx, t, st)
+			want := contents(ctx, t, rw)
 			view.readUntil(t, ch, func() bool { return assert.ObjectsAreEqual(want, view.versions) }, "the watcher ends with the state's contents")
 
 			assert.Empty(t, view.errors, "the watcher was not failed")
@@ -193,7 +243,7 @@ func TestSlowWatcherLearnsTheState(t *testing.T) {
 			}
 
 			// It follows the changes again.
-			createNodes(ctx, t, st, 200, 201)
+			createNodes(ctx, t, rw, 200, 201)
 			view.readUntil(t, ch, func() bool { return view.versions["n200"] == "1" }, "the next creation")
 		})
 	}

@@ -60,8 +60,8 @@ type prefixedState struct {
 	// namespaces are the namespaces of the view, without the prefix.
 	namespaces map[resource.Namespace]bool
 
-	// forwarders are the running forwarders of the view's watches, by the channel they send to (a
-	// chan<- T to a *forwarder[T]).
+	// forwarders are the forwarders of the view's watches, by the channel they send to (a chan<- T to a
+	// *forwarder[T]).
 	forwardersMu sync.Mutex
 	forwarders   map[any]any
 }
@@ -202,19 +202,31 @@ func (st *prefixedState) WatchKindAggregated(ctx context.Context, kind resource.
 }
 
 // forwardWatch starts a watch of the host's state whose events the view hands on to out, translated, until
-// ctx is done. Every watch of the view on the same channel shares one forwarder, one goroutine: the
-// controller runtime watches each of the dozen or so types of a pipeline on one channel, and a goroutine
-// per watch would be a dozen per cluster of a host's. The forwarder runs before the watch starts (a state
-// may send its first events before its Watch call returns), and ends with the last of its watches.
+// ctx is done. A state that can send them to out itself, translated (MemoryStateBuilder's namespaces,
+// through whatever passes the call on to them), takes the watch's redirect (see watchRedirect), and the
+// view runs nothing for the watch. Otherwise a forwarder does it: every watch of the view on the same channel shares one, one goroutine
+// (the controller runtime watches each of the dozen or so types of a pipeline on one channel, and a
+// goroutine per watch would be a dozen per cluster of a host's), which ends with the last of its watches.
+// The forwarder starts once the host's watch call returned without taking the redirect: a state that sent
+// its first events meanwhile, from a goroutine of its own, waits for it that long.
 func forwardWatch[T any](ctx context.Context, st *prefixedState, out chan<- T, translate func(T) T, start func(context.Context, chan<- T) error) error {
-	fw := acquireForwarder(st, out, translate)
+	fw := acquireForwarder(st, out)
+	in := chan<- T(fw.in)
+	watchCtx, redirect := withRedirect(ctx, in, out, st.viewEvent)
 
-	if err := start(ctx, fw.in); err != nil {
+	if err := start(watchCtx, in); err != nil {
 		fw.release()
 
 		return err
 	}
 
+	if redirect.isTaken() {
+		fw.release()
+
+		return nil
+	}
+
+	fw.start(translate)
 	context.AfterFunc(ctx, fw.release)
 
 	return nil
@@ -226,14 +238,14 @@ type forwarder[T any] struct {
 	out  chan<- T
 	// in is the channel of the host's watches.
 	in chan T
-	// watches counts the watches that send to in (guarded by view.forwardersMu); stop ends the forwarder
-	// once none is left.
+	// watches counts the watches that send to in, or may (guarded by view.forwardersMu); stop, set once
+	// the forwarder's goroutine runs, ends it once none is left.
 	watches int
 	stop    context.CancelFunc
 }
 
-// acquireForwarder returns the view's forwarder to out, started if it has none, counting one more watch.
-func acquireForwarder[T any](st *prefixedState, out chan<- T, translate func(T) T) *forwarder[T] {
+// acquireForwarder returns the view's forwarder to out, created if it has none, counting one more watch.
+func acquireForwarder[T any](st *prefixedState, out chan<- T) *forwarder[T] {
 	st.forwardersMu.Lock()
 	defer st.forwardersMu.Unlock()
 
@@ -244,8 +256,7 @@ func acquireForwarder[T any](st *prefixedState, out chan<- T, translate func(T) 
 		return fw
 	}
 
-	ctx, stop := context.WithCancel(context.Background()) //nolint:gosec // The forwarder's last watch calls it (release).
-	fw := &forwarder[T]{view: st, out: out, in: make(chan T), watches: 1, stop: stop}
+	fw := &forwarder[T]{view: st, out: out, in: make(chan T), watches: 1}
 
 	if st.forwarders == nil {
 		st.forwarders = map[any]any{}
@@ -253,9 +264,22 @@ func acquireForwarder[T any](st *prefixedState, out chan<- T, translate func(T) 
 
 	st.forwarders[out] = fw
 
-	go fw.run(ctx, translate)
-
 	return fw
+}
+
+// start starts the forwarder's goroutine, unless it runs.
+func (fw *forwarder[T]) start(translate func(T) T) {
+	fw.view.forwardersMu.Lock()
+	defer fw.view.forwardersMu.Unlock()
+
+	if fw.stop != nil {
+		return
+	}
+
+	ctx, stop := context.WithCancel(context.Background()) //nolint:gosec // The forwarder's last watch calls it (release).
+	fw.stop = stop
+
+	go fw.run(ctx, translate)
 }
 
 // release counts one watch less, and ends the forwarder after its last one. The host's watch of a context
@@ -269,7 +293,10 @@ func (fw *forwarder[T]) release() {
 	}
 
 	delete(fw.view.forwarders, fw.out)
-	fw.stop()
+
+	if fw.stop != nil {
+		fw.stop()
+	}
 }
 
 // run hands what in receives on to out, translated, until ctx is done.
