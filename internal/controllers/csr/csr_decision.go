@@ -64,7 +64,6 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 
 	return decision.New(decision.Settings[*kube.KubeCSR, *csrres.CSRDecision]{
 		Name:      "csr.CSRDecisionController",
-		NewInput:  kube.NewKubeCSR,
 		NewOutput: csrres.NewCSRDecision,
 		Decide:    d.transform,
 		Teardown: func(_ context.Context, _ controller.ReaderWriter, _ *zap.Logger, in *kube.KubeCSR) error {
@@ -76,7 +75,7 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 		// Decisions are independent of each other (a request and its siblings are re-decided when either
 		// changes), and each is persisted: several at once keep approvals fast while thousands of nodes join.
 		Concurrency: decisionConcurrency,
-		Options: []qtransform.ControllerOption{
+		Options: []decision.Option{
 			// A change of a node's Node, NodeTransform or machine addresses decides that node's newest request
 			// again.
 			mappers.Keys[*kube.KubeNode](byRequester),

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/consumers"
@@ -24,16 +23,12 @@ type NodeLifecycleController = decision.Controller[*kube.KubeNode, *node.NodeLif
 func NewNodeLifecycleController(opts LifecycleOptions) *NodeLifecycleController {
 	return decision.New(decision.Settings[*kube.KubeNode, *node.NodeLifecycle]{
 		Name:      "node.NodeLifecycleController",
-		NewInput:  kube.NewKubeNode,
 		NewOutput: node.NewNodeLifecycle,
 		Decide: func(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeNode, previous, out *node.NodeLifecycle) error {
 			return transformLifecycle(ctx, r, logger, in, previous, out, opts)
 		},
 		Concurrency: decisionConcurrency,
-		Options: []qtransform.ControllerOption{
-			qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
-			qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
-		},
+		Options:     []decision.Option{decision.SameIDInput[*talos.MachineStatus](), decision.SameIDInput[*talos.PlatformMetadata]()},
 	})
 }
 

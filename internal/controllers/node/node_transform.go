@@ -38,7 +38,6 @@ func NewNodeTransformController(consumers ...resource.Finalizer) *NodeTransformC
 
 	return decision.New(decision.Settings[*kube.KubeNode, *node.NodeTransform]{
 		Name:        nodeTransformName,
-		NewInput:    kube.NewKubeNode,
 		NewOutput:   node.NewNodeTransform,
 		Decide:      t.transform,
 		Teardown:    t.teardown,
@@ -53,14 +52,14 @@ const nodeTransformName = "node.NodeTransformController"
 
 // nodeTransformOptions declare the NodeTransform controller's extra output, the NodeClaimRechecks, and its
 // extra inputs: a Node's machine facts and claim recheck decide that Node again, the Config every Node.
-func nodeTransformOptions() []qtransform.ControllerOption {
-	return []qtransform.ControllerOption{
-		qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
-		qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
-		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](allKubeNodes)),
+func nodeTransformOptions() []decision.Option {
+	return []decision.Option{
+		decision.ExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
+		decision.SameIDInput[*node.NodeClaimRecheck](),
+		decision.SameIDInput[*talos.PlatformMetadata](),
+		decision.SameIDInput[*talos.MachineAddresses](),
+		decision.SameIDInput[*talos.MachineStatus](),
+		decision.MappedInput[*config.Config](allKubeNodes),
 	}
 }
 
@@ -233,17 +232,18 @@ func claimOf(name string, kn *specs.KubeNodeSpec, spec *specs.NodeTransformSpec,
 	return claim
 }
 
-func allKubeNodes(ctx context.Context, _ *zap.Logger, r controller.QRuntime, _ *config.Config) ([]resource.Pointer, error) {
+// allKubeNodes maps a change of the Config to every Node: the rules apply to all.
+func allKubeNodes(ctx context.Context, _ *zap.Logger, r controller.Reader, _ *config.Config) ([]resource.ID, error) {
 	nodes, err := safe.ReaderListAll[*kube.KubeNode](ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("failed to list nodes: %w", err)
 	}
 
-	ptrs := make([]resource.Pointer, 0, nodes.Len())
+	ids := make([]resource.ID, 0, nodes.Len())
 
 	for n := range nodes.All() {
-		ptrs = append(ptrs, n.Metadata())
+		ids = append(ids, n.Metadata().ID())
 	}
 
-	return ptrs, nil
+	return ids, nil
 }

@@ -250,6 +250,23 @@ func newQTransformNodeTransform() controller.QController {
 			},
 			FinalizerRemovalExtraOutputFunc: t.teardown,
 		},
-		append(nodeTransformOptions(), qtransform.WithConcurrency(decisionConcurrency))...,
+		// The NodeTransform controller's extra output and extra inputs, as qtransform options.
+		qtransform.WithExtraOutputs(controller.Output{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive}),
+		qtransform.WithExtraMappedInput[*node.NodeClaimRecheck](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*talos.PlatformMetadata](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*talos.MachineAddresses](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
+		qtransform.WithExtraMappedInput[*config.Config](qtransform.MapperFuncFromTyped[*config.Config](
+			func(ctx context.Context, logger *zap.Logger, r controller.QRuntime, cfg *config.Config) ([]resource.Pointer, error) {
+				ids, err := allKubeNodes(ctx, logger, r, cfg)
+
+				ptrs := make([]resource.Pointer, 0, len(ids))
+				for _, id := range ids {
+					ptrs = append(ptrs, resource.NewMetadata(kube.NamespaceName, kube.KubeNodeType, id, resource.VersionUndefined))
+				}
+
+				return ptrs, err
+			})),
+		qtransform.WithConcurrency(decisionConcurrency),
 	)
 }

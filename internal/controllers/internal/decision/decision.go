@@ -2,26 +2,28 @@
 // per primary input, of the same ID, computed from the input and what the controller reads besides, kept by
 // the input's finalizer until the output is gone.
 //
-// A decision controller declares what a qtransform controller of the same settings declares (the primary
-// input, on which it keeps a finalizer named after itself, the outputs to learn when one may be destroyed,
-// the extra inputs and their mappers, the outputs), in a plain controller's kinds, so the dependency graph
-// ccmctl shows, the finalizers and the persisted outputs are those of the qtransform controllers it
-// replaces. But it is a plain controller, which learns what changed from watches of its own on the
-// pipeline's state (keyed.Feed) and runs its passes itself, from a keyed queue of its own, as the sinks do
-// (internal/k8ssink): the passes run in at most Concurrency workers, started when keys are ready and gone
-// when none is (keyed.Workers), so that an idle controller holds one goroutine, its Run, where a queued
-// controller holds three in the runtime. A pass reads the input and the output once, shares what it reads
-// (never changes it), and writes the output only when it changed, where qtransform reads the output three
-// times and copies it.
+// A decision controller declares what the qtransform controllers it replaces declared, in a plain
+// controller's kinds: the primary input as a strong input, on which it keeps a finalizer named after
+// itself; its output as a destroy-ready input, to learn when one may be destroyed; its extra inputs as weak
+// inputs, each with its mapper to the primary inputs it concerns (Option); its output and extra outputs.
+// So the dependency graph ccmctl shows, the finalizers and the persisted outputs are those of the
+// qtransform controllers. But it is a plain controller, which learns what changed from the pipeline's
+// watches of its state (keyed.Feed) and runs its passes itself, from a keyed queue of its own, as the sinks
+// do (internal/k8ssink): the passes run in at most Concurrency workers, started when keys are ready and
+// gone when none is (keyed.Workers), so that an idle controller holds one goroutine, its Run, where a
+// queued controller holds three in the runtime. A pass reads the input and the output once, shares what it
+// reads (never changes it), and writes the output only when it changed, where qtransform reads the output
+// three times and copies it.
 package decision
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic"
-	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"go.uber.org/zap"
 
@@ -45,9 +47,7 @@ type Settings[Input, Output generic.ResourceWithRD] struct {
 	// Name is the controller name. It is stored as the finalizer on the inputs and as the owner of the
 	// outputs: never rename it.
 	Name string
-	// NewInput and NewOutput build an empty input or output of an ID in a namespace (kube.NewKubeNode,
-	// node.NewNodeTransform, ...).
-	NewInput  func(resource.Namespace, resource.ID) Input
+	// NewOutput builds an empty output of an ID in a namespace (node.NewNodeTransform, ...).
 	NewOutput func(resource.Namespace, resource.ID) Output
 	// Decide computes the output of an input.
 	Decide DecideFunc[Input, Output]
@@ -57,17 +57,19 @@ type Settings[Input, Output generic.ResourceWithRD] struct {
 	Teardown func(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, in Input) error
 	// Concurrency bounds the passes that run at once (at least one).
 	Concurrency uint
-	// Options are the qtransform options that declare the extra inputs (qtransform.WithExtraMappedInput,
-	// with their mappers to primary inputs) and the extra outputs (qtransform.WithExtraOutputs).
-	Options []qtransform.ControllerOption
+	// Options declare the extra inputs, with their mappers to primary inputs (MappedInput, SameIDInput), and
+	// the extra outputs (ExtraOutputs).
+	Options []Option
 }
 
-// Controller is a decision controller: a plain controller fed by watches of its own (keyed.Feed), whose
+// Controller is a decision controller: a plain controller fed by the pipeline's watches (keyed.Feed), whose
 // passes run from its own keyed queue.
 type Controller[Input, Output generic.ResourceWithRD] struct {
-	// declared is a qtransform controller of the same settings that never runs: it declares the inputs
-	// and outputs, and maps the extra inputs with their mappers.
-	declared *qtransform.QController[Input, Output]
+	// inputs and outputs are what the controller declares to the runtime.
+	inputs  []controller.Input
+	outputs []controller.Output
+	// mappers map a change of an extra input to the primary inputs to decide again.
+	mappers map[resource.Type]mapper
 	// workers run the passes of the IDs of the inputs to decide about.
 	workers *keyed.Workers[resource.ID]
 	// watches are the pipeline's watches of its state, which tell what changed.
@@ -83,39 +85,36 @@ type Controller[Input, Output generic.ResourceWithRD] struct {
 	outputType      resource.Type
 }
 
-// New builds a decision controller from its settings. It runs once given the state the runtime runs it on
-// (SetState).
+// New builds a decision controller from its settings. It runs once given the pipeline's watches of the
+// state the runtime runs it on (SetWatches).
 func New[Input, Output generic.ResourceWithRD](s Settings[Input, Output]) *Controller[Input, Output] {
 	var (
 		zeroIn  Input
 		zeroOut Output
 	)
 
-	inputNamespace := zeroIn.ResourceDefinition().DefaultNamespace
-	outputNamespace := zeroOut.ResourceDefinition().DefaultNamespace
+	in, out := zeroIn.ResourceDefinition(), zeroOut.ResourceDefinition()
 
-	declared := qtransform.NewQController(
-		qtransform.Settings[Input, Output]{
-			Name:              s.Name,
-			MapMetadataFunc:   func(in Input) Output { return s.NewOutput(outputNamespace, in.Metadata().ID()) },
-			UnmapMetadataFunc: func(out Output) Input { return s.NewInput(inputNamespace, out.Metadata().ID()) },
-			TransformExtraOutputFunc: func(context.Context, controller.ReaderWriter, *zap.Logger, Input, Output) error {
-				panic("the declaring controller of a decision controller never runs")
-			},
-		},
-		s.Options...,
-	)
+	var x extras
+	for _, opt := range s.Options {
+		opt(&x)
+	}
 
 	return &Controller[Input, Output]{
-		declared:        declared,
+		inputs: slices.Concat([]controller.Input{
+			{Namespace: in.DefaultNamespace, Type: in.Type, Kind: controller.InputStrong},
+			{Namespace: out.DefaultNamespace, Type: out.Type, Kind: controller.InputDestroyReady},
+		}, x.inputs),
+		outputs:         slices.Concat([]controller.Output{{Type: out.Type, Kind: controller.OutputExclusive}}, x.outputs),
+		mappers:         x.mappers,
 		workers:         keyed.NewWorkers[resource.ID](int(s.Concurrency)),
 		newOutput:       s.NewOutput,
 		decide:          s.Decide,
 		teardown:        s.Teardown,
 		name:            s.Name,
-		outputNamespace: outputNamespace,
-		inputType:       zeroIn.ResourceDefinition().Type,
-		outputType:      zeroOut.ResourceDefinition().Type,
+		outputNamespace: out.DefaultNamespace,
+		inputType:       in.Type,
+		outputType:      out.Type,
 	}
 }
 
@@ -124,15 +123,16 @@ func (c *Controller[Input, Output]) Name() string {
 	return c.name
 }
 
-// Inputs implements controller.Controller: those of a qtransform controller of the same settings, in a
-// plain controller's kinds (keyed.PlainInputs).
+// Inputs implements controller.Controller: the primary input (strong: the controller keeps its finalizer
+// on it), the output (destroy-ready: one ready to be destroyed brings its input back), and the extra
+// inputs (weak).
 func (c *Controller[Input, Output]) Inputs() []controller.Input {
-	return keyed.PlainInputs(c.declared.Settings().Inputs)
+	return slices.Clip(c.inputs)
 }
 
-// Outputs implements controller.Controller: those of a qtransform controller of the same settings.
+// Outputs implements controller.Controller: the output, exclusive, and the extra outputs.
 func (c *Controller[Input, Output]) Outputs() []controller.Output {
-	return c.declared.Settings().Outputs
+	return slices.Clip(c.outputs)
 }
 
 // SetWatches gives it the pipeline's watches of the state the runtime runs it on (keyed.Watches), which
@@ -161,12 +161,20 @@ func (c *Controller[Input, Output]) Run(ctx context.Context, r controller.Runtim
 
 // keys returns the inputs a change concerns: an input itself, the input of an output ready to be destroyed
 // (of the same ID), or those an extra input's mapper names (every Node for a change of the config).
-func (c *Controller[Input, Output]) keys(ctx context.Context, logger *zap.Logger, r controller.Runtime, md *resource.Metadata) ([]resource.ID, error) {
+func (c *Controller[Input, Output]) keys(ctx context.Context, logger *zap.Logger, r controller.Reader, md *resource.Metadata) ([]resource.ID, error) {
 	if md.Type() == c.inputType || md.Type() == c.outputType {
 		return []resource.ID{md.ID()}, nil
 	}
 
-	ptrs, err := c.declared.MapInput(ctx, logger, r, keyed.ReducedMetadata{Metadata: md})
+	m, ok := c.mappers[md.Type()]
+	if !ok {
+		return nil, fmt.Errorf("no mapper for %q", md.Type())
+	}
 
-	return keyed.MapIDs(md, ptrs, err)
+	ids, err := m(ctx, logger, r, md)
+	if err != nil {
+		return nil, fmt.Errorf("failed to map %s: %w", md, err)
+	}
+
+	return ids, nil
 }

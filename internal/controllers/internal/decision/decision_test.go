@@ -292,7 +292,6 @@ func TestController(t *testing.T) {
 
 			h.s.Register(decision.New(decision.Settings[*kube.KubeNode, *node.NodeLifecycle]{
 				Name:      controllerName,
-				NewInput:  kube.NewKubeNode,
 				NewOutput: node.NewNodeLifecycle,
 				Decide:    h.decide,
 				Teardown: func(_ context.Context, _ controller.ReaderWriter, _ *zap.Logger, in *kube.KubeNode) error {
@@ -301,9 +300,7 @@ func TestController(t *testing.T) {
 					return nil
 				},
 				Concurrency: 4,
-				Options: []qtransform.ControllerOption{
-					qtransform.WithExtraMappedInput[*talos.MachineStatus](qtransform.MapperSameID[*kube.KubeNode]()),
-				},
+				Options:     []decision.Option{decision.SameIDInput[*talos.MachineStatus]()},
 			}))
 			h.s.Start()
 
@@ -333,7 +330,6 @@ func TestControllerCapConcurrency(t *testing.T) {
 
 				ctrl := decision.New(decision.Settings[*kube.KubeNode, *node.NodeLifecycle]{
 					Name:      controllerName,
-					NewInput:  kube.NewKubeNode,
 					NewOutput: node.NewNodeLifecycle,
 					Decide: func(ctx context.Context, _ controller.ReaderWriter, _ *zap.Logger, _ *kube.KubeNode, _, _ *node.NodeLifecycle) error {
 						n := running.Add(1)
@@ -380,7 +376,6 @@ func TestControllerIdleHoldsOneGoroutine(t *testing.T) {
 		s := ctest.New(t)
 		s.Register(decision.New(decision.Settings[*kube.KubeNode, *node.NodeLifecycle]{
 			Name:      controllerName,
-			NewInput:  kube.NewKubeNode,
 			NewOutput: node.NewNodeLifecycle,
 			Decide: func(context.Context, controller.ReaderWriter, *zap.Logger, *kube.KubeNode, *node.NodeLifecycle, *node.NodeLifecycle) error {
 				return nil

@@ -7,16 +7,23 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic"
-	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/decision"
 )
 
-// Keys declares the extra input type I of a qtransform controller: a change of the input with the ID id
-// transforms again the primary inputs keys(id) returns (none when it returns nil).
-func Keys[I generic.ResourceWithRD](keys func(id resource.ID) []resource.Pointer) qtransform.ControllerOption {
-	return qtransform.WithExtraMappedInput[I](qtransform.MapperFuncFromTyped[I](
-		func(_ context.Context, _ *zap.Logger, _ controller.QRuntime, in I) ([]resource.Pointer, error) {
-			return keys(in.Metadata().ID()), nil
-		}))
+// Keys declares the extra input type I of a decision controller: a change of the input with the ID id
+// decides again the primary inputs keys(id) returns (none when it returns nil, or when the input is gone).
+func Keys[I generic.ResourceWithRD](keys func(id resource.ID) []resource.Pointer) decision.Option {
+	return decision.MappedInput[I](func(_ context.Context, _ *zap.Logger, _ controller.Reader, in I) ([]resource.ID, error) {
+		ptrs := keys(in.Metadata().ID())
+
+		ids := make([]resource.ID, 0, len(ptrs))
+		for _, ptr := range ptrs {
+			ids = append(ids, ptr.ID())
+		}
+
+		return ids, nil
+	})
 }
