@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/talos-ccm/talos-ccm/internal/keyed"
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 // step is one operation on a queue in TestQueue: add keys, take the next ready key (want it, or none when
@@ -433,4 +434,46 @@ func BenchmarkQueue(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkWorkersWaiting measures the heap a key costs while it waits to run again (a CSR decision
+// rechecked later, a Node contested), with 5,000 keys waiting: the queue's entry and its place in the
+// heap, under the workers' one timer.
+func BenchmarkWorkersWaiting(b *testing.B) {
+	const n = 5000
+
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("csr-", i)
+	}
+
+	testheap.Report(b, "B/waiting-key", func() float64 {
+		ctx, cancel := context.WithCancel(b.Context())
+		defer cancel()
+
+		w := keyed.NewWorkers[string](16)
+
+		perKey := testheap.RetainedPer(n, func() {
+			var ran sync.WaitGroup
+
+			ran.Add(n)
+			w.Start(ctx, func(context.Context, string) (time.Duration, error) {
+				ran.Done()
+
+				return time.Hour, nil
+			})
+			w.Add(keys...)
+			ran.Wait()
+		})
+
+		cancel()
+		w.Stop()
+
+		// The runtime lets go of a stopped timer (and of the workers its function holds) when it next runs
+		// its timers, not at Stop, and no event tells when: without the pause, the next measurement would
+		// count these workers freed, and report nothing.
+		time.Sleep(time.Millisecond)
+
+		return perKey
+	})
 }
