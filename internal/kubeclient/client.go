@@ -72,7 +72,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 
 		groupConfig.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()
 
-		if *g.client, err = rest.RESTClientForConfigAndClient(&groupConfig, httpClient); err != nil {
+		if *g.client, err = newNegotiatingClient(&groupConfig, httpClient); err != nil {
 			return nil, fmt.Errorf("failed to create Kubernetes client of %s: %w", g.gv, err)
 		}
 	}
@@ -82,7 +82,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	nodesConfig.APIPath = "/api"
 	nodesConfig.NegotiatedSerializer = trimmingNodes{rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()}
 
-	if c.nodes, err = rest.RESTClientForConfigAndClient(&nodesConfig, httpClient); err != nil {
+	if c.nodes, err = newNegotiatingClient(&nodesConfig, httpClient); err != nil {
 		return nil, fmt.Errorf("failed to create Kubernetes client of %s: %w", corev1.SchemeGroupVersion, err)
 	}
 

@@ -17,7 +17,7 @@ import (
 // Informers are the informers of one client, started, synced and stopped together, as client-go's
 // SharedInformerFactory does for its own: an informer is made on first use, Start starts those not started
 // yet, and Shutdown waits until the started ones have stopped. They are InlineInformers, whose handlers run
-// in the informer's own goroutine: a pipeline (the service, or each of a host's embedded clusters) keeps four
+// in the informer's own goroutine: a pipeline (the service, or each of a host's embedded clusters) keeps two
 // goroutines per idle informer instead of a shared informer's nine. No informer resyncs: talos-ccm's controllers
 // resync from their own state.
 type Informers struct {
@@ -183,16 +183,5 @@ func NewInformer[L runtime.Object](client ListWatcher[L], example runtime.Object
 		tweak = func(*metav1.ListOptions) {}
 	}
 
-	return NewInlineInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			tweak(&opts)
-
-			return client.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			tweak(&opts)
-
-			return client.Watch(ctx, opts)
-		},
-	}, example, indexers)
+	return newInlineInformer(clientSource[L]{client: client, tweak: tweak}, example, indexers)
 }

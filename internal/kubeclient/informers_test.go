@@ -22,12 +22,13 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
-// idleInformerGoroutines is the most goroutines an idle informer of Informers may keep: its reflector's
-// loop, the reflector's resync wait, the watch's decoder and the watch's HTTP/2 stream make four. A client-go
-// shared informer with one handler keeps nine (its run, its controller's queue closer, its processor and the
-// handler's listener's two beside the same four), which a host running a thousand clusters of four
-// informers multiplies by four thousand.
-const idleInformerGoroutines = 4
+// idleInformerGoroutines is the most goroutines an idle informer of Informers may keep: its own, which reads
+// and decodes its watch's stream, and the HTTP/2 stream of the watch (the client's transport keeps one per
+// open stream) make two. A client-go shared informer with one handler keeps nine (its run, its controller's
+// queue closer, its processor, the handler's listener's two, its reflector's loop and resync wait, the
+// watch's decoder and its HTTP/2 stream), which a host running a thousand clusters of four informers
+// multiplies by four thousand.
+const idleInformerGoroutines = 2
 
 // pipelineInformers is the number of informers a pipeline starts (Nodes, certificate requests, Services
 // and Namespaces), each with a handler, as the mirrors add theirs.

@@ -16,9 +16,10 @@ var errStarted = errors.New("informer already started")
 
 // InlineInformer keeps a cache of one resource up to date from a list and a watch, as client-go's shared
 // informer does, and calls its event handlers in the goroutine that runs it, as the cache changes: there is
-// no queue between the watch and the cache, and no goroutine nor buffer per handler. An idle shared informer
-// with one handler keeps nine goroutines and a ring of 1,024 notifications; an idle InlineInformer keeps
-// four: its reflector's loop and resync wait, the watch's decoder and its HTTP/2 stream.
+// no queue between the watch and the cache, and no goroutine nor buffer per handler. Nor does it use
+// client-go's reflector: it reads and decodes the watch's stream in that same goroutine too (see run). An
+// idle shared informer with one handler keeps nine goroutines and a ring of 1,024 notifications; an idle
+// InlineInformer keeps two: its own, and the HTTP/2 stream of its watch.
 //
 // The handlers see what a shared informer's see: every object once as added (those of the initial list
 // with isInInitialList), then every change in order, and on a relist (after the watch expired, say) the
@@ -29,7 +30,7 @@ var errStarted = errors.New("informer already started")
 // Since they run in the informer's goroutine, under its lock, handlers must return quickly (mark a key
 // dirty, as the mirrors do), and must neither add nor remove handlers.
 type InlineInformer struct {
-	lw      cache.ListerWatcher
+	src     informerSource
 	example runtime.Object
 	indexer cache.Indexer
 
@@ -47,12 +48,17 @@ type InlineInformer struct {
 // NewInlineInformer returns an informer of the objects lw lists and watches (example is one of them),
 // indexed by indexers (nil for none) besides their namespace/name key. It never resyncs.
 func NewInlineInformer(lw cache.ListerWatcher, example runtime.Object, indexers cache.Indexers) *InlineInformer {
+	return newInlineInformer(newListerWatcherSource(lw), example, indexers)
+}
+
+// newInlineInformer returns an informer of the objects src lists and watches.
+func newInlineInformer(src informerSource, example runtime.Object, indexers cache.Indexers) *InlineInformer {
 	if indexers == nil {
 		indexers = cache.Indexers{}
 	}
 
 	return &InlineInformer{
-		lw:      lw,
+		src:     src,
 		example: example,
 		indexer: cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers),
 		synced:  make(chan struct{}),
@@ -133,8 +139,8 @@ func (f *InlineInformer) HasSyncedChecker() cache.DoneChecker { //nolint:ireturn
 	return syncedChecker{name: fmt.Sprintf("%T", f.example), done: f.synced}
 }
 
-// RunWithContext lists and watches until ctx ends, relisting when the watch fails or expires. It runs once:
-// a second call returns at once.
+// RunWithContext lists and watches until ctx ends, relisting when the watch expires or fails in a way that
+// may have lost an event (see run). It runs once: a second call returns at once.
 func (f *InlineInformer) RunWithContext(ctx context.Context) {
 	f.mu.Lock()
 	started := f.started
@@ -145,9 +151,7 @@ func (f *InlineInformer) RunWithContext(ctx context.Context) {
 		return
 	}
 
-	name := fmt.Sprintf("%T", f.example)
-
-	cache.NewReflectorWithOptions(f.lw, f.example, inlineStore{f}, cache.ReflectorOptions{Name: name}).RunWithContext(ctx)
+	f.run(ctx)
 }
 
 // put caches obj, added or updated by the watch, and hands it to the handlers.
@@ -205,8 +209,9 @@ func (f *InlineInformer) remove(obj any) error {
 }
 
 // replace makes the cache what a list says, and hands the handlers the deletion of the objects that
-// vanished, then the objects that are new or changed.
-func (f *InlineInformer) replace(list []any, resourceVersion string) error {
+// vanished, then the objects that are new or changed. transformed says whether the list's objects went
+// through the transform already (those a watch streams do, as they come).
+func (f *InlineInformer) replace(list []any, resourceVersion string, transformed bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 
@@ -237,8 +242,10 @@ func (f *InlineInformer) replace(list []any, resourceVersion string) error {
 			continue
 		}
 
-		if obj, err = f.transformed(obj); err != nil {
-			return err
+		if !transformed {
+			if obj, err = f.transformed(obj); err != nil {
+				return err
+			}
 		}
 
 		items = append(items, obj)
@@ -315,35 +322,6 @@ func sameVersion(a, b any) bool {
 	}
 
 	return am.GetResourceVersion() != "" && am.GetResourceVersion() == bm.GetResourceVersion()
-}
-
-// inlineStore is the store an InlineInformer's reflector writes to.
-type inlineStore struct{ informer *InlineInformer }
-
-// Add implements cache.ReflectorStore.
-func (s inlineStore) Add(obj any) error { return s.informer.put(obj) }
-
-// Update implements cache.ReflectorStore.
-func (s inlineStore) Update(obj any) error { return s.informer.put(obj) }
-
-// Delete implements cache.ReflectorStore.
-func (s inlineStore) Delete(obj any) error { return s.informer.remove(obj) }
-
-// Replace implements cache.ReflectorStore.
-func (s inlineStore) Replace(list []any, resourceVersion string) error {
-	return s.informer.replace(list, resourceVersion)
-}
-
-// Resync implements cache.ReflectorStore: an InlineInformer never resyncs.
-func (s inlineStore) Resync() error { return nil }
-
-// Transformer implements cache.TransformingStore: the reflector transforms the objects of a watch-list
-// stream as they come, instead of holding them whole until its end.
-func (s inlineStore) Transformer() cache.TransformFunc {
-	s.informer.mu.Lock()
-	defer s.informer.mu.Unlock()
-
-	return s.informer.transform
 }
 
 // inlineRegistration is a handler added to an InlineInformer.
