@@ -13,7 +13,8 @@ import (
 )
 
 // idleListWatcher lists no Node and watches without an event until the watch is stopped: an idle cluster's
-// informer, without the apiserver's connection (whose decoder and HTTP/2 stream every informer keeps alike).
+// informer, without the apiserver's connection (whose HTTP/2 stream every informer keeps alike; a shared
+// informer also keeps a goroutine that decodes the stream, where an InlineInformer decodes it in its own).
 func idleListWatcher() cache.ListerWatcher { //nolint:ireturn
 	return (&fakeServer{rv: "1"}).listWatcher()
 }
