@@ -52,7 +52,7 @@ func aggregatedWatch(ctx context.Context, ch chan<- []state.Event) *memoryWatch 
 		ctx:       ctx,
 		translate: translate,
 		send: func(ctx context.Context, events []state.Event) bool {
-			return channel.SendWithContext(ctx, ch, events)
+			return sendLive(ctx, ch, events)
 		},
 		offer: func(ev state.Event) bool {
 			select {
@@ -75,7 +75,7 @@ func singleWatch(ctx context.Context, ch chan<- state.Event) *memoryWatch {
 		translate: translate,
 		send: func(ctx context.Context, events []state.Event) bool {
 			for _, ev := range events {
-				if !channel.SendWithContext(ctx, ch, ev) {
+				if !sendLive(ctx, ch, ev) {
 					return false
 				}
 			}
@@ -91,6 +91,12 @@ func singleWatch(ctx context.Context, ch chan<- state.Event) *memoryWatch {
 			}
 		},
 	}
+}
+
+// sendLive sends v to ch unless ctx ended, first: a watch whose context ended before an event was written
+// never hands it on (a select of both would pick either when the watcher waits).
+func sendLive[T any](ctx context.Context, ch chan<- T, v T) bool {
+	return ctx.Err() == nil && channel.SendWithContext(ctx, ch, v)
 }
 
 // matches says whether the watch selects md.

@@ -170,10 +170,7 @@ func TestViewWatchesCostNoGoroutine(t *testing.T) { //nolint:paralleltest // It 
 		t.Run(name, func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
 
-			view, err := cosistate.NewPrefixedState(newHost(), alphaPrefix)
-			require.NoError(t, err)
-
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			view, ctx, cancel := viewOf(t, newHost())
 			defer cancel()
 
 			const n = 10
@@ -227,10 +224,7 @@ func TestViewWatchesCostNoGoroutine(t *testing.T) { //nolint:paralleltest // It 
 func TestViewForwardsOtherStates(t *testing.T) { //nolint:paralleltest // It counts the process's goroutines.
 	ignore := goleak.IgnoreCurrent()
 
-	view, err := cosistate.NewPrefixedState(state.WrapCore(namespaced.NewState(inmem.Build)), alphaPrefix)
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	view, ctx, cancel := viewOf(t, state.WrapCore(namespaced.NewState(inmem.Build)))
 	defer cancel()
 
 	const n = 5
@@ -274,10 +268,7 @@ func TestViewWatchThroughARelayingState(t *testing.T) {
 
 	relay := &relayingState{CoreState: namespaced.NewState(cosistate.MemoryStateBuilder())}
 
-	view, err := cosistate.NewPrefixedState(relay, alphaPrefix)
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	view, ctx, cancel := viewOf(t, relay)
 	defer cancel()
 
 	ch := make(chan []state.Event)
@@ -319,6 +310,18 @@ func (st *relayingState) WatchKindAggregated(ctx context.Context, kind resource.
 	}()
 
 	return nil
+}
+
+// viewOf returns alpha's view of host, and a context for the test that ends within a minute.
+func viewOf(t *testing.T, host state.CoreState) (state.State, context.Context, context.CancelFunc) {
+	t.Helper()
+
+	view, err := cosistate.NewPrefixedState(host, alphaPrefix)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+
+	return view, ctx, cancel
 }
 
 // forwarders counts the goroutines of the views' forwarders.

@@ -18,7 +18,9 @@ type watchRedirect struct {
 	// via is the channel the view passed to the watch of the state under it (a chan<- state.Event or a
 	// chan<- []state.Event). A state takes the redirect only if its own watch call got that very channel:
 	// a state in between that watched with a channel of its own, to change the events on their way, would
-	// otherwise be bypassed.
+	// otherwise be bypassed. Once the redirect is taken nobody reads via: a state in between that passes
+	// the channel on must not send to it itself (to fail a watch, say); one that does relays the watch
+	// through a channel of its own instead.
 	via any
 	// to is the channel the events go to instead, of via's type.
 	to any

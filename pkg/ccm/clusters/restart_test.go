@@ -30,7 +30,9 @@ import (
 // failingWatches is a host state that records the runtime's watches of one kind and can make the latest
 // fail, as a state with a history of events (the COSI runtime's in-memory state) does when a watcher falls
 // behind it. The decisions and the sinks watch their inputs themselves: only the runtime's watches, which
-// start with a bookmark, are recorded.
+// start with a bookmark, are recorded. A recorded watch is relayed through a channel of its own, as a
+// state that sends events of its own to a watch must: the in-memory state under it would otherwise send
+// to the view's caller directly, and nobody would read the channel the view passed.
 type failingWatches struct {
 	state.CoreState
 
@@ -56,6 +58,23 @@ func (s *failingWatches) WatchKindAggregated(ctx context.Context, kind resource.
 		s.mu.Lock()
 		s.watches = append(s.watches, failingWatch{ctx: ctx, ch: ch})
 		s.mu.Unlock()
+
+		relayed := make(chan []state.Event)
+
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case events := <-relayed:
+					if !channel.SendWithContext(ctx, ch, events) {
+						return
+					}
+				}
+			}
+		}()
+
+		return s.CoreState.WatchKindAggregated(ctx, kind, relayed, opts...)
 	}
 
 	return s.CoreState.WatchKindAggregated(ctx, kind, ch, opts...)
