@@ -2,6 +2,8 @@ package k8ssink
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
 // TrimNode drops from a Node what talos-ccm never reads, before the informer caches it: of the status, all
@@ -33,6 +35,9 @@ func TrimNode(obj any) (any, error) {
 	}
 
 	node.ManagedFields = nil
+
+	// A new version keeps the maps of the one cached before when they did not change (see the function).
+	kubeclient.KeepUnchangedMaps(node)
 
 	return node, nil
 }

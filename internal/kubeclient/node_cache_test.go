@@ -3,6 +3,7 @@ package kubeclient_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
+	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
@@ -86,4 +88,72 @@ func TestNodesInformerKeepsTrimmedNodes(t *testing.T) {
 	require.Len(t, stored.Status.Images, 1, "the status on the server is the kubelet's")
 	require.Equal(t, "v1.36.0", stored.Status.NodeInfo.KubeletVersion)
 	require.Len(t, stored.Status.Conditions, 2)
+}
+
+// TestNodesInformerKeepsUnchangedMaps: a new version of a Node that changes neither its labels nor its
+// annotations (a kubelet's status report) is cached with the maps of the version before, through the
+// transform talos-ccm gives the Nodes informer (k8ssink.TrimNode): the KubeNode mirror, which writes nothing
+// for such a version, and the cache then hold one labels map between them. A version that changes the labels
+// is cached with a map of its own.
+func TestNodesInformerKeepsUnchangedMaps(t *testing.T) {
+	t.Parallel()
+
+	_, client := sharedClient(t)
+	ctx := t.Context()
+
+	node, err := client.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: "kubeclient-unchanged-maps", Labels: map[string]string{"a": "b"},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	informers := kubeclient.NewInformers(client)
+	require.NoError(t, informers.Nodes().SetTransform(k8ssink.TrimNode))
+	startInformers(t, informers)
+
+	cachedAt := func(version string) *corev1.Node {
+		var cached *corev1.Node
+
+		eventually(t, "the Node at version "+version+" in the informer cache", func() error {
+			var err error
+
+			if cached, err = informers.NodeLister().Get(node.Name); err != nil {
+				return err
+			}
+
+			if cached.ResourceVersion != version {
+				return fmt.Errorf("at version %s", cached.ResourceVersion)
+			}
+
+			return nil
+		})
+
+		return cached
+	}
+
+	first := cachedAt(node.ResourceVersion)
+
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+
+	reported, err := client.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	second := cachedAt(reported.ResourceVersion)
+	require.Len(t, second.Status.Conditions, 1, "the status report cached")
+	require.True(t, sameMap(first.Labels, second.Labels), "the status report's version holds the labels map of the version before")
+
+	relabelled := reported.DeepCopy()
+	relabelled.Labels["c"] = "d"
+
+	updated, err := client.Nodes().Update(ctx, relabelled, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	third := cachedAt(updated.ResourceVersion)
+	require.False(t, sameMap(second.Labels, third.Labels), "changed labels: a map of their own")
+	require.Equal(t, map[string]string{"a": "b", "c": "d"}, third.Labels)
+	require.Equal(t, map[string]string{"a": "b"}, second.Labels, "the version before is as it was")
+}
+
+// sameMap reports whether a and b are one map, not two maps of the same contents.
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
