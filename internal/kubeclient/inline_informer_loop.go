@@ -280,9 +280,9 @@ func newInitialList(transform func(any) (any, error)) *initialList {
 	return &initialList{transform: transform, index: map[string]int{}}
 }
 
-// apply adds or replaces obj as the event typ says. The initial events are all added (the server sends the
-// changes after the list's end); a deletion among them, which no server sends, leaves a tombstone the
-// list's end drops: the replace hands the handlers the deletion of a cached object that is not in the list.
+// apply adds, replaces or drops obj as the event typ says. The server sends only additions before the list's
+// end, and the changes after it; a deletion among them drops the object from the list (leaving a hole that
+// list skips, so that the others keep their places).
 func (l *initialList) apply(typ watch.EventType, obj runtime.Object) error {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
@@ -313,7 +313,7 @@ func (l *initialList) apply(typ watch.EventType, obj runtime.Object) error {
 	return nil
 }
 
-// list returns the objects of the list.
+// list returns the objects of the list, in the order they came.
 func (l *initialList) list() []any {
 	return slices.DeleteFunc(l.items, func(item any) bool { return item == nil })
 }
