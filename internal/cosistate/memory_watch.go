@@ -141,17 +141,13 @@ func (w *memoryWatch) enqueue(ev state.Event) {
 	defer w.mu.Unlock()
 
 	if !w.pumping && len(w.queue.events) == 0 && w.ctx.Err() == nil {
-		if w.translate == nil {
-			if w.offer(ev) {
-				return
-			}
-		} else {
-			translated := w.translate(ev)
-			if w.offer(translated) {
-				return
-			}
+		offered := w.translated(ev)
+		if w.offer(offered) {
+			return
+		}
 
-			w.ready = append(w.ready, translated)
+		if w.translate != nil {
+			w.ready = append(w.ready, offered)
 			w.pumping = true
 
 			go w.pump()
@@ -220,4 +216,13 @@ func (w *memoryWatch) next() ([]state.Event, bool) {
 	}
 
 	return events, true
+}
+
+// translated returns what the watcher gets of ev: ev itself, unless the watch is a view's.
+func (w *memoryWatch) translated(ev state.Event) state.Event {
+	if w.translate == nil {
+		return ev
+	}
+
+	return w.translate(ev)
 }
