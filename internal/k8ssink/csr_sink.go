@@ -10,7 +10,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -24,6 +23,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // CSRSinkController carries out every CSRDecision: it approves or denies the request through the approval
@@ -117,7 +117,7 @@ func (s *csrSink) apply(ctx context.Context, r controller.Reader, logger *zap.Lo
 		return skipped(""), nil
 	}
 
-	mirror, err := safe.ReaderGetByID[*kube.KubeCSR](ctx, r, name)
+	mirror, err := stateread.Get[*kube.KubeCSR](ctx, r, name)
 	if err != nil && !state.IsNotFoundError(err) {
 		return outcome{}, fmt.Errorf("failed to read certificate request mirror %q: %w", name, err)
 	}

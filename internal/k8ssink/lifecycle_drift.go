@@ -7,7 +7,6 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // lifecycleDrift maps a change of a Node's mirror to the Node's lifecycle verdict when the lifecycle sink
@@ -25,7 +25,7 @@ import (
 func lifecycleDrift(ctx context.Context, _ *zap.Logger, r controller.QRuntime, mirror *kube.KubeNode) ([]resource.Pointer, error) {
 	id := mirror.Metadata().ID()
 
-	verdict, err := safe.ReaderGetByID[*node.NodeLifecycle](ctx, r, id)
+	verdict, err := stateread.Get[*node.NodeLifecycle](ctx, r, id)
 	if state.IsNotFoundError(err) {
 		// No verdict yet: its creation runs the sink.
 		return nil, nil
@@ -35,7 +35,7 @@ func lifecycleDrift(ctx context.Context, _ *zap.Logger, r controller.QRuntime, m
 		return nil, fmt.Errorf("failed to read the lifecycle verdict of %q: %w", id, err)
 	}
 
-	status, err := safe.ReaderGetByID[*sink.ApplyStatus](ctx, r, sink.ApplyStatusID(sink.KindLifecycle, id))
+	status, err := stateread.Get[*sink.ApplyStatus](ctx, r, sink.ApplyStatusID(sink.KindLifecycle, id))
 	if err != nil && !state.IsNotFoundError(err) {
 		return nil, fmt.Errorf("failed to read the lifecycle apply status of %q: %w", id, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // NodeSinkController applies every NodeTransform to its Node with a NodeApplier and records the outcome
@@ -93,7 +94,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 		return skipped("").withInitialized(!hasTaint(current, kubekeys.TaintUninitialized)), nil
 	}
 
-	record, err := safe.ReaderGetByID[*node.NodeOwnership](ctx, rw, name)
+	record, err := stateread.Get[*node.NodeOwnership](ctx, rw, name)
 	if err != nil && !state.IsNotFoundError(err) {
 		return outcome{}, fmt.Errorf("failed to read node ownership: %w", err)
 	}

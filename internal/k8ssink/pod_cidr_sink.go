@@ -10,7 +10,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +22,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // Event reasons of the pod CIDR sink.
@@ -87,7 +87,7 @@ func (s *podCIDRSink) apply(ctx context.Context, r controller.Reader, logger *za
 	var allocs []*specs.IPAllocationSpec
 
 	for _, family := range []string{ipam.FamilyIPv4, ipam.FamilyIPv6} {
-		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.NodeAllocationID(name, family))
+		res, err := stateread.Get[*ipam.IPAllocation](ctx, r, ipam.NodeAllocationID(name, family))
 		if state.IsNotFoundError(err) {
 			continue
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +21,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // Event reasons of the LoadBalancer sink.
@@ -90,7 +90,7 @@ func (s *serviceLBSink) apply(ctx context.Context, r controller.Reader, logger *
 	allocs := make([]*specs.IPAllocationSpec, 0, 2)
 
 	for i, family := range families(mirror.GetIpFamilies()) {
-		res, err := safe.ReaderGetByID[*ipam.IPAllocation](ctx, r, ipam.ServiceAllocationID(key, family))
+		res, err := stateread.Get[*ipam.IPAllocation](ctx, r, ipam.ServiceAllocationID(key, family))
 		if state.IsNotFoundError(err) {
 			if i > 0 && mirror.GetIpFamilyPolicy() == string(corev1.IPFamilyPolicyPreferDualStack) {
 				continue // a family the Service only prefers: no pool serves it, or it is not decided yet

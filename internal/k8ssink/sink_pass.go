@@ -7,13 +7,13 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // pass applies the input of id, or lets it go if it is torn down (keyed.Pass): after a failed write, it runs
@@ -36,7 +36,7 @@ func (c *SinkController[Input]) applyInput(ctx context.Context, logger *zap.Logg
 
 	statusID := sink.ApplyStatusID(c.kind, in.Metadata().ID())
 
-	current, err := safe.ReaderGetByID[*sink.ApplyStatus](ctx, r, statusID)
+	current, err := stateread.Get[*sink.ApplyStatus](ctx, r, statusID)
 	if err != nil && !state.IsNotFoundError(err) {
 		return fmt.Errorf("failed to read the apply status: %w", err)
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller/generic"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/gen/xerrors"
 	"go.uber.org/zap"
+
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // Pass is a pass of a decision controller or a sink, name, over the input of id: it reads the input, lets it
@@ -26,7 +27,7 @@ func Pass[Input generic.ResourceWithRD](ctx context.Context, logger *zap.Logger,
 ) (after time.Duration, err error) {
 	defer endPass(logger, name, id, &after, &err)
 
-	in, err := safe.ReaderGetByID[Input](ctx, r, id)
+	in, err := stateread.Get[Input](ctx, r, id)
 	if err != nil {
 		if state.IsNotFoundError(err) {
 			return 0, nil

@@ -21,20 +21,20 @@ type Getter interface {
 func Optional[R generic.ResourceWithRD](ctx context.Context, g Getter, id resource.ID) (R, error) {
 	var zero R
 
-	rd := zero.ResourceDefinition()
+	ptr := pointerTo[R](id)
 
-	res, err := g.Get(ctx, resource.NewMetadata(rd.DefaultNamespace, rd.Type, id, resource.VersionUndefined))
+	res, err := g.Get(ctx, ptr)
 	if err != nil {
 		if state.IsNotFoundError(err) {
 			return zero, nil
 		}
 
-		return zero, fmt.Errorf("failed to read %s %q: %w", rd.Type, id, err)
+		return zero, fmt.Errorf("failed to read %s %q: %w", ptr.typ, id, err)
 	}
 
 	typed, ok := res.(R)
 	if !ok {
-		return zero, fmt.Errorf("failed to read %s %q: the state holds a %T", rd.Type, id, res)
+		return zero, fmt.Errorf("failed to read %s %q: the state holds a %T", ptr.typ, id, res)
 	}
 
 	return typed, nil

@@ -10,7 +10,6 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/controller/generic/qtransform"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/gen/xerrors"
 	"go.uber.org/zap"
@@ -126,7 +125,7 @@ func (d *csrDecider) transform(ctx context.Context, r controller.ReaderWriter, l
 		return err
 	}
 
-	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
+	cfg, err := stateread.Get[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
 			return xerrors.NewTaggedf[qtransform.SkipReconcileTag]("no active config yet")
@@ -300,7 +299,7 @@ func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name
 		return by, nil
 	}
 
-	previous, err := safe.ReaderGetByID[*csrres.CSRDecision](ctx, r, name)
+	previous, err := stateread.Get[*csrres.CSRDecision](ctx, r, name)
 
 	switch {
 	case err == nil && previous.TypedSpec().Value.GetSupersededBy() != "":

@@ -83,7 +83,7 @@ type nodeTransformer struct {
 }
 
 func (t *nodeTransformer) transform(ctx context.Context, r controller.ReaderWriter, logger *zap.Logger, in *kube.KubeNode, previous, out *node.NodeTransform) error {
-	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
+	cfg, err := stateread.Get[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
 			return xerrors.NewTaggedf[qtransform.SkipReconcileTag]("no active config yet")

@@ -9,11 +9,11 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
-	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"go.uber.org/zap"
 
 	"github.com/talos-ccm/talos-ccm/internal/keyed"
+	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
 
 // pass decides about the input of id, or lets it go if it is torn down (keyed.Pass).
@@ -90,7 +90,7 @@ var errOutputHeld = errors.New("the output is torn down and held")
 func (c *Controller[Input, Output]) readOutput(ctx context.Context, r controller.ReaderWriter, id resource.ID) (Output, error) {
 	var zero Output
 
-	current, err := safe.ReaderGetByID[Output](ctx, r, id)
+	current, err := stateread.Get[Output](ctx, r, id)
 	if err != nil {
 		if state.IsNotFoundError(err) {
 			return zero, nil
