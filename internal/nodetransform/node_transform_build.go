@@ -124,7 +124,10 @@ func build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 	// LoadBalancer IPs of the config's pools that the machine announces are Services', not its own.
 	own := nodeaddress.OwnAddresses(in.Addresses, in.Config.GetLoadBalancer())
 
-	for _, a := range nodeaddress.Choose(in.NodeName, in.Node, pm, own, in.Config.GetPreferIpv6(), hostnameOrigin, applied.PublicIPDiscovery, warn) {
+	chosen := nodeaddress.Choose(in.NodeName, in.Node, pm, own, in.Config.GetPreferIpv6(), hostnameOrigin, applied.PublicIPDiscovery, warn)
+	out.Addresses = make([]*specs.NodeAddress, 0, len(chosen))
+
+	for _, a := range chosen {
 		out.Addresses = append(out.Addresses, a.Address)
 		out.Origins[node.OriginAddressKey(a.Address.GetType(), a.Address.GetAddress())] = a.Origin
 	}
@@ -157,13 +160,31 @@ func build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 	return out, requeue
 }
 
+// fact is a fact of the platform metadata that a label or the providerID comes from, with its origin key and
+// its origin when no rule overrode it, built once: every Node's build names them.
+type fact struct {
+	name, key, talos string
+}
+
+func newFact(name string) fact {
+	return fact{name: name, key: node.OriginKey(node.OriginKindPlatformMetadata, name), talos: "Talos platformMetadata." + name}
+}
+
+var (
+	factRegion       = newFact("region")
+	factZone         = newFact("zone")
+	factInstanceType = newFact("instanceType")
+	factSpot         = newFact("spot")
+	factProviderID   = newFact("providerID")
+)
+
 // factOrigin names where a fact comes from: Talos, or the rule that overrode it.
-func factOrigin(ruleOrigins map[string]string, name string) string {
-	if rule, ok := ruleOrigins[node.OriginKey(node.OriginKindPlatformMetadata, name)]; ok {
-		return rule + " (platformMetadata." + name + ")"
+func factOrigin(ruleOrigins map[string]string, f fact) string {
+	if rule, ok := ruleOrigins[f.key]; ok {
+		return rule + " (platformMetadata." + f.name + ")"
 	}
 
-	return "Talos platformMetadata." + name
+	return f.talos
 }
 
 func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg *specs.ConfigSpec, ruleOrigins map[string]string) {
@@ -182,14 +203,14 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 		out.Origins[node.OriginKey(node.OriginKindLabel, key)] = origin
 	}
 
-	set(kubekeys.LabelRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
-	set(kubekeys.LabelZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
-	set(kubekeys.LabelInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
+	set(kubekeys.LabelRegion, pm.GetRegion(), factOrigin(ruleOrigins, factRegion))
+	set(kubekeys.LabelZone, pm.GetZone(), factOrigin(ruleOrigins, factZone))
+	set(kubekeys.LabelInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, factInstanceType))
 
 	if !cfg.GetDisableBetaTopologyLabels() {
-		set(kubekeys.LabelBetaRegion, pm.GetRegion(), factOrigin(ruleOrigins, "region"))
-		set(kubekeys.LabelBetaZone, pm.GetZone(), factOrigin(ruleOrigins, "zone"))
-		set(kubekeys.LabelBetaInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, "instanceType"))
+		set(kubekeys.LabelBetaRegion, pm.GetRegion(), factOrigin(ruleOrigins, factRegion))
+		set(kubekeys.LabelBetaZone, pm.GetZone(), factOrigin(ruleOrigins, factZone))
+		set(kubekeys.LabelBetaInstanceType, pm.GetInstanceType(), factOrigin(ruleOrigins, factInstanceType))
 	}
 
 	if pm.GetHasPlatformMetadata() {
@@ -199,7 +220,7 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 	}
 
 	if pm.GetSpot() {
-		set(kubekeys.LabelLifecycle, "spot", factOrigin(ruleOrigins, "spot"))
+		set(kubekeys.LabelLifecycle, "spot", factOrigin(ruleOrigins, factSpot))
 	}
 
 	clusterNameSource := cfg.GetClusterNameSource()
@@ -239,7 +260,7 @@ func setRuleOutputs(out *specs.NodeTransformSpec, applied rules.Result) {
 func setProviderID(out *specs.NodeTransformSpec, in Input, pm *specs.PlatformMetadataSpec, ruleOrigins map[string]string) time.Duration {
 	if id := pm.GetProviderId(); id != "" {
 		out.ProviderId = id
-		out.Origins[node.OriginProviderID] = factOrigin(ruleOrigins, "providerID")
+		out.Origins[node.OriginProviderID] = factOrigin(ruleOrigins, factProviderID)
 
 		return 0
 	}
