@@ -146,7 +146,9 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 	result.ProviderIDConflict = plan.object.spec.providerIDConflict
 	result.Ignored = plan.object.ignored()
 
-	logger := a.logger.With(zap.String("node", desired.Name))
+	// Each line names the Node itself: a logger With the field would encode it at every Apply, for lines
+	// that are mostly Debug and off.
+	logger, nodeField := a.logger, zap.String("node", desired.Name)
 
 	if plan.addresses != nil {
 		node, err := a.patchAddresses(ctx, desired.Name, plan.addresses)
@@ -159,7 +161,7 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 		result.Writes++
 		result.AddressesUpdated = true
 
-		logger.Debug("patched node addresses", zap.Int("addresses", len(plan.addresses)))
+		logger.Debug("patched node addresses", nodeField, zap.Int("addresses", len(plan.addresses)))
 	}
 
 	if err := a.updateObject(ctx, desired, owned, plan.object, &result); err != nil {
@@ -167,15 +169,15 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 	}
 
 	if result.MetadataApplied {
-		logger.Debug("updated node labels and annotations", zap.Int("labels", len(desired.Labels)), zap.Int("annotations", len(desired.Annotations)))
+		logger.Debug("updated node labels and annotations", nodeField, zap.Int("labels", len(desired.Labels)), zap.Int("annotations", len(desired.Annotations)))
 	}
 
 	if result.ProviderIDConflict != nil {
-		logger.Debug("node has another provider id", zap.String("current", result.ProviderIDConflict.Current), zap.String("desired", result.ProviderIDConflict.Desired))
+		logger.Debug("node has another provider id", nodeField, zap.String("current", result.ProviderIDConflict.Current), zap.String("desired", result.ProviderIDConflict.Desired))
 	}
 
 	if result.Initialized {
-		logger.Info("node initialized", zap.String("provider_id", result.Node.Spec.ProviderID))
+		logger.Info("node initialized", nodeField, zap.String("provider_id", result.Node.Spec.ProviderID))
 	}
 
 	return result, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	goruntime "runtime"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -325,4 +327,55 @@ func TestNodeApplyRecordsTheCachedUID(t *testing.T) {
 
 	require.Equal(t, cached.UID, result.Owned.UID)
 	require.True(t, sharedstrings.SameCopy(string(cached.UID), string(result.Owned.UID)), "the record holds the cached Node's uid")
+}
+
+// BenchmarkNodeSink initializes benchSinkNodes Nodes with the node sink, over a client that answers as the
+// apiserver does (every answer a Node of its own with the kubelet's status), and reports the allocations per
+// Node: the sink's, its applier's and the client's (which decodes every answer whole). The applier logs as
+// talos-ccm does, in JSON at the info level (to nowhere).
+func BenchmarkNodeSink(b *testing.B) {
+	const n = 1000
+
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+
+	for range b.N {
+		b.StopTimer()
+
+		st := cosistate.NewMemoryState()
+		client := joiningFleet(b, n)
+
+		for i := range n {
+			require.NoError(b, st.Create(b.Context(), initialization(i)))
+		}
+
+		rt, err := runtime.NewRuntime(st, logger)
+		require.NoError(b, err)
+
+		nodeSink := k8ssink.NewNodeSinkController(k8ssink.NewNodeApplier(client, logger, k8ssink.NodeApplierOptions{}), corelisters.NewNodeLister(client.cache), 8)
+		nodeSink.SetWatches(keyed.NewWatches(st))
+		require.NoError(b, rt.RegisterController(nodeSink))
+
+		ctx, cancel := context.WithCancel(b.Context())
+		statuses := make(chan state.Event, n)
+		require.NoError(b, st.WatchKind(ctx, resource.NewMetadata(sink.NamespaceName, sink.ApplyStatusType, "", resource.VersionUndefined), statuses))
+
+		done := make(chan error, 1)
+
+		b.StartTimer()
+
+		go func() { done <- rt.Run(ctx) }()
+
+		initialized := map[resource.ID]struct{}{}
+
+		for len(initialized) < n {
+			ev := <-statuses
+			if as, ok := ev.Resource.(*sink.ApplyStatus); ok && as.TypedSpec().Value.GetInitialized() {
+				initialized[as.Metadata().ID()] = struct{}{}
+			}
+		}
+
+		b.StopTimer()
+		cancel()
+		require.NoError(b, <-done)
+	}
 }
