@@ -49,7 +49,7 @@ func (c *memoryCollection) get(id resource.ID) (resource.Resource, error) { //no
 	c.mu.RUnlock()
 
 	if !ok {
-		return nil, inmem.ErrNotFound(resource.NewMetadata(c.ns, c.typ, id, resource.VersionUndefined))
+		return nil, &notFound{ns: c.ns, typ: c.typ, id: id}
 	}
 
 	return res, nil
