@@ -49,7 +49,7 @@ func (c *memoryCollection) get(id resource.ID) (resource.Resource, error) { //no
 	c.mu.RUnlock()
 
 	if !ok {
-		return nil, &notFound{ns: c.ns, typ: c.typ, id: id}
+		return nil, &notFoundError{ns: c.ns, typ: c.typ, id: id}
 	}
 
 	return res, nil
