@@ -222,13 +222,7 @@ func addressFacts(statuses []addressStatus, nodeIP string) *specs.MachineAddress
 			prefix = netip.PrefixFrom(prefix.Addr().Unmap(), max(prefix.Bits()-96, 0))
 		}
 
-		out.Addresses = append(out.Addresses, &specs.MachineAddress{
-			Address:  prefix.String(),
-			LinkName: clean(s.link),
-			Scope:    scopeText(s.scope),
-			Family:   familyText(s.family),
-			Flags:    addressFlagList(s.flags),
-		})
+		out.Addresses = append(out.Addresses, addressFact(s, prefix))
 	}
 
 	if len(invalid) > 0 {
