@@ -7,6 +7,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource/typed"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sharedspec"
 	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
@@ -24,46 +25,26 @@ type NodeTransform = typed.Resource[NodeTransformSpec, NodeTransformExtension]
 // The labels talos-ccm sets are those of a Node's facts (its platform, region, zone, instance type, spot) and
 // its rules: the same few label sets for thousands of Nodes, each of which held a map of its own in the
 // state (340 to 670 bytes for 8 or 9 labels).
-type NodeTransformSpec struct {
-	protobuf.ResourceSpec[specs.NodeTransformSpec, *specs.NodeTransformSpec]
+type NodeTransformSpec = sharedspec.Spec[specs.NodeTransformSpec, *specs.NodeTransformSpec, nodeTransformSharing]
+
+// nodeTransformSharing gives a NodeTransform's copies, and a decoded one, the shared map of its labels.
+type nodeTransformSharing struct{}
+
+// Copied implements sharedspec.Sharing.
+func (nodeTransformSharing) Copied(clone, orig *specs.NodeTransformSpec) {
+	clone.Labels = sharedstrings.Map(orig.Labels)
 }
 
-// DeepCopy implements typed.DeepCopyable: a copy of the spec that holds the shared map of its labels.
-func (spec NodeTransformSpec) DeepCopy() NodeTransformSpec {
-	if spec.Value == nil {
-		return spec
-	}
-
-	clone := spec.Value.CloneVT()
-	clone.Labels = sharedstrings.Map(spec.Value.Labels)
-
-	return NodeTransformSpec{protobuf.NewResourceSpec(clone)}
-}
-
-// Equal implements the spec equality resource.Equal asks for: the wrapped ResourceSpec's would take a
-// NodeTransformSpec for another type, and every write of an unchanged NodeTransform for a change.
-func (spec *NodeTransformSpec) Equal(other any) bool {
-	o, ok := other.(*NodeTransformSpec)
-
-	return ok && protobuf.ProtoEqual(spec.Value, o.Value)
-}
-
-// UnmarshalProto implements protobuf.ProtoUnmarshaler: the spec decoded holds the shared map of its labels.
-func (spec *NodeTransformSpec) UnmarshalProto(protoBytes []byte) error {
-	if err := spec.ResourceSpec.UnmarshalProto(protoBytes); err != nil {
-		return err //nolint:wrapcheck // The wrapped spec's own error.
-	}
-
-	spec.Value.Labels = sharedstrings.Map(spec.Value.Labels)
-
-	return nil
+// Decoded implements sharedspec.Sharing.
+func (nodeTransformSharing) Decoded(spec *specs.NodeTransformSpec) {
+	spec.Labels = sharedstrings.Map(spec.Labels)
 }
 
 // NewNodeTransform initializes a NodeTransform resource.
 func NewNodeTransform(ns resource.Namespace, id resource.ID) *NodeTransform {
 	return typed.NewResource[NodeTransformSpec, NodeTransformExtension](
 		resource.NewMetadata(ns, NodeTransformType, id, resource.VersionUndefined),
-		NodeTransformSpec{protobuf.NewResourceSpec(&specs.NodeTransformSpec{})},
+		sharedspec.New[specs.NodeTransformSpec, *specs.NodeTransformSpec, nodeTransformSharing](&specs.NodeTransformSpec{}),
 	)
 }
 

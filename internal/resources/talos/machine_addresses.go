@@ -9,6 +9,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource/typed"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sharedspec"
 )
 
 // MachineAddressesType is the type of MachineAddresses.
@@ -17,42 +18,31 @@ const MachineAddressesType = resource.Type("MachineAddresses.talos.tccm.dev")
 // MachineAddresses lists every address of a machine as Talos reports it; its ID is the Node name.
 type MachineAddresses = typed.Resource[MachineAddressesSpec, MachineAddressesExtension]
 
-// MachineAddressesSpec wraps specs.MachineAddressesSpec. Its copies share its address messages, which are
-// never changed in place: whoever changes a machine's addresses writes new messages (the Talos source sends
-// a new spec for every change).
+// MachineAddressesSpec wraps specs.MachineAddressesSpec. Its copies share its address messages (see
+// sharedspec), which are never changed in place: whoever changes a machine's addresses writes new messages
+// (the Talos source sends a new spec for every change).
 //
 // The addresses every machine has alike (its loopback link's) are one message that every machine's facts
 // hold (the Talos source makes them so): copied for each machine's MachineAddresses in the state, they were
 // about 350 bytes per machine.
-type MachineAddressesSpec struct {
-	protobuf.ResourceSpec[specs.MachineAddressesSpec, *specs.MachineAddressesSpec]
+type MachineAddressesSpec = sharedspec.Spec[specs.MachineAddressesSpec, *specs.MachineAddressesSpec, machineAddressesSharing]
+
+// machineAddressesSharing shares a MachineAddresses' address messages with its copies.
+type machineAddressesSharing struct{}
+
+// Copied implements sharedspec.Sharing.
+func (machineAddressesSharing) Copied(clone, orig *specs.MachineAddressesSpec) {
+	clone.Addresses = slices.Clone(orig.Addresses)
 }
 
-// DeepCopy implements typed.DeepCopyable: a copy of the spec that shares its address messages.
-func (spec MachineAddressesSpec) DeepCopy() MachineAddressesSpec {
-	if spec.Value == nil {
-		return spec
-	}
-
-	clone := spec.Value.CloneVT()
-	clone.Addresses = slices.Clone(spec.Value.Addresses)
-
-	return MachineAddressesSpec{protobuf.NewResourceSpec(clone)}
-}
-
-// Equal implements the spec equality resource.Equal asks for: the wrapped ResourceSpec's would take a
-// MachineAddressesSpec for another type, and every write of unchanged addresses for a change.
-func (spec *MachineAddressesSpec) Equal(other any) bool {
-	o, ok := other.(*MachineAddressesSpec)
-
-	return ok && protobuf.ProtoEqual(spec.Value, o.Value)
-}
+// Decoded implements sharedspec.Sharing: a decoded MachineAddresses' messages are its own.
+func (machineAddressesSharing) Decoded(*specs.MachineAddressesSpec) {}
 
 // NewMachineAddresses initializes a MachineAddresses resource.
 func NewMachineAddresses(ns resource.Namespace, id resource.ID) *MachineAddresses {
 	return typed.NewResource[MachineAddressesSpec, MachineAddressesExtension](
 		resource.NewMetadata(ns, MachineAddressesType, id, resource.VersionUndefined),
-		MachineAddressesSpec{protobuf.NewResourceSpec(&specs.MachineAddressesSpec{})},
+		sharedspec.New[specs.MachineAddressesSpec, *specs.MachineAddressesSpec, machineAddressesSharing](&specs.MachineAddressesSpec{}),
 	)
 }
 
