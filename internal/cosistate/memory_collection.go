@@ -3,6 +3,7 @@ package cosistate
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,8 @@ type memoryCollection struct {
 	// copies are copies of the stored resources, taken as they were stored, when checkSharedReads is set.
 	copies  map[resource.ID]resource.Resource
 	watches []*memoryWatch
+	// peak is the most resources res held since it was last made anew (see remove).
+	peak int
 }
 
 func newMemoryCollection(ns resource.Namespace, typ resource.Type) *memoryCollection {
@@ -80,17 +83,38 @@ func (c *memoryCollection) store(res resource.Resource) {
 
 	c.checkUnchanged(id)
 	c.res[id] = res
+	c.peak = max(c.peak, len(c.res))
 
 	if c.copies != nil {
 		c.copies[id] = res.DeepCopy()
 	}
 }
 
+// shrinkFrom is the size from which a collection that lost three quarters of its resources moves the rest
+// to a map of their size (see remove).
+const shrinkFrom = 64
+
 // remove drops the stored resource of id. c.mu is held.
+//
+// A Go map keeps the room of its deleted entries: a collection that held the Clusters of a thousand
+// clusters, the Nodes of a cluster that shrank, or the Nodes of a removed cluster's namespace that a host
+// keeps, would keep that room for good. Once a collection holds a quarter of its peak, what is left moves
+// to a map of its size, which costs O(1) per removal over time.
 func (c *memoryCollection) remove(id resource.ID) {
 	c.checkUnchanged(id)
 	delete(c.res, id)
 	delete(c.copies, id)
+
+	if c.peak < shrinkFrom || len(c.res) > c.peak/4 {
+		return
+	}
+
+	c.res = maps.Collect(maps.All(c.res))
+	c.peak = len(c.res)
+
+	if c.copies != nil {
+		c.copies = maps.Collect(maps.All(c.copies))
+	}
 }
 
 // create stores a copy of res, owned by owner, at the first version, and sets res's metadata to the
