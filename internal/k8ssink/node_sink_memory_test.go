@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	goruntime "runtime"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -337,6 +338,9 @@ func BenchmarkNodeSink(b *testing.B) {
 	const n = 1000
 
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+	created := goroutinesCreated()
+
+	defer func() { b.ReportMetric(float64(goroutinesCreated()-created)/float64(b.N*n), "goroutines/node") }()
 
 	for range b.N {
 		b.StopTimer()
@@ -378,4 +382,13 @@ func BenchmarkNodeSink(b *testing.B) {
 		cancel()
 		require.NoError(b, <-done)
 	}
+}
+
+// goroutinesCreated is how many goroutines the process has started: each one a pass worker starts grows its
+// stack anew.
+func goroutinesCreated() uint64 {
+	sample := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(sample)
+
+	return sample[0].Value.Uint64()
 }

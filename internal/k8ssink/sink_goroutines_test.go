@@ -3,6 +3,7 @@ package k8ssink_test
 import (
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,12 +13,13 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
-// TestSinkIdleHoldsOneGoroutine: once its inputs are applied, a sink holds one goroutine, its Run waiting
-// for its watches: no pass worker, no loop of its queue waiting for keys, none of the three a queued
+// TestSinkIdleHoldsOneGoroutine: once its inputs are applied and its workers' linger has passed, a sink
+// holds one goroutine, its Run waiting for its watches: no pass worker, no loop of its queue waiting for keys, none of the three a queued
 // controller holds in the runtime (its queue's loop, a worker, the group that waits for them).
 func TestSinkIdleHoldsOneGoroutine(t *testing.T) {
 	// In a bubble: synctest.Wait returns once every goroutine has ended or waits.
@@ -34,6 +36,8 @@ func TestSinkIdleHoldsOneGoroutine(t *testing.T) {
 			a.Equal("Node not found", as.TypedSpec().Value.GetError())
 		})
 
+		synctest.Wait()
+		time.Sleep(keyed.WorkerLinger)
 		synctest.Wait()
 
 		held := ctest.ControllerGoroutines()

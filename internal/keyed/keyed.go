@@ -7,7 +7,8 @@
 // added meanwhile (what it waited for may have changed).
 //
 // Workers runs a queue's keys with a bounded number of goroutines, started as keys become ready and gone
-// when none is, and one timer for the earliest key that waits, so that an idle queue holds no goroutine.
+// once none has been for a while, and one timer for the earliest key that waits, so that an idle queue
+// holds no goroutine.
 // Feed is the Run of a plain COSI controller that learns what changed from watches of its own and queues
 // the keys: the decision controllers and the sinks are built on both, and an idle one holds a single
 // goroutine.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -203,13 +205,14 @@ func (s *stress) pass(w *Workers[int], keys int, key int) (time.Duration, error)
 	return 0, nil
 }
 
-// settle waits until every key has settled, within the longest backoff a few times over: a key that waits
-// with no timer to run it (a lost wake-up) keeps the queue from ever emptying.
+// settle waits until every key has settled, within the longest backoff a few times over (a key that waits
+// with no timer to run it, a lost wake-up, keeps the queue from ever emptying), and the workers' linger.
 func settle(w *Workers[int]) {
 	for deadline := time.Now().Add(time.Hour); w.Len() > 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Second)
 	}
 
+	time.Sleep(WorkerLinger)
 	synctest.Wait()
 }
 
@@ -274,4 +277,63 @@ func stressWorkers(t *testing.T, keys, limit int) {
 
 	cancel()
 	w.Stop()
+}
+
+// TestWorkersLinger: a worker that finds no key ready waits WorkerLinger for one before it ends, and the
+// key added meanwhile runs on it, not on a new goroutine; once WorkerLinger has passed with no key, no
+// worker is left.
+func TestWorkersLinger(t *testing.T) {
+	t.Parallel()
+
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+
+		ran := map[string]string{}
+
+		w := NewWorkers[string](4)
+		w.Start(ctx, func(_ context.Context, key string) (time.Duration, error) {
+			ran[key] = goroutineID()
+
+			return 0, nil
+		})
+
+		w.Add("first")
+		synctest.Wait()
+
+		time.Sleep(WorkerLinger - time.Millisecond)
+		w.Add("second")
+		synctest.Wait()
+
+		w.mu.Lock()
+		running, idle := w.running, w.idle
+		w.mu.Unlock()
+
+		assert.Equal(t, 1, running, "workers")
+		assert.Equal(t, 1, idle, "workers lingering")
+		assert.Equal(t, ran["first"], ran["second"], "the second key ran on the worker of the first")
+
+		time.Sleep(WorkerLinger)
+		synctest.Wait()
+
+		w.mu.Lock()
+		running, idle = w.running, w.idle
+		w.mu.Unlock()
+
+		assert.Zero(t, running, "workers left")
+		assert.Zero(t, idle, "workers lingering")
+
+		cancel()
+		w.Stop()
+	})
+}
+
+// goroutineID is the number of the goroutine that calls it, as its stack trace says it.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+
+	return id
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"syscall"
 	"testing"
@@ -57,6 +58,8 @@ func BenchmarkNodeTransform(b *testing.B) {
 					mallocs uint64
 				)
 
+				created := goroutinesCreated()
+
 				for range b.N {
 					c, m := joinNodes(b, bc.build(), factsFirst)
 					cpu += c
@@ -68,6 +71,7 @@ func BenchmarkNodeTransform(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/node")
 				b.ReportMetric(float64(cpu.Nanoseconds())/per, "cpu-ns/node")
 				b.ReportMetric(float64(mallocs)/per, "allocs/node")
+				b.ReportMetric(float64(goroutinesCreated()-created)/per, "goroutines/node")
 			})
 		}
 	}
@@ -214,6 +218,15 @@ func create(ctx context.Context, b *testing.B, st state.State, res resource.Reso
 	if err := st.Create(ctx, res); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// goroutinesCreated is how many goroutines the process has started: each one a pass worker starts grows its
+// stack anew.
+func goroutinesCreated() uint64 {
+	sample := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(sample)
+
+	return sample[0].Value.Uint64()
 }
 
 // processCPU is the CPU time the process has used, in user and system mode.

@@ -10,10 +10,10 @@
 // qtransform controllers. But it is a plain controller, which learns what changed from the pipeline's
 // watches of its state (keyed.Feed) and runs its passes itself, from a keyed queue of its own, as the sinks
 // do (internal/k8ssink): the passes run in at most Concurrency workers, started when keys are ready and
-// gone when none is (keyed.Workers), so that an idle controller holds one goroutine, its Run, where a
-// queued controller holds three in the runtime. A pass reads the input and the output once, shares what it
-// reads (never changes it), and writes the output only when it changed, where qtransform reads the output
-// three times and copies it.
+// gone once none has been for keyed.WorkerLinger (keyed.Workers), so that an idle controller holds one
+// goroutine, its Run, where a queued controller holds three in the runtime. A pass reads the input and the
+// output once, shares what it reads (never changes it), and writes the output only when it changed, where
+// qtransform reads the output three times and copies it.
 package decision
 
 import (

@@ -20,6 +20,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/internal/decision"
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -367,9 +368,10 @@ func TestControllerCapConcurrency(t *testing.T) {
 	}
 }
 
-// TestControllerIdleHoldsOneGoroutine: once its inputs are decided, a decision controller holds one
-// goroutine, its Run waiting for its watches: no pass worker, no loop waiting for keys, none of the three
-// a queued controller holds in the runtime (its queue's loop, a worker, the group that waits for them).
+// TestControllerIdleHoldsOneGoroutine: once its inputs are decided and its workers' linger has passed, a
+// decision controller holds one goroutine, its Run waiting for its watches: no pass worker, no loop waiting
+// for keys, none of the three a queued controller holds in the runtime (its queue's loop, a worker, the
+// group that waits for them).
 func TestControllerIdleHoldsOneGoroutine(t *testing.T) {
 	// In a bubble: synctest.Wait returns once every goroutine has ended or waits.
 	synctest.Test(t, func(t *testing.T) {
@@ -386,6 +388,8 @@ func TestControllerIdleHoldsOneGoroutine(t *testing.T) {
 		s.Create(kube.NewKubeNode(kube.NamespaceName, "n1"), kube.NewKubeNode(kube.NamespaceName, "n2"))
 		ctest.AssertResources(s, []resource.ID{"n1", "n2"}, func(*node.NodeLifecycle, *assert.Assertions) {})
 
+		synctest.Wait()
+		time.Sleep(keyed.WorkerLinger)
 		synctest.Wait()
 
 		held := ctest.ControllerGoroutines()
