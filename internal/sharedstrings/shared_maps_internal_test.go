@@ -2,7 +2,9 @@ package sharedstrings
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,10 +28,10 @@ func zoneLabels(zone string) map[string]string {
 func TestMapSharesContents(t *testing.T) {
 	t.Parallel()
 
-	table := &mapTable{byHash: map[uint64][]map[string]string{}}
+	table := newContentTable(mapHash, maps.Equal[map[string]string], maps.Clone[map[string]string])
 
 	given := zoneLabels("eu-west-1a")
-	first := table.share(given)
+	first := share(table, given)
 
 	assert.Equal(t, zoneLabels("eu-west-1a"), first)
 	assert.False(t, sameMap(given, first), "the table holds a copy, not the map it was given")
@@ -37,14 +39,14 @@ func TestMapSharesContents(t *testing.T) {
 	given["topology.kubernetes.io/zone"] = "changed"
 	assert.Equal(t, zoneLabels("eu-west-1a"), first, "the caller's map stays the caller's")
 
-	assert.True(t, sameMap(first, table.share(zoneLabels("eu-west-1a"))), "the same contents: the same map")
+	assert.True(t, sameMap(first, share(table, zoneLabels("eu-west-1a"))), "the same contents: the same map")
 
-	other := table.share(zoneLabels("eu-west-1b"))
+	other := share(table, zoneLabels("eu-west-1b"))
 	assert.Equal(t, zoneLabels("eu-west-1b"), other)
 	assert.False(t, sameMap(first, other))
 
-	assert.Nil(t, table.share(nil))
-	assert.Nil(t, table.share(map[string]string{}))
+	assert.Nil(t, share(table, nil))
+	assert.Nil(t, share(table, map[string]string{}))
 }
 
 // The table takes no map longer than maxSharedMapLen, and no more than maxSharedMaps maps: past them, each
@@ -52,25 +54,54 @@ func TestMapSharesContents(t *testing.T) {
 func TestMapTableLimits(t *testing.T) {
 	t.Parallel()
 
-	table := &mapTable{byHash: map[uint64][]map[string]string{}}
-	first := table.share(zoneLabels("eu-west-1a"))
+	table := newContentTable(mapHash, maps.Equal[map[string]string], maps.Clone[map[string]string])
+	first := share(table, zoneLabels("eu-west-1a"))
 
 	long := map[string]string{}
 	for i := range maxSharedMapLen + 1 {
 		long[fmt.Sprint("key-", i)] = "value"
 	}
 
-	assert.False(t, sameMap(table.share(long), table.share(long)), "a long map is not taken")
+	assert.False(t, sameMap(share(table, long), share(table, long)), "a long map is not taken")
 
 	for i := table.held; i < maxSharedMaps; i++ {
-		table.share(map[string]string{"id": fmt.Sprint(i)})
+		share(table, map[string]string{"id": fmt.Sprint(i)})
 	}
 
 	require.Equal(t, maxSharedMaps, table.held)
 
 	late := map[string]string{"late": "true"}
-	assert.False(t, sameMap(table.share(late), table.share(late)), "a full table takes no more")
-	assert.Equal(t, late, table.share(late))
+	assert.False(t, sameMap(share(table, late), share(table, late)), "a full table takes no more")
+	assert.Equal(t, late, share(table, late))
 	assert.Equal(t, maxSharedMaps, table.held)
-	assert.True(t, sameMap(first, table.share(zoneLabels("eu-west-1a"))), "what it holds is still handed out")
+	assert.True(t, sameMap(first, share(table, zoneLabels("eu-west-1a"))), "what it holds is still handed out")
+}
+
+// share is the table's share of m.
+func share(table *contentTable[map[string]string], m map[string]string) map[string]string {
+	return table.share(m, len(m))
+}
+
+// The same strings in the same order are one list, the table's own copy; in another order, another.
+func TestStringsSharesContents(t *testing.T) {
+	t.Parallel()
+
+	table := newContentTable(listHash, slices.Equal[[]string], slices.Clone[[]string])
+
+	given := []string{"topology.kubernetes.io/region", "topology.kubernetes.io/zone"}
+	first := table.share(given, len(given))
+
+	assert.Equal(t, given, first)
+	assert.NotSame(t, &given[0], &first[0], "the table holds a copy, not the list it was given")
+
+	again := table.share(slices.Clone(given), len(given))
+	assert.Same(t, &first[0], &again[0], "the same strings: the same list")
+
+	reversed := []string{"topology.kubernetes.io/zone", "topology.kubernetes.io/region"}
+	other := table.share(reversed, len(reversed))
+	assert.Equal(t, reversed, other)
+	assert.NotSame(t, &first[0], &other[0])
+
+	assert.Nil(t, Strings(nil))
+	assert.Nil(t, Strings([]string{}))
 }

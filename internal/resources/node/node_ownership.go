@@ -7,6 +7,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource/typed"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sharedspec"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // NodeOwnershipType is the type of NodeOwnership.
@@ -17,14 +19,34 @@ const NodeOwnershipType = resource.Type("NodeOwnerships.node.tccm.dev")
 // a restart still removes what talos-ccm set and no longer wants.
 type NodeOwnership = typed.Resource[NodeOwnershipSpec, NodeOwnershipExtension]
 
-// NodeOwnershipSpec wraps specs.NodeOwnershipSpec.
-type NodeOwnershipSpec = protobuf.ResourceSpec[specs.NodeOwnershipSpec, *specs.NodeOwnershipSpec]
+// NodeOwnershipSpec wraps specs.NodeOwnershipSpec. Its copies, and the NodeOwnerships decoded (from the
+// state's database), hold the shared lists of their keys (sharedstrings.Strings), which are never changed in
+// place: the node sink writes new lists. The keys talos-ccm owns are the same few lists for thousands of
+// Nodes (the labels of their facts), each of which held lists of its own (144 bytes for 9 label keys).
+type NodeOwnershipSpec = sharedspec.Spec[specs.NodeOwnershipSpec, *specs.NodeOwnershipSpec, nodeOwnershipSharing]
+
+// nodeOwnershipSharing gives NodeOwnership copies, and a decoded one, the shared lists of their keys.
+type nodeOwnershipSharing struct{}
+
+// Copied implements sharedspec.Sharing.
+func (nodeOwnershipSharing) Copied(clone, orig *specs.NodeOwnershipSpec) {
+	clone.Labels = sharedstrings.Strings(orig.Labels)
+	clone.Annotations = sharedstrings.Strings(orig.Annotations)
+	clone.Taints = sharedstrings.Strings(orig.Taints)
+}
+
+// Decoded implements sharedspec.Sharing.
+func (nodeOwnershipSharing) Decoded(spec *specs.NodeOwnershipSpec) {
+	spec.Labels = sharedstrings.Strings(spec.Labels)
+	spec.Annotations = sharedstrings.Strings(spec.Annotations)
+	spec.Taints = sharedstrings.Strings(spec.Taints)
+}
 
 // NewNodeOwnership initializes a NodeOwnership resource.
 func NewNodeOwnership(ns resource.Namespace, id resource.ID) *NodeOwnership {
 	return typed.NewResource[NodeOwnershipSpec, NodeOwnershipExtension](
 		resource.NewMetadata(ns, NodeOwnershipType, id, resource.VersionUndefined),
-		protobuf.NewResourceSpec(&specs.NodeOwnershipSpec{}),
+		sharedspec.New[specs.NodeOwnershipSpec, *specs.NodeOwnershipSpec, nodeOwnershipSharing](&specs.NodeOwnershipSpec{}),
 	)
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource/typed"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sharedspec"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // ApplyStatusType is the type of ApplyStatus.
@@ -18,14 +20,29 @@ const ApplyStatusType = resource.Type("ApplyStatuses.sink.tccm.dev")
 // "node/worker-1".
 type ApplyStatus = typed.Resource[ApplyStatusSpec, ApplyStatusExtension]
 
-// ApplyStatusSpec wraps specs.ApplyStatusSpec.
-type ApplyStatusSpec = protobuf.ResourceSpec[specs.ApplyStatusSpec, *specs.ApplyStatusSpec]
+// ApplyStatusSpec wraps specs.ApplyStatusSpec. Its copies, and those decoded, hold the shared list of the
+// writes of the last apply (sharedstrings.Strings), which is never changed in place: the sinks record a new
+// list. The writes are the same few lists for every object ("labels and annotations", "status.addresses"...).
+type ApplyStatusSpec = sharedspec.Spec[specs.ApplyStatusSpec, *specs.ApplyStatusSpec, applyStatusSharing]
+
+// applyStatusSharing gives ApplyStatus copies, and a decoded one, the shared list of their writes.
+type applyStatusSharing struct{}
+
+// Copied implements sharedspec.Sharing.
+func (applyStatusSharing) Copied(clone, orig *specs.ApplyStatusSpec) {
+	clone.Writes = sharedstrings.Strings(orig.Writes)
+}
+
+// Decoded implements sharedspec.Sharing.
+func (applyStatusSharing) Decoded(spec *specs.ApplyStatusSpec) {
+	spec.Writes = sharedstrings.Strings(spec.Writes)
+}
 
 // NewApplyStatus initializes an ApplyStatus resource.
 func NewApplyStatus(ns resource.Namespace, id resource.ID) *ApplyStatus {
 	return typed.NewResource[ApplyStatusSpec, ApplyStatusExtension](
 		resource.NewMetadata(ns, ApplyStatusType, id, resource.VersionUndefined),
-		protobuf.NewResourceSpec(&specs.ApplyStatusSpec{}),
+		sharedspec.New[specs.ApplyStatusSpec, *specs.ApplyStatusSpec, applyStatusSharing](&specs.ApplyStatusSpec{}),
 	)
 }
 

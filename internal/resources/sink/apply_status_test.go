@@ -3,8 +3,11 @@ package sink_test
 import (
 	"testing"
 
+	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 )
 
@@ -42,4 +45,28 @@ func TestParseApplyStatusIDRejects(t *testing.T) {
 		_, _, ok := sink.ParseApplyStatusID(id)
 		assert.False(t, ok, id)
 	}
+}
+
+// The copies of ApplyStatuses of the same writes hold one list of them, not any ApplyStatus's own.
+func TestApplyStatusCopiesShareWrites(t *testing.T) {
+	t.Parallel()
+
+	status := func(name string) *sink.ApplyStatus {
+		res := sink.NewApplyStatus(sink.NamespaceName, sink.ApplyStatusID(sink.KindNode, name))
+		res.TypedSpec().Value = &specs.ApplyStatusSpec{Object: "Node/" + name, Writes: []string{"labels and annotations", "status.addresses"}}
+
+		return res
+	}
+
+	a, b := status("worker-1"), status("worker-2")
+
+	ca, ok := a.DeepCopy().(*sink.ApplyStatus)
+	require.True(t, ok)
+
+	cb, ok := b.DeepCopy().(*sink.ApplyStatus)
+	require.True(t, ok)
+
+	require.True(t, resource.Equal(a, ca))
+	assert.Same(t, &ca.TypedSpec().Value.GetWrites()[0], &cb.TypedSpec().Value.GetWrites()[0], "one list")
+	assert.NotSame(t, &a.TypedSpec().Value.GetWrites()[0], &ca.TypedSpec().Value.GetWrites()[0], "not the writer's")
 }
