@@ -61,7 +61,12 @@ func (q *statusQueue) take() []resource.ID {
 		ids = append(ids, id)
 	}
 
-	clear(q.marked)
+	// A cleared map keeps its room: after a thousand clusters started at once, a new one gives it back.
+	if len(ids) > smallMap {
+		q.marked = map[resource.ID]struct{}{}
+	} else {
+		clear(q.marked)
+	}
 
 	return ids
 }
@@ -167,7 +172,7 @@ func (ctrl *Controller) destroyStatus(ctx context.Context, r controller.Runtime,
 		return fmt.Errorf("failed to destroy the status of cluster %s: %w", id, err)
 	}
 
-	delete(ctrl.statuses.written, id)
+	ctrl.statuses.written = forget(ctrl.statuses.written, id)
 
 	return nil
 }

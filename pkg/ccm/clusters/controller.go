@@ -246,7 +246,7 @@ func (ctrl *Controller) reconcile(ctx context.Context, r controller.Runtime) err
 
 	for id := range ctrl.invalid {
 		if !declared[id] {
-			delete(ctrl.invalid, id)
+			ctrl.invalid = forget(ctrl.invalid, id)
 		}
 	}
 	ctrl.mu.Unlock()
@@ -271,7 +271,7 @@ func (ctrl *Controller) declare(ctx context.Context, r controller.Runtime, clust
 	if run := ctrl.runs[id]; run != nil {
 		switch {
 		case run.stopped():
-			delete(ctrl.runs, id)
+			ctrl.runs = forget(ctrl.runs, id)
 		case run.stopping():
 			// It starts again, as the Cluster is now, once it stopped.
 			return
@@ -310,7 +310,7 @@ func (ctrl *Controller) declare(ctx context.Context, r controller.Runtime, clust
 		return
 	}
 
-	delete(ctrl.invalid, id)
+	ctrl.invalid = forget(ctrl.invalid, id)
 
 	opts.Logger = ctrl.opts.Logger.Named(id)
 	opts.ClientConfig = clusterClientConfig(ctrl.opts.ClientConfig, id)
@@ -337,7 +337,7 @@ func (ctrl *Controller) remove(id resource.ID) bool {
 	ctrl.mu.Lock()
 	defer ctrl.mu.Unlock()
 
-	delete(ctrl.invalid, id)
+	ctrl.invalid = forget(ctrl.invalid, id)
 
 	run := ctrl.runs[id]
 	if run == nil {
@@ -350,7 +350,7 @@ func (ctrl *Controller) remove(id resource.ID) bool {
 		return false
 	}
 
-	delete(ctrl.runs, id)
+	ctrl.runs = forget(ctrl.runs, id)
 
 	// A pipeline that stopped for a change of spec, not for good, still has its resources: they go now.
 	run.mu.Lock()
