@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
@@ -300,7 +299,7 @@ func (d *decider) requester() outcome {
 		return fail("the requester %q is not a node (%sNAME)", username, NodeUserPrefix)
 	}
 
-	if errs := validation.IsDNS1123Subdomain(d.nodeName); len(errs) > 0 {
+	if !isDNS1123Subdomain(d.nodeName) {
 		return fail("the node name %q is not a DNS-1123 subdomain", d.nodeName)
 	}
 
