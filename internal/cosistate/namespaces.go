@@ -53,8 +53,9 @@ type PrefixedNamespace struct {
 
 // PrefixedNamespaces lists every namespace of the pipeline of the given prefix as the host's state stores
 // it, with whether it should be persisted, so that the host's namespaced state builder can route each to a backend: persisted ones to a database, the others to
-// memory (see MemoryStateBuilder). The list includes "meta", where the pipeline
-// registers its namespace and resource definitions. The empty prefix lists talos-ccm's own namespaces.
+// memory (see MemoryStateBuilder). The list includes "meta", where a pipeline
+// registers its namespace and resource definitions unless told not to (ccm.Options.SkipResourceDefinitions:
+// a host's clusters keep theirs once, in the host's own "meta"). The empty prefix lists talos-ccm's own namespaces.
 func PrefixedNamespaces(prefix string) ([]PrefixedNamespace, error) {
 	if err := ValidateNamespacePrefix(prefix); err != nil {
 		return nil, err

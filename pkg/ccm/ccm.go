@@ -108,8 +108,10 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 		return nil, err
 	}
 
-	if err = resources.Register(ctx, st); err != nil {
-		return nil, err
+	if !opts.SkipResourceDefinitions {
+		if err = resources.Register(ctx, st); err != nil {
+			return nil, err
+		}
 	}
 
 	c.conns = newConnections(given.withRateLimit(base), c.credentials.unauthorized)

@@ -78,6 +78,12 @@ type Options struct {
 	// of up to six, for a cluster of a handful of Nodes that is what matters: pkg/ccm/clusters sets it for
 	// every cluster it runs, the talos-ccm service does not.
 	SharedConnection bool
+	// SkipResourceDefinitions keeps New from registering talos-ccm's namespaces and resource definitions in
+	// the state's "meta" namespace, where clients discover the types (`ccmctl get rd`). A host that runs many
+	// pipelines over one state registers them once instead: pkg/ccm/clusters sets it for every cluster it
+	// runs, and clusters.RegisterResources registers talos-ccm's definitions in the host's own "meta"
+	// namespace. Each pipeline's copies cost about 16 KiB of heap.
+	SkipResourceDefinitions bool
 	// KubeAPIQPS and KubeAPIBurst are the rate limit of each of the pipeline's Kubernetes clients (every
 	// controller has its own, as in kube-controller-manager). Zero means RestConfig's (or ClientConfig's)
 	// own rate limit when it sets one, else DefaultOptions'.

@@ -53,6 +53,9 @@ func clusterOptions(id resource.ID, spec *specs.ClusterSpec) (clusterConfig, err
 			// too few for its Node traffic to hold back its certificate requests, and each connection costs
 			// heap and a read loop for the life of the cluster.
 			SharedConnection: true,
+			// The definitions of talos-ccm's types are the same for every cluster: RegisterResources puts
+			// them in the host's own meta namespace once, not each cluster in its prefix's.
+			SkipResourceDefinitions: true,
 			// A host that partitions one apiserver between its clusters gives each its Nodes' selector.
 			NodeSelector: spec.GetNodeSelector(),
 		},

@@ -288,15 +288,36 @@ func (h *clustersHost) leftovers(ctx context.Context, prefix string, definitions
 	return left, nil
 }
 
-// definitions lists the resource definitions a cluster's pipeline registered under its prefix.
+// definitions lists the resource definitions of the types a cluster's pipeline keeps under its prefix:
+// RegisterResources registers them once in the host's meta namespace, and a pipeline registers none under
+// its prefix.
 func (h *clustersHost) definitions(ctx context.Context, t *testing.T, prefix string) []*meta.ResourceDefinition {
 	t.Helper()
 
-	list, err := safe.StateList[*meta.ResourceDefinition](ctx, h.state,
+	prefixed, err := safe.StateList[*meta.ResourceDefinition](ctx, h.state,
 		resource.NewMetadata(clusters.HostNamespace(prefix, meta.NamespaceName), meta.ResourceDefinitionType, "", resource.VersionUndefined))
 	require.NoError(t, err)
+	require.Zero(t, prefixed.Len(), "definitions registered under the prefix %q", prefix)
 
-	return slices.Collect(list.All())
+	list, err := safe.StateList[*meta.ResourceDefinition](ctx, h.state,
+		resource.NewMetadata(meta.NamespaceName, meta.ResourceDefinitionType, "", resource.VersionUndefined))
+	require.NoError(t, err)
+
+	var (
+		own   []*meta.ResourceDefinition
+		types []string
+	)
+
+	for rd := range list.All() {
+		if typ := rd.TypedSpec().Type; typ != clusters.ClusterType && typ != clusters.ClusterStatusType {
+			own = append(own, rd)
+			types = append(types, typ)
+		}
+	}
+
+	require.Contains(t, types, ccm.NodeTransformType, "the host's meta namespace defines talos-ccm's types")
+
+	return own
 }
 
 // serviceAccountToken creates a service account bound to cluster-admin and returns a token of it.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources"
 	"github.com/talos-ccm/talos-ccm/internal/resources/host"
 )
 
@@ -385,8 +386,11 @@ func (ctrl *Controller) forget(ctx context.Context, r controller.Runtime, cluste
 }
 
 // RegisterResources registers the namespace ns (empty means DefaultNamespace) and the definitions
-// of Cluster and ClusterStatus into the host's state, so that the host's tools can discover them.
-// Definitions already there are kept.
+// of Cluster and ClusterStatus into the host's state, so that the host's tools can discover them, with the
+// definitions of talos-ccm's own types (NodeTransforms, CSRDecisions, ...), which the clusters' pipelines
+// do not register in their prefixes' meta namespaces (see ccm.Options.SkipResourceDefinitions): they are
+// the same for every cluster, which stores them under its prefix (HostNamespace). Definitions already
+// there are kept.
 func RegisterResources(ctx context.Context, hostState state.State, ns resource.Namespace) error {
 	if ns == "" {
 		ns = DefaultNamespace
@@ -398,7 +402,7 @@ func RegisterResources(ctx context.Context, hostState state.State, ns resource.N
 
 	definitions := registry.NewResourceRegistry(hostState)
 
-	for _, r := range host.All() {
+	for _, r := range append(host.All(), resources.All()...) {
 		if err := definitions.Register(ctx, r); err != nil && !state.IsConflictError(err) {
 			return fmt.Errorf("failed to register resource definition %q: %w", r.ResourceDefinition().Type, err)
 		}
