@@ -2,7 +2,6 @@ package kube_test
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 	goruntime "runtime"
 	"testing"
@@ -92,12 +91,7 @@ func BenchmarkKubeNodeRetained(b *testing.B) {
 // With TALOS_CCM_CHECK_SHARED_READS set, as the tests run, the state keeps a copy of every resource besides,
 // which shares the map too: 2,492 bytes with copies of the map, 1,820 sharing it.
 func TestKubeNodeRetained(t *testing.T) { //nolint:paralleltest // It counts the process's heap.
-	most := 1050.0
-	if os.Getenv("TALOS_CCM_CHECK_SHARED_READS") != "" {
-		most = 2100
-	}
-
-	testheap.AtMost(t, "bytes per KubeNode", kubeNodeRetainedPerNode(t, 2000), most)
+	testheap.AtMostStored(t, "bytes per KubeNode", kubeNodeRetainedPerNode(t, 2000), 1050)
 }
 
 // TestKubeNodeSharesCachedLabels: a stored KubeNode holds the labels map of the Node the informer caches,

@@ -3,7 +3,6 @@ package talos
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	goruntime "runtime"
 	"testing"
 
@@ -89,16 +88,5 @@ func machineAddressesRetainedPerMachine(tb testing.TB, n int) float64 {
 // TALOS_CCM_CHECK_SHARED_READS set, as the tests run, the state keeps a copy of every resource besides:
 // 2,229 bytes with copies of every message, 1,234 sharing them.
 func TestMachineAddressesRetained(t *testing.T) { //nolint:paralleltest // It counts the process's heap.
-	most := 900.0
-	if checkingSharedReads() {
-		most = 1400
-	}
-
-	testheap.AtMost(t, "bytes per machine", machineAddressesRetainedPerMachine(t, 2000), most)
-}
-
-// checkingSharedReads reports whether the state keeps a copy of every resource besides, as the tests run
-// with TALOS_CCM_CHECK_SHARED_READS set.
-func checkingSharedReads() bool {
-	return os.Getenv("TALOS_CCM_CHECK_SHARED_READS") != ""
+	testheap.AtMostStored(t, "bytes per machine", machineAddressesRetainedPerMachine(t, 2000), 900)
 }

@@ -29,11 +29,8 @@ type KubeNodeSpec = sharedspec.Spec[specs.KubeNodeSpec, *specs.KubeNodeSpec, kub
 // kubeNodeSharing shares a KubeNode's labels map with its copies.
 type kubeNodeSharing struct{}
 
-// Copied implements sharedspec.Sharing.
-func (kubeNodeSharing) Copied(clone, orig *specs.KubeNodeSpec) { clone.Labels = orig.Labels }
-
-// Decoded implements sharedspec.Sharing: a decoded KubeNode's labels are its own.
-func (kubeNodeSharing) Decoded(*specs.KubeNodeSpec) {}
+// Share implements sharedspec.Sharing.
+func (kubeNodeSharing) Share(dst, src *specs.KubeNodeSpec) { dst.Labels = src.Labels }
 
 // NewKubeNode initializes a KubeNode resource.
 func NewKubeNode(ns resource.Namespace, id resource.ID) *KubeNode {

@@ -28,18 +28,11 @@ type NodeOwnershipSpec = sharedspec.Spec[specs.NodeOwnershipSpec, *specs.NodeOwn
 // nodeOwnershipSharing gives NodeOwnership copies, and a decoded one, the shared lists of their keys.
 type nodeOwnershipSharing struct{}
 
-// Copied implements sharedspec.Sharing.
-func (nodeOwnershipSharing) Copied(clone, orig *specs.NodeOwnershipSpec) {
-	clone.Labels = sharedstrings.Strings(orig.Labels)
-	clone.Annotations = sharedstrings.Strings(orig.Annotations)
-	clone.Taints = sharedstrings.Strings(orig.Taints)
-}
-
-// Decoded implements sharedspec.Sharing.
-func (nodeOwnershipSharing) Decoded(spec *specs.NodeOwnershipSpec) {
-	spec.Labels = sharedstrings.Strings(spec.Labels)
-	spec.Annotations = sharedstrings.Strings(spec.Annotations)
-	spec.Taints = sharedstrings.Strings(spec.Taints)
+// Share implements sharedspec.Sharing.
+func (nodeOwnershipSharing) Share(dst, src *specs.NodeOwnershipSpec) {
+	dst.Labels = sharedstrings.Strings(src.Labels)
+	dst.Annotations = sharedstrings.Strings(src.Annotations)
+	dst.Taints = sharedstrings.Strings(src.Taints)
 }
 
 // NewNodeOwnership initializes a NodeOwnership resource.

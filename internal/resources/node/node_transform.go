@@ -30,14 +30,9 @@ type NodeTransformSpec = sharedspec.Spec[specs.NodeTransformSpec, *specs.NodeTra
 // nodeTransformSharing gives a NodeTransform's copies, and a decoded one, the shared map of its labels.
 type nodeTransformSharing struct{}
 
-// Copied implements sharedspec.Sharing.
-func (nodeTransformSharing) Copied(clone, orig *specs.NodeTransformSpec) {
-	clone.Labels = sharedstrings.Map(orig.Labels)
-}
-
-// Decoded implements sharedspec.Sharing.
-func (nodeTransformSharing) Decoded(spec *specs.NodeTransformSpec) {
-	spec.Labels = sharedstrings.Map(spec.Labels)
+// Share implements sharedspec.Sharing.
+func (nodeTransformSharing) Share(dst, src *specs.NodeTransformSpec) {
+	dst.Labels = sharedstrings.Map(src.Labels)
 }
 
 // NewNodeTransform initializes a NodeTransform resource.

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 	goruntime "runtime"
 	"testing"
@@ -184,12 +183,7 @@ func decisionsRetainedPerNode(tb testing.TB, n int) float64 {
 // state keeps a copy of every resource besides: 3,864 bytes with maps and lists of their own, 2,909 sharing
 // them.
 func TestDecisionsRetained(t *testing.T) { //nolint:paralleltest // It counts the process's heap.
-	most := 1560.0
-	if os.Getenv("TALOS_CCM_CHECK_SHARED_READS") != "" {
-		most = 3100
-	}
-
-	testheap.AtMost(t, "bytes per Node", decisionsRetainedPerNode(t, 2000), most)
+	testheap.AtMostStored(t, "bytes per Node", decisionsRetainedPerNode(t, 2000), 1560)
 }
 
 // BenchmarkDecisionsRetained reports the heap the NodeTransform and the NodeOwnership of a Node keep in the

@@ -11,12 +11,12 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
 )
 
-// Sharing says which parts of a spec its copies share, and which shared copies a decoded spec takes.
+// Sharing says which parts of a spec its copies share.
 type Sharing[S any] interface {
-	// Copied makes clone, a copy of orig of its own, share orig's parts that nobody changes in place.
-	Copied(clone, orig S)
-	// Decoded makes spec, just decoded (from the state's database, say), hold the shared copies of its parts.
-	Decoded(spec S)
+	// Share makes dst, a copy of src of its own, hold src's parts that nobody changes in place, or their
+	// shared copies; dst is src itself for a spec just decoded (from the state's database, say), whose
+	// parts are its own.
+	Share(dst, src S)
 }
 
 // Message is a protobuf spec (a pointer to T) with the copy vtprotobuf generates.
@@ -44,7 +44,7 @@ func (spec Spec[T, S, H]) DeepCopy() Spec[T, S, H] {
 	var sharing H
 
 	clone := spec.Value.CloneVT()
-	sharing.Copied(clone, spec.Value)
+	sharing.Share(clone, spec.Value)
 
 	return New[T, S, H](clone)
 }
@@ -65,7 +65,7 @@ func (spec *Spec[T, S, H]) UnmarshalProto(protoBytes []byte) error {
 
 	var sharing H
 
-	sharing.Decoded(spec.Value)
+	sharing.Share(spec.Value, spec.Value)
 
 	return nil
 }

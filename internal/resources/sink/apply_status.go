@@ -28,14 +28,9 @@ type ApplyStatusSpec = sharedspec.Spec[specs.ApplyStatusSpec, *specs.ApplyStatus
 // applyStatusSharing gives ApplyStatus copies, and a decoded one, the shared list of their writes.
 type applyStatusSharing struct{}
 
-// Copied implements sharedspec.Sharing.
-func (applyStatusSharing) Copied(clone, orig *specs.ApplyStatusSpec) {
-	clone.Writes = sharedstrings.Strings(orig.Writes)
-}
-
-// Decoded implements sharedspec.Sharing.
-func (applyStatusSharing) Decoded(spec *specs.ApplyStatusSpec) {
-	spec.Writes = sharedstrings.Strings(spec.Writes)
+// Share implements sharedspec.Sharing.
+func (applyStatusSharing) Share(dst, src *specs.ApplyStatusSpec) {
+	dst.Writes = sharedstrings.Strings(src.Writes)
 }
 
 // NewApplyStatus initializes an ApplyStatus resource.

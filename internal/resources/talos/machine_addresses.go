@@ -30,13 +30,10 @@ type MachineAddressesSpec = sharedspec.Spec[specs.MachineAddressesSpec, *specs.M
 // machineAddressesSharing shares a MachineAddresses' address messages with its copies.
 type machineAddressesSharing struct{}
 
-// Copied implements sharedspec.Sharing.
-func (machineAddressesSharing) Copied(clone, orig *specs.MachineAddressesSpec) {
-	clone.Addresses = slices.Clone(orig.Addresses)
+// Share implements sharedspec.Sharing.
+func (machineAddressesSharing) Share(dst, src *specs.MachineAddressesSpec) {
+	dst.Addresses = slices.Clone(src.Addresses)
 }
-
-// Decoded implements sharedspec.Sharing: a decoded MachineAddresses' messages are its own.
-func (machineAddressesSharing) Decoded(*specs.MachineAddressesSpec) {}
 
 // NewMachineAddresses initializes a MachineAddresses resource.
 func NewMachineAddresses(ns resource.Namespace, id resource.ID) *MachineAddresses {
