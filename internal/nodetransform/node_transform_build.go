@@ -10,6 +10,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
+	"github.com/talos-ccm/talos-ccm/internal/kubenames"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
@@ -193,7 +194,7 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 			return
 		}
 
-		if !validLabelValue(value) {
+		if !kubenames.IsLabelValue(value) {
 			if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
 				out.Warnings = append(out.Warnings, fmt.Sprintf("label %s: value %q from %s left out: %s", key, value, origin, errs[0]))
 
@@ -231,29 +232,6 @@ func setLabels(out *specs.NodeTransformSpec, pm *specs.PlatformMetadataSpec, cfg
 	}
 
 	set(kubekeys.LabelClusterName, cfg.GetClusterName(), "cluster name ("+clusterNameSource+")")
-}
-
-// validLabelValue says, without validation.IsValidLabelValue's regular expression (1% of talos-ccm's CPU
-// while Nodes joined, for a handful of values per Node), that value is a valid label value: at most 63
-// characters, alphanumerics, '-', '_' and '.', beginning and ending with an alphanumeric. A value it does
-// not accept is checked again by IsValidLabelValue, which says what is wrong.
-func validLabelValue(value string) bool {
-	if len(value) > validation.LabelValueMaxLength {
-		return false
-	}
-
-	for i := range len(value) {
-		c := value[i]
-
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case (c == '-' || c == '_' || c == '.') && i > 0 && i < len(value)-1:
-		default:
-			return false
-		}
-	}
-
-	return true
 }
 
 // setRuleOutputs adds what the transformation rules produced: labels (over the well-known ones: later keys

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubenames"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
@@ -299,7 +300,7 @@ func (d *decider) requester() outcome {
 		return fail("the requester %q is not a node (%sNAME)", username, NodeUserPrefix)
 	}
 
-	if !isDNS1123Subdomain(d.nodeName) {
+	if !kubenames.IsDNS1123Subdomain(d.nodeName) {
 		return fail("the node name %q is not a DNS-1123 subdomain", d.nodeName)
 	}
 
