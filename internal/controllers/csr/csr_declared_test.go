@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/stretchr/testify/assert"
 
 	csrctrl "github.com/talos-ccm/talos-ccm/internal/controllers/csr"
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -21,14 +21,9 @@ import (
 func TestCSRDecisionDeclares(t *testing.T) {
 	t.Parallel()
 
-	in := func(ns, typ string, kind controller.InputKind) controller.Input {
-		return controller.Input{Namespace: ns, Type: typ, Kind: kind}
-	}
+	in := ctest.Input
 
-	ctrl := csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{})
-
-	assert.Equal(t, "csr.CSRDecisionController", ctrl.Name())
-	assert.Equal(t, []controller.Input{
+	ctest.AssertDeclares(t, csrctrl.NewCSRDecisionController(csrctrl.CSRDecisionOptions{}), "csr.CSRDecisionController", []controller.Input{
 		in(kube.NamespaceName, kube.KubeCSRType, controller.InputStrong),
 		in(csrres.NamespaceName, csrres.CSRDecisionType, controller.InputDestroyReady),
 		in(kube.NamespaceName, kube.KubeNodeType, controller.InputWeak),
@@ -38,6 +33,5 @@ func TestCSRDecisionDeclares(t *testing.T) {
 		in(talos.NamespaceName, talos.ControllerManagerConfigType, controller.InputWeak),
 		in(kube.NamespaceName, kube.KubeAPIServerType, controller.InputWeak),
 		in(kube.NamespaceName, kube.KubeSyncType, controller.InputWeak),
-	}, ctrl.Inputs())
-	assert.Equal(t, []controller.Output{{Type: csrres.CSRDecisionType, Kind: controller.OutputExclusive}}, ctrl.Outputs())
+	}, []controller.Output{ctest.Output(csrres.CSRDecisionType)})
 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/controller"
-	"github.com/stretchr/testify/assert"
 
+	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
 	nodectrl "github.com/talos-ccm/talos-ccm/internal/controllers/node"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -20,16 +20,10 @@ import (
 func TestDecisionControllersDeclare(t *testing.T) {
 	t.Parallel()
 
-	in := func(ns, typ string, kind controller.InputKind) controller.Input {
-		return controller.Input{Namespace: ns, Type: typ, Kind: kind}
-	}
+	in := ctest.Input
 
 	for _, tc := range []struct {
-		ctrl interface {
-			Name() string
-			Inputs() []controller.Input
-			Outputs() []controller.Output
-		}
+		ctrl    ctest.Declaring
 		name    string
 		inputs  []controller.Input
 		outputs []controller.Output
@@ -46,10 +40,7 @@ func TestDecisionControllersDeclare(t *testing.T) {
 				in(talos.NamespaceName, talos.MachineStatusType, controller.InputWeak),
 				in(config.NamespaceName, config.ConfigType, controller.InputWeak),
 			},
-			outputs: []controller.Output{
-				{Type: node.NodeTransformType, Kind: controller.OutputExclusive},
-				{Type: node.NodeClaimRecheckType, Kind: controller.OutputExclusive},
-			},
+			outputs: []controller.Output{ctest.Output(node.NodeTransformType), ctest.Output(node.NodeClaimRecheckType)},
 		},
 		{
 			ctrl: nodectrl.NewNodeLifecycleController(nodectrl.LifecycleOptions{}),
@@ -60,17 +51,13 @@ func TestDecisionControllersDeclare(t *testing.T) {
 				in(talos.NamespaceName, talos.MachineStatusType, controller.InputWeak),
 				in(talos.NamespaceName, talos.PlatformMetadataType, controller.InputWeak),
 			},
-			outputs: []controller.Output{
-				{Type: node.NodeLifecycleType, Kind: controller.OutputExclusive},
-			},
+			outputs: []controller.Output{ctest.Output(node.NodeLifecycleType)},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			assert.Equal(t, tc.name, tc.ctrl.Name())
-			assert.Equal(t, tc.inputs, tc.ctrl.Inputs())
-			assert.Equal(t, tc.outputs, tc.ctrl.Outputs())
+			ctest.AssertDeclares(t, tc.ctrl, tc.name, tc.inputs, tc.outputs)
 		})
 	}
 }
