@@ -67,7 +67,10 @@ func (f *InlineInformer) run(ctx context.Context) {
 			continue
 		}
 
-		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		// An expired resourceVersion, and a watch-list stream the apiserver ended before the initial list
+		// (as it does to its watchers when it is loaded or restarts), are what a watch meets in normal
+		// operation: the informer lists again without an error report.
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) && !errors.Is(err, errInitialListCut) {
 			utilruntime.HandleErrorWithContext(ctx, err, "informer failed to list and watch", "type", fmt.Sprintf("%T", f.example))
 		}
 
