@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -233,7 +232,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	}
 
 	var (
-		talosConn   *grpc.ClientConn
+		talosConn   *talosConn
 		contextName string
 		// apis are the APIs whose loss makes talos-ccm unready.
 		apis = []*reachability{apiServer.reachability}
@@ -252,7 +251,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 		followCtx, stopFollowing := context.WithCancel(ctx)
 		defer stopFollowing()
 
-		go endpoint.follow(followCtx, talosConn)
+		go endpoint.follow(followCtx, talosConn.ClientConn)
 
 		apis = append(apis, endpoint.reachability)
 	}
@@ -305,7 +304,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) error {
 	ccmOpts.PoolMetrics = true
 
 	if talosConn != nil {
-		ccmOpts.Talos = talosConn
+		ccmOpts.Talos = talosConn.api()
 	}
 
 	// talos-ccm assembles itself as a host that runs one cluster does: New builds the pipeline and its

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,15 +13,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
 // TestTalosConnReadsAMachine connects with talos-sim's talosconfig (its CA, client certificate and
-// endpoint), over one endpoint and over several, and reads a machine's PlatformMetadata: TLS, the endpoints
-// and the node metadata are what the Talos API expects.
+// endpoint), over one endpoint and over several, reads a machine's PlatformMetadata and watches its
+// addresses: TLS, the endpoints and the node metadata are what the Talos API expects, from gRPC's connection
+// and from the stream client.
 func TestTalosConnReadsAMachine(t *testing.T) {
 	t.Parallel()
 
@@ -53,6 +57,30 @@ func TestTalosConnReadsAMachine(t *testing.T) {
 				var pm rtpb.PlatformMetadataSpec
 				require.NoError(t, proto.Unmarshal(resp.GetResource().GetSpec().GetProtoSpec(), &pm))
 				assert.Equal(t, "us-east-1a", pm.GetZone())
+			}
+
+			// The watches go over the stream client, each endpoint in turn: TLS verified under the
+			// endpoint's name, the node and Talos metadata, the stream's messages.
+			for range 4 {
+				ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(t.Context(), "node", "w1"))
+
+				watch, err := v1alpha1.NewStateClient(conn.api()).Watch(ctx, &v1alpha1.WatchRequest{
+					Namespace: "network", Type: "AddressStatuses.net.talos.dev", Options: &v1alpha1.WatchOptions{BootstrapContents: true}, ApiVersion: 1,
+				})
+				require.NoError(t, err)
+
+				_, err = watch.Recv() // The watch's opening message.
+				require.NoError(t, err)
+
+				msg, err := watch.Recv()
+				require.NoError(t, err)
+				require.NotEmpty(t, msg.GetEvent())
+				assert.Equal(t, "AddressStatuses.net.talos.dev", msg.GetEvent()[0].GetResource().GetMetadata().GetType())
+
+				cancel()
+
+				_, err = watch.Recv()
+				assert.Equal(t, codes.Canceled, status.Code(err))
 			}
 		})
 	}

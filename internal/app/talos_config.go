@@ -12,7 +12,6 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"sigs.k8s.io/yaml"
@@ -92,9 +91,9 @@ func (cfg *talosConfig) endpoints() []string {
 	return cfg.context.Endpoints
 }
 
-// transportCredentials are the current context's TLS credentials: its CA (or the system's roots) to verify
-// the endpoints, its client certificate to authenticate.
-func (cfg *talosConfig) transportCredentials() (credentials.TransportCredentials, error) {
+// tlsConfig is the current context's TLS configuration: its CA (or the system's roots) to verify the
+// endpoints, its client certificate to authenticate.
+func (cfg *talosConfig) tlsConfig() (*tls.Config, error) {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 
 	if cfg.context.CA != "" {
@@ -128,7 +127,7 @@ func (cfg *talosConfig) transportCredentials() (credentials.TransportCredentials
 		tlsConfig.Certificates = []tls.Certificate{pair}
 	}
 
-	return credentials.NewTLS(tlsConfig), nil
+	return tlsConfig, nil
 }
 
 // talosEndpointsScheme is the scheme of the resolver of several endpoints.

@@ -46,6 +46,18 @@ func (e *talosEndpoint) record(err error) error {
 	return err
 }
 
+// connection records what the stream client says of its connections: one established restores the
+// endpoint, one that failed loses it.
+func (e *talosEndpoint) connection(err error, since time.Time) {
+	if err == nil {
+		e.restore()
+
+		return
+	}
+
+	e.lose(e.record(err), since)
+}
+
 // follow follows the state of conn, the endpoint's connection, until ctx ends.
 func (e *talosEndpoint) follow(ctx context.Context, conn *grpc.ClientConn) {
 	for state := conn.GetState(); ; state = conn.GetState() {
