@@ -87,9 +87,13 @@ type clusterRun struct {
 	destroy bool
 }
 
-// startClusterRun starts running a Cluster's pipeline until ctx is done or stop.
+// startClusterRun starts running a Cluster's pipeline until stop, or cancel: the host controller cancels
+// every run when its own Run ends (stopAll). The run's context keeps ctx's values but is not ctx's child:
+// a child is registered in its parent's map of children until it ends, and a Go map keeps the room of its
+// deleted entries, so that the controller's context would keep, for its whole life, the room of every
+// cluster that ever ran at once (a context.AfterFunc on ctx registers there the same way).
 func startClusterRun(ctx context.Context, id resource.ID, spec *specs.ClusterSpec, version resource.Version, opts clusterConfig, host state.State, changed, ended func()) *clusterRun {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 
 	cr := &clusterRun{
 		id: id, spec: spec, version: version, opts: opts, host: host, logger: opts.Logger, changed: changed, ended: ended,
