@@ -50,8 +50,7 @@ type Options struct {
 	DialTimeout time.Duration
 	// OnConnection, when set, is told of every connection established (err nil) and of every attempt to
 	// connect and every connection that failed (since is when the attempt started, or when the connection
-	// was established). A connection the server closed after a GOAWAY, once its streams ended, is not a
-	// failure.
+	// failed). A connection the server closed after a GOAWAY is not a failure.
 	OnConnection func(err error, since time.Time)
 }
 
@@ -267,11 +266,7 @@ func (c *Client) dial(ctx context.Context, e *endpoint) (*conn, error) {
 		return nil, fmt.Errorf("failed to connect to %s: %w", e.Address, err)
 	}
 
-	scheme := "http"
-
 	if c.opts.TLS != nil {
-		scheme = "https"
-
 		cfg := c.opts.TLS.Clone()
 		cfg.ServerName = e.ServerName
 		cfg.NextProtos = []string{http2NextProto}
@@ -292,7 +287,7 @@ func (c *Client) dial(ctx context.Context, e *endpoint) (*conn, error) {
 		nc = tc
 	}
 
-	cn, err := newConn(c, nc, scheme, e.Address)
+	cn, err := newConn(c, nc, e.Address)
 	if err != nil {
 		_ = nc.Close()
 

@@ -19,13 +19,12 @@ import (
 // conn is one HTTP/2 connection and its streams. Its goroutine reads the frames the server sends, and
 // queues each stream's data for the stream's caller; the callers write their own frames.
 type conn struct {
-	client            *Client
-	nc                net.Conn
-	fr                *http2.Framer
-	bw                *bufio.Writer
-	scheme, authority string
-	// since is when the connection was established.
-	since time.Time
+	client *Client
+	nc     net.Conn
+	fr     *http2.Framer
+	bw     *bufio.Writer
+	// authority is the :authority of the connection's streams: its endpoint's address.
+	authority string
 
 	// wmu serializes the writes, and guards henc and hbuf. A goroutine that holds both locks took wmu
 	// first.
@@ -66,14 +65,12 @@ const (
 
 // newConn starts HTTP/2 over nc: the client's preface and settings, a larger connection window, and the
 // goroutine that reads the connection.
-func newConn(client *Client, nc net.Conn, scheme, authority string) (*conn, error) {
+func newConn(client *Client, nc net.Conn, authority string) (*conn, error) {
 	c := &conn{
 		client:         client,
 		nc:             nc,
 		bw:             bufio.NewWriterSize(nc, 4<<10),
-		scheme:         scheme,
 		authority:      authority,
-		since:          time.Now(),
 		streams:        map[uint32]*stream{},
 		nextID:         1,
 		sendWindow:     defaultWindow,
@@ -477,6 +474,6 @@ func (c *conn) fail(err error, report bool) {
 	}
 
 	if report && c.client.opts.OnConnection != nil {
-		c.client.opts.OnConnection(err, c.since)
+		c.client.opts.OnConnection(err, time.Now())
 	}
 }
