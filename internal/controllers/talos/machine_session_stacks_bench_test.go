@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,14 +22,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/h2stream"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 )
 
 // BenchmarkSessionStacks starts a session for every machine of a simulated fleet, as the Talos source does
 // for the Nodes of a large cluster (through the intake, with its production bounds), and reports what the
 // idle sessions cost once all of them connected and a GC ran: the goroutine stacks per machine (the growth
-// of StackInuse since before the sessions started), the goroutines per machine (the sessions' own and
-// those gRPC keeps for their streams), the live heap per machine the sessions and their streams keep
+// of StackInuse since before the sessions started), the goroutines per machine (the sessions' own: their
+// watch streams, over the stream client talos-ccm uses, keep none), the live heap per machine the sessions and their streams keep
 // (heap-B/machine), and the live heap of a copy of each machine's last facts, as the state stores them
 // (facts-B/machine). A session's goroutine keeps the stack of the deepest call it ever
 // made until GCs halve it, and a new goroutine starts at the average size: what a session runs on its own
@@ -47,10 +49,25 @@ func BenchmarkSessionStacks(b *testing.B) {
 	socket := filepath.Join(sockDir, "apid.sock")
 	startSimulator(b, socket, machines)
 
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	unary, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(b, err)
 
-	b.Cleanup(func() { _ = conn.Close() })
+	b.Cleanup(func() { _ = unary.Close() })
+
+	// The watches go over the stream client, as talos-ccm's do.
+	streams, err := h2stream.New(h2stream.Options{
+		Endpoints: []h2stream.Endpoint{{Address: "apid:50000"}},
+		Dial: func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+
+			return d.DialContext(ctx, "unix", socket)
+		},
+	})
+	require.NoError(b, err)
+
+	b.Cleanup(func() { _ = streams.Close() })
+
+	conn := h2stream.Split{Unary: unary, Streams: streams}
 
 	for b.Loop() {
 		idle := runIdleSessions(b, simulatedFleet(machines), conn)
@@ -61,15 +78,17 @@ func BenchmarkSessionStacks(b *testing.B) {
 		b.ReportMetric(float64(idle.heap)/machines, "heap-B/machine")
 		b.ReportMetric(float64(idle.facts)/machines, "facts-B/machine")
 
-		// An idle session's goroutine fits in a 4 KiB stack, and gRPC's in at most as much: about 7 KiB per
-		// machine. A session whose goroutine needs the next size up (8 KiB: a deeper call made on it, or
-		// frames added beneath its wait on the stream) costs about 13.
+		// An idle session's goroutine fits in a 4 KiB stack, its one goroutine over the stream client (about
+		// 7 KiB per machine when gRPC's stream kept a goroutine of its own). A session whose goroutine needs
+		// the next size up (8 KiB: a deeper call made on it, or frames added beneath its wait on the stream)
+		// costs twice as much.
 		if perMachine := stacks / machines; perMachine > maxIdleSessionStack {
 			b.Errorf("idle sessions hold %d bytes of stacks per machine, over %d: a session's goroutine no longer fits in 4 KiB", perMachine, maxIdleSessionStack)
 		}
 
-		// An idle session keeps about 5.4 KB of heap, three quarters of it its two goroutines and gRPC's
-		// stream, when it kept 6.9 with a copy of its machine's platform facts (beside the state's), of the
+		// An idle session keeps about 2.0 KB of heap, with its goroutine and its stream over the stream
+		// client; 5.4 KB over gRPC's stream, which kept a goroutine of its own and about 3 KB of structures,
+		// and 6.9 before that with a copy of its machine's platform facts (beside the state's), of the
 		// address set it sent last and of its spec, a channel for its worker's end, its place in the intake
 		// once given up, its addresses unpacked and its machine's status as a message.
 		if perMachine := idle.heap / machines; perMachine > maxIdleSessionHeap {
@@ -78,11 +97,11 @@ func BenchmarkSessionStacks(b *testing.B) {
 	}
 }
 
-// maxIdleSessionStack bounds the stacks an idle session holds, its own and the one gRPC keeps.
-const maxIdleSessionStack = 10 << 10
+// maxIdleSessionStack bounds the stacks an idle session holds: its goroutine's.
+const maxIdleSessionStack = 6 << 10
 
 // maxIdleSessionHeap bounds the heap an idle session keeps, with its worker, its goroutines and its stream.
-const maxIdleSessionHeap = 5900
+const maxIdleSessionHeap = 2500
 
 // simulatorEnv names the socket TestSessionStacksSimulator serves the fleet on, and the fleet's size.
 const (
