@@ -146,7 +146,12 @@ func encodeTimeout(d time.Duration) string {
 	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}, {time.Hour, "H"}}
 
 	for _, u := range units {
-		if n := (d + u.unit - 1) / u.unit; n < maxDigits {
+		n := d / u.unit
+		if d%u.unit != 0 {
+			n++
+		}
+
+		if n < maxDigits {
 			return strconv.FormatInt(int64(n), 10) + u.suffix
 		}
 	}

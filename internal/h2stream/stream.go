@@ -48,10 +48,11 @@ type stream struct {
 	// ready holds a token when in or err changed since the caller last looked.
 	ready chan struct{}
 
-	// pending is the data the caller took from in and did not read yet; reader reads it. Only the caller
-	// uses them.
+	// pending is the data the caller took from in and did not read yet; reader reads it; failed is the
+	// error RecvMsg returned, which it returns again. Only the caller uses them.
 	pending []byte
 	reader  messageReader
+	failed  error
 }
 
 // signal wakes the stream's caller.
@@ -242,6 +243,20 @@ func (s *stream) cancel() {
 // RecvMsg implements grpc.ClientStream: it waits, on the caller's goroutine, for the stream's next
 // message, and decodes it into m. It returns io.EOF once the stream ended with an OK status.
 func (s *stream) RecvMsg(m any) error {
+	if s.failed == nil {
+		s.failed = s.recv(m)
+		if s.failed == nil {
+			return nil
+		}
+
+		s.pending, s.reader = nil, messageReader{}
+	}
+
+	return s.failed
+}
+
+// recv is RecvMsg, until the stream's end.
+func (s *stream) recv(m any) error {
 	c := s.conn
 	if c == nil {
 		return status.Error(codes.Internal, "grpc: RecvMsg before CloseSend")
