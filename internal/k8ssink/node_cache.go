@@ -2,6 +2,7 @@ package k8ssink
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
@@ -13,8 +14,8 @@ import (
 // sends leaves managedFields out, so the server keeps the full list, and updates of a Node leave its status
 // as it is on the server (status is a subresource).
 //
-// It is an informer transform (cache.TransformFunc): it changes the object it is given, which the
-// informer has just decoded and nobody else holds.
+// It changes the object it is given, which the informer has just decoded and nobody else holds. The Nodes
+// informer's transform is NodeTrimmer, which trims with it.
 func TrimNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -36,8 +37,38 @@ func TrimNode(obj any) (any, error) {
 
 	node.ManagedFields = nil
 
-	// A new version keeps the maps of the one cached before when they did not change (see the function).
-	kubeclient.KeepUnchangedMaps(node)
-
 	return node, nil
+}
+
+// NodeTrimmer returns the Nodes informer's transform (a cache.TransformFunc): TrimNode, and a new version
+// of a Node keeps the maps of the version cached before when they did not change (see
+// kubeclient.KeepUnchangedMaps), which it reads from cached, the informer's cache. The informer calls the
+// transform before it caches the new version, so cached holds the version it replaces.
+func NodeTrimmer(cached cache.KeyGetter) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		out, err := TrimNode(obj)
+
+		node, ok := out.(*corev1.Node)
+		if err != nil || !ok {
+			return out, err
+		}
+
+		kubeclient.KeepUnchangedMaps(node, cachedNode(cached, node.Name))
+
+		return node, nil
+	}
+}
+
+// cachedNode returns the Node of name that cached holds, nil when it holds none (or the key cannot be
+// read: the new version then keeps maps of its own, as it came).
+func cachedNode(cached cache.KeyGetter, name string) *corev1.Node {
+	obj, exists, err := cached.GetByKey(name)
+	if err != nil || !exists {
+		return nil
+	}
+
+	// Anything else holds no maps to keep: nil then.
+	node, _ := obj.(*corev1.Node)
+
+	return node
 }

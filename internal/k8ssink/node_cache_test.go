@@ -1,14 +1,20 @@
 package k8ssink_test
 
 import (
+	"fmt"
+	"reflect"
+	goruntime "runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/internal/k8ssink"
+	"github.com/talos-ccm/talos-ccm/internal/testheap"
 )
 
 func TestTrimNode(t *testing.T) {
@@ -54,4 +60,82 @@ func TestTrimNode(t *testing.T) {
 	other, err := k8ssink.TrimNode(&corev1.Service{})
 	require.NoError(t, err)
 	require.IsType(t, &corev1.Service{}, other, "other objects pass through")
+}
+
+// trimmerRetainedPerNode returns the heap that the Nodes informer's transform keeps per Node it transforms,
+// besides the Nodes: n new versions of Nodes whose versions before are cached, made before, without maps,
+// so that what the transform keeps is all that counts.
+func trimmerRetainedPerNode(t *testing.T, n int) float64 {
+	t.Helper()
+
+	cached := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	versions := make([]*corev1.Node, n)
+
+	for i := range versions {
+		meta := metav1.ObjectMeta{Name: fmt.Sprintf("worker-%05d", i), UID: types.UID(fmt.Sprintf("trimmer-retained-%05d", i))}
+
+		require.NoError(t, cached.Add(&corev1.Node{ObjectMeta: meta}))
+
+		versions[i] = &corev1.Node{ObjectMeta: meta}
+	}
+
+	trim := k8ssink.NodeTrimmer(cached)
+
+	perNode := testheap.RetainedPer(n, func() {
+		for _, node := range versions {
+			_, err := trim(node)
+			require.NoError(t, err)
+		}
+	})
+
+	goruntime.KeepAlive(versions)
+	goruntime.KeepAlive(cached)
+
+	return perNode
+}
+
+// TestNodeTrimmerKeepsNothingPerNode: the transform reads the version before of a Node from the informer's
+// cache, where it keeps unchanged maps from (kubeclient.KeepUnchangedMaps), and keeps no table of its own: a
+// table of the last versions by UID, with weak pointers to them, kept 60 bytes per Node (5,000 Nodes).
+func TestNodeTrimmerKeepsNothingPerNode(t *testing.T) { //nolint:paralleltest // It counts the process's heap.
+	testheap.AtMost(t, "bytes per Node", trimmerRetainedPerNode(t, 5000), 8)
+}
+
+// A new version of a cached Node keeps the maps of the version before that did not change; a changed map is
+// its own, and a Node not cached yet keeps its maps.
+func TestNodeTrimmerKeepsUnchangedMaps(t *testing.T) {
+	t.Parallel()
+
+	cached := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	trim := k8ssink.NodeTrimmer(cached)
+
+	version := func(rv string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: "n1", ResourceVersion: rv, Labels: labels, Annotations: map[string]string{"a": "1"},
+		}}
+	}
+
+	first := version("1", map[string]string{"l": "1"})
+	own := first.Labels
+
+	out, err := trim(first)
+	require.NoError(t, err)
+	require.Same(t, first, out)
+	require.Equal(t, reflect.ValueOf(own).UnsafePointer(), reflect.ValueOf(first.Labels).UnsafePointer(), "nothing cached: its own map")
+	require.NoError(t, cached.Add(first))
+
+	second := version("2", map[string]string{"l": "1"})
+
+	_, err = trim(second)
+	require.NoError(t, err)
+	require.Equal(t, reflect.ValueOf(first.Labels).UnsafePointer(), reflect.ValueOf(second.Labels).UnsafePointer(), "unchanged labels: the cached version's map")
+	require.Equal(t, reflect.ValueOf(first.Annotations).UnsafePointer(), reflect.ValueOf(second.Annotations).UnsafePointer(), "unchanged annotations: the cached version's map")
+
+	third := version("3", map[string]string{"l": "2"})
+	own = third.Labels
+
+	_, err = trim(third)
+	require.NoError(t, err)
+	require.Equal(t, reflect.ValueOf(own).UnsafePointer(), reflect.ValueOf(third.Labels).UnsafePointer(), "changed labels: its own map")
+	require.Equal(t, map[string]string{"l": "1"}, first.Labels, "the cached version is as it was")
 }

@@ -92,7 +92,7 @@ func TestNodesInformerKeepsTrimmedNodes(t *testing.T) {
 
 // TestNodesInformerKeepsUnchangedMaps: a new version of a Node that changes neither its labels nor its
 // annotations (a kubelet's status report) is cached with the maps of the version before, through the
-// transform talos-ccm gives the Nodes informer (k8ssink.TrimNode): the KubeNode mirror, which writes nothing
+// transform talos-ccm gives the Nodes informer (k8ssink.NodeTrimmer): the KubeNode mirror, which writes nothing
 // for such a version, and the cache then hold one labels map between them. A version that changes the labels
 // is cached with a map of its own.
 func TestNodesInformerKeepsUnchangedMaps(t *testing.T) {
@@ -107,7 +107,7 @@ func TestNodesInformerKeepsUnchangedMaps(t *testing.T) {
 	require.NoError(t, err)
 
 	informers := kubeclient.NewInformers(client)
-	require.NoError(t, informers.Nodes().SetTransform(k8ssink.TrimNode))
+	require.NoError(t, informers.Nodes().SetTransform(k8ssink.NodeTrimmer(informers.Nodes().GetStore())))
 	startInformers(t, informers)
 
 	cachedAt := func(version string) *corev1.Node {

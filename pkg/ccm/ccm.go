@@ -137,7 +137,7 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 
 	// Nodes are cached without what talos-ccm never reads (images, other managers' managedFields): on a
 	// large cluster that is most of a Node's size.
-	if err = c.informers.Nodes().SetTransform(k8ssink.TrimNode); err != nil {
+	if err = c.informers.Nodes().SetTransform(k8ssink.NodeTrimmer(c.informers.Nodes().GetStore())); err != nil {
 		c.Close()
 
 		return nil, fmt.Errorf("failed to set up the node informer: %w", err)

@@ -105,7 +105,6 @@ func TestKubeNodeSharesCachedLabels(t *testing.T) {
 
 	mirrored := initializedNode(1)
 	mirrored.UID = "kube-node-shares-cached-labels"
-	kubeclient.KeepUnchangedMaps(mirrored)
 
 	res := kuberes.NewKubeNode(kuberes.NamespaceName, mirrored.Name)
 	res.TypedSpec().Value = kube.MirrorNode(mirrored)
@@ -115,7 +114,7 @@ func TestKubeNodeSharesCachedLabels(t *testing.T) {
 	reported := mirrored.DeepCopy()
 	reported.ResourceVersion = "2"
 	reported.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(time.Now().Add(time.Minute))
-	kubeclient.KeepUnchangedMaps(reported)
+	kubeclient.KeepUnchangedMaps(reported, mirrored)
 
 	stored, err := safe.StateGetByID[*kuberes.KubeNode](ctx, st, mirrored.Name)
 	require.NoError(t, err)
