@@ -14,10 +14,13 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
+	"github.com/talos-ccm/talos-ccm/internal/h2stream"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
 
@@ -109,5 +112,61 @@ func TestTalosEndpointReachability(t *testing.T) {
 	require.Len(t, lost, 1)
 	assert.Equal(t, zapcore.WarnLevel, lost[0].Level)
 	assert.Contains(t, lost[0].ContextMap()["error"], "Unavailable")
+	assert.Len(t, logs.FilterMessage("api reachable again").All(), 1)
+}
+
+// The stream client's connections tell the endpoint's reachability too: the failure of the connection
+// of a watch is the endpoint's loss, logged with its Unavailable error, and the next connection its return.
+func TestTalosEndpointFollowsStreams(t *testing.T) {
+	t.Parallel()
+
+	addr := testenv.FreeAddress(t)
+	stop := serveGRPC(t, addr)
+
+	core, logs := observer.New(zapcore.InfoLevel)
+	endpoint := &talosEndpoint{reachability: newReachability("talos", zap.New(core))}
+
+	streams, err := h2stream.New(h2stream.Options{
+		Endpoints:    []h2stream.Endpoint{{Address: addr}},
+		RetryMin:     time.Millisecond,
+		RetryMax:     time.Millisecond,
+		OnConnection: endpoint.connection,
+	})
+	require.NoError(t, err)
+
+	t.Cleanup(func() { require.NoError(t, streams.Close()) })
+
+	watch := func() (grpc.ServerStreamingClient[healthpb.HealthCheckResponse], error) {
+		w, err := healthpb.NewHealthClient(streams).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = w.Recv()
+		}
+
+		return w, err
+	}
+
+	w, err := watch()
+	require.NoError(t, err)
+	require.NoError(t, endpoint.check())
+
+	stop()
+
+	_, err = w.Recv()
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	require.Error(t, endpoint.check(), "not ready once the watches' connection failed")
+
+	lost := logs.FilterMessage("api unreachable").All()
+	require.Len(t, lost, 1)
+	assert.Contains(t, lost[0].ContextMap()["error"], "Unavailable")
+
+	serveGRPC(t, addr)
+
+	// The server's start and the client's backoff of a millisecond leave the first attempts refused.
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, "a watch over a new connection", func(context.Context) error {
+		_, err := watch()
+
+		return err
+	})
+	require.NoError(t, endpoint.check())
 	assert.Len(t, logs.FilterMessage("api reachable again").All(), 1)
 }

@@ -50,7 +50,8 @@ type Options struct {
 	DialTimeout time.Duration
 	// OnConnection, when set, is told of every connection established (err nil) and of every attempt to
 	// connect and every connection that failed (since is when the attempt started, or when the connection
-	// failed). A connection the server closed after a GOAWAY is not a failure.
+	// failed), before the streams it fails are. A connection the server closed after a GOAWAY is not a
+	// failure.
 	OnConnection func(err error, since time.Time)
 }
 

@@ -465,15 +465,16 @@ func (c *conn) fail(err error, report bool) {
 
 	_ = c.nc.Close()
 
+	// The client hears of the failure before the streams' callers do.
+	if report && c.client.opts.OnConnection != nil {
+		c.client.opts.OnConnection(err, time.Now())
+	}
+
 	for _, stop := range stops {
 		stop()
 	}
 
 	for _, s := range streams {
 		s.signal()
-	}
-
-	if report && c.client.opts.OnConnection != nil {
-		c.client.opts.OnConnection(err, time.Now())
 	}
 }

@@ -207,15 +207,12 @@ func (s *stream) send() error {
 			c.cond.Wait()
 		}
 
-		if err := s.err; err != nil {
+		if s.err != nil {
 			c.mu.Unlock()
 
-			if errors.Is(err, io.EOF) {
-				// The server answered before it read the whole request: its status says how.
-				return nil
-			}
-
-			return err
+			// The stream ended before its request was sent (the server answered at once, or the stream or
+			// the connection failed): RecvMsg says how, as gRPC's streams do.
+			return nil
 		}
 
 		n := int(min(int64(len(data)), c.sendWindow, s.sendWindow, int64(c.peerMaxFrame)))
