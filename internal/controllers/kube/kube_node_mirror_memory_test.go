@@ -94,7 +94,7 @@ func TestKubeNodeRetained(t *testing.T) { //nolint:paralleltest // It counts the
 	testheap.AtMostStored(t, "bytes per KubeNode", kubeNodeRetainedPerNode(t, 2000), 1050)
 }
 
-// TestKubeNodeSharesCachedLabels: a stored KubeNode holds the labels map of the Node the informer caches,
+// TestKubeNodeSharesCachedLabels: a stored KubeNode holds the labels map (and the pod CIDRs) of the Node the informer caches,
 // also once a version of the Node that changes nothing the mirror reads (a kubelet's status report), for
 // which the mirror writes no KubeNode, replaced the one it mirrored: the Node's labels are held once.
 func TestKubeNodeSharesCachedLabels(t *testing.T) {
@@ -122,4 +122,5 @@ func TestKubeNodeSharesCachedLabels(t *testing.T) {
 
 	assert.Equal(t, reflect.ValueOf(reported.Labels).UnsafePointer(), reflect.ValueOf(stored.TypedSpec().Value.GetLabels()).UnsafePointer(),
 		"the stored KubeNode holds the cached Node's labels map")
+	assert.Same(t, &mirrored.Spec.PodCIDRs[0], &stored.TypedSpec().Value.GetPodCidrs()[0], "the stored KubeNode holds the cached Node's pod CIDRs")
 }

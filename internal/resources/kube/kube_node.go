@@ -16,21 +16,23 @@ const KubeNodeType = resource.Type("KubeNodes.kube.tccm.dev")
 // KubeNode mirrors a Kubernetes Node; its ID is the Node name.
 type KubeNode = typed.Resource[KubeNodeSpec, KubeNodeExtension]
 
-// KubeNodeSpec wraps specs.KubeNodeSpec. Its copies share the labels map (see sharedspec), which is never
-// changed in place: whoever changes a KubeNode's labels sets a new map (the mirror writes a new spec for
-// every change of its Node).
+// KubeNodeSpec wraps specs.KubeNodeSpec. Its copies share the labels map and the pod CIDRs list (see
+// sharedspec), which are never changed in place: whoever changes a KubeNode's labels or pod CIDRs sets new
+// ones (the mirror writes a new spec for every change of its Node).
 //
 // The mirror fills a KubeNode with the labels map of the Node the informer caches, and the state stores a
 // copy of what it is given: with a copy of the map of its own, every Node's labels were held twice, by the
 // cached Node and by its KubeNode, about 650 bytes per Node for the dozen labels a kubelet and talos-ccm set.
-// Shared, they are held once.
+// Shared, they are held once; so is the Node's list of pod CIDRs (16 bytes more per Node for one CIDR).
 type KubeNodeSpec = sharedspec.Spec[specs.KubeNodeSpec, *specs.KubeNodeSpec, kubeNodeSharing]
 
-// kubeNodeSharing shares a KubeNode's labels map with its copies.
+// kubeNodeSharing shares a KubeNode's labels map and pod CIDRs with its copies.
 type kubeNodeSharing struct{}
 
 // Share implements sharedspec.Sharing.
-func (kubeNodeSharing) Share(dst, src *specs.KubeNodeSpec) { dst.Labels = src.Labels }
+func (kubeNodeSharing) Share(dst, src *specs.KubeNodeSpec) {
+	dst.Labels, dst.PodCidrs = src.Labels, src.PodCidrs
+}
 
 // NewKubeNode initializes a KubeNode resource.
 func NewKubeNode(ns resource.Namespace, id resource.ID) *KubeNode {
