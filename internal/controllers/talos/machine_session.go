@@ -144,7 +144,8 @@ func (s *machineSession) run(ctx context.Context) {
 // goroutine is the only one it keeps: what it does besides reading the watch (probes, reads of
 // PlatformMetadata, its Node's changes of condition, the intake's hold) runs when due, on a goroutine that
 // lasts as long as that work (see waking), so that an idle machine costs one goroutine, blocked on
-// its watch stream, beside the one gRPC keeps for the stream. That goroutine stays shallow: it only waits
+// its watch stream (over talos-ccm's stream client, which keeps none per stream; over a host's gRPC
+// connection, gRPC keeps one more for the stream). That goroutine stays shallow: it only waits
 // for its turn in the intake and for the stream's messages, and hands connecting and every message to a
 // goroutine that ends with that work (see offStack), so that an idle session's stack is what waiting on
 // the stream takes.

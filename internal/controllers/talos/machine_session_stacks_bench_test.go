@@ -174,7 +174,7 @@ func TestSessionStacksSimulator(t *testing.T) {
 type idleSessions struct {
 	// stacks is the growth of StackInuse since before the sessions started.
 	stacks uint64
-	// goroutines are the sessions' goroutines, and those gRPC keeps for their streams.
+	// goroutines are the sessions' goroutines, and those their streams keep (none over the stream client).
 	goroutines int
 	// heap is the growth of the live heap since before the sessions started: the sessions, their specs and
 	// workers, their streams and contexts.
