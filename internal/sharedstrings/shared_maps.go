@@ -22,6 +22,7 @@ const (
 var (
 	sharedMaps  = newContentTable(mapHash, maps.Equal[map[string]string], maps.Clone[map[string]string])
 	sharedLists = newContentTable(listHash, slices.Equal[[]string], cloneList)
+	sharedTags  = newContentTable(mapHash, maps.Equal[map[string]string], maps.Clone[map[string]string])
 )
 
 // Map returns a map with the contents of m that every caller who asks for the same contents shares: the
@@ -30,6 +31,13 @@ var (
 // is nil. Callers pass only maps that repeat from Node to Node.
 func Map(m map[string]string) map[string]string {
 	return sharedMaps.share(m, len(m))
+}
+
+// Tags returns a map of a machine's platform tags with the contents of m, shared as Map shares labels, from
+// a table of its own: the tags of a cloud's machines are set cluster-wide or per machine, and a fleet's
+// tags of one machine each must not take the room of the label sets that repeat.
+func Tags(m map[string]string) map[string]string {
+	return sharedTags.share(m, len(m))
 }
 
 // Strings returns a list with the strings of list, in its order, that every caller who asks for the same

@@ -1,12 +1,16 @@
 package talos
 
 import (
+	"slices"
+
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
 	"github.com/cosi-project/runtime/pkg/resource/typed"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/sharedspec"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // PlatformMetadataType is the type of PlatformMetadata.
@@ -16,14 +20,46 @@ const PlatformMetadataType = resource.Type("PlatformMetadatas.talos.tccm.dev")
 // Node name.
 type PlatformMetadata = typed.Resource[PlatformMetadataSpec, PlatformMetadataExtension]
 
-// PlatformMetadataSpec wraps specs.PlatformMetadataSpec.
-type PlatformMetadataSpec = protobuf.ResourceSpec[specs.PlatformMetadataSpec, *specs.PlatformMetadataSpec]
+// PlatformMetadataSpec wraps specs.PlatformMetadataSpec. Its copies, and the PlatformMetadatas decoded, hold
+// the shared map of their tags (sharedstrings.Tags) unless the tags name their machine, and nobody changes
+// the tags in place: the Talos source (or a host) writes a new spec for every change.
+//
+// A cloud's machines mostly carry the same tags, set for the whole cluster (a GCP project's labels, an Azure
+// resource group's tags): each machine held a map of its own of them, 335 bytes for up to 8 tags.
+type PlatformMetadataSpec = sharedspec.Spec[specs.PlatformMetadataSpec, *specs.PlatformMetadataSpec, platformMetadataSharing]
+
+// platformMetadataSharing gives a PlatformMetadata's copies, and a decoded one, the shared map of its tags.
+type platformMetadataSharing struct{}
+
+// Share implements sharedspec.Sharing.
+func (platformMetadataSharing) Share(dst, src *specs.PlatformMetadataSpec) {
+	if !tagsNameMachine(src) {
+		dst.Tags = sharedstrings.Tags(src.Tags)
+	}
+}
+
+// tagsNameMachine says whether a tag of the machine has the value of one of the facts that name it (an AWS
+// instance's Name tag is its name, say): such tags are its own, and would only take the shared table's room.
+func tagsNameMachine(pm *specs.PlatformMetadataSpec) bool {
+	own := []string{
+		pm.GetHostname(), pm.GetNodename(), pm.GetInstanceId(), pm.GetProviderId(), pm.GetUuid(),
+		pm.GetSerialNumber(), pm.GetNodeIp(), pm.GetInternalDns(), pm.GetExternalDns(),
+	}
+
+	for _, v := range pm.GetTags() {
+		if v != "" && slices.Contains(own, v) {
+			return true
+		}
+	}
+
+	return false
+}
 
 // NewPlatformMetadata initializes a PlatformMetadata resource.
 func NewPlatformMetadata(ns resource.Namespace, id resource.ID) *PlatformMetadata {
 	return typed.NewResource[PlatformMetadataSpec, PlatformMetadataExtension](
 		resource.NewMetadata(ns, PlatformMetadataType, id, resource.VersionUndefined),
-		protobuf.NewResourceSpec(&specs.PlatformMetadataSpec{}),
+		sharedspec.New[specs.PlatformMetadataSpec, *specs.PlatformMetadataSpec, platformMetadataSharing](&specs.PlatformMetadataSpec{}),
 	)
 }
 
