@@ -86,13 +86,13 @@ func DiffTransforms(cur, next *specs.NodeTransformSpec) []Change {
 
 	for _, a := range cur.GetAddresses() {
 		if !slices.ContainsFunc(next.GetAddresses(), func(b *specs.NodeAddress) bool { return addressKey(a) == addressKey(b) }) {
-			changes = append(changes, Change{Action: ActionRemove, What: "address", Key: a.GetType(), From: a.GetAddress(), Origin: cur.GetOrigins()[node.OriginAddressKey(a.GetType(), a.GetAddress())]})
+			changes = append(changes, Change{Action: ActionRemove, What: "address", Key: a.GetType(), From: a.GetAddress(), Origin: node.AddressOrigin(cur, a)})
 		}
 	}
 
 	for _, b := range next.GetAddresses() {
 		if !slices.ContainsFunc(cur.GetAddresses(), func(a *specs.NodeAddress) bool { return addressKey(a) == addressKey(b) }) {
-			changes = append(changes, Change{Action: ActionAdd, What: "address", Key: b.GetType(), To: b.GetAddress(), Origin: next.GetOrigins()[node.OriginAddressKey(b.GetType(), b.GetAddress())]})
+			changes = append(changes, Change{Action: ActionAdd, What: "address", Key: b.GetType(), To: b.GetAddress(), Origin: node.AddressOrigin(next, b)})
 		}
 	}
 

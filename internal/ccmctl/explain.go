@@ -379,7 +379,7 @@ func wantedRows(nt *specs.NodeTransformSpec, kn *specs.KubeNodeSpec) []wantedRow
 
 		rows = append(rows, wantedRow{
 			what: "address", key: a.GetType(), value: a.GetAddress(),
-			origin: origins[node.OriginAddressKey(a.GetType(), a.GetAddress())],
+			origin: node.AddressOrigin(nt, a),
 			onNode: compare(kn, a.GetAddress(), a.GetAddress(), found),
 		})
 	}

@@ -202,7 +202,7 @@ func TestDropInPublicIPDiscoveryOrigin(t *testing.T) {
 
 	spec, _ := nodetransform.Build(dropinInput(pm, ma, &specs.ConfigSpec{Transformations: []*specs.TransformationRule{discoveryRule()}}))
 
-	assert.Equal(t, "Talos global address on link eth0 (rule discover: features.publicIPDiscovery)", spec.GetOrigins()["address/ExternalIP/198.51.100.60"])
+	assert.Equal(t, "Talos global address on link eth0 (rule discover: features.publicIPDiscovery)", noderes.AddressOrigin(spec, &specs.NodeAddress{Type: "ExternalIP", Address: "198.51.100.60"}))
 	assert.Contains(t, spec.GetMatchedRules(), "discover")
 }
 
@@ -280,7 +280,7 @@ func TestDropInHostnameFallback(t *testing.T) {
 			}
 
 			assert.Equal(t, []string{want}, hostAddrs)
-			assert.Equal(t, tc.wantHostAddr, spec.GetOrigins()["address/"+want[:len("Hostname")]+"/"+want[len("Hostname="):]])
+			assert.Equal(t, tc.wantHostAddr, noderes.AddressOrigin(spec, &specs.NodeAddress{Type: "Hostname", Address: want[len("Hostname="):]}))
 		})
 	}
 }

@@ -127,10 +127,11 @@ func build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 
 	chosen := nodeaddress.Choose(in.NodeName, in.Node, pm, own, in.Config.GetPreferIpv6(), hostnameOrigin, applied.PublicIPDiscovery, warn)
 	out.Addresses = make([]*specs.NodeAddress, 0, len(chosen))
+	out.AddressOrigins = make([]string, 0, len(chosen))
 
 	for _, a := range chosen {
 		out.Addresses = append(out.Addresses, a.Address)
-		out.Origins[node.OriginAddressKey(a.Address.GetType(), a.Address.GetAddress())] = a.Origin
+		out.AddressOrigins = append(out.AddressOrigins, a.Origin)
 	}
 
 	setLabels(out, pm, in.Config, applied.Origins)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
 	"github.com/talos-ccm/talos-ccm/internal/talossim"
 	"github.com/talos-ccm/talos-ccm/internal/testenv"
 )
@@ -246,7 +247,7 @@ func TestMalformedTalosFacts(t *testing.T) {
 func internalIPOrigin(nt *specs.NodeTransformSpec) string {
 	for _, a := range nt.GetAddresses() {
 		if a.GetType() == string(corev1.NodeInternalIP) {
-			return nt.GetOrigins()["address/"+a.GetType()+"/"+a.GetAddress()]
+			return noderes.AddressOrigin(nt, a)
 		}
 	}
 

@@ -35,8 +35,9 @@ type NodeTransformSpec struct {
 	Initialize bool `protobuf:"varint,6,opt,name=initialize,proto3" json:"initialize,omitempty"`
 	// Why the node is not ready to be initialized yet (empty when initialize is true).
 	Pending string `protobuf:"bytes,7,opt,name=pending,proto3" json:"pending,omitempty"`
-	// For every key ("providerID", "label/KEY", "annotation/KEY", "taint/KEY", "address/TYPE/ADDR",
-	// "platformMetadata/FIELD" for a fact overridden by a rule), the fact or rule that produced it.
+	// For every key ("providerID", "label/KEY", "annotation/KEY", "taint/KEY", "platformMetadata/FIELD" for a
+	// fact overridden by a rule), the fact or rule that produced it. The addresses' are address_origins: without
+	// them, the origins of Nodes with the same facts and rules are the same, and their copies share one map.
 	Origins map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The transformation rules that matched the node and were applied, in order.
 	MatchedRules []string `protobuf:"bytes,9,rep,name=matched_rules,json=matchedRules,proto3" json:"matched_rules,omitempty"`
@@ -54,9 +55,11 @@ type NodeTransformSpec struct {
 	// that machine or the providerID: only then are addresses, providerID and certificates granted.
 	Verified bool `protobuf:"varint,14,opt,name=verified,proto3" json:"verified,omitempty"`
 	// The machine the Node is bound to: "uuid/<SystemInformation UUID>", or "ip/<address>" without one.
-	Machine       string `protobuf:"bytes,15,opt,name=machine,proto3" json:"machine,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Machine string `protobuf:"bytes,15,opt,name=machine,proto3" json:"machine,omitempty"`
+	// The fact or rule that produced each address, in the order of addresses.
+	AddressOrigins []string `protobuf:"bytes,16,rep,name=address_origins,json=addressOrigins,proto3" json:"address_origins,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeTransformSpec) Reset() {
@@ -194,6 +197,13 @@ func (x *NodeTransformSpec) GetMachine() string {
 	return ""
 }
 
+func (x *NodeTransformSpec) GetAddressOrigins() []string {
+	if x != nil {
+		return x.AddressOrigins
+	}
+	return nil
+}
+
 // SkippedRule is a transformation rule left out for one node, with the reason.
 type SkippedRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -253,7 +263,7 @@ var File_specs_node_proto protoreflect.FileDescriptor
 const file_specs_node_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/node.proto\x12\n" +
-	"tccm.specs\x1a\x10specs/kube.proto\"\xcf\x06\n" +
+	"tccm.specs\x1a\x10specs/kube.proto\"\xf8\x06\n" +
 	"\x11NodeTransformSpec\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerID\x12A\n" +
@@ -273,7 +283,8 @@ const file_specs_node_proto_rawDesc = "" +
 	"\rskipped_rules\x18\f \x03(\v2\x17.tccm.specs.SkippedRuleR\fskippedRules\x12\x1a\n" +
 	"\bconflict\x18\r \x01(\tR\bconflict\x12\x1a\n" +
 	"\bverified\x18\x0e \x01(\bR\bverified\x12\x18\n" +
-	"\amachine\x18\x0f \x01(\tR\amachine\x1a9\n" +
+	"\amachine\x18\x0f \x01(\tR\amachine\x12'\n" +
+	"\x0faddress_origins\x18\x10 \x03(\tR\x0eaddressOrigins\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

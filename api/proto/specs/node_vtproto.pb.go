@@ -80,6 +80,11 @@ func (m *NodeTransformSpec) CloneVT() *NodeTransformSpec {
 		}
 		r.SkippedRules = tmpContainer
 	}
+	if rhs := m.AddressOrigins; rhs != nil {
+		tmpContainer := make([]string, len(rhs))
+		copy(tmpContainer, rhs)
+		r.AddressOrigins = tmpContainer
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -240,6 +245,15 @@ func (this *NodeTransformSpec) EqualVT(that *NodeTransformSpec) bool {
 	}
 	if this.Machine != that.Machine {
 		return false
+	}
+	if len(this.AddressOrigins) != len(that.AddressOrigins) {
+		return false
+	}
+	for i, vx := range this.AddressOrigins {
+		vy := that.AddressOrigins[i]
+		if vx != vy {
+			return false
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }

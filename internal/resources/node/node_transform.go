@@ -1,6 +1,8 @@
 package node
 
 import (
+	"strings"
+
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
@@ -19,20 +21,41 @@ const NodeTransformType = resource.Type("NodeTransforms.node.tccm.dev")
 type NodeTransform = typed.Resource[NodeTransformSpec, NodeTransformExtension]
 
 // NodeTransformSpec wraps specs.NodeTransformSpec. Its copies, and the NodeTransforms decoded (from the
-// state's database), hold the shared map of their labels (sharedstrings.Map), which is never changed in
-// place: whoever changes a NodeTransform's labels sets a new map (the decision writes a new spec).
+// state's database), hold the shared maps of their labels and origins (sharedstrings.Map), which are never
+// changed in place: whoever changes a NodeTransform's labels or origins sets a new map (the decision writes
+// a new spec).
 //
 // The labels talos-ccm sets are those of a Node's facts (its platform, region, zone, instance type, spot) and
 // its rules: the same few label sets for thousands of Nodes, each of which held a map of its own in the
-// state (340 to 670 bytes for 8 or 9 labels).
+// state (340 to 670 bytes for 8 or 9 labels). Their origins, the providerID's among them, are the same for
+// Nodes with the same facts and rules (the addresses', which are every Node's own, are address_origins): a
+// map of its own of about ten origins was 663 bytes per Node.
 type NodeTransformSpec = sharedspec.Spec[specs.NodeTransformSpec, *specs.NodeTransformSpec, nodeTransformSharing]
 
-// nodeTransformSharing gives a NodeTransform's copies, and a decoded one, the shared map of its labels.
+// nodeTransformSharing gives a NodeTransform's copies, and a decoded one, the shared maps of its labels and
+// origins.
 type nodeTransformSharing struct{}
 
 // Share implements sharedspec.Sharing.
 func (nodeTransformSharing) Share(dst, src *specs.NodeTransformSpec) {
 	dst.Labels = sharedstrings.Map(src.Labels)
+
+	if !hasAddressOrigins(src.Origins) {
+		dst.Origins = sharedstrings.Map(src.Origins)
+	}
+}
+
+// hasAddressOrigins says whether origins holds the origins of addresses, as NodeTransforms written before
+// address_origins did (read from an older talos-ccm's database): such origins are one Node's, and would only
+// take the shared table's room until the decision writes the NodeTransform anew.
+func hasAddressOrigins(origins map[string]string) bool {
+	for k := range origins {
+		if strings.HasPrefix(k, OriginKindAddress+"/") {
+			return true
+		}
+	}
+
+	return false
 }
 
 // NewNodeTransform initializes a NodeTransform resource.
