@@ -1,8 +1,12 @@
 package testheap
 
 import (
+	"context"
 	"os"
+	"runtime"
 	"testing"
+
+	"github.com/cosi-project/runtime/pkg/resource"
 )
 
 // AtMostStored is AtMost for the heap of resources kept in talos-ccm's in-memory state: with
@@ -16,4 +20,24 @@ func AtMostStored(t *testing.T, unit string, figure, most float64) {
 	}
 
 	AtMost(t, unit, figure, most)
+}
+
+// StoredPer returns the heap that the resources written keep once store (a state's Create) stored them, per
+// one of the n items they are of: written are made before, so that only what the state keeps counts.
+func StoredPer(tb testing.TB, n int, written []resource.Resource, store func(context.Context, resource.Resource) error) float64 {
+	tb.Helper()
+
+	perItem := RetainedPer(n, func() {
+		for _, res := range written {
+			if err := store(tb.Context(), res); err != nil {
+				tb.Fatalf("failed to store %s: %v", res.Metadata(), err)
+			}
+		}
+	})
+
+	// The state is store's: it must be held until the figure is taken, as what it keeps.
+	runtime.KeepAlive(written)
+	runtime.KeepAlive(store)
+
+	return perItem
 }

@@ -1,9 +1,9 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
-	goruntime "runtime"
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -215,16 +215,7 @@ func decisionsRetainedPerNode(tb testing.TB, n int, transform func(*node.NodeTra
 
 	st := cosistate.NewMemoryState()
 
-	perNode := testheap.RetainedPer(n, func() {
-		for _, res := range written {
-			require.NoError(tb, st.Create(tb.Context(), res))
-		}
-	})
-
-	goruntime.KeepAlive(written)
-	goruntime.KeepAlive(st)
-
-	return perNode
+	return testheap.StoredPer(tb, n, written, func(ctx context.Context, res resource.Resource) error { return st.Create(ctx, res) })
 }
 
 // TestDecisionsRetained: the NodeTransforms and NodeOwnerships of a fleet hold the few label sets, origins

@@ -1,9 +1,9 @@
 package talos_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
-	goruntime "runtime"
 	"testing"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -79,23 +79,14 @@ func TestPlatformMetadataCopiesShareTags(t *testing.T) {
 func platformMetadataRetainedPerMachine(tb testing.TB, n int) float64 {
 	tb.Helper()
 
-	written := make([]*talos.PlatformMetadata, n)
+	written := make([]resource.Resource, n)
 	for i := range written {
 		written[i] = gcpMachine(i)
 	}
 
 	st := cosistate.NewMemoryState()
 
-	perMachine := testheap.RetainedPer(n, func() {
-		for _, res := range written {
-			require.NoError(tb, st.Create(tb.Context(), res))
-		}
-	})
-
-	goruntime.KeepAlive(written)
-	goruntime.KeepAlive(st)
-
-	return perMachine
+	return testheap.StoredPer(tb, n, written, func(ctx context.Context, res resource.Resource) error { return st.Create(ctx, res) })
 }
 
 // TestPlatformMetadataRetained: a GCP fleet's PlatformMetadatas hold one map of the project's tags, not one
