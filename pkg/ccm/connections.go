@@ -133,6 +133,10 @@ func (c *connections) innerTransport(base *rest.Config) (http.RoundTripper, erro
 		return nil, fmt.Errorf("failed to build the Kubernetes transport: %w", err)
 	}
 
+	if c.shared {
+		lengthenHealthCheck(rt)
+	}
+
 	return rt, nil
 }
 

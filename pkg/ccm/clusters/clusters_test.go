@@ -592,10 +592,10 @@ func TestClustersFromResources(t *testing.T) {
 // pipelines' goroutines return; it cannot run in a synctest bubble, since the pipelines talk to a real
 // apiserver.
 func TestClustersLeakNothing(t *testing.T) { //nolint:paralleltest // It counts the process's goroutines and heap.
-	// The HTTP/2 client keeps the health check timer of a closed connection until it fires (client-go's
-	// read idle timeout, 30 s), and with it the connection and its transport (golang/go#80920): the
-	// connections of a removed cluster are freed 30 s after they closed, not leaked. Without the health
-	// check they are freed at once, and the heap can be counted without waiting.
+	// The HTTP/2 client keeps the health check timer of a closed connection until it fires (the read idle
+	// timeout, 75 s on a cluster's shared connection), and with it the connection and its transport
+	// (golang/go#80920): the connection of a removed cluster is freed up to 75 s after it closed, not
+	// leaked. Without the health check it is freed at once, and the heap can be counted without waiting.
 	t.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", "0")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
