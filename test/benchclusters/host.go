@@ -132,10 +132,10 @@ func (h *hostProcess) remove(ctx context.Context, ids []string) error {
 }
 
 // stats reads the host's counters; gc collects garbage first, for its live heap.
-func (h *hostProcess) stats(ctx context.Context, gc bool) (hostapi.Stats, error) {
+func (h *hostProcess) stats(ctx context.Context, query string) (hostapi.Stats, error) {
 	path := hostapi.StatsPath
-	if gc {
-		path += "?" + hostapi.GC
+	if query != "" {
+		path += "?" + query
 	}
 
 	var out hostapi.Stats

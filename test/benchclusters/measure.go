@@ -15,8 +15,9 @@ import (
 const declareBatch = 100
 
 // closedConnectionsKept is how long the clients' closed connections stay in memory: the HTTP/2 health
-// check's timer (client-go's 30 s ReadIdleTimeout) holds them, with a margin.
-const closedConnectionsKept = 40 * time.Second
+// check's timer holds them until it fires, 75 s after the last frame on a cluster's shared connection
+// (client-go's 30 s elsewhere), with a margin.
+const closedConnectionsKept = 85 * time.Second
 
 // joiners are the extra machines of the first cluster, whose Nodes join later: one on an idle host, one
 // while the busy cluster initializes its Nodes.
@@ -234,7 +235,7 @@ func measureEmpty(ctx context.Context, opts options, res *results, p plan, host 
 
 	// The host counts its goroutines now too: a cluster may start, initialize its Node and be removed
 	// between two of the host's counts, and its descriptors stay.
-	if _, err = host.stats(ctx, false); err != nil {
+	if _, err = host.stats(ctx, ""); err != nil {
 		return err
 	}
 
@@ -255,7 +256,7 @@ func removeAndSample(ctx context.Context, opts options, host *hostProcess, ids [
 		return sample{}, err
 	}
 
-	// A closed HTTP/2 connection, and its transport, stay referenced by its health check's timer for 30 s.
+	// A closed HTTP/2 connection, and its transport, stay referenced by its health check's timer for 75 s.
 	sleep(ctx, max(opts.settle, closedConnectionsKept))
 
 	return readSample(ctx, host, ports)
@@ -278,7 +279,8 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 		return err
 	}
 
-	before, err := host.stats(ctx, false)
+	// No cluster starts or stops over the window: the host stops counting its goroutines for their peak.
+	before, err := host.stats(ctx, hostapi.PeakOff)
 	if err != nil {
 		return err
 	}
@@ -296,7 +298,7 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 
 	sleep(ctx, opts.idle)
 
-	after, err := host.stats(ctx, false)
+	after, err := host.stats(ctx, hostapi.PeakOn)
 	if err != nil {
 		return err
 	}
@@ -386,7 +388,7 @@ func measureFairness(ctx context.Context, opts options, res *results, p plan, f 
 
 // readSample reads the host's live heap and goroutines, and counts its connections to the apiservers.
 func readSample(ctx context.Context, host *hostProcess, ports map[int]bool) (sample, error) {
-	stats, err := host.stats(ctx, true)
+	stats, err := host.stats(ctx, hostapi.GC)
 	if err != nil {
 		return sample{}, err
 	}

@@ -82,12 +82,14 @@ type host struct {
 	inventory   *inventory
 	ctrl        *clusters.Controller
 	statusWrite atomic.Int64
-	// peakGoroutines is the most goroutines counted at once (see hostapi.PeakInterval).
+	// peakGoroutines is the most goroutines counted at once (see hostapi.PeakInterval); peakCounting stops
+	// (false) and starts again (true) the counts.
 	peakGoroutines atomic.Int64
+	peakCounting   chan bool
 }
 
 func run(ctx context.Context, listen string, kubeconfigs []string, logger *zap.Logger) error {
-	h := &host{inventory: newInventory()}
+	h := &host{inventory: newInventory(), peakCounting: make(chan bool)}
 
 	for _, path := range kubeconfigs {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
@@ -195,8 +197,8 @@ func (h *host) countStatusWrites(ctx context.Context, logger *zap.Logger) {
 	}
 }
 
-// countPeakGoroutines counts the host's goroutines every hostapi.PeakInterval until ctx is done, and keeps
-// the most it counted.
+// countPeakGoroutines counts the host's goroutines every hostapi.PeakInterval until ctx is done, unless
+// peakCounting stopped it, and keeps the most it counted.
 func (h *host) countPeakGoroutines(ctx context.Context) {
 	ticker := time.NewTicker(hostapi.PeakInterval)
 	defer ticker.Stop()
@@ -208,6 +210,12 @@ func (h *host) countPeakGoroutines(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case on := <-h.peakCounting:
+			if on {
+				ticker.Reset(hostapi.PeakInterval)
+			} else {
+				ticker.Stop()
+			}
 		}
 	}
 }
@@ -315,7 +323,13 @@ func (h *host) remove(r *http.Request) error {
 }
 
 func (h *host) serveStats(w http.ResponseWriter, r *http.Request) {
-	if r.URL.RawQuery == hostapi.GC {
+	switch r.URL.RawQuery {
+	case hostapi.PeakOff, hostapi.PeakOn:
+		select {
+		case h.peakCounting <- r.URL.RawQuery == hostapi.PeakOn:
+		case <-r.Context().Done():
+		}
+	case hostapi.GC:
 		// A collection, and another once the cleanups it queued ran (client-go's TLS transport cache drops
 		// its entries in runtime.AddCleanup functions), so that the heap read is the live heap.
 		debug.FreeOSMemory()

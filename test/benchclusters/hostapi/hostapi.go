@@ -10,15 +10,20 @@ import (
 
 // Paths of the host's API. POST ClustersPath takes []Cluster and declares them; DELETE ClustersPath takes
 // []string (cluster IDs; none: every cluster) and answers once they are all removed; GET StatsPath answers
-// Stats, after a garbage collection with the query GC.
+// Stats, after a garbage collection with the query GC, and with the query PeakOff or PeakOn, once the host
+// stopped or started again counting its goroutines every PeakInterval.
 const (
 	ClustersPath = "/clusters"
 	StatsPath    = "/stats"
 	GC           = "gc=1"
+	PeakOff      = "peak=off"
+	PeakOn       = "peak=on"
 )
 
 // PeakInterval is how often the host counts its goroutines for Stats.PeakGoroutines: the goroutines of
-// clusters that start rise and fall over seconds, and a count costs the idle host next to nothing.
+// clusters that start rise and fall over seconds. The counts wake the host ten times a second, a tenth of
+// a percent of a core that is no cluster's: the bench stops them over the idle window (PeakOff), when no
+// cluster starts or stops.
 const PeakInterval = 100 * time.Millisecond
 
 // Cluster is one cluster the bench declares.
