@@ -48,6 +48,11 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// DialTimeout bounds an attempt to connect.
 	DialTimeout time.Duration
+	// ReadIdle is how long a connection that carries streams may read no frame before the client checks
+	// that the server still answers (30 s when zero); PingTimeout how long it then waits for a frame, any
+	// frame, before it fails the connection and its streams, with codes.Unavailable (15 s when zero).
+	// PingTimeout also bounds every write: a server that does not take one within it fails the connection.
+	ReadIdle, PingTimeout time.Duration
 	// OnConnection, when set, is told of every connection established (err nil) and of every attempt to
 	// connect and every connection that failed (since is when the attempt started, or when the connection
 	// failed), before the streams it fails are. A connection the server closed after a GOAWAY is not a
@@ -61,7 +66,6 @@ const (
 	streamWindow     = 256 << 10
 	connectionWindow = 1 << 20
 	maxHeaderList    = 64 << 10
-	writeTimeout     = 10 * time.Second
 )
 
 // Client opens server-streaming gRPC calls over HTTP/2, with no goroutine per stream.
@@ -100,6 +104,14 @@ func New(opts Options) (*Client, error) {
 
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 10 * time.Second
+	}
+
+	if opts.ReadIdle <= 0 {
+		opts.ReadIdle = 30 * time.Second
+	}
+
+	if opts.PingTimeout <= 0 {
+		opts.PingTimeout = 15 * time.Second
 	}
 
 	if opts.RetryMin <= 0 {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -53,6 +54,21 @@ type conn struct {
 	// recvWindow is what the server may still send on the connection, recvUnacked what it sent that the
 	// client did not give back yet. Only the reading goroutine uses them.
 	recvWindow, recvUnacked int64
+
+	// The health check (see health.go). started is when the connection started, on the monotonic clock;
+	// lastRead when its last frame was read, since started; pingFree is set once the server sent data or
+	// headers since the last PING. The reading goroutine sets them, the timer's function reads them.
+	started  time.Time
+	lastRead atomic.Int64
+	pingFree atomic.Bool
+	// health is the timer, healthParked set while it is stopped for want of streams; probing is set while
+	// a probe sent at probeSent waits for an answer; pings counts the probes, the PINGs' payload. Guarded
+	// by mu.
+	health       *time.Timer
+	healthParked bool
+	probing      bool
+	probeSent    time.Duration
+	pings        uint64
 }
 
 // The defaults of HTTP/2's settings, until the server's own arrive.
@@ -78,6 +94,7 @@ func newConn(client *Client, nc net.Conn, authority string) (*conn, error) {
 		peerMaxFrame:   defaultMaxFrame,
 		peerMaxStreams: math.MaxUint32,
 		recvWindow:     connectionWindow,
+		started:        time.Now(),
 	}
 	c.cond.L = &c.mu
 	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(nc, 8<<10))
@@ -85,6 +102,12 @@ func newConn(client *Client, nc net.Conn, authority string) (*conn, error) {
 	c.fr.MaxHeaderListSize = maxHeaderList
 	c.fr.SetReuseFrames()
 	c.henc = hpack.NewEncoder(&c.hbuf)
+
+	// The timer is set before the first write, whose failure stops it, and under mu, which its function
+	// takes first.
+	c.mu.Lock()
+	c.health = time.AfterFunc(client.opts.ReadIdle, c.checkHealth)
+	c.mu.Unlock()
 
 	err := c.write(func() error {
 		if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
@@ -134,8 +157,9 @@ func (c *conn) write(frames func() error) error {
 // writeLocked is write, wmu held.
 func (c *conn) writeLocked(frames func() error) error {
 	// A server that stops reading must not hold the writers (and the reading goroutine, which answers
-	// pings) forever.
-	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	// pings) forever: one that does not take a write within PingTimeout is as dead as one that does not
+	// answer a ping.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.client.opts.PingTimeout))
 
 	err := frames()
 	if err == nil {
@@ -170,6 +194,8 @@ func (c *conn) read() {
 
 			return
 		}
+
+		c.sawFrame(f)
 
 		if err = c.handle(f); err != nil {
 			c.fail(status.Error(codes.Unavailable, "the connection failed: "+err.Error()), true)
@@ -451,6 +477,7 @@ func (c *conn) fail(err error, report bool) {
 	c.err = err
 	report = report && !c.goingAway
 	streams := c.streams
+	c.health.Stop()
 	c.streams = nil
 
 	stops := make([]func() bool, 0, len(streams))

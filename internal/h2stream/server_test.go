@@ -35,8 +35,8 @@ type testService struct {
 }
 
 // send answers the query of its request: count messages (1 by default) of the sizes listed (each filled
-// with its index), then the status code and msg; block sends one message and waits for the stream's end;
-// echo sends the request's metadata back, one "key=value" message each.
+// with its index), interval apart, then the status code and msg; block sends one message and waits for
+// the stream's end; echo sends the request's metadata back, one "key=value" message each.
 func (s *testService) send(_ any, ss grpc.ServerStream) error {
 	var req wrapperspb.StringValue
 	if err := ss.RecvMsg(&req); err != nil {
@@ -86,7 +86,13 @@ func (s *testService) send(_ any, ss grpc.ServerStream) error {
 		count, _ = strconv.Atoi(q.Get("count"))
 	}
 
+	interval, _ := time.ParseDuration(q.Get("interval"))
+
 	for i := range count {
+		if i > 0 && interval > 0 {
+			time.Sleep(interval)
+		}
+
 		if err = ss.SendMsg(wrapperspb.Bytes(message(i, sizes[i%len(sizes)]))); err != nil {
 			return err
 		}

@@ -156,6 +156,7 @@ func (s *stream) open(c *conn, headers []hpack.HeaderField) error {
 	s.recvWindow, s.sendWindow = streamWindow, c.peerWindow
 	s.ready = make(chan struct{}, 1)
 	c.streams[s.id] = s
+	c.unpark()
 	maxFrame := int(c.peerMaxFrame)
 	// The stream is registered before its context's AfterFunc, which ends it: the function runs on a
 	// goroutine of its own, which waits for the lock.
