@@ -6,10 +6,11 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
-// shareCSRStrings makes a decoded certificate request hold the one copy of the strings every kubelet's
-// request repeats (its groups, signer, usages, its conditions' type, status and reason) instead of copies
-// of its own: a decided request stays cached until the signer's cleaner deletes it, an hour later, and a
-// fleet joining leaves one per Node. Its own strings (name, UID, username, messages) are left as they are.
+// shareCSRStrings makes a decoded pending certificate request hold the one copy of the strings every
+// kubelet's request repeats (its groups, signer, usages, its conditions' type, status and reason) instead
+// of copies of its own: a fleet joining leaves one pending request per Node until it is decided (a decided
+// one keeps only a stub: stubDecidedCSR). Its own strings (name, UID, username, messages) are left as they
+// are.
 func shareCSRStrings(csr *certificatesv1.CertificateSigningRequest) {
 	csr.Spec.SignerName = sharedstrings.Unique(csr.Spec.SignerName)
 
