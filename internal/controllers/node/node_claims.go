@@ -17,18 +17,51 @@ type Claim struct {
 	Created time.Time
 	// Node is the Node's name.
 	Node string
-	// Keys are what the Node claims ("machine/<key>", "providerID/<id>", "ip/<address>"), each with
-	// whether the Node already carries it (the providerID in its spec when it is the one its verified
-	// machine gives; a machine and an address once the Node is initialized).
-	Keys map[string]bool
+	// Keys are what the Node claims (its machine, providerID and addresses), each with whether the Node
+	// already carries it (the providerID in its spec when it is the one its verified machine gives; a
+	// machine and an address once the Node is initialized).
+	Keys map[claimKey]bool
 	// Current is false while the Node keeps facts read before: its kubelet now points at a machine that
 	// is another node, so its claim is not renewed by its machine.
 	Current bool
 }
 
+// claimKind is what a claim key names.
+type claimKind uint8
+
+// The kinds of claim keys, in the order a claim's conflicts are looked for.
+const (
+	claimIP claimKind = iota
+	claimMachine
+	claimProviderID
+)
+
+// claimKey is one thing a Node claims: its value is the NodeTransform's own string (the machine's key, the
+// providerID, an address), which the registry keeps for as long as the Node is bound instead of a copy
+// with the kind spelled in front.
+type claimKey struct {
+	value string
+	kind  claimKind
+}
+
+// String spells the key as "ip/<address>", "machine/<key>" or "providerID/<id>".
+func (k claimKey) String() string {
+	return [...]string{claimIP: "ip", claimMachine: "machine", claimProviderID: "providerID"}[k.kind] + "/" + k.value
+}
+
+// compareClaimKeys orders keys by kind, then value.
+func compareClaimKeys(a, b claimKey) int {
+	if a.kind != b.kind {
+		return int(a.kind) - int(b.kind)
+	}
+
+	return strings.Compare(a.value, b.value)
+}
+
 // claimant is one Node's claim on one key.
 type claimant struct {
-	created time.Time
+	// created is when the Node was created, in nanoseconds since the epoch.
+	created int64
 	node    string
 	held    bool
 	current bool
@@ -46,8 +79,8 @@ func stronger(a, b claimant) bool {
 		return a.current
 	case a.held != b.held:
 		return a.held
-	case !a.created.Equal(b.created):
-		return a.created.Before(b.created)
+	case a.created != b.created:
+		return a.created < b.created
 	default:
 		return a.node < b.node
 	}
@@ -56,11 +89,11 @@ func stronger(a, b claimant) bool {
 // claimConflict returns the first of claim's keys that a stronger claimant holds, described, or ""; and
 // whether any key of claim has another claimant at all (contested: the winner may change as the others
 // are seen). others gives the claimants of a key.
-func claimConflict(claim Claim, others func(key string) iter.Seq[claimant]) (string, bool) {
+func claimConflict(claim Claim, others func(key claimKey) iter.Seq[claimant]) (string, bool) {
 	contested := false
 
-	for _, key := range slices.Sorted(maps.Keys(claim.Keys)) {
-		self := claimant{node: claim.Node, created: claim.Created, held: claim.Keys[key], current: claim.Current}
+	for _, key := range slices.SortedFunc(maps.Keys(claim.Keys), compareClaimKeys) {
+		self := claimant{node: claim.Node, created: claim.Created.UnixNano(), held: claim.Keys[key], current: claim.Current}
 
 		for other := range others(key) {
 			if other.node == claim.Node {
@@ -79,16 +112,14 @@ func claimConflict(claim Claim, others func(key string) iter.Seq[claimant]) (str
 }
 
 // describeKey turns a claim key into words.
-func describeKey(key string) string {
-	kind, value, _ := strings.Cut(key, "/")
-
-	switch kind {
-	case "machine":
-		return "machine " + value
-	case "providerID":
-		return "providerID " + value
+func describeKey(key claimKey) string {
+	switch key.kind {
+	case claimMachine:
+		return "machine " + key.value
+	case claimProviderID:
+		return "providerID " + key.value
 	default:
-		return "address " + value
+		return "address " + key.value
 	}
 }
 
@@ -97,47 +128,48 @@ func describeKey(key string) string {
 //
 // It holds a claim of every Node, a few keys each, for as long as talos-ccm runs: each Node's claim is kept
 // once (heldClaim), and each key refers to it. A key almost always has one claimant: the first is held in
-// byKey, and the others, when there are any, in rivals.
+// byKey, and the others, when there are any, in rivals. The keys' values are the NodeTransforms' strings,
+// not copies (claimOf).
 type claimRegistry struct {
 	mu     sync.Mutex
-	byKey  map[string]claimRef
-	rivals map[string][]claimRef
+	byKey  map[claimKey]*heldClaim
+	rivals map[claimKey][]*heldClaim
 	byNode map[string]*heldClaim
 }
 
-// heldClaim is one Node's claim as the registry keeps it.
+// heldClaim is one Node's claim as the registry keeps it: its keys, those the Node carries first.
 type heldClaim struct {
-	created time.Time
-	node    string
-	keys    []string
+	node string
+	keys []claimKey
+	// created is when the Node was created, in nanoseconds since the epoch.
+	created int64
+	// carried is how many of keys, the first ones, the Node carries.
+	carried int32
 	current bool
 	refused bool
 }
 
-// claimRef is one Node's claim on one key.
-type claimRef struct {
-	claim *heldClaim
-	held  bool
-}
-
-func (c claimRef) claimant() claimant {
-	return claimant{created: c.claim.created, node: c.claim.node, held: c.held, current: c.claim.current, refused: c.claim.refused}
+// claimant returns the claim on key, one of the claim's keys.
+func (c *heldClaim) claimant(key claimKey) claimant {
+	return claimant{
+		created: c.created, node: c.node, held: slices.Index(c.keys[:c.carried], key) >= 0, current: c.current, refused: c.refused,
+	}
 }
 
 func newClaimRegistry() *claimRegistry {
-	return &claimRegistry{byKey: map[string]claimRef{}, rivals: map[string][]claimRef{}, byNode: map[string]*heldClaim{}}
+	return &claimRegistry{byKey: map[claimKey]*heldClaim{}, rivals: map[claimKey][]*heldClaim{}, byNode: map[string]*heldClaim{}}
 }
 
 // claimants returns the claimants of a key, in the order they were bound.
-func (r *claimRegistry) claimants(key string) iter.Seq[claimant] {
+func (r *claimRegistry) claimants(key claimKey) iter.Seq[claimant] {
 	return func(yield func(claimant) bool) {
 		first, ok := r.byKey[key]
-		if !ok || !yield(first.claimant()) {
+		if !ok || !yield(first.claimant(key)) {
 			return
 		}
 
 		for _, rival := range r.rivals[key] {
-			if !yield(rival.claimant()) {
+			if !yield(rival.claimant(key)) {
 				return
 			}
 		}
@@ -160,20 +192,30 @@ func (r *claimRegistry) bind(claim Claim) (conflict string, contested bool, disp
 	displaced = displacedBy(claim, r.claimants)
 
 	held := &heldClaim{
-		created: claim.Created, node: claim.Node, current: claim.Current, refused: conflict != "",
-		keys: make([]string, 0, len(claim.Keys)),
+		created: claim.Created.UnixNano(), node: claim.Node, current: claim.Current, refused: conflict != "",
+		keys: make([]claimKey, 0, len(claim.Keys)),
 	}
 
 	for key, carried := range claim.Keys {
-		ref := claimRef{claim: held, held: carried}
-
-		if _, taken := r.byKey[key]; taken {
-			r.rivals[key] = append(r.rivals[key], ref)
-		} else {
-			r.byKey[key] = ref
+		if carried {
+			held.keys = append(held.keys, key)
 		}
+	}
 
-		held.keys = append(held.keys, key)
+	held.carried = int32(len(held.keys)) //nolint:gosec // a Node claims a machine, a providerID and its addresses
+
+	for key, carried := range claim.Keys {
+		if !carried {
+			held.keys = append(held.keys, key)
+		}
+	}
+
+	for _, key := range held.keys {
+		if _, taken := r.byKey[key]; taken {
+			r.rivals[key] = append(r.rivals[key], held)
+		} else {
+			r.byKey[key] = held
+		}
 	}
 
 	r.byNode[claim.Node] = held
@@ -182,11 +224,11 @@ func (r *claimRegistry) bind(claim Claim) (conflict string, contested bool, disp
 }
 
 // displacedBy returns, sorted, the Nodes given a key of claim whose claim on it is weaker than claim's.
-func displacedBy(claim Claim, others func(key string) iter.Seq[claimant]) []string {
+func displacedBy(claim Claim, others func(key claimKey) iter.Seq[claimant]) []string {
 	var displaced []string
 
 	for key, held := range claim.Keys {
-		self := claimant{node: claim.Node, created: claim.Created, held: held, current: claim.Current}
+		self := claimant{node: claim.Node, created: claim.Created.UnixNano(), held: held, current: claim.Current}
 
 		for other := range others(key) {
 			if other.node != claim.Node && !other.refused && stronger(self, other) && !slices.Contains(displaced, other.node) {
@@ -217,7 +259,7 @@ func (r *claimRegistry) removeLocked(node string) {
 	for _, key := range held.keys {
 		rivals := r.rivals[key]
 
-		if r.byKey[key].claim == held {
+		if r.byKey[key] == held {
 			if len(rivals) == 0 {
 				delete(r.byKey, key)
 
@@ -228,7 +270,7 @@ func (r *claimRegistry) removeLocked(node string) {
 			r.byKey[key] = rivals[0]
 			rivals = slices.Delete(rivals, 0, 1)
 		} else {
-			rivals = slices.DeleteFunc(rivals, func(c claimRef) bool { return c.claim == held })
+			rivals = slices.DeleteFunc(rivals, func(c *heldClaim) bool { return c == held })
 		}
 
 		if len(rivals) == 0 {

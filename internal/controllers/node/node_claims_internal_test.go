@@ -27,39 +27,39 @@ func TestClaimConflict(t *testing.T) {
 	}{
 		{
 			name:  "alone",
-			claim: Claim{Node: "b", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false}},
+			claim: Claim{Node: "b", Created: young, Current: true, Keys: keysOf(map[string]bool{"machine/uuid/u1": false})},
 		},
 		{
 			name:      "an older Node holds the machine: refused",
-			claim:     Claim{Node: "b", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false}},
-			others:    map[string][]claimant{"machine/uuid/u1": {{node: "a", created: old, current: true}}},
+			claim:     Claim{Node: "b", Created: young, Current: true, Keys: keysOf(map[string]bool{"machine/uuid/u1": false})},
+			others:    map[string][]claimant{"machine/uuid/u1": {{node: "a", created: old.UnixNano(), current: true}}},
 			conflict:  "machine uuid/u1 is Node a's: one machine, providerID and address belong to one Node",
 			contested: true,
 		},
 		{
 			name:      "a younger Node claims the same machine: this one keeps it",
-			claim:     Claim{Node: "a", Created: old, Current: true, Keys: map[string]bool{"machine/uuid/u1": false}},
-			others:    map[string][]claimant{"machine/uuid/u1": {{node: "b", created: young, current: true}}},
+			claim:     Claim{Node: "a", Created: old, Current: true, Keys: keysOf(map[string]bool{"machine/uuid/u1": false})},
+			others:    map[string][]claimant{"machine/uuid/u1": {{node: "b", created: young.UnixNano(), current: true}}},
 			contested: true,
 		},
 		{
 			name:      "the Node that carries the providerID wins over an older one",
-			claim:     Claim{Node: "a", Created: old, Current: true, Keys: map[string]bool{"providerID/x://1": false}},
-			others:    map[string][]claimant{"providerID/x://1": {{node: "b", created: young, held: true, current: true}}},
+			claim:     Claim{Node: "a", Created: old, Current: true, Keys: keysOf(map[string]bool{"providerID/x://1": false})},
+			others:    map[string][]claimant{"providerID/x://1": {{node: "b", created: young.UnixNano(), held: true, current: true}}},
 			conflict:  "providerID x://1 is Node b's: one machine, providerID and address belong to one Node",
 			contested: true,
 		},
 		{
 			name:      "a claim its machine renews wins over one kept from before (a machine renamed)",
-			claim:     Claim{Node: "old-name", Created: old, Current: false, Keys: map[string]bool{"ip/10.0.0.5": true}},
-			others:    map[string][]claimant{"ip/10.0.0.5": {{node: "new-name", created: young, current: true}}},
+			claim:     Claim{Node: "old-name", Created: old, Current: false, Keys: keysOf(map[string]bool{"ip/10.0.0.5": true})},
+			others:    map[string][]claimant{"ip/10.0.0.5": {{node: "new-name", created: young.UnixNano(), current: true}}},
 			conflict:  "address 10.0.0.5 is Node new-name's: one machine, providerID and address belong to one Node",
 			contested: true,
 		},
 		{
 			name:      "same age: the name decides, the same way every time",
-			claim:     Claim{Node: "b", Created: old, Current: true, Keys: map[string]bool{"machine/ip/10.0.0.5": false}},
-			others:    map[string][]claimant{"machine/ip/10.0.0.5": {{node: "a", created: old, current: true}}},
+			claim:     Claim{Node: "b", Created: old, Current: true, Keys: keysOf(map[string]bool{"machine/ip/10.0.0.5": false})},
+			others:    map[string][]claimant{"machine/ip/10.0.0.5": {{node: "a", created: old.UnixNano(), current: true}}},
 			conflict:  "machine ip/10.0.0.5 is Node a's: one machine, providerID and address belong to one Node",
 			contested: true,
 		},
@@ -74,9 +74,22 @@ func TestClaimConflict(t *testing.T) {
 	}
 }
 
-// claimantsIn gives the claimants of a key in others.
-func claimantsIn(others map[string][]claimant) func(string) iter.Seq[claimant] {
-	return func(key string) iter.Seq[claimant] { return slices.Values(others[key]) }
+// claimantsIn gives the claimants of a key in others, by its spelling.
+func claimantsIn(others map[string][]claimant) func(claimKey) iter.Seq[claimant] {
+	return func(key claimKey) iter.Seq[claimant] { return slices.Values(others[key.String()]) }
+}
+
+// keysOf returns the claim keys spelled "ip/<address>", "machine/<key>" or "providerID/<id>".
+func keysOf(spelled map[string]bool) map[claimKey]bool {
+	kinds := map[string]claimKind{"ip": claimIP, "machine": claimMachine, "providerID": claimProviderID}
+	keys := make(map[claimKey]bool, len(spelled))
+
+	for s, held := range spelled {
+		kind, value, _ := strings.Cut(s, "/")
+		keys[claimKey{kind: kinds[kind], value: value}] = held
+	}
+
+	return keys
 }
 
 func TestClaimRegistry(t *testing.T) {
@@ -85,8 +98,8 @@ func TestClaimRegistry(t *testing.T) {
 	r := newClaimRegistry()
 	old, young := time.Unix(1000, 0), time.Unix(2000, 0)
 
-	victim := Claim{Node: "victim", Created: old, Current: true, Keys: map[string]bool{"machine/uuid/u1": true, "providerID/x://1": true}}
-	second := Claim{Node: "second", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false, "providerID/x://1": false}}
+	victim := Claim{Node: "victim", Created: old, Current: true, Keys: keysOf(map[string]bool{"machine/uuid/u1": true, "providerID/x://1": true})}
+	second := Claim{Node: "second", Created: young, Current: true, Keys: keysOf(map[string]bool{"machine/uuid/u1": false, "providerID/x://1": false})}
 
 	conflict, _, _ := r.bind(victim)
 	assert.Empty(t, conflict)
@@ -121,8 +134,8 @@ func TestClaimRegistryDisplaced(t *testing.T) {
 	r := newClaimRegistry()
 	old, young := time.Unix(1000, 0), time.Unix(2000, 0)
 
-	older := Claim{Node: "older", Created: old, Current: true, Keys: map[string]bool{"machine/uuid/u1": false, "ip/10.0.0.1": false}}
-	younger := Claim{Node: "younger", Created: young, Current: true, Keys: map[string]bool{"machine/uuid/u1": false, "ip/10.0.0.2": false}}
+	older := Claim{Node: "older", Created: old, Current: true, Keys: keysOf(map[string]bool{"machine/uuid/u1": false, "ip/10.0.0.1": false})}
+	younger := Claim{Node: "younger", Created: young, Current: true, Keys: keysOf(map[string]bool{"machine/uuid/u1": false, "ip/10.0.0.2": false})}
 
 	conflict, contested, displaced := r.bind(younger)
 	assert.Empty(t, conflict, "seen first, alone")
@@ -188,8 +201,8 @@ func TestClaimOfProviderID(t *testing.T) {
 			providerIDs := map[string]bool{}
 
 			for key, held := range claim.Keys {
-				if strings.HasPrefix(key, "providerID/") {
-					providerIDs[key] = held
+				if key.kind == claimProviderID {
+					providerIDs[key.String()] = held
 				}
 			}
 

@@ -216,16 +216,16 @@ func claimOf(name string, kn *specs.KubeNodeSpec, spec *specs.NodeTransformSpec,
 		Node:    name,
 		Created: kn.GetCreated().AsTime(),
 		Current: current,
-		Keys:    map[string]bool{"machine/" + spec.GetMachine(): initialized},
+		Keys:    map[claimKey]bool{{kind: claimMachine, value: spec.GetMachine()}: initialized},
 	}
 
 	if id := spec.GetProviderId(); id != "" {
-		claim.Keys["providerID/"+id] = kn.GetProviderId() == id
+		claim.Keys[claimKey{kind: claimProviderID, value: id}] = kn.GetProviderId() == id
 	}
 
 	for _, a := range spec.GetAddresses() {
 		if a.GetType() == nodeaddress.AddressInternalIP {
-			claim.Keys["ip/"+a.GetAddress()] = initialized
+			claim.Keys[claimKey{kind: claimIP, value: a.GetAddress()}] = initialized
 		}
 	}
 
