@@ -136,8 +136,8 @@ func TestInlineInformerWatchesAgainFromTheLastResourceVersion(t *testing.T) {
 		assert.Equal(t, first.at, next.at, "the next watch waited")
 
 		require.NotNil(t, next.opts.TimeoutSeconds)
-		assert.GreaterOrEqual(t, *next.opts.TimeoutSeconds, int64(5*60), "server-side timeout")
-		assert.Less(t, *next.opts.TimeoutSeconds, int64(10*60), "server-side timeout")
+		assert.GreaterOrEqual(t, *next.opts.TimeoutSeconds, int64(30*60), "server-side timeout")
+		assert.Less(t, *next.opts.TimeoutSeconds, int64(60*60), "server-side timeout")
 
 		assert.Equal(t, []string{"add n1 initial", "update n1 1->3"}, events.take())
 	})

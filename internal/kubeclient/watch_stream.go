@@ -70,7 +70,7 @@ func (c *ListClient[PE, PL, E, L]) watchEvents(ctx context.Context, opts metav1.
 	// The watch asks for one media type only, so that the stream's is known: Stream does not say which the
 	// server chose. Every apiserver serves built-in types in protobuf and JSON. The stream is decoded with the
 	// client's own serializer: the Nodes client's trims the Nodes. Unlike Watch, Stream takes a token of
-	// the client's rate limiter: one per watch, every five to ten minutes.
+	// the client's rate limiter: one per watch, every half hour to hour.
 	body, err := c.request(c.client.Get).
 		VersionedParams(&opts, ParameterCodec).
 		Timeout(timeoutOf(opts)).
