@@ -253,6 +253,30 @@ func (s *stream) RecvMsg(m any) error {
 	return s.failed
 }
 
+// Await waits until the stream has data its caller did not read yet, or ended: RecvMsg then returns without
+// waiting, unless the data is only part of a message, whose rest it then waits for. It takes little stack,
+// and allocates nothing: a goroutine that waits on a stream for as long as it lasts calls Await, and RecvMsg,
+// which decodes, on a goroutine that ends with the message (a goroutine keeps the stack of the deepest call
+// it made, and waiting in RecvMsg takes more of it). It returns at once before CloseSend.
+func (s *stream) Await() {
+	if s.failed != nil || len(s.pending) > 0 || s.conn == nil {
+		return
+	}
+
+	for {
+		s.conn.mu.Lock()
+		ready := len(s.in) > 0 || s.err != nil
+		s.conn.mu.Unlock()
+
+		if ready {
+			return
+		}
+
+		// A token taken here was for data or an end that the next look sees.
+		<-s.ready
+	}
+}
+
 // recv is RecvMsg, until the stream's end.
 func (s *stream) recv(m any) error {
 	c := s.conn

@@ -332,3 +332,38 @@ func TestMessageReaderRefusesBeforeAllocating(t *testing.T) {
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
 	assert.Less(t, after.allocated-before.allocated, uint64(64<<10), "bytes allocated to refuse a message of 1 GiB")
 }
+
+// TestStreamAwait waits for a stream's data apart from receiving it: Await returns once a message came,
+// which RecvMsg then returns, and once the stream ended, which RecvMsg then reports.
+func TestStreamAwait(t *testing.T) {
+	t.Parallel()
+
+	srv := startServer(t, "", nil)
+	c := newTestClient(t, Options{}, srv.addr)
+
+	ctx, cancel := context.WithCancel(t.Context())
+
+	s, err := call(ctx, c, sendMethod, "block=1")
+	require.NoError(t, err)
+
+	a, ok := s.(interface{ Await() })
+	require.True(t, ok, "the stream can be awaited")
+
+	a.Await()
+
+	_, err = recv(s)
+	require.NoError(t, err)
+
+	awaited := make(chan struct{})
+
+	go func() {
+		a.Await()
+		close(awaited)
+	}()
+
+	cancel()
+	<-awaited
+
+	_, err = recv(s)
+	require.Equal(t, codes.Canceled, status.Code(err))
+}

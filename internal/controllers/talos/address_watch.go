@@ -8,6 +8,7 @@ import (
 
 	"github.com/cosi-project/runtime/api/v1alpha1"
 	netpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/network"
+	"google.golang.org/grpc"
 
 	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
@@ -52,9 +53,46 @@ func (w *addressWatch) next(ctx context.Context) ([]addressEvent, error) {
 	return w.events(ctx, msg, err)
 }
 
-// receive waits for the next message of the stream, and does nothing else, not even decode it: the
-// goroutine that waits on the watch for as long as its session lasts calls only this, and hands what it
-// received to events on a goroutine that ends with that work (see offStack).
+// awaitable is a stream whose next message can be waited for apart from receiving it: h2stream's.
+type awaitable interface{ Await() }
+
+// pendingMessage is the watch's next message as wait left it: received (over a stream that cannot be
+// awaited), or to be received.
+type pendingMessage struct {
+	frame    watchFrame
+	err      error
+	received bool
+}
+
+// wait waits for the watch's next message, on the goroutine that waits on the watch for as long as its
+// session lasts: over a stream that can be awaited, it only waits for the message's data, which take then
+// receives on the goroutine that handles the message (see offStack): receiving it takes more stack than
+// waiting for it (a goroutine keeps the stack of the deepest call it made). Over another stream (a host's
+// gRPC connection), it receives the message: take would otherwise wait on a second goroutine.
+func (w *addressWatch) wait() pendingMessage {
+	if g, ok := w.stream.(*grpc.GenericClientStream[v1alpha1.WatchRequest, v1alpha1.WatchResponse]); ok {
+		if a, ok := g.ClientStream.(awaitable); ok {
+			a.Await()
+
+			return pendingMessage{}
+		}
+	}
+
+	frame, err := w.receive()
+
+	return pendingMessage{frame: frame, err: err, received: true}
+}
+
+// take returns the message wait waited for, received if it was not.
+func (w *addressWatch) take(m pendingMessage) (watchFrame, error) {
+	if m.received {
+		return m.frame, m.err
+	}
+
+	return w.receive()
+}
+
+// receive waits for the next message of the stream, and does nothing else, not even decode it.
 func (w *addressWatch) receive() (watchFrame, error) {
 	var frame watchFrame
 

@@ -165,16 +165,18 @@ func (s *machineSession) session(ctx context.Context) error {
 	c.start()
 
 	for {
-		frame, err := c.watch.receive()
-		if err = offStack(func() error { return c.watchMessage(ctx, frame, err) }); err != nil {
+		m := c.watch.wait()
+		if err = offStack(func() error { return c.watchMessage(ctx, m) }); err != nil {
 			return err
 		}
 	}
 }
 
-// watchMessage applies the watch's next message, frame, or what receiving it failed with, err: it fails
-// when the watch cannot go on.
-func (c *connection) watchMessage(ctx context.Context, frame watchFrame, err error) error {
+// watchMessage applies the watch's next message, m, or what receiving it failed with: it fails when the
+// watch cannot go on.
+func (c *connection) watchMessage(ctx context.Context, m pendingMessage) error {
+	frame, err := c.watch.take(m)
+
 	events, err := c.watch.events(ctx, frame, err)
 	if err != nil {
 		return c.endedBy(err)
