@@ -29,6 +29,8 @@ type addressEvent struct {
 type addressWatch struct {
 	api    talosAPI
 	stream v1alpha1.State_WatchClient
+	// received is the message wait received, over a stream that cannot be awaited, until take takes it.
+	received *receivedMessage
 	// bookmark names the last event taken, nil before the first one that carries one.
 	bookmark []byte
 	// retryMin and retryMax bound the backoff between attempts to resume.
@@ -56,36 +58,36 @@ func (w *addressWatch) next(ctx context.Context) ([]addressEvent, error) {
 // awaitable is a stream whose next message can be waited for apart from receiving it: h2stream's.
 type awaitable interface{ Await() }
 
-// pendingMessage is the watch's next message as wait left it: received (over a stream that cannot be
-// awaited), or to be received.
-type pendingMessage struct {
-	frame    watchFrame
-	err      error
-	received bool
+// receivedMessage is a message of the watch received by wait, which take returns.
+type receivedMessage struct {
+	frame watchFrame
+	err   error
 }
 
 // wait waits for the watch's next message, on the goroutine that waits on the watch for as long as its
 // session lasts: over a stream that can be awaited, it only waits for the message's data, which take then
 // receives on the goroutine that handles the message (see offStack): receiving it takes more stack than
 // waiting for it (a goroutine keeps the stack of the deepest call it made). Over another stream (a host's
-// gRPC connection), it receives the message: take would otherwise wait on a second goroutine.
-func (w *addressWatch) wait() pendingMessage {
+// gRPC connection), it receives the message, and keeps it for take, which would otherwise wait on a second
+// goroutine.
+func (w *addressWatch) wait() {
 	if g, ok := w.stream.(*grpc.GenericClientStream[v1alpha1.WatchRequest, v1alpha1.WatchResponse]); ok {
 		if a, ok := g.ClientStream.(awaitable); ok {
 			a.Await()
 
-			return pendingMessage{}
+			return
 		}
 	}
 
 	frame, err := w.receive()
-
-	return pendingMessage{frame: frame, err: err, received: true}
+	w.received = &receivedMessage{frame: frame, err: err}
 }
 
 // take returns the message wait waited for, received if it was not.
-func (w *addressWatch) take(m pendingMessage) (watchFrame, error) {
-	if m.received {
+func (w *addressWatch) take() (watchFrame, error) {
+	if m := w.received; m != nil {
+		w.received = nil
+
 		return m.frame, m.err
 	}
 

@@ -123,8 +123,12 @@ func (s *machineSession) run(ctx context.Context) {
 		}
 	}
 
+	// The session waits for its turn in the intake here, beneath no frame of session's: waiting in a select
+	// takes the most stack of what the session's goroutine does itself.
+	admitted, err := s.opts.Intake.enter(ctx)
+
 	started := time.Now()
-	err := s.session(ctx)
+	err = s.session(ctx, admitted, err)
 
 	// A session ends its context with errSessionEnded, or with what ended it; a stopped worker's (or the
 	// controller's) ends with Canceled. A stopped worker does not run the session again.
@@ -146,43 +150,67 @@ func (s *machineSession) run(ctx context.Context) {
 // lasts as long as that work (see waking), so that an idle machine costs one goroutine, blocked on
 // its watch stream (over talos-ccm's stream client, which keeps none per stream; over a host's gRPC
 // connection, gRPC keeps one more for the stream). That goroutine stays shallow: it only waits
-// for its turn in the intake and for the stream's messages, and hands connecting and every message to a
-// goroutine that ends with that work (see offStack), so that an idle session's stack is what waiting on
-// the stream takes.
-func (s *machineSession) session(ctx context.Context) error {
-	ctx = withNode(ctx, s.ip)
+// for its turn in the intake (run, admitted or err) and for the stream's data, and hands everything else
+// (making its connection, connecting, receiving and applying every message, closing) to a goroutine that
+// ends with that work (see offStack), so that an idle session's goroutine fits in the smallest stack (2
+// KiB): a goroutine keeps the size its deepest call needed, and one that ever went deeper than about 1.1
+// KiB keeps 4 KiB.
+func (s *machineSession) session(ctx context.Context, admitted *admission, err error) error {
+	var c *connection
 
-	c := newConnection(s, ctx, s.end)
-	defer c.close()
+	_ = offStack(func() error {
+		c = newConnection(s, withNode(ctx, s.ip), s.end)
 
-	admitted, err := s.opts.Intake.admit(ctx, func() error { return offStack(func() error { return c.connect(ctx) }) }, c.wake)
+		return nil
+	})
+
+	defer func() { _ = offStack(c.close) }()
+
 	c.admit(admitted)
+
+	if err == nil {
+		err = offStack(func() error { return c.open(admitted) })
+	}
 
 	if err != nil {
 		return err
 	}
 
-	c.start()
+	// The goroutine waits, and hands each message to one that applies it: the frames beneath its wait are
+	// all its stack.
+	message := c.watchMessage
 
 	for {
-		m := c.watch.wait()
-		if err = offStack(func() error { return c.watchMessage(ctx, m) }); err != nil {
+		c.watch.wait()
+
+		if err = offStack(message); err != nil {
 			return err
 		}
 	}
 }
 
-// watchMessage applies the watch's next message, m, or what receiving it failed with: it fails when the
-// watch cannot go on.
-func (c *connection) watchMessage(ctx context.Context, m pendingMessage) error {
-	frame, err := c.watch.take(m)
+// open connects to the machine once admitted, and starts the session's work due.
+func (c *connection) open(admitted *admission) error {
+	if err := admitted.read(func() error { return c.connect(c.ctx) }, c.wake); err != nil {
+		return err
+	}
 
-	events, err := c.watch.events(ctx, frame, err)
+	c.start()
+
+	return nil
+}
+
+// watchMessage receives and applies the watch's next message, or what receiving it failed with: it fails
+// when the watch cannot go on.
+func (c *connection) watchMessage() error {
+	frame, err := c.watch.take()
+
+	events, err := c.watch.events(c.ctx, frame, err)
 	if err != nil {
 		return c.endedBy(err)
 	}
 
-	c.addressEvents(ctx, events)
+	c.addressEvents(c.ctx, events)
 
 	return nil
 }
@@ -284,7 +312,7 @@ func (c *connection) start() {
 
 // close ends the session's context, waits for its work due, and lets its timers and its place in the intake
 // go.
-func (c *connection) close() {
+func (c *connection) close() error {
 	c.cancel(errSessionEnded)
 	c.condition.follow(nil)
 	c.stopWaking()
@@ -295,6 +323,8 @@ func (c *connection) close() {
 	c.probes.stop()
 	c.reread.stop()
 	c.admitted.release()
+
+	return nil
 }
 
 // endedBy is why the session ended when its watch failed with err: what ended its context, if anything did

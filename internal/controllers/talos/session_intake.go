@@ -32,8 +32,21 @@ func newSessionIntake(reading, waiting int, slowRead, hold time.Duration) *sessi
 // its Node is initialized; expiry is called once the admission held its place for the intake's hold. A nil
 // intake admits at once.
 func (in *sessionIntake) admit(ctx context.Context, connect func() error, expiry func()) (*admission, error) {
+	a, err := in.enter(ctx)
+	if err != nil {
+		return a, err
+	}
+
+	return a, a.read(connect, expiry)
+}
+
+// enter waits for the session's turn to read its machine: a place among the waiting sessions, then a
+// reading slot, which read gives up. A session waits here on its own goroutine, which lives as long as its
+// Node and keeps the stack of the deepest call it made: enter only waits (see machineSession.session). A
+// nil intake admits at once, with a nil admission.
+func (in *sessionIntake) enter(ctx context.Context) (*admission, error) {
 	if in == nil {
-		return nil, connect()
+		return nil, nil
 	}
 
 	if !in.waiting.acquire(ctx) {
@@ -45,6 +58,19 @@ func (in *sessionIntake) admit(ctx context.Context, connect func() error, expiry
 	if !in.reading.acquire(ctx) {
 		return a, ctx.Err()
 	}
+
+	return a, nil
+}
+
+// read runs connect with the reading slot enter took, which it gives to the next session once connect
+// returned or read for the intake's slowRead; once connected, the admission expires after the intake's hold,
+// which calls expiry. A nil admission (a nil intake's) only runs connect.
+func (a *admission) read(connect func() error, expiry func()) error {
+	if a == nil {
+		return connect()
+	}
+
+	in := a.intake
 
 	var once sync.Once
 
@@ -60,7 +86,7 @@ func (in *sessionIntake) admit(ctx context.Context, connect func() error, expiry
 		a.timer = time.AfterFunc(in.hold, expiry)
 	}
 
-	return a, err
+	return err
 }
 
 // admission is a session's place among the waiting ones.
