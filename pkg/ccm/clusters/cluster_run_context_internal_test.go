@@ -61,16 +61,24 @@ func TestEndedClusterRunsLeaveNoRoomInTheControllersContext(t *testing.T) { //no
 	runAll(warmup)
 	endWarmup()
 
-	// The controller's Run context, alive for the whole test as it is for the controller's life.
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	// measure runs the clusters under a controller's Run context, alive while the heap is measured as it is
+	// for the controller's life, and returns what the process kept per run.
+	measure := func() float64 {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
 
-	kept := testheap.RetainedPer(runs, func() { runAll(ctx) })
+		kept := testheap.RetainedPer(runs, func() { runAll(ctx) })
+		runtime.KeepAlive(ctx)
 
-	// The children map of the controller's context kept 30 to 60 bytes per cluster that ran; what is left
-	// is the noise of the measure (0 to 5 bytes).
+		return kept
+	}
+
+	// A round whose goroutines peak higher than every round before it leaves the descriptors of the extra
+	// ones (about 490 bytes each, never freed), which is no cluster's: the least of two rounds, each under
+	// a Run context of its own, is the measure. The children map of a Run context kept 30 to 60 bytes per
+	// cluster that ran, in every round; what is left is the noise of the measure (0 to 5 bytes).
+	kept := min(measure(), measure())
 	testheap.AtMost(t, "bytes kept per cluster run that ended", kept, 12)
 
-	runtime.KeepAlive(ctx)
 	runtime.KeepAlive(ids)
 }
