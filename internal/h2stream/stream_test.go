@@ -103,15 +103,9 @@ func TestStreamStatus(t *testing.T) {
 func TestStreamCancel(t *testing.T) {
 	t.Parallel()
 
-	srv := startServer(t, "", nil)
-	c := newTestClient(t, Options{}, srv.addr)
+	srv, c, s, cancel := blockedStream(t)
 
-	ctx, cancel := context.WithCancel(t.Context())
-
-	s, err := call(ctx, c, sendMethod, "block=1")
-	require.NoError(t, err)
-
-	_, err = recv(s)
+	_, err := recv(s)
 	require.NoError(t, err)
 
 	done := make(chan error, 1)
@@ -131,6 +125,23 @@ func TestStreamCancel(t *testing.T) {
 
 	_, err = recv(s)
 	require.NoError(t, err)
+}
+
+// blockedStream opens a stream whose server sends one message and then blocks until the stream ends;
+// cancel ends the stream's context.
+func blockedStream(t *testing.T) (*testServer, *Client, grpc.ClientStream, context.CancelFunc) {
+	t.Helper()
+
+	srv := startServer(t, "", nil)
+	c := newTestClient(t, Options{}, srv.addr)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+
+	s, err := call(ctx, c, sendMethod, "block=1")
+	require.NoError(t, err)
+
+	return srv, c, s, cancel
 }
 
 // TestStreamHeaders checks what a request carries: the context's metadata, the credentials', the
@@ -338,20 +349,14 @@ func TestMessageReaderRefusesBeforeAllocating(t *testing.T) {
 func TestStreamAwait(t *testing.T) {
 	t.Parallel()
 
-	srv := startServer(t, "", nil)
-	c := newTestClient(t, Options{}, srv.addr)
-
-	ctx, cancel := context.WithCancel(t.Context())
-
-	s, err := call(ctx, c, sendMethod, "block=1")
-	require.NoError(t, err)
+	_, _, s, cancel := blockedStream(t)
 
 	a, ok := s.(interface{ Await() })
 	require.True(t, ok, "the stream can be awaited")
 
 	a.Await()
 
-	_, err = recv(s)
+	_, err := recv(s)
 	require.NoError(t, err)
 
 	awaited := make(chan struct{})
