@@ -2,7 +2,9 @@ package kube_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
@@ -32,17 +35,56 @@ func service(namespace, name string, typ corev1.ServiceType) *corev1.Service {
 	}
 }
 
-// startFactory starts the informers of factory until the test ends. Called after the suite starts, the
-// informers stop before the runtime (cleanups run last-in first-out), and Shutdown waits for them.
-func startFactory(t *testing.T, factory informers.SharedInformerFactory) {
+// watching returns a wait for the first watch of resource on client. The fake clientset keeps no history:
+// an object changed after an informer's list but before its watch is registered never reaches the informer,
+// so a test changes objects only once the watch is there. The returned function fails the test if no watch
+// starts within ten seconds.
+func watching(t *testing.T, client *fake.Clientset, resource string) func() {
 	t.Helper()
 
+	started := make(chan struct{})
+	once := sync.OnceFunc(func() { close(started) })
+
+	client.PrependWatchReactor(resource, func(action clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := action.(clienttesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err == nil {
+			once()
+		}
+
+		return true, w, err
+	})
+
+	return func() {
+		t.Helper()
+
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no watch of %s started", resource)
+		}
+	}
+}
+
+// startFactory starts the informers of factory until the test ends and waits for the watch of resource on
+// client. Called after the suite starts, the informers stop before the runtime (cleanups run last-in
+// first-out), and Shutdown waits for them.
+func startFactory(t *testing.T, client *fake.Clientset, resource string, factory informers.SharedInformerFactory) {
+	t.Helper()
+
+	watched := watching(t, client, resource)
 	stop := make(chan struct{})
 	factory.Start(stop)
 	t.Cleanup(func() {
 		close(stop)
 		factory.Shutdown()
 	})
+
+	watched()
 }
 
 // startInline runs informer, through kubeclient.Informers as a pipeline does, until the test ends. Called
@@ -94,7 +136,9 @@ func TestMirrorController(t *testing.T) {
 	s.Register(ctrl)
 	ctx := s.Start()
 
+	watched := watching(t, client, "services")
 	startInline(t, informer)
+	watched()
 
 	ctest.AssertResource(s, kuberes.ServicesSyncID, func(res *kuberes.KubeSync, a *assert.Assertions) {
 		a.True(res.TypedSpec().Value.GetSynced())
@@ -148,7 +192,7 @@ func TestMirrorControllerFinalizers(t *testing.T) {
 	s.Register(&kube.KubeServiceController{Informer: factory.Core().V1().Services().Informer(), Finalizers: consumers})
 	ctx := s.Start()
 
-	startFactory(t, factory)
+	startFactory(t, client, "services", factory)
 
 	ctest.AssertResource(s, "prod/web", func(res *kuberes.KubeService, a *assert.Assertions) {
 		a.ElementsMatch(consumers, *res.Metadata().Finalizers())

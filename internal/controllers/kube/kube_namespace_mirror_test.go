@@ -28,7 +28,7 @@ func TestKubeNamespaceController(t *testing.T) {
 	s.Register(&kube.KubeNamespaceController{Informer: factory.Core().V1().Namespaces().Informer()})
 	ctx := s.Start()
 
-	startFactory(t, factory)
+	startFactory(t, client, "namespaces", factory)
 
 	ctest.AssertResource(s, kuberes.NamespacesSyncID, func(res *kuberes.KubeSync, a *assert.Assertions) {
 		a.True(res.TypedSpec().Value.GetSynced())
