@@ -41,11 +41,20 @@ type outcome struct {
 	note string
 	// initialized, when set, is whether the Node is initialized.
 	initialized *bool
+	// again, when set, runs the pass again after it, whatever else happens meanwhile.
+	again time.Duration
 }
 
 // untouched leaves the ApplyStatus as it is.
 func untouched() outcome {
 	return outcome{kind: outcomeUntouched}
+}
+
+// untouchedFor leaves the ApplyStatus as it is, and runs the pass again after d at the latest: for an input
+// that can be applied once something outside the state (an informer's cache) moves, whose move may bring no
+// event of its own.
+func untouchedFor(d time.Duration) outcome {
+	return outcome{kind: outcomeUntouched, again: d}
 }
 
 // skipped records that there is nothing to apply, and why when it is a problem ("Node not found"); an empty
@@ -114,6 +123,9 @@ func recordOutcome(status *specs.ApplyStatusSpec, version resource.Version, o ou
 	switch o.kind {
 	case outcomeUntouched:
 		// The input comes back when it can be applied.
+		if o.again > 0 {
+			return controller.NewRequeueInterval(o.again)
+		}
 	case outcomeSkipped:
 		status.Error = o.note
 	case outcomeAlreadyApplied:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/controller"
@@ -68,6 +69,78 @@ type nodeSink struct {
 	nodes   corelisters.NodeLister
 	// ruleEvents, when set, posts the skipped transformation rules.
 	ruleEvents *NodeRuleEvents
+	// behind tells the cached Nodes that the sink's own writes changed since.
+	behind cacheBehind
+}
+
+// cacheBehindRetry is how long a pass waits for the informer's cache to catch up with the sink's last write
+// to a Node before it looks again. The write's own event normally brings the Node back sooner (through its
+// KubeNode): this bounds the wait for a write that changed nothing the KubeNode mirrors (annotations).
+const cacheBehindRetry = time.Second
+
+// cacheBehind records, per Node the sink wrote, the resourceVersion of the cached Node the write started
+// from, until the cache holds a newer one. A pass that finds the cache still at that version (a new decision
+// arrived before the informer delivered the sink's own write) would plan from the Node as it was before the
+// write and send the same write again: under load, the addresses patched twice for every Node. An entry
+// lives from a write to the next pass that finds the cache past it: a few per Node being written, none for
+// the others.
+type cacheBehind struct {
+	mu   sync.Mutex
+	from map[string]string
+}
+
+// wrote records that a write turned the Node of name at resourceVersion from into to (the version the server
+// returned); a write that changed nothing (the same version) is not waited for.
+func (c *cacheBehind) wrote(name, from, to string) {
+	if from == to || from == "" {
+		return
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	if c.from == nil {
+		c.from = map[string]string{}
+	}
+
+	c.from[name] = from
+}
+
+// stale reports whether the cached Node of name, at resourceVersion cached, is still the one the last write
+// started from; a newer one ends the wait.
+func (c *cacheBehind) stale(name, cached string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	from, ok := c.from[name]
+	if !ok {
+		return false
+	}
+
+	if from == cached {
+		return true
+	}
+
+	c.forgetLocked(name)
+
+	return false
+}
+
+// forget drops the entry of name (its NodeTransform went away).
+func (c *cacheBehind) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	c.forgetLocked(name)
+}
+
+func (c *cacheBehind) forgetLocked(name string) {
+	delete(c.from, name)
+
+	// A map keeps the room of its deleted entries: a burst of thousands of writes would keep it for ever.
+	if len(c.from) == 0 {
+		c.from = nil
+	}
 }
 
 func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger *zap.Logger, nt *node.NodeTransform, last *specs.ApplyStatusSpec) (outcome, error) {
@@ -82,6 +155,10 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 		}
 
 		return cacheMiss("Node", name, err)
+	}
+
+	if s.behind.stale(name, current.ResourceVersion) {
+		return untouchedFor(cacheBehindRetry), nil
 	}
 
 	if s.ruleEvents != nil {
@@ -106,6 +183,10 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 
 	result, err := s.applier.Apply(ctx, current, desiredNode(name, decision), owned)
 	initialized := result.Node != nil && !hasTaint(result.Node, kubekeys.TaintUninitialized)
+
+	if result.Writes > 0 && result.Node != nil {
+		s.behind.wrote(name, current.ResourceVersion, result.Node.ResourceVersion)
+	}
 	writes := writesOf(result)
 
 	if len(result.Ignored) > 0 {
@@ -159,6 +240,8 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 // teardown drops the record of what talos-ccm owns on the Node of a NodeTransform that goes away. The keys
 // stay on the Node, if it is still there: the safe direction.
 func (s *nodeSink) teardown(ctx context.Context, rw controller.ReaderWriter, _ *zap.Logger, nt *node.NodeTransform) error {
+	s.behind.forget(nt.Metadata().ID())
+
 	if err := rw.Destroy(ctx, node.NewNodeOwnership(node.NamespaceName, nt.Metadata().ID()).Metadata()); err != nil && !state.IsNotFoundError(err) {
 		return fmt.Errorf("failed to destroy node ownership: %w", err)
 	}

@@ -1,7 +1,11 @@
 package k8ssink_test
 
 import (
+	"context"
+	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/stretchr/testify/assert"
@@ -9,8 +13,10 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
@@ -117,4 +123,130 @@ func TestNodeSinkKeepsOwnership(t *testing.T) {
 
 	ctest.Destroy[*node.NodeTransform](s, "w1")
 	ctest.AssertNoResource[*node.NodeOwnership](s, "w1")
+}
+
+// countingLister counts the reads of the Nodes it lists.
+type countingLister struct {
+	corelisters.NodeLister
+
+	reads atomic.Int32
+}
+
+func (l *countingLister) Get(name string) (*corev1.Node, error) {
+	l.reads.Add(1)
+
+	return l.NodeLister.Get(name) //nolint:wrapcheck // the lister's error, as the sink expects it.
+}
+
+// versionedNodes writes through the fake clientset's Nodes and gives every written Node a new
+// resourceVersion, as an apiserver does (the fake keeps the one it was given).
+type versionedNodes struct {
+	k8ssink.NodeClient
+
+	tracker clienttesting.ObjectTracker
+	version atomic.Int64
+}
+
+func (v *versionedNodes) Update(ctx context.Context, n *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error) {
+	return v.bump(v.NodeClient.Update(ctx, n, opts))
+}
+
+func (v *versionedNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Node, error) {
+	return v.bump(v.NodeClient.Patch(ctx, name, pt, data, opts, sub...))
+}
+
+func (v *versionedNodes) bump(n *corev1.Node, err error) (*corev1.Node, error) {
+	if err != nil {
+		return nil, err
+	}
+
+	n.ResourceVersion = strconv.FormatInt(v.version.Add(1)+100, 10)
+
+	return n, v.tracker.Update(corev1.SchemeGroupVersion.WithResource("nodes"), n, "")
+}
+
+// A decision that changes while the informer's cache still holds the Node the sink wrote from waits for the
+// cache: the Node as it was before the write would have the same addresses patched again (and the update
+// sent again). Once the cache holds the written Node, only what the new decision changes is written.
+func TestNodeSinkWaitsForItsOwnWrite(t *testing.T) {
+	t.Parallel()
+
+	current := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "u1", ResourceVersion: "1"},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+		}},
+	}
+
+	client := fake.NewClientset(current.DeepCopy())
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(current.DeepCopy()))
+
+	lister := &countingLister{NodeLister: corelisters.NewNodeLister(indexer)}
+	nodes := &versionedNodes{NodeClient: client.CoreV1().Nodes(), tracker: client.Tracker()}
+	applier := k8ssink.NewNodeApplier(nodes, zaptest.NewLogger(t), k8ssink.NodeApplierOptions{})
+
+	s := ctest.New(t, ctest.WithoutLeakCheck())
+	s.Register(k8ssink.NewNodeSinkController(applier, lister, 1))
+	s.Start()
+
+	decision := func(zone string) *specs.NodeTransformSpec {
+		return &specs.NodeTransformSpec{
+			Initialize: true,
+			Labels:     map[string]string{"topology.kubernetes.io/zone": zone},
+			Addresses:  []*specs.NodeAddress{{Type: string(corev1.NodeInternalIP), Address: "10.0.0.1"}},
+		}
+	}
+
+	writes := func() (n int) {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "patch" || a.GetVerb() == "update" {
+				n++
+			}
+		}
+
+		return n
+	}
+
+	nt := node.NewNodeTransform(node.NamespaceName, "w1")
+	nt.TypedSpec().Value = decision("a")
+	s.Create(nt)
+
+	statusID := sink.ApplyStatusID(sink.KindNode, "w1")
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.True(as.TypedSpec().Value.GetInitialized())
+	})
+	require.Equal(t, 2, writes(), "the addresses patched, then the update that initializes")
+
+	// A new decision while the cache still holds the Node before those writes.
+	before := lister.reads.Load()
+
+	ctest.Modify(s, node.NewNodeTransform(node.NamespaceName, "w1"), func(r *node.NodeTransform) error {
+		r.TypedSpec().Value = decision("b")
+
+		return nil
+	})
+
+	require.Eventually(t, func() bool { return lister.reads.Load() > before }, 10*time.Second, 10*time.Millisecond, "the sink reads the cached Node")
+	assert.Equal(t, 2, writes(), "nothing written from the Node as it was before the sink's own writes")
+
+	// The informer delivers the written Node.
+	stored, err := client.CoreV1().Nodes().Get(t.Context(), "w1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, indexer.Update(stored))
+
+	changed, err := safe.StateGetByID[*node.NodeTransform](s.Ctx(), s.State, "w1")
+	require.NoError(t, err)
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.Equal(changed.Metadata().Version().String(), as.TypedSpec().Value.GetAppliedVersion())
+	})
+
+	assert.Equal(t, 3, writes(), "the new label alone: one update")
+
+	stored, err = client.CoreV1().Nodes().Get(t.Context(), "w1", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "b", stored.Labels["topology.kubernetes.io/zone"])
+	assert.Equal(t, []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}, stored.Status.Addresses)
 }
