@@ -110,13 +110,17 @@ func (f *InlineInformer) watchOnce(ctx context.Context, rv string) (string, erro
 // (client-go's watch-list), or, when the source or the server cannot, the informer lists first; initial is
 // then the list to fill, nil when the cache is filled already, and rv the list's resourceVersion.
 func (f *InlineInformer) open(ctx context.Context, rv string) (eventReader, *initialList, string, error) {
+	f.mu.Lock()
+	bookmarks := !f.noBookmarks
+	f.mu.Unlock()
+
 	opts := metav1.ListOptions{
 		ResourceVersion:     rv,
-		AllowWatchBookmarks: true,
+		AllowWatchBookmarks: bookmarks,
 		TimeoutSeconds:      ptr.To(int64((minWatchTimeout + rand.N(maxWatchTimeout-minWatchTimeout)) / time.Second)),
 	}
 
-	if rv == "" && f.src.streamsInitialList() {
+	if rv == "" && bookmarks && f.src.streamsInitialList() {
 		streaming := opts
 		streaming.SendInitialEvents = ptr.To(true)
 		streaming.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan

@@ -272,3 +272,39 @@ func TestInlineInformerListsWhenTheServerCannotStreamTheList(t *testing.T) {
 		assert.True(t, informer.HasSynced())
 	})
 }
+
+// An informer without bookmarks lists first, even from a server that streams the initial list (whose end
+// is a bookmark), and its watches ask for none; a watch that ends continues from the last change.
+func TestInlineInformerWithoutBookmarks(t *testing.T) {
+	t.Parallel()
+
+	synctest.Test(t, func(t *testing.T) {
+		server := newScriptedServer("3", node("n1", "3"))
+		server.watchList = true // the server could stream the list: it is not asked to.
+
+		informer, events := newScripted(t, server)
+		informer.WithoutBookmarks()
+
+		server.watchList = false // runInformer plays no initial events: the list brings them.
+		w := runInformer(t, informer, server.fakeServer)
+
+		w.Modify(node("n1", "5"))
+		w.Stop()
+
+		<-server.watches
+
+		lists, watches := server.asked()
+		assert.Equal(t, 1, lists, "lists")
+		require.Len(t, watches, 2)
+
+		for _, req := range watches {
+			assert.False(t, req.opts.AllowWatchBookmarks)
+			assert.Nil(t, req.opts.SendInitialEvents)
+		}
+
+		assert.Equal(t, "3", watches[0].opts.ResourceVersion, "the first watch, from the list")
+		assert.Equal(t, "5", watches[1].opts.ResourceVersion, "the next watch, from the last change")
+		assert.Equal(t, []string{"add n1 initial", "update n1 3->5"}, events.take())
+		assert.True(t, informer.HasSynced())
+	})
+}

@@ -25,12 +25,14 @@ const maxAPIServerIPs = 1000
 
 // NewAPIServerInformer returns an informer on the EndpointSlice of the default/kubernetes Service alone
 // (it needs get, list and watch on endpointslices in the namespace default only). Pass it to a
-// kubeclient.Informers' For, so that it is started and synced with the others.
+// kubeclient.Informers' For, so that it is started and synced with the others. Its watches ask for no
+// bookmarks: one object that changes when a control-plane machine comes or goes is listed again when a
+// watch ends rather than kept fresh by a bookmark a minute (see InlineInformer.WithoutBookmarks).
 func NewAPIServerInformer(client *kubeclient.Client) *kubeclient.InlineInformer {
 	return kubeclient.NewInformer(client.EndpointSlices(APIServerNamespace), &discoveryv1.EndpointSlice{},
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", APIServerService).String()
-		}, nil)
+		}, nil).WithoutBookmarks()
 }
 
 // MirrorAPIServer extracts the endpoint IPs of the default/kubernetes Service's EndpointSlice, ready or
