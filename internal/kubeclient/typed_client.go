@@ -1,11 +1,15 @@
 package kubeclient
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -46,33 +50,29 @@ func (c *TypedClient[PE, E]) request(verb func() *rest.Request) *rest.Request {
 // Get reads the object name.
 func (c *TypedClient[PE, E]) Get(ctx context.Context, name string, opts metav1.GetOptions) (PE, error) {
 	result := PE(new(E))
-	err := c.request(c.client.Get).Name(name).VersionedParams(&opts, ParameterCodec).Do(ctx).Into(result)
 
-	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
+	return result, c.into(ctx, c.request(c.client.Get).Name(name).VersionedParams(&opts, ParameterCodec), result)
 }
 
 // Create creates obj, and returns it as the apiserver stored it.
 func (c *TypedClient[PE, E]) Create(ctx context.Context, obj PE, opts metav1.CreateOptions) (PE, error) {
 	result := PE(new(E))
-	err := c.request(c.client.Post).VersionedParams(&opts, ParameterCodec).Body(obj).Do(ctx).Into(result)
 
-	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
+	return result, c.into(ctx, c.request(c.client.Post).VersionedParams(&opts, ParameterCodec).Body(obj), result)
 }
 
 // Update replaces obj (guarded by its resourceVersion, when it has one).
 func (c *TypedClient[PE, E]) Update(ctx context.Context, obj PE, opts metav1.UpdateOptions) (PE, error) {
 	result := PE(new(E))
-	err := c.request(c.client.Put).Name(obj.GetName()).VersionedParams(&opts, ParameterCodec).Body(obj).Do(ctx).Into(result)
 
-	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
+	return result, c.into(ctx, c.request(c.client.Put).Name(obj.GetName()).VersionedParams(&opts, ParameterCodec).Body(obj), result)
 }
 
 // UpdateStatus replaces the status of obj.
 func (c *TypedClient[PE, E]) UpdateStatus(ctx context.Context, obj PE, opts metav1.UpdateOptions) (PE, error) {
 	result := PE(new(E))
-	err := c.request(c.client.Put).Name(obj.GetName()).SubResource("status").VersionedParams(&opts, ParameterCodec).Body(obj).Do(ctx).Into(result)
 
-	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
+	return result, c.into(ctx, c.request(c.client.Put).Name(obj.GetName()).SubResource("status").VersionedParams(&opts, ParameterCodec).Body(obj), result)
 }
 
 // Patch patches the object name (or one of its subresources) with data, a patch of type pt.
@@ -80,10 +80,66 @@ func (c *TypedClient[PE, E]) Patch(
 	ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string,
 ) (PE, error) {
 	result := PE(new(E))
-	err := c.request(func() *rest.Request { return c.client.Patch(pt) }).
-		Name(name).SubResource(subresources...).VersionedParams(&opts, ParameterCodec).Body(data).Do(ctx).Into(result)
+	req := c.request(func() *rest.Request { return c.client.Patch(pt) }).
+		Name(name).SubResource(subresources...).VersionedParams(&opts, ParameterCodec).Body(data)
 
-	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
+	return result, c.into(ctx, req, result)
+}
+
+// maxPooledAnswer is the largest buffer answerBuffers keeps: one that grew for a larger answer goes.
+const maxPooledAnswer = 256 << 10
+
+// answerBuffers hold the answers of the requests into reads while it decodes them.
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// into sends req and decodes the object the apiserver answers with into result. With the REST clients of
+// NewForConfig, which know their serializer, it reads the answer into a buffer of a pool: client-go's Do
+// reads every answer with io.ReadAll, whose buffer starts at 512 bytes and doubles, so that a Node as a
+// kubelet posts it, which the apiserver returns after every write, left about 25 KB of garbage per write (an
+// eighth of all talos-ccm allocated while 5,000 Nodes joined). Any other client goes through Do. The answers
+// that are errors are read by client-go as Do reads them (Stream gives the same errors).
+func (c *TypedClient[PE, E]) into(ctx context.Context, req *rest.Request, result runtime.Object) error {
+	negotiating, ok := c.client.(negotiatingClient)
+	if !ok {
+		return req.Do(ctx).Into(result) //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
+	}
+
+	decoder, err := runtime.NewClientNegotiator(negotiating.serializer, schema.GroupVersion{}).Decoder(negotiating.mediaType, nil)
+	if err != nil {
+		return fmt.Errorf("failed to decode the answer: %w", err)
+	}
+
+	// One media type asked, so that the answer's is known: Stream does not say which the server chose.
+	body, err := req.SetHeader("Accept", negotiating.mediaType).Stream(ctx)
+	if err != nil {
+		return err //nolint:wrapcheck // As Do.
+	}
+
+	defer body.Close() //nolint:errcheck // Read to its end, or failed.
+
+	buf := answerBuffers.Get().(*bytes.Buffer) //nolint:forcetypeassert // The pool's own.
+	defer func() {
+		if buf.Cap() <= maxPooledAnswer {
+			buf.Reset()
+			answerBuffers.Put(buf)
+		}
+	}()
+
+	if _, err = buf.ReadFrom(body); err != nil {
+		return fmt.Errorf("failed to read the answer: %w", err)
+	}
+
+	// The decoders copy what they keep: the buffer goes back to the pool.
+	out, _, err := decoder.Decode(buf.Bytes(), nil, result)
+	if err != nil {
+		return fmt.Errorf("failed to decode the answer: %w", err)
+	}
+
+	if out != result {
+		return fmt.Errorf("failed to decode the answer: a %T instead of a %T", out, result)
+	}
+
+	return nil
 }
 
 // Delete deletes the object name.
