@@ -91,6 +91,7 @@ test-fuzz:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzRenderTemplate$$' ./internal/rules
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzPlanObjectIgnoresCopies$$' ./internal/k8ssink
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzTrimNodeEnvelope$$' ./internal/kubeclient
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzProtobufEventsAsClientGo$$' ./internal/kubeclient
 
 ## generate: regenerate protobuf Go code from api/proto.
 generate:

@@ -94,6 +94,10 @@ func newStreamEvents(body io.ReadCloser, serializer runtime.NegotiatedSerializer
 		return nil, fmt.Errorf("failed to decode a watch stream: %w", err)
 	}
 
+	if mediaType == runtime.ContentTypeProtobuf {
+		return &protobufEvents{body: body, objects: objects}, nil
+	}
+
 	return streamEvents{restclientwatch.NewDecoder(streaming.NewDecoder(framer.NewFrameReader(body), envelopes), objects)}, nil
 }
 
