@@ -47,11 +47,13 @@ func (c *TypedClient[PE, E]) request(verb func() *rest.Request) *rest.Request {
 	return verb().UseProtobufAsDefault().NamespaceIfScoped(c.namespace, c.namespace != "").Resource(c.resource)
 }
 
-// Get reads the object name.
+// Get reads the object name. Reads are rare (a write's conflict), and client-go's Do tries a GET again
+// after a connection reset, which into does not: Do reads its answer.
 func (c *TypedClient[PE, E]) Get(ctx context.Context, name string, opts metav1.GetOptions) (PE, error) {
 	result := PE(new(E))
+	err := c.request(c.client.Get).Name(name).VersionedParams(&opts, ParameterCodec).Do(ctx).Into(result)
 
-	return result, c.into(ctx, c.request(c.client.Get).Name(name).VersionedParams(&opts, ParameterCodec), result)
+	return result, err //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
 }
 
 // Create creates obj, and returns it as the apiserver stored it.
@@ -92,12 +94,13 @@ const maxPooledAnswer = 256 << 10
 // answerBuffers hold the answers of the requests into reads while it decodes them.
 var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// into sends req and decodes the object the apiserver answers with into result. With the REST clients of
-// NewForConfig, which know their serializer, it reads the answer into a buffer of a pool: client-go's Do
-// reads every answer with io.ReadAll, whose buffer starts at 512 bytes and doubles, so that a Node as a
-// kubelet posts it, which the apiserver returns after every write, left about 25 KB of garbage per write (an
-// eighth of all talos-ccm allocated while 5,000 Nodes joined). Any other client goes through Do. The answers
-// that are errors are read by client-go as Do reads them (Stream gives the same errors).
+// into sends req, a write, and decodes the object the apiserver answers with into result. With the REST
+// clients of NewForConfig, which know their serializer, it reads the answer into a buffer of a pool:
+// client-go's Do reads every answer with io.ReadAll, whose buffer starts at 512 bytes and doubles, so that a
+// Node as a kubelet posts it, which the apiserver returns after every write, left about 25 KB of garbage
+// per write (an eighth of all talos-ccm allocated while 5,000 Nodes joined). Any other client goes through
+// Do. The answers that are errors are read by client-go as Do reads them (Stream gives the same errors, and
+// tries a write again after a Retry-After as Do does).
 func (c *TypedClient[PE, E]) into(ctx context.Context, req *rest.Request, result runtime.Object) error {
 	negotiating, ok := c.client.(negotiatingClient)
 	if !ok {

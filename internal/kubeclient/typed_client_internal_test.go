@@ -102,6 +102,6 @@ func TestWriteAnswersReadIntoPooledBuffers(t *testing.T) {
 	assert.Equal(t, "42", node.ResourceVersion)
 	assert.Empty(t, node.Status.Images, "trimmed as the cache keeps it")
 
-	_, err = nodes.Get(context.Background(), "n2", metav1.GetOptions{})
+	_, err = nodes.Patch(context.Background(), "n2", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the apiserver's error: %v", err)
 }
