@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,13 +24,15 @@ import (
 )
 
 type options struct {
-	outDir    string
-	ccmBin    string
-	nodes     []int
-	idle      time.Duration
-	slowNodes int
-	seed      int64
-	logLevel  string
+	outDir string
+	ccmBin string
+	nodes  []int
+	idle   time.Duration
+	// idleLargest, when set, is the idle window of the largest fleet instead of idle.
+	idleLargest time.Duration
+	slowNodes   int
+	seed        int64
+	logLevel    string
 	// cpuProfile is how long the CPU profile of each scenario runs from talos-ccm's start.
 	cpuProfile time.Duration
 	flood      int
@@ -56,6 +59,7 @@ func main() {
 	flag.StringVar(&opts.outDir, "out", resultsDir, "directory for the report, the CSV, the plots, the logs and the profiles")
 	flag.StringVar(&opts.ccmBin, "ccm", "bin/talos-ccm", "the talos-ccm binary")
 	flag.DurationVar(&opts.idle, "idle", 5*time.Minute, "idle window after initialization")
+	flag.DurationVar(&opts.idleLargest, "idle-largest", 0, "idle window of the largest fleet size of --nodes (0: --idle)")
 	flag.IntVar(&opts.floor.writes, "floor-writes", 2, "Node writes per node of the floor: 2 (metadata guarded by resourceVersion, status) or 3 (apply, status, update)")
 	flag.IntVar(&opts.floor.concurrency, "concurrency", 0, "concurrent Node writes of the floor (0: talos-ccm's default --concurrency)")
 	flag.BoolVar(&throttledFloor, "floor-throttled", true, "also measure the floor at talos-ccm's default --kube-api-qps and --kube-api-burst")
@@ -132,14 +136,7 @@ func run(ctx context.Context, opts options, throttledFloor bool) error {
 
 	var results []*result
 
-	scenarios := make([]scenario, 0, len(opts.nodes)+1)
-	for _, n := range opts.nodes {
-		scenarios = append(scenarios, scenario{nodes: n})
-	}
-
-	if opts.slowNodes > 0 {
-		scenarios = append(scenarios, scenario{nodes: opts.slowNodes, slow: true})
-	}
+	scenarios := plan(opts)
 
 	for _, sc := range scenarios {
 		fmt.Printf("==> %s\n", sc.name())
@@ -182,4 +179,29 @@ func run(ctx context.Context, opts options, throttledFloor bool) error {
 	}
 
 	return writeCSV(filepath.Join(opts.outDir, "results.csv"), results, what, opts)
+}
+
+// plan is the scenarios of a run, in order: each fleet size, then the slow one; each with its idle window.
+func plan(opts options) []scenario {
+	largest := 0
+	if len(opts.nodes) > 0 {
+		largest = slices.Max(opts.nodes)
+	}
+
+	scenarios := make([]scenario, 0, len(opts.nodes)+1)
+
+	for _, n := range opts.nodes {
+		idle := opts.idle
+		if n == largest && opts.idleLargest > 0 {
+			idle = opts.idleLargest
+		}
+
+		scenarios = append(scenarios, scenario{nodes: n, idle: idle})
+	}
+
+	if opts.slowNodes > 0 {
+		scenarios = append(scenarios, scenario{nodes: opts.slowNodes, slow: true, idle: opts.idle})
+	}
+
+	return scenarios
 }

@@ -30,6 +30,8 @@ const (
 type scenario struct {
 	nodes int
 	slow  bool
+	// idle is the idle window after the initialization.
+	idle time.Duration
 }
 
 func (s scenario) name() string {
@@ -297,10 +299,10 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		return nil, err
 	}
 
-	step(fmt.Sprintf("idle for %s", opts.idle))
+	step(fmt.Sprintf("idle for %s", sc.idle))
 
 	select {
-	case <-time.After(opts.idle):
+	case <-time.After(sc.idle):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -314,8 +316,8 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 		return nil, err
 	}
 
-	minutes := opts.idle.Minutes()
-	res.idle = opts.idle
+	minutes := sc.idle.Minutes()
+	res.idle = sc.idle
 	res.idleRequests = countRequests(after).minus(countRequests(before)).per(minutes)
 	res.idleTalos = perKey(subtract(talosCalls(after, "resource"), talosCalls(before, "resource")), minutes)
 
