@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,14 +71,7 @@ func TestNodeSinkKeepsOwnership(t *testing.T) {
 		}
 	}
 
-	nt := node.NewNodeTransform(node.NamespaceName, "w1")
-	nt.TypedSpec().Value = decision("a")
-	s.Create(nt)
-
-	statusID := sink.ApplyStatusID(sink.KindNode, "w1")
-
-	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
-		a.True(as.TypedSpec().Value.GetInitialized())
+	statusID := createInitializing(s, decision("a"), func(as *sink.ApplyStatus, a *assert.Assertions) {
 		a.Contains(as.TypedSpec().Value.GetError(), "taint example.com/operator:NoSchedule, which talos-ccm never recorded as its own")
 	})
 
@@ -123,6 +117,23 @@ func TestNodeSinkKeepsOwnership(t *testing.T) {
 
 	ctest.Destroy[*node.NodeTransform](s, "w1")
 	ctest.AssertNoResource[*node.NodeOwnership](s, "w1")
+}
+
+// createInitializing creates the NodeTransform of w1 with spec and waits until its ApplyStatus says the Node
+// is initialized and passes check; it returns the ApplyStatus's ID.
+func createInitializing(s *ctest.Suite, spec *specs.NodeTransformSpec, check func(*sink.ApplyStatus, *assert.Assertions)) resource.ID {
+	nt := node.NewNodeTransform(node.NamespaceName, "w1")
+	nt.TypedSpec().Value = spec
+	s.Create(nt)
+
+	statusID := sink.ApplyStatusID(sink.KindNode, "w1")
+
+	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
+		a.True(as.TypedSpec().Value.GetInitialized())
+		check(as, a)
+	})
+
+	return statusID
 }
 
 // countingLister counts the reads of the Nodes it lists.
@@ -208,15 +219,7 @@ func TestNodeSinkWaitsForItsOwnWrite(t *testing.T) {
 		return n
 	}
 
-	nt := node.NewNodeTransform(node.NamespaceName, "w1")
-	nt.TypedSpec().Value = decision("a")
-	s.Create(nt)
-
-	statusID := sink.ApplyStatusID(sink.KindNode, "w1")
-
-	ctest.AssertResource(s, statusID, func(as *sink.ApplyStatus, a *assert.Assertions) {
-		a.True(as.TypedSpec().Value.GetInitialized())
-	})
+	statusID := createInitializing(s, decision("a"), func(*sink.ApplyStatus, *assert.Assertions) {})
 	require.Equal(t, 2, writes(), "the addresses patched, then the update that initializes")
 
 	// A new decision while the cache still holds the Node before those writes.
