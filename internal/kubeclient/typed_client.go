@@ -88,6 +88,23 @@ func (c *TypedClient[PE, E]) Patch(
 	return result, c.into(ctx, req, result)
 }
 
+// answerDecoder returns the decoder of data, the body of an answer: protobuf's when data starts with its
+// magic, else JSON's. Those are the media types the clients ask for (a server that takes */* answers in
+// JSON), and Stream does not say which one the server chose, as Do's Content-Type does.
+func answerDecoder(serializer runtime.NegotiatedSerializer, data []byte) (runtime.Decoder, error) { //nolint:ireturn
+	mediaType := runtime.ContentTypeJSON
+	if bytes.HasPrefix(data, protobufMagic) {
+		mediaType = runtime.ContentTypeProtobuf
+	}
+
+	decoder, err := runtime.NewClientNegotiator(serializer, schema.GroupVersion{}).Decoder(mediaType, nil)
+	if err != nil {
+		return nil, fmt.Errorf("failed to decode the answer: %w", err)
+	}
+
+	return decoder, nil
+}
+
 // maxPooledAnswer is the largest buffer answerBuffers keeps: one that grew for a larger answer goes.
 const maxPooledAnswer = 256 << 10
 
@@ -100,20 +117,14 @@ var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // Node as a kubelet posts it, which the apiserver returns after every write, left about 25 KB of garbage
 // per write (an eighth of all talos-ccm allocated while 5,000 Nodes joined). Any other client goes through
 // Do. The answers that are errors are read by client-go as Do reads them (Stream gives the same errors, and
-// tries a write again after a Retry-After as Do does).
+// tries a write again after a Retry-After as Do does); a request asks for what Do's asks for.
 func (c *TypedClient[PE, E]) into(ctx context.Context, req *rest.Request, result runtime.Object) error {
 	negotiating, ok := c.client.(negotiatingClient)
 	if !ok {
 		return req.Do(ctx).Into(result) //nolint:wrapcheck // The signature is client-go's: its errors are the apiserver's.
 	}
 
-	decoder, err := runtime.NewClientNegotiator(negotiating.serializer, schema.GroupVersion{}).Decoder(negotiating.mediaType, nil)
-	if err != nil {
-		return fmt.Errorf("failed to decode the answer: %w", err)
-	}
-
-	// One media type asked, so that the answer's is known: Stream does not say which the server chose.
-	body, err := req.SetHeader("Accept", negotiating.mediaType).Stream(ctx)
+	body, err := req.Stream(ctx)
 	if err != nil {
 		return err //nolint:wrapcheck // As Do.
 	}
@@ -130,6 +141,11 @@ func (c *TypedClient[PE, E]) into(ctx context.Context, req *rest.Request, result
 
 	if _, err = buf.ReadFrom(body); err != nil {
 		return fmt.Errorf("failed to read the answer: %w", err)
+	}
+
+	decoder, err := answerDecoder(negotiating.serializer, buf.Bytes())
+	if err != nil {
+		return err
 	}
 
 	// The decoders copy what they keep: the buffer goes back to the pool.
