@@ -2,6 +2,7 @@ package kubeclient
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
@@ -173,7 +174,28 @@ func sameAsClientGo(t *testing.T, stream []byte) {
 	got, gotErr := drain(ours)
 
 	require.Equal(t, want, got)
+
+	// client-go's decoder reads a frame longer than its buffer in pieces, and takes a stream that ends right
+	// after a piece for a normal end; protobufEvents says the stream was cut within the frame.
+	if errors.Is(wantErr, io.EOF) && errors.Is(gotErr, io.ErrUnexpectedEOF) && endsWithinFrame(stream) {
+		return
+	}
+
 	require.Equal(t, errorClass(wantErr), errorClass(gotErr), "client-go: %v; ours: %v", wantErr, gotErr)
+}
+
+// endsWithinFrame reports whether a length-delimited stream ends inside a frame (after its length).
+func endsWithinFrame(stream []byte) bool {
+	for len(stream) >= 4 {
+		size := uint64(binary.BigEndian.Uint32(stream[:4]))
+		if uint64(len(stream)-4) < size {
+			return true
+		}
+
+		stream = stream[4+size:]
+	}
+
+	return false
 }
 
 // The protobuf watch streams decode as client-go decodes them: whole, cut within a frame or its length,
