@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -90,16 +89,16 @@ func (c *TypedClient[PE, E]) Patch(
 
 // answerDecoder returns the decoder of data, the body of an answer: protobuf's when data starts with its
 // magic, else JSON's. Those are the media types the clients ask for (a server that takes */* answers in
-// JSON), and Stream does not say which one the server chose, as Do's Content-Type does.
-func answerDecoder(serializer runtime.NegotiatedSerializer, data []byte) (runtime.Decoder, error) { //nolint:ireturn
-	mediaType := runtime.ContentTypeJSON
+// JSON), and Stream does not say which one the server chose, as Do's Content-Type does. Both decoders are
+// made once, with the client.
+func (c negotiatingClient) answerDecoder(data []byte) (runtime.Decoder, error) { //nolint:ireturn
+	decoder, mediaType := c.json, runtime.ContentTypeJSON
 	if bytes.HasPrefix(data, protobufMagic) {
-		mediaType = runtime.ContentTypeProtobuf
+		decoder, mediaType = c.protobuf, runtime.ContentTypeProtobuf
 	}
 
-	decoder, err := runtime.NewClientNegotiator(serializer, schema.GroupVersion{}).Decoder(mediaType, nil)
-	if err != nil {
-		return nil, fmt.Errorf("failed to decode the answer: %w", err)
+	if decoder == nil {
+		return nil, fmt.Errorf("failed to decode the answer: no decoder of %s", mediaType)
 	}
 
 	return decoder, nil
@@ -143,7 +142,7 @@ func (c *TypedClient[PE, E]) into(ctx context.Context, req *rest.Request, result
 		return fmt.Errorf("failed to read the answer: %w", err)
 	}
 
-	decoder, err := answerDecoder(negotiating.serializer, buf.Bytes())
+	decoder, err := negotiating.answerDecoder(buf.Bytes())
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ type negotiatingClient struct {
 
 	serializer runtime.NegotiatedSerializer
 	mediaType  string
+	// protobuf and json decode the answers of writes (see answerDecoder); nil when the serializer has none.
+	protobuf, json runtime.Decoder
 }
 
 // watchMediaType is the media type of the watch streams of the clients of cfg: the first it accepts, else
@@ -119,5 +121,11 @@ func newNegotiatingClient(cfg *rest.Config, httpClient *http.Client) (rest.Inter
 		return nil, err //nolint:wrapcheck // NewForConfig says what failed.
 	}
 
-	return negotiatingClient{Interface: client, serializer: cfg.NegotiatedSerializer, mediaType: watchMediaType(cfg)}, nil
+	negotiator := runtime.NewClientNegotiator(cfg.NegotiatedSerializer, schema.GroupVersion{})
+	protobuf, _ := negotiator.Decoder(runtime.ContentTypeProtobuf, nil)
+	json, _ := negotiator.Decoder(runtime.ContentTypeJSON, nil)
+
+	return negotiatingClient{
+		Interface: client, serializer: cfg.NegotiatedSerializer, mediaType: watchMediaType(cfg), protobuf: protobuf, json: json,
+	}, nil
 }
