@@ -7,6 +7,7 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
 )
 
 // Feed runs the loop of a plain controller that learns from watches which resources changed, until ctx is
@@ -24,29 +25,12 @@ import (
 func Feed(ctx context.Context, r controller.Runtime, w *Watches, inputs []controller.Input,
 	handle func(context.Context, controller.Input, *resource.Metadata) error,
 ) error {
-	if w == nil {
-		return errors.New("no watches of the pipeline's state to learn the changes of the controller's inputs from")
-	}
-
-	sub, err := w.join(ctx, inputs, handle)
+	sub, err := Subscribe(ctx, w, inputs, handle)
 	if err != nil {
 		return err
 	}
 
-	defer w.leave(sub)
-
-	for _, in := range inputs {
-		list, err := w.st.List(ctx, resource.NewMetadata(in.Namespace, in.Type, "", resource.VersionUndefined))
-		if err != nil {
-			return fmt.Errorf("failed to list %s: %w", in.Type, err)
-		}
-
-		for _, res := range list.Items {
-			if err = sub.handleOne(ctx, res.Metadata()); err != nil {
-				return err
-			}
-		}
-	}
+	defer sub.Close()
 
 	r.ResetRestartBackoff()
 
@@ -55,13 +39,67 @@ func Feed(ctx context.Context, r controller.Runtime, w *Watches, inputs []contro
 		case <-ctx.Done():
 			return nil
 		case <-r.EventCh():
-		case err = <-sub.failed:
+		case err = <-sub.Failed():
 			return err
-		case events := <-w.ch:
-			w.dispatch(events)
+		case events := <-sub.Events():
+			sub.Dispatch(events)
 		}
 	}
 }
+
+// Subscription is a controller's share of the pipeline's watches, for a controller whose loop waits on
+// more than Feed's does: the loop takes the batches of Events and hands them to Dispatch, and ends with the
+// error of Failed, as Feed does.
+type Subscription struct {
+	w   *Watches
+	sub *subscriber
+}
+
+// Subscribe counts a controller in the watches of its inputs, and hands every input in the state to handle
+// (see Feed) before it returns; Close counts it out.
+func Subscribe(ctx context.Context, w *Watches, inputs []controller.Input,
+	handle func(context.Context, controller.Input, *resource.Metadata) error,
+) (*Subscription, error) {
+	if w == nil {
+		return nil, errors.New("no watches of the pipeline's state to learn the changes of the controller's inputs from")
+	}
+
+	sub, err := w.join(ctx, inputs, handle)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, in := range inputs {
+		list, err := w.st.List(ctx, resource.NewMetadata(in.Namespace, in.Type, "", resource.VersionUndefined))
+		if err != nil {
+			w.leave(sub)
+
+			return nil, fmt.Errorf("failed to list %s: %w", in.Type, err)
+		}
+
+		for _, res := range list.Items {
+			if err = sub.handleOne(ctx, res.Metadata()); err != nil {
+				w.leave(sub)
+
+				return nil, err
+			}
+		}
+	}
+
+	return &Subscription{w: w, sub: sub}, nil
+}
+
+// Events are the batches of events of the pipeline's watches, which any running controller may take.
+func (s *Subscription) Events() <-chan []state.Event { return s.w.ch }
+
+// Dispatch hands a batch taken from Events to every running controller it concerns.
+func (s *Subscription) Dispatch(events []state.Event) { s.w.dispatch(events) }
+
+// Failed gets the error that ends the controller's loop: a failed watch, or its own handler's.
+func (s *Subscription) Failed() <-chan error { return s.sub.failed }
+
+// Close counts the controller out of the watches.
+func (s *Subscription) Close() { s.w.leave(s.sub) }
 
 // PlainInputs translates the inputs a queued controller declares to those of a plain controller, for the
 // same dependency graph and the same rights: the primary input, on which the controller keeps its

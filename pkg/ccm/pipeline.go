@@ -37,7 +37,7 @@ func (c *CCM) registerSources() error {
 	)
 
 	if c.opts.Talos != nil {
-		err = errors.Join(err, c.runtime.RegisterController(&talosctrl.MachineSourceController{
+		err = errors.Join(err, c.registerKeyed(&talosctrl.MachineSourceController{
 			Talos: c.opts.Talos,
 			Options: talosctrl.MachineSourceOptions{
 				CallTimeout:     c.opts.TalosTimeout,
@@ -177,7 +177,7 @@ func (c *CCM) registerNodeIPAM() error {
 	}
 
 	if len(opts.ClusterCIDRs) == 0 {
-		if err := c.runtime.RegisterController(c.controllerManagerConfigSource()); err != nil {
+		if err := c.registerKeyed(c.controllerManagerConfigSource()); err != nil {
 			return err
 		}
 	}

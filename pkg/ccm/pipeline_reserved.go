@@ -25,7 +25,7 @@ func (c *CCM) registerReservedSources() (serviceCIDRsFromTalos bool, err error) 
 
 	// node-ipam registers the same source when it has no cluster CIDRs (registerNodeIPAM): once is enough.
 	if !c.nodeIPAMReadsControllerManagerConfig() {
-		err = c.runtime.RegisterController(c.controllerManagerConfigSource())
+		err = c.registerKeyed(c.controllerManagerConfigSource())
 	}
 
 	return err == nil, err

@@ -10,11 +10,11 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/task"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -44,6 +44,8 @@ type ControllerManagerConfigSourceController struct {
 	// Talos is the connection to the Talos API; every call names its machine in the "node" metadata.
 	Talos   grpc.ClientConnInterface
 	Options ControllerManagerConfigSourceOptions
+
+	watches *keyed.Watches
 }
 
 // Name implements controller.Controller interface.
@@ -68,13 +70,20 @@ func (ctrl *ControllerManagerConfigSourceController) Run(ctx context.Context, r 
 		return err
 	}
 
-	readers := newNodeWorkers[cmcFacts, cmcReaderSpec](logger, 16, "", readerPacing)
+	readers := newNodeWorkers[cmcFacts, cmcReaderSpec](logger, workerOptions{
+		backlog: 16, pacing: readerPacing,
+		facts: []resource.Kind{talos.NewControllerManagerConfig(talos.NamespaceName, "").Metadata()},
+	})
 
-	return readers.run(ctx, r,
-		func(ctx context.Context) error { return ctrl.reconcileReaders(ctx, r, readers, opts) },
+	return readers.run(ctx, r, ctrl.watches,
+		func(ctx context.Context) (workerPlan[cmcReaderSpec], error) { return ctrl.readerPlan(ctx, r, opts) },
 		func(ctx context.Context, f cmcFacts) error { return writeControllerManagerConfig(ctx, r, f) },
 	)
 }
+
+// SetWatches gives the controller the pipeline's watches of its state, from which it learns which Nodes
+// changed.
+func (ctrl *ControllerManagerConfigSourceController) SetWatches(w *keyed.Watches) { ctrl.watches = w }
 
 // options are Options, every one of which must be set.
 func (ctrl *ControllerManagerConfigSourceController) options() (ControllerManagerConfigSourceOptions, error) {
@@ -89,11 +98,11 @@ func (ctrl *ControllerManagerConfigSourceController) options() (ControllerManage
 	return opts, nil
 }
 
-// reconcileReaders reads every control-plane Node's machine, restarts the reader of a Node whose IP
-// changed, and forgets the facts of Nodes that are gone or no longer control-plane Nodes.
-func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
-	ctx context.Context, r controller.Runtime, readers *nodeWorkers[cmcFacts, cmcReaderSpec], opts ControllerManagerConfigSourceOptions,
-) error {
+// readerPlan says which reader a Node should have: one for every control-plane Node with an IP, restarted
+// when the IP changes.
+func (ctrl *ControllerManagerConfigSourceController) readerPlan(
+	ctx context.Context, r controller.Runtime, opts ControllerManagerConfigSourceOptions,
+) (workerPlan[cmcReaderSpec], error) {
 	preferIPv6 := false
 
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
@@ -102,35 +111,25 @@ func (ctrl *ControllerManagerConfigSourceController) reconcileReaders(
 	case err == nil:
 		preferIPv6 = cfg.TypedSpec().Value.GetPreferIpv6()
 	case !state.IsNotFoundError(err):
-		return fmt.Errorf("failed to read config: %w", err)
+		return nil, fmt.Errorf("failed to read config: %w", err)
 	}
 
-	nodes, err := safe.ReaderListAll[*kube.KubeNode](ctx, r)
-	if err != nil {
-		return fmt.Errorf("failed to list nodes: %w", err)
-	}
-
-	wanted := map[task.ID]cmcReaderSpec{}
 	api := newTalosAPI(ctrl.Talos)
 
-	for n := range nodes.All() {
+	return func(n *kube.KubeNode) (cmcReaderSpec, bool) {
 		spec := n.TypedSpec().Value
 
-		if n.Metadata().Phase() != resource.PhaseRunning || !slices.ContainsFunc(controlPlaneLabels, func(l string) bool { _, ok := spec.GetLabels()[l]; return ok }) {
-			continue
+		if !slices.ContainsFunc(controlPlaneLabels, func(l string) bool { _, ok := spec.GetLabels()[l]; return ok }) {
+			return cmcReaderSpec{}, false
 		}
 
-		if ips, _ := nodeaddress.NodeIPs(spec, "", preferIPv6); len(ips) > 0 {
-			ref := machineRef{node: n.Metadata().ID(), ip: ips[0].String()}
-			wanted[ref.node] = cmcReaderSpec{api: api, machineRef: ref, opts: opts}
+		ips, _ := nodeaddress.NodeIPs(spec, "", preferIPv6)
+		if len(ips) == 0 {
+			return cmcReaderSpec{}, false
 		}
-	}
 
-	if !readers.reconcile(ctx, wanted) {
-		return nil
-	}
-
-	return readers.forgetStale(ctx, r, talos.NewControllerManagerConfig(talos.NamespaceName, "").Metadata())
+		return cmcReaderSpec{api: api, machineRef: machineRef{node: n.Metadata().ID(), ip: ips[0].String()}, opts: opts}, true
+	}, nil
 }
 
 // writeControllerManagerConfig mirrors one read; the observed time moves only when a fact changes.

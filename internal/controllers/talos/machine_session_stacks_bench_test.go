@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -209,7 +211,7 @@ func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.Client
 
 	// The sessions run as the source runs them, each a task of the workers' runner: its goroutine's frames
 	// are part of every session's stack.
-	workers := newNodeWorkers[machineFacts, *machineSessionSpec](zap.NewNop(), 1024, "", sessionPacing)
+	workers := newNodeWorkers[machineFacts, *machineSessionSpec](zap.NewNop(), workerOptions{backlog: 1024, pacing: sessionPacing})
 	wanted := make(map[task.ID]*machineSessionSpec, len(machines))
 	api := newTalosAPI(conn)
 
@@ -221,7 +223,7 @@ func runIdleSessions(b *testing.B, machines []talossim.Machine, conn grpc.Client
 	defer workers.stopAll()
 
 	pprof.Do(b.Context(), pprof.Labels(sessionsLabel, b.Name()), func(ctx context.Context) {
-		workers.reconcile(ctx, wanted)
+		workers.reconcile(ctx, slices.Collect(maps.Keys(wanted)), wanted)
 	})
 
 	timeout := time.After(5 * time.Minute)

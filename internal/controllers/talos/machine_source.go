@@ -10,11 +10,11 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
-	"github.com/cosi-project/runtime/pkg/task"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/talos-ccm/talos-ccm/internal/keyed"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/nodeaddress"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
@@ -54,6 +54,8 @@ type MachineSourceController struct {
 	// apid routes it.
 	Talos   grpc.ClientConnInterface
 	Options MachineSourceOptions
+
+	watches *keyed.Watches
 }
 
 // Name implements controller.Controller interface.
@@ -98,13 +100,26 @@ func (ctrl *MachineSourceController) Run(ctx context.Context, r controller.Runti
 		return err
 	}
 
-	sessions := newNodeWorkers[machineFacts, *machineSessionSpec](logger, 1024, "talos_facts", sessionPacing)
+	sessions := newNodeWorkers[machineFacts, *machineSessionSpec](logger, workerOptions{
+		backlog: 1024, queue: "talos_facts", pacing: sessionPacing, running: metrics.TalosSessions,
+		facts: []resource.Kind{
+			talos.NewPlatformMetadata(talos.NamespaceName, "").Metadata(),
+			talos.NewMachineAddresses(talos.NamespaceName, "").Metadata(),
+			talos.NewMachineStatus(talos.NamespaceName, "").Metadata(),
+		},
+	})
 
-	return sessions.run(ctx, r,
-		func(ctx context.Context) error { return ctrl.reconcileSessions(ctx, r, logger, sessions, opts) },
+	return sessions.run(ctx, r, ctrl.watches,
+		func(ctx context.Context) (workerPlan[*machineSessionSpec], error) {
+			return ctrl.sessionPlan(ctx, r, logger, sessions, opts)
+		},
 		func(ctx context.Context, f machineFacts) error { return writeFacts(ctx, r, f) },
 	)
 }
+
+// SetWatches gives the controller the pipeline's watches of its state, from which it learns which Nodes
+// changed.
+func (ctrl *MachineSourceController) SetWatches(w *keyed.Watches) { ctrl.watches = w }
 
 // sessionOptions are the sessions' options, from Options, every one of which must be set.
 func (ctrl *MachineSourceController) sessionOptions() (sessionOptions, error) {
@@ -125,59 +140,35 @@ func (ctrl *MachineSourceController) sessionOptions() (sessionOptions, error) {
 	}, nil
 }
 
-// reconcileSessions runs a session for every Node with an IP, restarts those whose IP changed, and stops
-// (and forgets the facts of) those whose Node is gone.
-func (ctrl *MachineSourceController) reconcileSessions(
+// sessionPlan says which session a Node should have: one for every Node with an IP, restarted when the IP
+// changes; none before the config exists.
+func (ctrl *MachineSourceController) sessionPlan(
 	ctx context.Context, r controller.Runtime, logger *zap.Logger,
 	sessions *nodeWorkers[machineFacts, *machineSessionSpec], opts sessionOptions,
-) error {
+) (workerPlan[*machineSessionSpec], error) {
 	cfg, err := safe.ReaderGetByID[*config.Config](ctx, r, config.ActiveID)
 	if err != nil {
 		if state.IsNotFoundError(err) {
-			return nil
+			return nil, nil
 		}
 
-		return fmt.Errorf("failed to read config: %w", err)
+		return nil, fmt.Errorf("failed to read config: %w", err)
 	}
 
-	nodes, err := safe.ReaderListAll[*kube.KubeNode](ctx, r)
-	if err != nil {
-		return fmt.Errorf("failed to list nodes: %w", err)
-	}
+	preferIPv6 := cfg.TypedSpec().Value.GetPreferIpv6()
 
-	wanted := make(map[task.ID]*machineSessionSpec, nodes.Len())
-
-	for n := range nodes.All() {
-		if n.Metadata().Phase() != resource.PhaseRunning {
-			continue
-		}
-
-		ips, _ := nodeaddress.NodeIPs(n.TypedSpec().Value, "", cfg.TypedSpec().Value.GetPreferIpv6())
+	return func(n *kube.KubeNode) (*machineSessionSpec, bool) {
+		ips, _ := nodeaddress.NodeIPs(n.TypedSpec().Value, "", preferIPv6)
 		if len(ips) == 0 {
 			logger.Debug("node has no IP to reach its Talos API yet", zap.String("node", n.Metadata().ID()))
 
-			continue
+			return nil, false
 		}
 
 		ref := machineRef{node: n.Metadata().ID(), ip: ips[0].String()}
-		wanted[ref.node] = ctrl.sessionSpec(sessions, ref, !n.TypedSpec().Value.GetReady(), n.TypedSpec().Value.GetUninitialized(), opts)
-	}
 
-	stale := sessions.reconcile(ctx, wanted)
-
-	metrics.TalosSessions.Set(float64(len(wanted)))
-
-	// Facts outlive their session only when a Node went away (or before the first pass, from a previous
-	// run of this controller): looking for them costs a read of every fact, so only then.
-	if !stale {
-		return nil
-	}
-
-	return sessions.forgetStale(ctx, r,
-		talos.NewPlatformMetadata(talos.NamespaceName, "").Metadata(),
-		talos.NewMachineAddresses(talos.NamespaceName, "").Metadata(),
-		talos.NewMachineStatus(talos.NamespaceName, "").Metadata(),
-	)
+		return ctrl.sessionSpec(sessions, ref, !n.TypedSpec().Value.GetReady(), n.TypedSpec().Value.GetUninitialized(), opts), true
+	}, nil
 }
 
 // sessionSpec is the spec of the session that reads ref's machine. A session running for the same ref keeps

@@ -2,9 +2,15 @@ package talos_test
 
 import (
 	"cmp"
+	"context"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
@@ -15,6 +21,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
@@ -25,7 +32,7 @@ import (
 
 // startMachineSource runs the Talos source over api, with the embedding API's defaults for the options
 // opts leaves zero.
-func startMachineSource(t *testing.T, api *talosAPI, opts talosctrl.MachineSourceOptions) *ctest.Suite {
+func startMachineSource(t *testing.T, api *talosAPI, opts talosctrl.MachineSourceOptions, suite ...ctest.Option) *ctest.Suite {
 	t.Helper()
 
 	defaults := ccm.DefaultOptions()
@@ -34,7 +41,7 @@ func startMachineSource(t *testing.T, api *talosAPI, opts talosctrl.MachineSourc
 	opts.PlatformRefresh = cmp.Or(opts.PlatformRefresh, defaults.TalosSource.PlatformRefresh)
 	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, defaults.TalosSource.ProbeInterval)
 
-	s := ctest.New(t)
+	s := ctest.New(t, suite...)
 	s.Register(&talosctrl.MachineSourceController{Talos: api.conn(t), Options: opts})
 	s.Start()
 	s.Create(activeConfig())
@@ -133,6 +140,67 @@ func TestMachineSourceMirrorsTheNodesMachine(t *testing.T) {
 	ctest.AssertNoResource[*talos.PlatformMetadata](s, "w1")
 	ctest.AssertNoResource[*talos.MachineAddresses](s, "w1")
 	ctest.AssertNoResource[*talos.MachineStatus](s, "w1")
+}
+
+// nodeLists is a state that counts the lists of KubeNodes.
+type nodeLists struct {
+	state.CoreState
+
+	lists atomic.Int64
+}
+
+func (s *nodeLists) List(ctx context.Context, kind resource.Kind, opts ...state.ListOption) (resource.List, error) {
+	if kind.Type() == kube.KubeNodeType {
+		s.lists.Add(1)
+	}
+
+	return s.CoreState.List(ctx, kind, opts...)
+}
+
+// TestMachineSourceReadsOnlyTheNodesThatChanged checks that, once the sessions run, a Node that joins,
+// changes or leaves starts, tells or stops its session without a read of every Node (thousands of joining
+// Nodes made every pass read them all), and that a change of the config, which picks the IP each machine is
+// asked through, does read them all.
+func TestMachineSourceReadsOnlyTheNodesThatChanged(t *testing.T) {
+	api := newTalosAPI()
+	for _, name := range []string{"w1", "w2", "w3"} {
+		ip := "10.0.0." + name[1:]
+		api.add(t, ip, simMachine(name, ip))
+	}
+
+	st := &nodeLists{CoreState: namespaced.NewState(cosistate.MemoryStateBuilder())}
+	s := startMachineSource(t, api, talosctrl.MachineSourceOptions{ProbeInterval: time.Second}, ctest.WithState(state.WrapCore(st)))
+
+	for _, name := range []string{"w1", "w2"} {
+		s.Create(kubeNode(name, "10.0.0."+name[1:], true, nil))
+		ctest.AssertResource(s, name, func(*talos.MachineAddresses, *assert.Assertions) {})
+	}
+
+	listed := st.lists.Load()
+
+	// A Node joins, one turns NotReady (its session reads the machine's stage), one leaves.
+	s.Create(kubeNode("w3", "10.0.0.3", true, nil))
+	ctest.Modify(s, kube.NewKubeNode(kube.NamespaceName, "w1"), func(n *kube.KubeNode) error {
+		n.TypedSpec().Value.Ready = false
+
+		return nil
+	})
+	ctest.Destroy[*kube.KubeNode](s, "w2")
+
+	ctest.AssertResource(s, "w3", func(*talos.MachineAddresses, *assert.Assertions) {})
+	ctest.AssertResource(s, "w1", func(ms *talos.MachineStatus, a *assert.Assertions) {
+		a.NotEmpty(ms.TypedSpec().Value.GetStage(), "the stage of a NotReady Node's machine")
+	})
+	ctest.AssertNoResource[*talos.MachineAddresses](s, "w2")
+	assert.Equal(t, listed, st.lists.Load(), "Nodes listed after the sessions ran")
+
+	ctest.Modify(s, activeConfig(), func(c *config.Config) error {
+		c.TypedSpec().Value.PreferIpv6 = true
+
+		return nil
+	})
+	assert.Eventually(t, func() bool { return st.lists.Load() > listed }, 10*time.Second, 50*time.Millisecond,
+		"a changed config makes a pass over every Node")
 }
 
 // TestMachineSourceFilesNothingFromAnotherMachine checks the identity binding: a machine that names itself
