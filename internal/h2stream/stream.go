@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -47,6 +48,8 @@ type stream struct {
 
 	// ready holds a token when in or err changed since the caller last looked.
 	ready chan struct{}
+	// notify is what OnReady was given, until the stream calls it.
+	notify atomic.Pointer[func()]
 
 	// pending is the data the caller took from in and did not read yet; reader reads it; failed is the
 	// error RecvMsg returned, which it returns again. Only the caller uses them.
@@ -55,8 +58,12 @@ type stream struct {
 	failed  error
 }
 
-// signal wakes the stream's caller.
+// signal wakes the stream's caller, or calls what it gave OnReady.
 func (s *stream) signal() {
+	if f := s.notify.Swap(nil); f != nil {
+		go (*f)()
+	}
+
 	select {
 	case s.ready <- struct{}{}:
 	default:
@@ -274,6 +281,31 @@ func (s *stream) Await() {
 
 		// A token taken here was for data or an end that the next look sees.
 		<-s.ready
+	}
+}
+
+// OnReady calls f once, on a goroutine of its own, when the stream has data its caller did not read yet, or
+// ended (when Await would return): at once if it already has. A caller that follows a stream for as long as
+// it lasts can so hold no goroutine while it waits, and receive the message on the goroutine f runs on.
+func (s *stream) OnReady(f func()) {
+	if s.failed != nil || len(s.pending) > 0 || s.conn == nil {
+		go f()
+
+		return
+	}
+
+	s.notify.Store(&f)
+
+	// Data or an end that came before f was stored signalled nobody: f is called here then, unless a signal
+	// since took it.
+	s.conn.mu.Lock()
+	ready := len(s.in) > 0 || s.err != nil
+	s.conn.mu.Unlock()
+
+	if ready {
+		if g := s.notify.Swap(nil); g != nil {
+			go (*g)()
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,4 +372,53 @@ func TestStreamAwait(t *testing.T) {
 
 	_, err = recv(s)
 	require.Equal(t, codes.Canceled, status.Code(err))
+}
+
+// TestStreamOnReady follows a stream without a goroutine waiting on it: OnReady calls back once a message
+// came (at once when one came before it was called), which RecvMsg then returns, and once the stream
+// ended, which RecvMsg then reports; each callback is called once.
+func TestStreamOnReady(t *testing.T) {
+	t.Parallel()
+
+	_, _, s, cancel := blockedStream(t)
+
+	r, ok := s.(interface{ OnReady(f func()) })
+	require.True(t, ok, "the stream calls back")
+
+	var calls atomic.Int32
+
+	ready := make(chan struct{}, 4)
+	callback := func() {
+		calls.Add(1)
+		ready <- struct{}{}
+	}
+
+	// The first message comes: before or after OnReady, it calls back once.
+	r.OnReady(callback)
+	<-ready
+
+	_, err := recv(s)
+	require.NoError(t, err)
+
+	// Nothing more comes until the stream ends: the callback waits for its end.
+	r.OnReady(callback)
+
+	select {
+	case <-ready:
+		t.Fatal("called back before the stream had anything new")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	cancel()
+	<-ready
+
+	_, err = recv(s)
+	require.Equal(t, codes.Canceled, status.Code(err))
+
+	// Ended, it calls back at once; no callback ran twice.
+	r.OnReady(callback)
+	<-ready
+
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, int32(3), calls.Load(), "callbacks")
 }

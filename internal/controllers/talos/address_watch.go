@@ -58,6 +58,20 @@ func (w *addressWatch) next(ctx context.Context) ([]addressEvent, error) {
 // awaitable is a stream whose next message can be waited for apart from receiving it: h2stream's.
 type awaitable interface{ Await() }
 
+// parkable is a stream that calls back when its next message comes: h2stream's.
+type parkable interface{ OnReady(f func()) }
+
+// parkable returns the watch's stream when it calls back when its next message comes.
+func (w *addressWatch) parkable() (parkable, bool) {
+	if g, ok := w.stream.(*grpc.GenericClientStream[v1alpha1.WatchRequest, v1alpha1.WatchResponse]); ok {
+		p, ok := g.ClientStream.(parkable)
+
+		return p, ok
+	}
+
+	return nil, false
+}
+
 // receivedMessage is a message of the watch received by wait, which take returns.
 type receivedMessage struct {
 	frame watchFrame

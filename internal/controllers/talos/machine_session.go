@@ -63,25 +63,31 @@ type machineSessionSpec struct {
 
 // RunTask implements task.Spec: it holds one session with the machine on ctx, which the session ends
 // (workerInput.end) when it fails; its worker then runs it again on a fresh context, and the next session
-// reports why the last one ended and waits out a backoff of its own first.
+// reports why the last one ended and waits out a backoff of its own first. It returns errParked when the
+// session waits for its watch's next message holding no goroutine: the worker is run again when it comes
+// (workerInput.resume), and RunTask then goes on with the session.
 func (spec *machineSessionSpec) RunTask(ctx context.Context, _ *zap.Logger, in workerInput[machineFacts]) error {
 	if spec.retry == nil {
 		spec.retry = &sessionRetry{backoff: newRetryBackoff(spec.opts.RetryMin, spec.opts.RetryMax)}
 	}
 
 	s := &machineSession{machineSessionSpec: spec, workerInput: in}
-	s.run(ctx)
 
-	return nil
+	return s.run(ctx)
 }
 
 // sessionRetry is what the sessions of one worker hand on to the next: the backoff, and how the last one
-// ended. Only the worker's goroutine uses it.
+// ended; and, while the session waits for its watch holding no goroutine, its connection. Only the
+// worker's goroutine uses it (one at a time: a parked worker's next one starts once the last one parked).
 type sessionRetry struct {
 	backoff *retryBackoff
 	// ended is set once a session ended by itself; err is why.
 	ended bool
 	err   error
+	// parked is the connection of the session that waits for its watch's next message.
+	parked *connection
+	// started is when the last session was admitted.
+	started time.Time
 }
 
 // machineSession reads one machine through the Talos API and keeps its addresses current with a watch. It
@@ -106,9 +112,17 @@ type machineSession struct {
 // before: run tells it from a stop, whose cause is context.Canceled.
 var errSessionEnded = errors.New("the session ended")
 
-// run holds a session with the machine until it fails or ctx ends. After the last session failed, the
-// machine is reported unreachable (or answering as another node), and asked again after a backoff of its own.
-func (s *machineSession) run(ctx context.Context) {
+// run holds a session with the machine until it fails or ctx ends, or goes on with the session that parked
+// (see follow). After the last session failed, the machine is reported unreachable (or answering as another
+// node), and asked again after a backoff of its own. It returns errParked when the session parked, nil
+// otherwise.
+func (s *machineSession) run(ctx context.Context) error {
+	if c := s.retry.parked; c != nil {
+		s.retry.parked = nil
+
+		return s.over(ctx, s.keep(c, true))
+	}
+
 	if r := s.retry; r.ended {
 		r.ended = false
 
@@ -119,7 +133,7 @@ func (s *machineSession) run(ctx context.Context) {
 		})
 
 		if !r.backoff.wait(ctx) {
-			return
+			return nil
 		}
 	}
 
@@ -127,34 +141,42 @@ func (s *machineSession) run(ctx context.Context) {
 	// takes the most stack of what the session's goroutine does itself.
 	admitted, err := s.opts.Intake.enter(ctx)
 
-	started := time.Now()
-	err = s.session(ctx, admitted, err)
+	s.retry.started = time.Now()
+
+	return s.over(ctx, s.session(ctx, admitted, err))
+}
+
+// over returns errParked when the session parked; else the session is over, ended by err, which the next
+// one reports unless the worker was stopped.
+func (s *machineSession) over(ctx context.Context, err error) error {
+	if errors.Is(err, errParked) {
+		return err
+	}
 
 	// A session ends its context with errSessionEnded, or with what ended it; a stopped worker's (or the
 	// controller's) ends with Canceled. A stopped worker does not run the session again.
 	if errors.Is(context.Cause(ctx), context.Canceled) {
-		return
+		return nil
 	}
 
 	s.retry.ended, s.retry.err = true, err
 
-	if time.Since(started) > s.opts.RetryMax {
+	if time.Since(s.retry.started) > s.opts.RetryMax {
 		// The session worked for a while: start the backoff over.
 		s.retry.backoff.reset()
 	}
+
+	return nil
 }
 
-// session connects to the machine, then reads its address watch until something fails. The session's
-// goroutine is the only one it keeps: what it does besides reading the watch (probes, reads of
+// session connects to the machine, then follows its address watch until something fails (see keep). The
+// session's goroutine is the only one it keeps while it connects: what it does besides (probes, reads of
 // PlatformMetadata, its Node's changes of condition, the intake's hold) runs when due, on a goroutine that
-// lasts as long as that work (see waking), so that an idle machine costs one goroutine, blocked on
-// its watch stream (over talos-ccm's stream client, which keeps none per stream; over a host's gRPC
-// connection, gRPC keeps one more for the stream). That goroutine stays shallow: it only waits
-// for its turn in the intake (run, admitted or err) and for the stream's data, and hands everything else
-// (making its connection, connecting, receiving and applying every message, closing) to a goroutine that
-// ends with that work (see offStack), so that an idle session's goroutine fits in the smallest stack (2
-// KiB): a goroutine keeps the size its deepest call needed, and one that ever went deeper than about 1.1
-// KiB keeps 4 KiB.
+// lasts as long as that work (see waking). That goroutine stays shallow: it only waits for its turn in the
+// intake (run, admitted or err) and for the stream's data, and hands everything else (making its
+// connection, connecting, receiving and applying every message, closing) to a goroutine that ends with
+// that work (see offStack), so that it fits in the smallest stack (2 KiB): a goroutine keeps the size its
+// deepest call needed, and one that ever went deeper than about 1.1 KiB keeps 4 KiB.
 func (s *machineSession) session(ctx context.Context, admitted *admission, err error) error {
 	var c *connection
 
@@ -164,7 +186,13 @@ func (s *machineSession) session(ctx context.Context, admitted *admission, err e
 		return nil
 	})
 
-	defer func() { _ = offStack(c.close) }()
+	kept := false
+
+	defer func() {
+		if !kept {
+			_ = offStack(c.close)
+		}
+	}()
 
 	c.admit(admitted)
 
@@ -176,16 +204,59 @@ func (s *machineSession) session(ctx context.Context, admitted *admission, err e
 		return err
 	}
 
-	// The goroutine waits, and hands each message to one that applies it: the frames beneath its wait are
-	// all its stack.
-	message := c.watchMessage
+	kept = true
+
+	return s.keep(c, false)
+}
+
+// errParked is what a session returns when it waits for its watch's next message holding no goroutine.
+var errParked = errors.New("the session waits for its watch")
+
+// keep follows the connection's watch (see follow), and closes the connection once the session ends: when
+// the watch fails, or when applying a message panics.
+func (s *machineSession) keep(c *connection, ready bool) (err error) {
+	defer func() {
+		if !errors.Is(err, errParked) {
+			_ = offStack(c.close)
+		}
+	}()
+
+	return s.follow(c, ready)
+}
+
+// follow applies the watch's messages until the watch fails; ready says a message (or the watch's end) is
+// there to be taken. Over a stream that calls back when its next message comes (talos-ccm's own), the
+// session parks between messages: it keeps its connection in its retry state, returns errParked, and its
+// goroutine ends; the stream then runs the worker again on a goroutine of its own, which applies the message
+// and parks again. An idle session so holds no goroutine at all. Over another stream (a host's gRPC
+// connection), its goroutine waits on the stream, and hands each message to one that applies it: the frames
+// beneath its wait are all its stack.
+func (s *machineSession) follow(c *connection, ready bool) error {
+	parks, canPark := c.watch.parkable()
 
 	for {
+		if ready {
+			// A goroutine that parks next ends with the message: it need not keep its stack small.
+			work := offStack
+			if canPark {
+				work = func(f func() error) error { return f() }
+			}
+
+			if err := work(c.watchMessage); err != nil {
+				return err
+			}
+		}
+
+		if canPark {
+			s.retry.parked = c
+			parks.OnReady(s.resume)
+
+			return errParked
+		}
+
 		c.watch.wait()
 
-		if err = offStack(message); err != nil {
-			return err
-		}
+		ready = true
 	}
 }
 

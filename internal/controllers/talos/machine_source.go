@@ -44,9 +44,9 @@ type MachineSourceOptions struct {
 // while thousands of Nodes join. It decides nothing.
 //
 // A session costs six Talos calls (the machine's Nodename, PlatformMetadata, SystemInformation,
-// MachineType and NodeIPConfig, and a watch of its addresses), one watch stream and, idle, one goroutine,
-// its own, which reads the stream (and one of gRPC's for the stream, over a gRPC connection: talos-ccm's
-// own goes over h2stream, which keeps none): PlatformMetadata, which changes on a
+// MachineType and NodeIPConfig, and a watch of its addresses), one watch stream and, idle, no goroutine
+// over talos-ccm's own stream client (h2stream), whose streams call back when a message comes (over a
+// host's gRPC connection, two: its own, which waits on the stream, and gRPC's): PlatformMetadata, which changes on a
 // running machine only in exceptional cases, is read again when something suggests it may have changed
 // (see machineSession), not watched, and the stage only for NotReady Nodes.
 type MachineSourceController struct {

@@ -21,8 +21,8 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/internal/controllers/ctest"
-	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
+	"github.com/talos-ccm/talos-ccm/internal/cosistate"
 	"github.com/talos-ccm/talos-ccm/internal/resources/config"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"

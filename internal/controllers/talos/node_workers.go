@@ -49,6 +49,9 @@ type workerInput[F any] struct {
 	// end ends the worker's context with a cause: the worker then runs again on a fresh one (see
 	// runningWorker), unless it was stopped.
 	end context.CancelCauseFunc
+	// resume runs the worker again on the goroutine that calls it, after its task returned errParked: the
+	// task goes on where it parked.
+	resume func()
 }
 
 // deliver hands a fact to the controller, unless ctx ends first.

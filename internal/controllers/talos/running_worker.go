@@ -2,6 +2,7 @@ package talos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -52,6 +53,7 @@ const (
 // reported and started over after a backoff.
 func startWorker[F any, S machineWorker[F]](ctx context.Context, spec S, in workerInput[F]) *runningWorker[F, S] {
 	w := &runningWorker[F, S]{spec: spec, in: in, parent: ctx}
+	w.in.resume = w.run
 	w.done.Add(1)
 	w.fresh()
 
@@ -99,15 +101,23 @@ func (w *runningWorker[F, S]) over() bool {
 }
 
 // run is the worker's goroutine. A worker that returned while its context lasts is done; one whose context
-// ended runs again on a fresh one, unless it was stopped.
+// ended runs again on a fresh one, unless it was stopped. A task that parked (errParked) ends the goroutine
+// without ending the worker: it is run again, on the same context, by in.resume.
 func (w *runningWorker[F, S]) run() {
-	defer w.returned()
+	parked := false
+
+	defer func() { w.returned(recover(), parked) }()
 
 	for {
 		ctx, in := w.current()
 
-		// The workers report their errors as facts, and return only when their context ends.
-		_ = w.spec.RunTask(ctx, in.logger, in)
+		// The workers report their errors as facts, and return only when their context ends, or when they
+		// park.
+		if err := w.spec.RunTask(ctx, in.logger, in); errors.Is(err, errParked) {
+			parked = true
+
+			return
+		}
 
 		if ctx.Err() == nil || !w.fresh() {
 			return
@@ -115,10 +125,14 @@ func (w *runningWorker[F, S]) run() {
 	}
 }
 
-// returned ends the worker's goroutine, unless the worker panicked before it was stopped: the panic is
-// reported, and the worker started over on a goroutine of its own after a backoff.
-func (w *runningWorker[F, S]) returned() {
-	p := recover()
+// returned ends the worker's goroutine, and the worker unless it parked, or panicked before it was
+// stopped: the panic is reported, and the worker started over on a goroutine of its own after a backoff.
+// The goroutine of a parked worker touches nothing of it here: the worker may run on another one already.
+func (w *runningWorker[F, S]) returned(p any, parked bool) {
+	if p == nil && parked {
+		return
+	}
+
 	if p == nil || w.over() {
 		w.done.Done()
 
