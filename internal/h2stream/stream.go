@@ -60,9 +60,7 @@ type stream struct {
 
 // signal wakes the stream's caller, or calls what it gave OnReady.
 func (s *stream) signal() {
-	if f := s.notify.Swap(nil); f != nil {
-		go (*f)()
-	}
+	s.callBack()
 
 	select {
 	case s.ready <- struct{}{}:
@@ -303,9 +301,14 @@ func (s *stream) OnReady(f func()) {
 	s.conn.mu.Unlock()
 
 	if ready {
-		if g := s.notify.Swap(nil); g != nil {
-			go (*g)()
-		}
+		s.callBack()
+	}
+}
+
+// callBack calls what OnReady was given, on a goroutine of its own, unless it was called already.
+func (s *stream) callBack() {
+	if f := s.notify.Swap(nil); f != nil {
+		go (*f)()
 	}
 }
 

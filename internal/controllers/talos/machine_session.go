@@ -234,14 +234,14 @@ func (s *machineSession) keep(c *connection, ready bool) (err error) {
 func (s *machineSession) follow(c *connection, ready bool) error {
 	parks, canPark := c.watch.parkable()
 
+	// A goroutine that parks next ends with the message: it need not keep its stack small.
+	work := offStack
+	if canPark {
+		work = func(f func() error) error { return f() }
+	}
+
 	for {
 		if ready {
-			// A goroutine that parks next ends with the message: it need not keep its stack small.
-			work := offStack
-			if canPark {
-				work = func(f func() error) error { return f() }
-			}
-
 			if err := work(c.watchMessage); err != nil {
 				return err
 			}
