@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -63,7 +62,8 @@ func (e *talosEndpoint) follow(ctx context.Context, conn *grpc.ClientConn) {
 	for state := conn.GetState(); ; state = conn.GetState() {
 		switch state { //nolint:exhaustive // Idle, Connecting and Shutdown say nothing new about the endpoint.
 		case connectivity.TransientFailure:
-			err := errors.New("the Talos API connection failed")
+			// The connection may fail before any call did: its state alone says Unavailable, as gRPC would.
+			err := status.Error(codes.Unavailable, "the Talos API connection failed")
 			if last := e.lastErr.Load(); last != nil {
 				err = *last
 			}
