@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +94,26 @@ type NodeApplyResult struct {
 	// not desire ("label KEY", "annotation KEY", "taint KEY:Effect"): left alone, and to be reported, since
 	// a kubelet may have forged them.
 	Ignored []string
+	// Superseded are the resourceVersions the Node had during Apply before the one of Node: the version it
+	// started from, those its earlier writes returned, and those read after a conflict. A cache that still
+	// holds one of them has not caught up with Apply's writes.
+	Superseded []string
+}
+
+// supersede records that the Node moved on from version rv (see NodeApplyResult.Superseded).
+func (r *NodeApplyResult) supersede(rv string) {
+	if rv != "" && !slices.Contains(r.Superseded, rv) {
+		r.Superseded = append(r.Superseded, rv)
+	}
+}
+
+// advance makes n, returned by a write or read during Apply, the Node of the result.
+func (r *NodeApplyResult) advance(n *corev1.Node) {
+	if r.Node != nil && n != nil && r.Node.ResourceVersion != n.ResourceVersion {
+		r.supersede(r.Node.ResourceVersion)
+	}
+
+	r.Node = n
 }
 
 // NewNodeApplier returns an applier writing through nodes (clientset.CoreV1().Nodes()).
@@ -157,7 +178,7 @@ func (a *NodeApplier) Apply(ctx context.Context, current *corev1.Node, desired N
 		}
 
 		shareUID(node, current)
-		result.Node = node
+		result.advance(node)
 		result.Writes++
 		result.AddressesUpdated = true
 
@@ -229,7 +250,7 @@ func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, own
 			}
 
 			shareUID(fresh, base)
-			result.Node = fresh
+			result.advance(fresh)
 			base = fresh
 			plan = planObject(base, desired, owned)
 		}
@@ -259,7 +280,7 @@ func (a *NodeApplier) updateObject(ctx context.Context, desired NodeDesired, own
 			return err
 		}
 
-		result.Node = updated
+		result.advance(updated)
 		result.Writes++
 		result.MetadataApplied = plan.metadata.changed()
 		result.SpecUpdated = !plan.spec.empty()

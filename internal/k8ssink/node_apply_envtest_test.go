@@ -201,6 +201,11 @@ func TestNodeApplierEnvtest(t *testing.T) {
 		node := getNode(t, clientset, name)
 		assert.Equal(t, result.Node.ResourceVersion, node.ResourceVersion)
 
+		// The Node it started from, and the one the status patch returned.
+		require.Len(t, result.Superseded, 2)
+		assert.Equal(t, current.ResourceVersion, result.Superseded[0])
+		assert.NotContains(t, result.Superseded, node.ResourceVersion)
+
 		assert.Equal(t, map[string]string{
 			"kubernetes.io/hostname":                    name,
 			"example.com/team":                          "storage",
@@ -363,7 +368,7 @@ func TestNodeApplierEnvtestStaleCache(t *testing.T) {
 	operatorTaint := corev1.Taint{Key: "example.com/drain", Value: "true", Effect: corev1.TaintEffectNoExecute}
 	node.Spec.Taints = append(node.Spec.Taints, operatorTaint)
 
-	_, err := clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: "kubectl"})
+	operators, err := clientset.CoreV1().Nodes().Update(t.Context(), node, metav1.UpdateOptions{FieldManager: "kubectl"})
 	require.NoError(t, err)
 
 	desired := k8ssink.NodeDesired{Name: name, ProviderID: "talos://metal/10.0.0.3", Initialize: true}
@@ -376,6 +381,9 @@ func TestNodeApplierEnvtestStaleCache(t *testing.T) {
 	assert.EqualValues(t, 3, requests, "update, get, update")
 	assert.EqualValues(t, 2, writes)
 	assert.True(t, result.Initialized)
+
+	// The stale Node, and the operator's, read after the conflict.
+	assert.Equal(t, []string{stale.ResourceVersion, operators.ResourceVersion}, result.Superseded)
 
 	node = getNode(t, clientset, name)
 	assert.Equal(t, "talos://metal/10.0.0.3", node.Spec.ProviderID)

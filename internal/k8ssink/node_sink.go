@@ -3,6 +3,7 @@ package k8ssink
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,21 +79,24 @@ type nodeSink struct {
 // KubeNode): this bounds the wait for a write that changed nothing the KubeNode mirrors (annotations).
 const cacheBehindRetry = time.Second
 
-// cacheBehind records, per Node the sink wrote, the resourceVersion of the cached Node the write started
-// from, until the cache holds a newer one. A pass that finds the cache still at that version (a new decision
-// arrived before the informer delivered the sink's own write) would plan from the Node as it was before the
-// write and send the same write again: under load, the addresses patched twice for every Node. An entry
-// lives from a write to the next pass that finds the cache past it: a few per Node being written, none for
-// the others.
+// cacheBehind records, per Node the sink wrote, the resourceVersions the Node went through before the sink's
+// last write (the cached Node's it started from, and the one its status patch returned before its update),
+// until the cache holds another. A pass that finds the cache still at one of them (a new decision, or the
+// event of the sink's own first write, arrived before the informer delivered its last write) would plan
+// from the Node as it was before that write and send it again: under load, the addresses patched twice for
+// every Node, or the update sent from the patched Node, refused on a conflict, and sent again after a read.
+// An entry lives from a write to the next pass that finds the cache past it: a few per Node being written,
+// none for the others.
 type cacheBehind struct {
 	mu   sync.Mutex
-	from map[string]string
+	from map[string][]string
 }
 
-// wrote records that a write turned the Node of name at resourceVersion from into to (the version the server
-// returned); a write that changed nothing (the same version) is not waited for.
-func (c *cacheBehind) wrote(name, from, to string) {
-	if from == to || from == "" {
+// wrote records that writes turned the Node of name, through the versions superseded, into the version to
+// (the one the server returned last); versions equal to to are not waited for.
+func (c *cacheBehind) wrote(name string, superseded []string, to string) {
+	superseded = slices.DeleteFunc(slices.Clone(superseded), func(rv string) bool { return rv == to || rv == "" })
+	if len(superseded) == 0 {
 		return
 	}
 
@@ -100,14 +104,14 @@ func (c *cacheBehind) wrote(name, from, to string) {
 	defer c.mu.Unlock()
 
 	if c.from == nil {
-		c.from = map[string]string{}
+		c.from = map[string][]string{}
 	}
 
-	c.from[name] = from
+	c.from[name] = superseded
 }
 
-// stale reports whether the cached Node of name, at resourceVersion cached, is still the one the last write
-// started from; a newer one ends the wait.
+// stale reports whether the cached Node of name, at resourceVersion cached, is one the last writes
+// superseded; any other ends the wait.
 func (c *cacheBehind) stale(name, cached string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -117,7 +121,7 @@ func (c *cacheBehind) stale(name, cached string) bool {
 		return false
 	}
 
-	if from == cached {
+	if slices.Contains(from, cached) {
 		return true
 	}
 
@@ -185,7 +189,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	initialized := result.Node != nil && !hasTaint(result.Node, kubekeys.TaintUninitialized)
 
 	if result.Writes > 0 && result.Node != nil {
-		s.behind.wrote(name, current.ResourceVersion, result.Node.ResourceVersion)
+		s.behind.wrote(name, result.Superseded, result.Node.ResourceVersion)
 	}
 	writes := writesOf(result)
 

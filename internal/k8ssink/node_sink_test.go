@@ -3,6 +3,7 @@ package k8ssink_test
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,6 +157,9 @@ type versionedNodes struct {
 
 	tracker clienttesting.ObjectTracker
 	version atomic.Int64
+
+	mu      sync.Mutex
+	written []*corev1.Node
 }
 
 func (v *versionedNodes) Update(ctx context.Context, n *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error) {
@@ -173,7 +177,19 @@ func (v *versionedNodes) bump(n *corev1.Node, err error) (*corev1.Node, error) {
 
 	n.ResourceVersion = strconv.FormatInt(v.version.Add(1)+100, 10)
 
+	v.mu.Lock()
+	v.written = append(v.written, n.DeepCopy())
+	v.mu.Unlock()
+
 	return n, v.tracker.Update(corev1.SchemeGroupVersion.WithResource("nodes"), n, "")
+}
+
+// writtenNode returns the Node as the i-th write left it.
+func (v *versionedNodes) writtenNode(i int) *corev1.Node {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+
+	return v.written[i].DeepCopy()
 }
 
 // A decision that changes while the informer's cache still holds the Node the sink wrote from waits for the
@@ -233,6 +249,21 @@ func TestNodeSinkWaitsForItsOwnWrite(t *testing.T) {
 
 	require.Eventually(t, func() bool { return lister.reads.Load() > before }, 10*time.Second, 10*time.Millisecond, "the sink reads the cached Node")
 	assert.Equal(t, 2, writes(), "nothing written from the Node as it was before the sink's own writes")
+
+	// The informer delivers the event of the first write, the addresses patched, and not yet the update's:
+	// an update computed from it would be refused on a conflict by an apiserver, and sent again after a read.
+	before = lister.reads.Load()
+
+	require.NoError(t, indexer.Update(nodes.writtenNode(0)))
+	ctest.Modify(s, node.NewNodeTransform(node.NamespaceName, "w1"), func(r *node.NodeTransform) error {
+		r.TypedSpec().Value = decision("b")
+		r.TypedSpec().Value.Annotations = map[string]string{"tccm.dev/matched-rules": "b"}
+
+		return nil
+	})
+
+	require.Eventually(t, func() bool { return lister.reads.Load() > before }, 10*time.Second, 10*time.Millisecond, "the sink reads the cached Node")
+	assert.Equal(t, 2, writes(), "nothing written from the Node as the sink's own status patch left it")
 
 	// The informer delivers the written Node.
 	stored, err := client.CoreV1().Nodes().Get(t.Context(), "w1", metav1.GetOptions{})
