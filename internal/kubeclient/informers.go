@@ -62,6 +62,12 @@ func (f *Informers) For(key string, newInformer func(*Client) *InlineInformer) *
 	return informer
 }
 
+// Unshared returns a new informer over the client, made by newInformer, that is not one of the set: its
+// caller runs it (RunWithContext), and neither Start nor WaitForCacheSync nor Shutdown sees it.
+func (f *Informers) Unshared(newInformer func(*Client) *InlineInformer) *InlineInformer {
+	return newInformer(f.client)
+}
+
 // Nodes returns the informer of every Node (of those the node selector selects, see NewNodeInformers). Its
 // Nodes come trimmed from the wire: their metadata without managed fields, their spec, and of their status
 // the addresses and the Ready condition (see trimNodeEnvelope).

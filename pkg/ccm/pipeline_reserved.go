@@ -3,19 +3,22 @@ package ccm
 import (
 	kubectrl "github.com/talos-ccm/talos-ccm/internal/controllers/kube"
 	talosctrl "github.com/talos-ccm/talos-ccm/internal/controllers/talos"
+	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 )
 
 // registerReservedSources registers what rule 9 of CSR approval reads beyond the configuration: the
-// apiserver's endpoints (the EndpointSlice of default/kubernetes, among the shared informers, so that it is
-// started and synced with the others) and, with the Talos API, the Service ranges from the
+// apiserver's endpoints (the EndpointSlice of default/kubernetes, watched from the first certificate request
+// on: KubeAPIServerOnDemandController) and, with the Talos API, the Service ranges from the
 // control-plane machines' ControllerManagerConfig. The decisions use those ranges only while the
 // configuration has no serviceCIDRs, which can change at any time (the file is reloaded), so the source runs
 // whenever the Talos API is available: a few reads per control-plane machine. It returns the decision
 // options that say which sources run.
 func (c *CCM) registerReservedSources() (serviceCIDRsFromTalos bool, err error) {
-	informer := c.informers.For("apiserver-endpointslices", kubectrl.NewAPIServerInformer)
+	apiServer := &kubectrl.KubeAPIServerOnDemandController{NewInformer: func() *kubeclient.InlineInformer {
+		return c.requestInformers.Unshared(kubectrl.NewAPIServerInformer)
+	}}
 
-	if err = c.runtime.RegisterController(&kubectrl.KubeAPIServerController{Informer: informer}); err != nil {
+	if err = c.runtime.RegisterController(apiServer); err != nil {
 		return false, err
 	}
 

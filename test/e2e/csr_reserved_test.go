@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -55,6 +56,22 @@ func TestCSRReserved(t *testing.T) {
 
 	st := stateClient(t, socket)
 
+	// Nothing reads the apiserver's endpoints before a certificate request asks for them: the pipeline neither
+	// lists nor watches them.
+	_, err := safe.StateGetByID[*kube.KubeSync](t.Context(), st, kube.APIServerSyncID)
+	require.True(t, state.IsNotFoundError(err), "the apiserver's endpoints read before any request: %v", err)
+
+	apiServerIP := endpoints[0]
+
+	// An initialized worker Node that claims the apiserver's IP, and a control-plane Node that has it.
+	worker := reservedNode(t, "reserved-worker", "10.201.0.1", apiServerIP, nil)
+	controlPlane := reservedNode(t, "reserved-cp", "10.201.0.2", apiServerIP, map[string]string{kubekeys.LabelControlPlane: ""})
+
+	cond := waitCSRDecided(t, submitCSR(t, worker, servingRequest{dns: []string{worker, "localhost"}, ips: []string{"10.201.0.1"}}), 30*time.Second)
+	require.Equal(t, certificatesv1.CertificateDenied, cond.Type, cond.Message)
+	assert.Contains(t, cond.Message, `rule 9 (reserved): reserved: DNS name "localhost" of the local host`)
+
+	// The first request started the watch of the apiserver's endpoints.
 	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("the KubeAPIServer mirrors %v", endpoints), func(ctx context.Context) error {
 		res, err := safe.StateGetByID[*kube.KubeAPIServer](ctx, st, kube.KubeAPIServerID)
 		if err != nil {
@@ -67,16 +84,6 @@ func TestCSRReserved(t *testing.T) {
 
 		return nil
 	})
-
-	apiServerIP := endpoints[0]
-
-	// An initialized worker Node that claims the apiserver's IP, and a control-plane Node that has it.
-	worker := reservedNode(t, "reserved-worker", "10.201.0.1", apiServerIP, nil)
-	controlPlane := reservedNode(t, "reserved-cp", "10.201.0.2", apiServerIP, map[string]string{kubekeys.LabelControlPlane: ""})
-
-	cond := waitCSRDecided(t, submitCSR(t, worker, servingRequest{dns: []string{worker, "localhost"}, ips: []string{"10.201.0.1"}}), 30*time.Second)
-	require.Equal(t, certificatesv1.CertificateDenied, cond.Type, cond.Message)
-	assert.Contains(t, cond.Message, `rule 9 (reserved): reserved: DNS name "localhost" of the local host`)
 
 	cond = waitCSRDecided(t, submitCSR(t, worker, servingRequest{dns: []string{worker}, ips: []string{"10.201.0.1", apiServerIP}}), 30*time.Second)
 	require.Equal(t, certificatesv1.CertificateDenied, cond.Type, cond.Message)
