@@ -23,6 +23,7 @@ import (
 	"github.com/talos-ccm/talos-ccm/internal/kubeclient"
 	"github.com/talos-ccm/talos-ccm/internal/logging"
 	"github.com/talos-ccm/talos-ccm/internal/resources"
+	"github.com/talos-ccm/talos-ccm/internal/sharedstrings"
 )
 
 // CCM is talos-ccm's pipeline for one cluster, in a COSI runtime of its own: what New builds and Run runs.
@@ -58,6 +59,8 @@ type CCM struct {
 	ready chan struct{}
 	// closeOnce makes Close safe to call again (Run closes the pipeline, and so may its caller).
 	closeOnce sync.Once
+	// releaseStrings releases the pipeline's hold on the tables of shared strings (sharedstrings.Hold).
+	releaseStrings func()
 }
 
 // New builds talos-ccm's pipeline for one cluster: a COSI runtime over st (nil means a new in-memory
@@ -168,6 +171,10 @@ func New(ctx context.Context, st state.State, opts Options) (*CCM, error) {
 	}
 
 	c.holdMirrors()
+
+	// The process's tables of shared strings forget what they hold once no pipeline holds them: a host whose
+	// clusters were all removed keeps none of their strings.
+	c.releaseStrings = sharedstrings.Hold()
 
 	return c, nil
 }
@@ -282,6 +289,10 @@ func (c *CCM) Close() {
 
 		// The informers and the event broadcaster are stopped: nothing uses the connections any more.
 		c.conns.close()
+
+		if c.releaseStrings != nil {
+			c.releaseStrings()
+		}
 	})
 }
 
