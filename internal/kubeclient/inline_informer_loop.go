@@ -61,6 +61,8 @@ func (f *InlineInformer) run(ctx context.Context) {
 		delay backoff
 		// rv is the resourceVersion the cache is at: "" until a list filled it, and once a watch lost track.
 		rv string
+		// short says that the last watch ended at once (errShortWatch).
+		short bool
 	)
 
 	for ctx.Err() == nil {
@@ -72,19 +74,37 @@ func (f *InlineInformer) run(ctx context.Context) {
 		}
 
 		if err == nil {
+			short = false
+
 			continue
 		}
 
-		// An expired resourceVersion, and a watch-list stream the apiserver ended before the initial list
-		// (as it does to its watchers when it is loaded or restarts), are what a watch meets in normal
-		// operation: the informer lists again without an error report.
-		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) && !errors.Is(err, errInitialListCut) {
+		if reportedWatchError(err, short) {
 			utilruntime.HandleErrorWithContext(ctx, err, "informer failed to list and watch", "type", fmt.Sprintf("%T", f.example))
 		}
+
+		short = errors.Is(err, errShortWatch)
 
 		if !delay.wait(ctx) {
 			return
 		}
+	}
+}
+
+// reportedWatchError says whether err, which ended a watch, is reported as an error; afterShort says that the
+// watch before it ended at once (errShortWatch). An expired resourceVersion, and a watch-list stream the
+// apiserver ended before the initial list (as it does to its watchers when it is loaded or restarts), are
+// what a watch meets in normal operation: the informer lists again without a report. So is one watch that
+// ends at once, which a loaded apiserver does to a watcher it closes; the informer waits before it asks
+// again, and a second in a row, a server that ends every watch, is reported.
+func reportedWatchError(err error, afterShort bool) bool {
+	switch {
+	case apierrors.IsResourceExpired(err), apierrors.IsGone(err), errors.Is(err, errInitialListCut):
+		return false
+	case errors.Is(err, errShortWatch):
+		return afterShort
+	default:
+		return true
 	}
 }
 
