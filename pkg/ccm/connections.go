@@ -128,6 +128,14 @@ func (c *connections) innerTransport(base *rest.Config) (http.RoundTripper, erro
 
 	cfg.Dial = c.tracker.dialer(dial)
 
+	// A configuration with a proxy function of its own is one client-go does not keep in its process-wide
+	// cache of transports by TLS settings: the transport is this pipeline's alone anyway (the dialer is), and
+	// the cache's map keeps the room of its largest size, a host's thousand clusters' after they are gone.
+	// The function is the one client-go would use.
+	if cfg.Proxy == nil {
+		cfg.Proxy = http.ProxyFromEnvironment
+	}
+
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("failed to build the Kubernetes transport: %w", err)
