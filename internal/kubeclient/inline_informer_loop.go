@@ -61,8 +61,8 @@ func (f *InlineInformer) run(ctx context.Context) {
 		delay backoff
 		// rv is the resourceVersion the cache is at: "" until a list filled it, and once a watch lost track.
 		rv string
-		// short says that the last watch ended at once (errShortWatch).
-		short bool
+		// transient says that the last watch ended in a way a loaded apiserver ends one (transientWatchError).
+		transient bool
 	)
 
 	for ctx.Err() == nil {
@@ -74,16 +74,16 @@ func (f *InlineInformer) run(ctx context.Context) {
 		}
 
 		if err == nil {
-			short = false
+			transient = false
 
 			continue
 		}
 
-		if reportedWatchError(err, short) {
+		if reportedWatchError(err, transient) {
 			utilruntime.HandleErrorWithContext(ctx, err, "informer failed to list and watch", "type", fmt.Sprintf("%T", f.example))
 		}
 
-		short = errors.Is(err, errShortWatch)
+		transient = transientWatchError(err)
 
 		if !delay.wait(ctx) {
 			return
@@ -91,21 +91,29 @@ func (f *InlineInformer) run(ctx context.Context) {
 	}
 }
 
-// reportedWatchError says whether err, which ended a watch, is reported as an error; afterShort says that the
-// watch before it ended at once (errShortWatch). An expired resourceVersion, and a watch-list stream the
-// apiserver ended before the initial list (as it does to its watchers when it is loaded or restarts), are
-// what a watch meets in normal operation: the informer lists again without a report. So is one watch that
-// ends at once, which a loaded apiserver does to a watcher it closes; the informer waits before it asks
-// again, and a second in a row, a server that ends every watch, is reported.
-func reportedWatchError(err error, afterShort bool) bool {
+// reportedWatchError says whether err, which ended a watch, is reported as an error; afterTransient says that
+// the watch before it ended with a transient error (transientWatchError). An expired resourceVersion, and a
+// watch-list stream the apiserver ended before the initial list (as it does to its watchers when it is
+// loaded or restarts), are what a watch meets in normal operation: the informer lists again without a
+// report. So is one transient error; the informer waits before it asks again, and a second in a row, a
+// server that keeps refusing, is reported.
+func reportedWatchError(err error, afterTransient bool) bool {
 	switch {
 	case apierrors.IsResourceExpired(err), apierrors.IsGone(err), errors.Is(err, errInitialListCut):
 		return false
-	case errors.Is(err, errShortWatch):
-		return afterShort
+	case transientWatchError(err):
+		return afterTransient
 	default:
 		return true
 	}
+}
+
+// transientWatchError says whether err is how a loaded apiserver ends or refuses a watch: a watch that ended
+// at once (it closes its watchers so), and a resourceVersion it does not have yet ("Too large resource
+// version", what a watch-list asks for when the apiserver's cache lags its storage for seconds, as when
+// hundreds of clusters sharing it start at once).
+func transientWatchError(err error) bool {
+	return errors.Is(err, errShortWatch) || isResourceVersionTooLarge(err)
 }
 
 // watchOnce opens one watch from rv (filling the cache first when rv is "") and reads it until it ends. It
