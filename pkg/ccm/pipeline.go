@@ -102,7 +102,8 @@ func (c *CCM) registerCSRApproval() error {
 	requests := c.requestInformers.CertificateSigningRequests()
 	talosFacts := c.opts.Talos != nil || c.opts.HostFacts
 
-	// Requests are cached without their managedFields, which talos-ccm never reads.
+	// Requests are cached trimmed (k8ssink.TrimCSR): without their managedFields, a decided request without
+	// its body, and the strings every kubelet's request repeats shared.
 	if err := requests.SetTransform(k8ssink.TrimCSR); err != nil {
 		return fmt.Errorf("failed to set up the certificate request informer: %w", err)
 	}
