@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,13 +44,14 @@ func buildHost(ctx context.Context, dir string) (string, error) {
 }
 
 // startHost starts the host binary over the kubeconfigs, its log into logPath, and waits for its address.
-func startHost(ctx context.Context, bin string, kubeconfigs []string, logLevel, logPath string) (*hostProcess, error) {
+func startHost(ctx context.Context, bin string, kubeconfigs []string, opts options, logPath string) (*hostProcess, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the host's log: %w", err)
 	}
 
-	cmd := exec.Command(bin, "--kubeconfigs", strings.Join(kubeconfigs, ","), "--log-level", logLevel)
+	cmd := exec.Command(bin, "--kubeconfigs", strings.Join(kubeconfigs, ","), "--log-level", opts.logLevel,
+		"--mem-profile-rate", strconv.Itoa(opts.memProfileRate))
 	cmd.Stderr = logFile
 
 	stdout, err := cmd.StdoutPipe()

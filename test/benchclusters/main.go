@@ -24,6 +24,8 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/talos-ccm/talos-ccm/test/benchclusters/descriptors"
 )
 
 type options struct {
@@ -35,6 +37,8 @@ type options struct {
 	timeout  time.Duration
 	outDir   string
 	logLevel string
+	// memProfileRate is the host's bytes per heap profile sample (0: Go's default).
+	memProfileRate int
 }
 
 func main() {
@@ -51,6 +55,7 @@ func main() {
 	flag.DurationVar(&opts.timeout, "timeout", 20*time.Minute, "bound of each wait for the host")
 	flag.StringVar(&opts.outDir, "out", "bench/clusters", "directory of the report, the host's log and its profiles")
 	flag.StringVar(&opts.logLevel, "host-log-level", "warn", "log level of the host")
+	flag.IntVar(&opts.memProfileRate, "host-mem-profile-rate", 0, "bytes the host allocates per sample of its heap profiles (0: the Go runtime's default; 1 samples every allocation, to find what a removed cluster left, slowly)")
 	flag.Parse()
 
 	if opts.clusters < 1 || opts.nodesPerCluster < 1 || opts.burst < 0 || opts.burst > opts.clusters || opts.apiservers < 1 || opts.bigNodes < 0 {
@@ -88,8 +93,9 @@ func run(ctx context.Context, opts options) error {
 
 	defer os.RemoveAll(tmp) //nolint:errcheck // Best effort.
 
-	// Before anything else runs in this process: see goroutineDescriptorBytes.
-	descriptorBytes := goroutineDescriptorBytes(descriptorSample)
+	// What the descriptors the Go runtime keeps of each goroutine of a peak cost, in a process of the same
+	// toolchain as the host's.
+	descriptorBytes := descriptors.BytesEach(descriptors.Sample)
 
 	step("building the host")
 
@@ -133,7 +139,7 @@ func writeHeader(out *bytes.Buffer, opts options) {
 	fmt.Fprint(out, "The empty host is measured once a warm-up cluster was declared, initialized its Node, and was removed: "+
 		"what the process initializes once, on first use (protobuf descriptors, the HTTP/2 client's header tables, the CSR rules' tables), "+
 		"is no cluster's; the heap before any cluster ran is given too. "+
-		"The descriptors the Go runtime keeps of every goroutine of the peak (never freed) are told apart, and judge nothing.\n\n")
+		"The descriptors the Go runtime keeps of every goroutine of the peak (never freed) are counted, and told apart.\n\n")
 }
 
 // cpuModel is the machine's CPU model, from /proc/cpuinfo.

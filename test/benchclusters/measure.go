@@ -128,7 +128,7 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 
 	step("starting the host")
 
-	host, err := startHost(ctx, bin, f.kubeconfigs, opts.logLevel, filepath.Join(opts.outDir, "host.log"))
+	host, err := startHost(ctx, bin, f.kubeconfigs, opts, filepath.Join(opts.outDir, "host.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +205,10 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		return nil, err
 	}
 
+	if res.removed.descriptors, err = keptDescriptors(ctx, host); err != nil {
+		return nil, err
+	}
+
 	step("host without clusters: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.removed.heap/(1<<20), res.removed.goroutines, res.removed.conns)
 
 	return res, nil
@@ -233,12 +237,6 @@ func measureEmpty(ctx context.Context, opts options, res *results, p plan, host 
 		return fmt.Errorf("the warm-up cluster: %w", err)
 	}
 
-	// The host counts its goroutines now too: a cluster may start, initialize its Node and be removed
-	// between two of the host's counts, and its descriptors stay.
-	if _, err = host.stats(ctx, ""); err != nil {
-		return err
-	}
-
 	if res.empty, err = removeAndSample(ctx, opts, host, []string{p.warmup.ID}, ports); err != nil {
 		return err
 	}
@@ -246,7 +244,13 @@ func measureEmpty(ctx context.Context, opts options, res *results, p plan, host 
 	step("empty host: %.1f MiB of heap, %.0f goroutines, %.0f connections", res.empty.heap/(1<<20), res.empty.goroutines, res.empty.conns)
 
 	// What the clusters that ran leave behind, against this.
-	return saveProfiles(ctx, host, opts.outDir, "empty")
+	if err = saveProfiles(ctx, host, opts.outDir, "empty"); err != nil {
+		return err
+	}
+
+	res.empty.descriptors, err = keptDescriptors(ctx, host)
+
+	return err
 }
 
 // removeAndSample removes the clusters of ids (none: every cluster), and samples the host once their
@@ -279,8 +283,7 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 		return err
 	}
 
-	// No cluster starts or stops over the window: the host stops counting its goroutines for their peak.
-	before, err := host.stats(ctx, hostapi.PeakOff)
+	before, err := host.stats(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -298,7 +301,7 @@ func measureIdle(ctx context.Context, opts options, res *results, host *hostProc
 
 	sleep(ctx, opts.idle)
 
-	after, err := host.stats(ctx, hostapi.PeakOn)
+	after, err := host.stats(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -398,10 +401,15 @@ func readSample(ctx context.Context, host *hostProcess, ports map[int]bool) (sam
 		return sample{}, err
 	}
 
-	return sample{
-		heap: float64(stats.HeapAlloc), goroutines: float64(stats.Goroutines), conns: float64(conns),
-		peakGoroutines: float64(stats.PeakGoroutines),
-	}, nil
+	return sample{heap: float64(stats.HeapAlloc), goroutines: float64(stats.Goroutines), conns: float64(conns)}, nil
+}
+
+// keptDescriptors counts the goroutine descriptors the host keeps. The count leaves descriptors behind:
+// it follows the heap's sample and profiles.
+func keptDescriptors(ctx context.Context, host *hostProcess) (float64, error) {
+	stats, err := host.stats(ctx, hostapi.Descriptors)
+
+	return float64(stats.KeptDescriptors), err
 }
 
 // profileCPU profiles the host's CPU for d into cpu-<moment>.pprof, in the background, unless --cpu-profile

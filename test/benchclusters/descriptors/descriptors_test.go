@@ -1,17 +1,48 @@
-package main
+package descriptors
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestGoroutineDescriptorBytes: the descriptors of a goroutine peak stay in the heap once the goroutines
-// ended, a few hundred bytes each (a runtime g, about 440 bytes in Go 1.26, and its place in the list of
-// them); a measure that let them go, or counted their stacks, would be far off.
-func TestGoroutineDescriptorBytes(t *testing.T) { //nolint:paralleltest // It measures the process's heap.
-	size := goroutineDescriptorBytes(descriptorSample)
+// TestKeptCountsAPeakAfterItEnded: after a peak of goroutines that all ended, Kept counts them, with the
+// goroutines that run, whatever the process kept before (the probes' own descriptors among them). Each peak
+// is a little below a size the probe starts (minProbe doubled): that start takes a few descriptors from the
+// heap, too few to conclude, and the next one's count must subtract them.
+//
+// It runs first, while the process keeps few: each probe leaves about twice as many as it found.
+func TestKeptCountsAPeakAfterItEnded(t *testing.T) { //nolint:paralleltest // It counts the process's goroutines.
+	before, total := probe()
+	assert.InDelta(t, runtime.NumGoroutine(), before, 50, "the goroutines that run, and the few a new process keeps")
+	assert.Greater(t, total, before, "the probe's own")
+
+	for _, peak := range []int{3700, 15000} {
+		require.Greater(t, peak, total, "a peak above everything the process and the probes kept so far")
+
+		allocatedBy(peak, runtime.NumGoroutine())
+
+		var kept int
+
+		kept, total = probe()
+		want := runtime.NumGoroutine() + peak
+
+		t.Logf("kept %d after a peak of %d (%d running)", kept, peak, runtime.NumGoroutine())
+		assert.InDelta(t, want, kept, 50, "the peak's descriptors and the running goroutines'")
+	}
+}
+
+// TestBytesEach: the descriptors of a goroutine peak stay in the heap once the goroutines ended, a few
+// hundred bytes each (a runtime g, about 440 bytes in Go 1.26, and its place in the list of them); a measure
+// that let them go, or counted their stacks, would be far off. Measured again, the same: what the process
+// kept before is not counted.
+func TestBytesEach(t *testing.T) { //nolint:paralleltest // It measures the process's heap.
+	size := BytesEach(Sample)
 	assert.Greater(t, size, 256.0)
 	assert.Less(t, size, 1024.0)
 	t.Logf("%.0f bytes per goroutine of the peak", size)
+
+	assert.InDelta(t, size, BytesEach(Sample), 32)
 }

@@ -8,7 +8,8 @@
 //
 //	POST /clusters        declare clusters ([]hostapi.Cluster), with their machines' facts
 //	DELETE /clusters      remove clusters (IDs; none: every cluster), answered once they are all gone
-//	GET /stats            hostapi.Stats: goroutines (and their peak), heap (?gc=1 collects first), ClusterStatus writes
+//	GET /stats            hostapi.Stats: goroutines (?descriptors=1: and the descriptors kept), heap (?gc=1
+//	                      collects first), ClusterStatus writes
 //	/debug/pprof/...      Go's profiles
 package main
 
@@ -40,6 +41,7 @@ import (
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
 	"github.com/talos-ccm/talos-ccm/pkg/ccm/clusters"
+	"github.com/talos-ccm/talos-ccm/test/benchclusters/descriptors"
 	"github.com/talos-ccm/talos-ccm/test/benchclusters/hostapi"
 )
 
@@ -47,7 +49,12 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "the loopback address of the HTTP API and the profiles")
 	kubeconfigs := flag.String("kubeconfigs", "", "comma-separated kubeconfigs of the apiservers, by index")
 	logLevel := flag.String("log-level", "warn", "log level of the host and of talos-ccm")
+	memProfileRate := flag.Int("mem-profile-rate", 0, "bytes allocated per sample of the heap profiles (0: the Go runtime's default)")
 	flag.Parse()
+
+	if *memProfileRate > 0 {
+		runtime.MemProfileRate = *memProfileRate
+	}
 
 	level, err := zapcore.ParseLevel(*logLevel)
 	if err != nil {
@@ -82,14 +89,10 @@ type host struct {
 	inventory   *inventory
 	ctrl        *clusters.Controller
 	statusWrite atomic.Int64
-	// peakGoroutines is the most goroutines counted at once (see hostapi.PeakInterval); peakCounting stops
-	// (false) and starts again (true) the counts.
-	peakGoroutines atomic.Int64
-	peakCounting   chan bool
 }
 
 func run(ctx context.Context, listen string, kubeconfigs []string, logger *zap.Logger) error {
-	h := &host{inventory: newInventory(), peakCounting: make(chan bool)}
+	h := &host{inventory: newInventory()}
 
 	for _, path := range kubeconfigs {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
@@ -145,7 +148,6 @@ func run(ctx context.Context, listen string, kubeconfigs []string, logger *zap.L
 
 	wg.Go(func() { _ = server.Serve(lis) })
 	wg.Go(func() { h.countStatusWrites(ctx, logger) })
-	wg.Go(func() { h.countPeakGoroutines(ctx) })
 
 	err = rt.Run(ctx)
 
@@ -193,46 +195,6 @@ func (h *host) countStatusWrites(ctx context.Context, logger *zap.Logger) {
 			if ev.Type == state.Created || ev.Type == state.Updated {
 				h.statusWrite.Add(1)
 			}
-		}
-	}
-}
-
-// countPeakGoroutines counts the host's goroutines every hostapi.PeakInterval until ctx is done, unless
-// peakCounting stopped it, and keeps the most it counted.
-func (h *host) countPeakGoroutines(ctx context.Context) {
-	ticker := time.NewTicker(hostapi.PeakInterval)
-	defer ticker.Stop()
-
-	for {
-		h.countGoroutines()
-
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		case on := <-h.peakCounting:
-			if on {
-				ticker.Reset(hostapi.PeakInterval)
-			} else {
-				ticker.Stop()
-			}
-		}
-	}
-}
-
-// countGoroutines counts the host's goroutines, keeps the count if it is the most so far, and returns the
-// most.
-func (h *host) countGoroutines() int64 {
-	n := int64(runtime.NumGoroutine())
-
-	for {
-		peak := h.peakGoroutines.Load()
-		if n <= peak {
-			return peak
-		}
-
-		if h.peakGoroutines.CompareAndSwap(peak, n) {
-			return n
 		}
 	}
 }
@@ -323,12 +285,11 @@ func (h *host) remove(r *http.Request) error {
 }
 
 func (h *host) serveStats(w http.ResponseWriter, r *http.Request) {
+	var kept int
+
 	switch r.URL.RawQuery {
-	case hostapi.PeakOff, hostapi.PeakOn:
-		select {
-		case h.peakCounting <- r.URL.RawQuery == hostapi.PeakOn:
-		case <-r.Context().Done():
-		}
+	case hostapi.Descriptors:
+		kept = descriptors.Kept()
 	case hostapi.GC:
 		// A collection, and another once the cleanups it queued ran (client-go's TLS transport cache drops
 		// its entries in runtime.AddCleanup functions), so that the heap read is the live heap.
@@ -342,11 +303,11 @@ func (h *host) serveStats(w http.ResponseWriter, r *http.Request) {
 	runtime.ReadMemStats(&ms)
 
 	out := hostapi.Stats{
-		Goroutines:     runtime.NumGoroutine(),
-		PeakGoroutines: int(h.countGoroutines()),
-		HeapAlloc:      ms.HeapAlloc,
-		Clusters:       len(h.inventory.ids()),
-		StatusWrites:   h.statusWrite.Load(),
+		Goroutines:      runtime.NumGoroutine(),
+		KeptDescriptors: kept,
+		HeapAlloc:       ms.HeapAlloc,
+		Clusters:        len(h.inventory.ids()),
+		StatusWrites:    h.statusWrite.Load(),
 	}
 
 	list, err := h.state.List(r.Context(), clusters.NewClusterStatus(clusters.DefaultNamespace, "").Metadata())

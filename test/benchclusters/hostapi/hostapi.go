@@ -3,28 +3,19 @@
 package hostapi
 
 import (
-	"time"
-
 	"github.com/talos-ccm/talos-ccm/pkg/ccm/factsv1"
 )
 
 // Paths of the host's API. POST ClustersPath takes []Cluster and declares them; DELETE ClustersPath takes
 // []string (cluster IDs; none: every cluster) and answers once they are all removed; GET StatsPath answers
-// Stats, after a garbage collection with the query GC, and with the query PeakOff or PeakOn, once the host
-// stopped or started again counting its goroutines every PeakInterval.
+// Stats, after a garbage collection with the query GC, and with the goroutine descriptors the host keeps
+// counted with the query Descriptors.
 const (
 	ClustersPath = "/clusters"
 	StatsPath    = "/stats"
 	GC           = "gc=1"
-	PeakOff      = "peak=off"
-	PeakOn       = "peak=on"
+	Descriptors  = "descriptors=1"
 )
-
-// PeakInterval is how often the host counts its goroutines for Stats.PeakGoroutines: the goroutines of
-// clusters that start rise and fall over seconds. The counts wake the host ten times a second, a tenth of
-// a percent of a core that is no cluster's: the bench stops them over the idle window (PeakOff), when no
-// cluster starts or stops.
-const PeakInterval = 100 * time.Millisecond
 
 // Cluster is one cluster the bench declares.
 type Cluster struct {
@@ -40,11 +31,12 @@ type Cluster struct {
 
 // Stats are the host's counters.
 type Stats struct {
-	// Goroutines is the host's goroutine count; PeakGoroutines the most it counted since it started, every
-	// PeakInterval and at each Stats: the Go runtime keeps a descriptor of each goroutine of its peak for
-	// reuse, in the heap, for the life of the process.
-	Goroutines     int `json:"goroutines"`
-	PeakGoroutines int `json:"peakGoroutines"`
+	// Goroutines is the host's goroutine count.
+	Goroutines int `json:"goroutines"`
+	// KeptDescriptors, with the query Descriptors, is the count of goroutine descriptors the host keeps: the
+	// Go runtime keeps the descriptor of each goroutine of its peak, for reuse, in the heap, for the life of
+	// the process (descriptors.Kept; the count leaves the probe's own descriptors behind).
+	KeptDescriptors int `json:"keptDescriptors,omitempty"`
 	// HeapAlloc is the bytes of the heap's objects (live ones only after a collection).
 	HeapAlloc uint64 `json:"heapAlloc"`
 	// Clusters are the clusters of the host's inventory; Statuses the ClusterStatus resources, Running those
