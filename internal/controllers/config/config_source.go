@@ -82,13 +82,9 @@ func (ctrl *ConfigSourceController) Outputs() []controller.Output {
 // Run implements controller.Controller interface.
 func (ctrl *ConfigSourceController) Run(ctx context.Context, r controller.Runtime, logger *zap.Logger) error {
 	if ctrl.Path == "" {
-		if err := ctrl.write(ctx, r, logger, nil); err != nil {
-			return err
-		}
-
-		<-ctx.Done()
-
-		return nil
+		// The flags alone never change: the controller ends once the Config is written (the runtime keeps
+		// what it wrote, and runs it no more), and keeps no goroutine for each embedded cluster.
+		return ctrl.write(ctx, r, logger, nil)
 	}
 
 	if ctrl.good == nil {
