@@ -253,8 +253,21 @@ func (c *memoryCollection) watch(w *memoryWatch, start func(*memoryCollection) [
 		c.mu.Lock()
 		defer c.mu.Unlock()
 
-		c.watches = slices.DeleteFunc(c.watches, func(other *memoryWatch) bool { return other == w })
+		c.watches = withoutWatch(c.watches, w)
 	})
+}
+
+// withoutWatch returns watches without w: in place, or in a list of its own once the list holds a quarter of
+// its room or less, so that a collection every cluster of a host watched keeps not the room of them all
+// once they are gone.
+func withoutWatch(watches []*memoryWatch, w *memoryWatch) []*memoryWatch {
+	watches = slices.DeleteFunc(watches, func(other *memoryWatch) bool { return other == w })
+
+	if len(watches) <= cap(watches)/4 {
+		return slices.Clone(watches)
+	}
+
+	return watches
 }
 
 // contents returns the stored resources that w selects, as Created events sorted by ID. c.mu is held.

@@ -1,9 +1,11 @@
 package cosistate
 
 import (
+	"context"
 	"fmt"
 	goruntime "runtime"
 	"testing"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
@@ -84,4 +86,59 @@ func TestMemoryStateEmptiedCollectionGivesRoomBack(t *testing.T) { //nolint:para
 
 	goruntime.KeepAlive(st)
 	goruntime.KeepAlive(things)
+}
+
+// endedWatchesHeap is the most heap a collection may keep once the many watches it had ended: a host's
+// collection that each of its clusters watched (the ClusterStatus of each cluster's counts). A list that
+// kept its room would keep a pointer for each watch it once had (160 KiB for 20,000); the rest is the
+// collector's noise.
+const endedWatchesHeap = 64 << 10
+
+func TestMemoryStateEndedWatchesGiveRoomBack(t *testing.T) { //nolint:paralleltest // It counts the process's heap.
+	const watches = 20000
+
+	core, ok := MemoryStateBuilder()("test").(*memoryState)
+	require.True(t, ok)
+
+	st := state.WrapCore(core)
+	kind := resource.NewMetadata("test", "Things.test.talos-ccm.dev", "", resource.VersionUndefined)
+	other := resource.NewMetadata("test", "OtherThings.test.talos-ccm.dev", "", resource.VersionUndefined)
+
+	// The collections exist before, as a host's shared collection does.
+	require.NoError(t, st.WatchKind(t.Context(), kind, make(chan state.Event, 1)))
+	require.NoError(t, st.WatchKind(t.Context(), other, make(chan state.Event, 1)))
+
+	goroutines := goruntime.NumGoroutine()
+
+	watchAndEnd := func(kind resource.Metadata) {
+		ctx, cancel := context.WithCancel(t.Context())
+		events := make(chan state.Event, 1)
+
+		for range watches {
+			require.NoError(t, st.WatchKind(ctx, kind, events))
+		}
+
+		cancel()
+
+		// The watches leave the list once their context's callbacks ran, each on a goroutine of its own, and
+		// those goroutines ended.
+		require.Eventually(t, func() bool {
+			c := core.collection(kind.Type(), false)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+
+			// The condition runs in a goroutine of its own.
+			return len(c.watches) == 1 && goruntime.NumGoroutine() <= goroutines+1
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+
+	// The Go runtime keeps the descriptors of the callbacks' goroutines, for reuse: a round over another
+	// collection makes them.
+	watchAndEnd(other)
+
+	kept := testheap.RetainedPer(1, func() { watchAndEnd(kind) })
+
+	testheap.AtMost(t, "bytes kept by a collection of 20,000 watches, all ended", kept, endedWatchesHeap)
+
+	goruntime.KeepAlive(st)
 }

@@ -56,8 +56,7 @@ func TestConfigSourceFlagsAloneEnds(t *testing.T) {
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
 		cancel()
-		<-ran
-		t.Fatal("the controller still ran after it wrote the flags' config")
+		t.Fatalf("the controller still ran after it wrote the flags' config (then: %v)", <-ran)
 	}
 
 	require.Len(t, r.written, 1)
