@@ -114,7 +114,7 @@ bench-quick: build
 	@assets="$$(hack/envtest.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) run ./test/bench --nodes 1000 --idle 1m --slow-at 1000
 
 ## bench-clusters: what embedded clusters cost a host (issue 36): 1,000 clusters of 3 Nodes each in one host
-## process embedding pkg/ccm/clusters, on two envtest apiservers they share through node selectors; heap,
+## process embedding pkg/ccm/clusters, on three envtest apiservers they share through node selectors; heap,
 ## goroutines and connections per idle cluster, idle CPU, time to the first Node while 50 clusters start at
 ## once, fairness against a cluster of 2,000 Nodes, idle status writes, the heap once every cluster is
 ## removed. The markdown table goes to bench/clusters/report.md. BENCH_CLUSTERS_FLAGS changes the counts

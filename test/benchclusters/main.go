@@ -48,7 +48,7 @@ func main() {
 	flag.IntVar(&opts.nodesPerCluster, "nodes", 3, "Nodes of each cluster")
 	flag.IntVar(&opts.burst, "burst", 50, "clusters declared at once, last, whose time to their first Node initialized is measured (part of --clusters)")
 	flag.IntVar(&opts.bigNodes, "big-nodes", 2000, "Nodes of the busy cluster of the fairness measure (0: skip it)")
-	flag.IntVar(&opts.apiservers, "apiservers", 2, "envtest apiservers the clusters share (round robin): in a fleet each cluster has an apiserver of its own, and the clusters that start at once write to as many; two are what two cores run beside the host")
+	flag.IntVar(&opts.apiservers, "apiservers", 3, "envtest apiservers the clusters share (round robin): in a fleet each cluster has an apiserver of its own, and the clusters that start at once write to as many; each apiserver dispatches every Node change to the watches of its own clusters only")
 	flag.DurationVar(&opts.idle, "idle", 5*time.Minute, "window of the idle CPU, the status writes and the CPU profile cpu-idle.pprof (the Go runtime collects at least every 2 minutes, which a shorter window catches zero to two times); the connections are counted at its start and end")
 	flag.DurationVar(&opts.settle, "settle", 10*time.Second, "wait before a measure of the idle host")
 	flag.DurationVar(&opts.profile, "cpu-profile", 20*time.Second, "how long the host's CPU profile runs from the burst's declaration (cpu-burst.pprof)")
