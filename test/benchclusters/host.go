@@ -43,6 +43,23 @@ func buildHost(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+// descriptorCost runs the host binary to measure what its goroutine descriptors cost between from and to of
+// them (descriptors.Cost): a new process of the host's build, whose runtime's list of descriptors grows as
+// the host's did.
+func descriptorCost(ctx context.Context, bin string, from, to float64) (float64, error) {
+	out, err := exec.CommandContext(ctx, bin, "--descriptor-cost", fmt.Sprintf("%.0f,%.0f", from, to)).Output()
+	if err != nil {
+		return 0, fmt.Errorf("failed to measure the goroutine descriptors' cost: %w", err)
+	}
+
+	cost, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read the goroutine descriptors' cost: %w", err)
+	}
+
+	return cost, nil
+}
+
 // startHost starts the host binary over the kubeconfigs, its log into logPath, and waits for its address.
 func startHost(ctx context.Context, bin string, kubeconfigs []string, opts options, logPath string) (*hostProcess, error) {
 	logFile, err := os.Create(logPath)

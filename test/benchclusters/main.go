@@ -24,8 +24,6 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-
-	"github.com/talos-ccm/talos-ccm/test/benchclusters/descriptors"
 )
 
 type options struct {
@@ -93,10 +91,6 @@ func run(ctx context.Context, opts options) error {
 
 	defer os.RemoveAll(tmp) //nolint:errcheck // Best effort.
 
-	// What the descriptors the Go runtime keeps of each goroutine of a peak cost, in a process of the same
-	// toolchain as the host's.
-	descriptorBytes := descriptors.BytesEach(descriptors.Sample)
-
 	step("building the host")
 
 	bin, err := buildHost(ctx, tmp)
@@ -116,7 +110,10 @@ func run(ctx context.Context, opts options) error {
 		return err
 	}
 
-	res.descriptorBytes = descriptorBytes
+	// What the descriptors the host kept beyond the empty host's cost, in a new process of its build.
+	if res.descriptorCost, err = descriptorCost(ctx, bin, res.empty.descriptors, res.removed.descriptors); err != nil {
+		return err
+	}
 
 	var out bytes.Buffer
 

@@ -38,9 +38,9 @@ type results struct {
 	// descriptors unmarshalled on first use, the HTTP/2 client's header tables, the CSR rules' tables) are
 	// in empty, and count as no cluster's.
 	cold, empty, idle, removed sample
-	// descriptorBytes is the live heap the Go runtime keeps per goroutine of a peak once they ended
-	// (descriptors.BytesEach).
-	descriptorBytes float64
+	// descriptorCost is the live heap the goroutine descriptors the host kept beyond the empty host's cost
+	// (descriptors.Cost, between empty.descriptors and removed.descriptors).
+	descriptorCost float64
 	// idleEndConns are the host's connections to the apiservers at the end of the idle window.
 	idleEndConns float64
 
@@ -180,15 +180,15 @@ func (r *results) rows() []row {
 // program that held a connection per cluster (a goroutine reads each) could meet it otherwise. The
 // removal's own line still judges the plain heap.
 func (r *results) descriptorsRows() []row {
-	more := max(r.removed.descriptors-r.empty.descriptors, 0)
-	bytes := more * r.descriptorBytes
+	more := max(r.removed.descriptors-r.empty.descriptors, 1)
+	bytes := r.descriptorCost
 	rest := growth(r.removed.heap-bytes, r.empty.heap)
 
 	return []row{
 		{
 			what: fmt.Sprintf("of which the descriptors Go keeps of the goroutines of the busiest moment (never freed): %.0f, the empty host %.0f",
 				r.removed.descriptors, r.empty.descriptors),
-			value:   fmt.Sprintf("%.1f MiB (%.0f more, %.0f bytes each)", bytes/(1<<20), more, r.descriptorBytes),
+			value:   fmt.Sprintf("%.1f MiB (%.0f more, %.0f bytes each)", bytes/(1<<20), more, bytes/more),
 			target:  "-",
 			verdict: "-",
 		},

@@ -112,10 +112,10 @@ func TestHeapAfterRemovalAgainstTheWarmHost(t *testing.T) {
 
 	r := results{
 		clusters: 10, nodesPerCluster: 3,
-		cold:            sample{heap: 2 << 20},
-		empty:           sample{heap: 4 << 20, descriptors: 100},
-		removed:         sample{heap: 4.1 * (1 << 20), descriptors: 100 + 1024},
-		descriptorBytes: 100,
+		cold:           sample{heap: 2 << 20},
+		empty:          sample{heap: 4 << 20, descriptors: 100},
+		removed:        sample{heap: 4.1 * (1 << 20), descriptors: 100 + 1024},
+		descriptorCost: 100 * 1024,
 	}
 
 	removal, descriptors, rest := rowNamed(t, r.rows(), "Heap after removing every cluster, vs"),
@@ -131,7 +131,7 @@ func TestHeapAfterRemovalAgainstTheWarmHost(t *testing.T) {
 	// Past the target because of the descriptors alone (7.5%, 7.3 points of them the descriptors): the plain
 	// heap's line is not met, the rest's is.
 	r.removed.heap = 4.3 * (1 << 20)
-	r.descriptorBytes = 300
+	r.descriptorCost = 300 * 1024
 
 	removal, rest = rowNamed(t, r.rows(), "Heap after removing every cluster, vs"), rowNamed(t, r.rows(), "Heap after removing every cluster, besides")
 	assert.False(t, removal.met, removal.value)

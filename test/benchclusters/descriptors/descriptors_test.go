@@ -34,15 +34,19 @@ func TestKeptCountsAPeakAfterItEnded(t *testing.T) { //nolint:paralleltest // It
 	}
 }
 
-// TestBytesEach: the descriptors of a goroutine peak stay in the heap once the goroutines ended, a few
-// hundred bytes each (a runtime g, about 440 bytes in Go 1.26, and its place in the list of them); a measure
-// that let them go, or counted their stacks, would be far off. Measured again, the same: what the process
-// kept before is not counted.
-func TestBytesEach(t *testing.T) { //nolint:paralleltest // It measures the process's heap.
-	size := BytesEach(Sample)
-	assert.Greater(t, size, 256.0)
-	assert.Less(t, size, 1024.0)
-	t.Logf("%.0f bytes per goroutine of the peak", size)
+// TestCost: the descriptors of a goroutine peak stay in the heap once the goroutines ended, a few hundred
+// bytes each (a runtime g, 480 bytes in Go 1.26, and its place in the runtime's list of them); a measure
+// that let them go, or counted their stacks, would be far off.
+func TestCost(t *testing.T) { //nolint:paralleltest // It measures the process's heap.
+	const more = 20000
 
-	assert.InDelta(t, size, BytesEach(Sample), 32)
+	// The process keeps total once the probe is done: the cost is measured from there.
+	_, total := probe()
+
+	each := Cost(total, total+more) / more
+	t.Logf("%.0f bytes per descriptor from %d to %d", each, total, total+more)
+	assert.Greater(t, each, 400.0)
+	assert.Less(t, each, 600.0)
+
+	assert.InDelta(t, total+more, Kept(), 50, "the process keeps what Cost brought it to")
 }

@@ -2,7 +2,3 @@
 // it keeps the descriptor (a runtime g) of every goroutine a process ever ran at once, for reuse, in the
 // heap, and never frees them; a host whose clusters were all removed keeps those of its busiest moment.
 package descriptors
-
-// Sample is how many goroutines of a peak BytesEach measures: enough that the heap's noise is lost in the
-// figure.
-const Sample = 10000

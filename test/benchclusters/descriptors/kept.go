@@ -18,22 +18,6 @@ func Kept() int {
 	return kept
 }
 
-// BytesEach measures the live heap the Go runtime keeps for each goroutine of a peak once it ended: its
-// descriptor, and its place in the list of them. It starts, at once, as many goroutines as there are
-// descriptors kept for reuse and sample more, ends them, and returns the growth of the live heap per
-// goroutine of those more. It leaves descriptors behind: the bench runs it in its own process, built by
-// the same toolchain as the host's.
-func BytesEach(sample int) float64 {
-	_, total := probe()
-	live := runtime.NumGoroutine()
-
-	before := liveHeap()
-
-	allocatedBy(total-live+sample, live)
-
-	return (liveHeap() - before) / float64(sample)
-}
-
 // probe counts the descriptors the process keeps (kept), and those it keeps once the probe is done
 // (total). The runtime tells neither, so it starts goroutines at once, and counts how many descriptors they
 // took from the heap rather than from those kept (runtime.MemStats.Mallocs: a goroutine that reuses a

@@ -50,7 +50,12 @@ func main() {
 	kubeconfigs := flag.String("kubeconfigs", "", "comma-separated kubeconfigs of the apiservers, by index")
 	logLevel := flag.String("log-level", "warn", "log level of the host and of talos-ccm")
 	memProfileRate := flag.Int("mem-profile-rate", 0, "bytes allocated per sample of the heap profiles (0: the Go runtime's default)")
+	descriptorCost := flag.String("descriptor-cost", "", "FROM,TO: print the heap the goroutine descriptors cost between FROM and TO of them (descriptors.Cost), and exit")
 	flag.Parse()
+
+	if *descriptorCost != "" {
+		os.Exit(printDescriptorCost(*descriptorCost))
+	}
 
 	if *memProfileRate > 0 {
 		runtime.MemProfileRate = *memProfileRate
@@ -327,4 +332,20 @@ func (h *host) serveStats(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// printDescriptorCost prints descriptors.Cost between the counts of span ("FROM,TO"), in bytes, first thing
+// in the process, and returns the exit code.
+func printDescriptorCost(span string) int {
+	var from, to int
+
+	if _, err := fmt.Sscanf(span, "%d,%d", &from, &to); err != nil || from < 0 || to < from {
+		fmt.Fprintf(os.Stderr, "host: --descriptor-cost %q: want FROM,TO with 0 <= FROM <= TO\n", span)
+
+		return 2
+	}
+
+	fmt.Println(descriptors.Cost(from, to)) //nolint:forbidigo // The bench reads it.
+
+	return 0
 }
