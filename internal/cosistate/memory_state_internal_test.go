@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,12 +134,41 @@ func TestMemoryStateEndedWatchesGiveRoomBack(t *testing.T) { //nolint:parallelte
 	}
 
 	// The Go runtime keeps the descriptors of the callbacks' goroutines, for reuse: a round over another
-	// collection makes them.
+	// collection makes them, and as many goroutines at once as there are callbacks make sure there are
+	// enough, however many of them ran at once (a busy machine runs more).
 	watchAndEnd(other)
+	keepDescriptors(watches + 100)
 
 	kept := testheap.RetainedPer(1, func() { watchAndEnd(kind) })
 
 	testheap.AtMost(t, "bytes kept by a collection of 20,000 watches, all ended", kept, endedWatchesHeap)
 
 	goruntime.KeepAlive(st)
+}
+
+// keepDescriptors has the Go runtime keep at least n goroutine descriptors for reuse: it runs n goroutines at
+// once, and waits until they all exited.
+func keepDescriptors(n int) {
+	before := goruntime.NumGoroutine()
+
+	var started, ended sync.WaitGroup
+
+	release := make(chan struct{})
+
+	started.Add(n)
+
+	for range n {
+		ended.Go(func() {
+			started.Done()
+			<-release
+		})
+	}
+
+	started.Wait()
+	close(release)
+	ended.Wait()
+
+	for deadline := time.Now().Add(10 * time.Second); goruntime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
