@@ -1,9 +1,6 @@
 package descriptors
 
-import (
-	"runtime"
-	"runtime/debug"
-)
+import "runtime"
 
 // Cost measures the live heap that the descriptors a process keeps cost between from and to of them: to
 // less from descriptors, and the growth of the runtime's list of them, whose room grows by a quarter at a
@@ -13,9 +10,7 @@ import (
 //
 // As probe, it runs its goroutines with collections off (but its own) and on one processor.
 func Cost(from, to int) float64 {
-	runtime.GC()
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer quiet()()
 
 	live := runtime.NumGoroutine()
 

@@ -33,9 +33,7 @@ func Kept() int {
 // Nor may the goroutines run on more than one processor: each keeps a few dozen descriptors for reuse of its
 // own, which the others do not take.
 func probe() (kept, total int) {
-	runtime.GC()
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer quiet()()
 
 	// allocated counts the objects of the descriptors the probes took from the heap, theirs and those of the
 	// ones before, which took some of the heap if not enough to conclude.
@@ -56,6 +54,19 @@ func probe() (kept, total int) {
 		fresh := int(math.Round(float64(allocated) / objectsEach))
 
 		return live + n - fresh, live + n + minProbe
+	}
+}
+
+// quiet collects, then turns collections off and the process onto one processor, for the goroutines of a
+// probe (see probe); the function it returns turns both back.
+func quiet() func() {
+	runtime.GC()
+
+	gcPercent, procs := debug.SetGCPercent(-1), runtime.GOMAXPROCS(1)
+
+	return func() {
+		runtime.GOMAXPROCS(procs)
+		debug.SetGCPercent(gcPercent)
 	}
 }
 
