@@ -187,3 +187,30 @@ func BenchmarkViewWatchEvent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkViewGet: one Get and one List of a single resource through a cluster's prefixed view, as a
+// controller reads its input: what the view adds to the host's read (the host's name of the resource, and
+// the copy in the view's namespace) shows against the host's own, read directly.
+func BenchmarkViewGet(b *testing.B) {
+	for _, view := range []bool{false, true} {
+		b.Run(fmt.Sprintf("view=%t", view), func(b *testing.B) {
+			ctx := b.Context()
+			st := newBenchState(b, cosistate.MemoryStateBuilder(), view)
+			node := kube.NewKubeNode(kube.NamespaceName, "n")
+			node.TypedSpec().Value = &specs.KubeNodeSpec{Uid: "uid"}
+			require.NoError(b, st.Create(ctx, node))
+
+			b.ReportAllocs()
+
+			for b.Loop() {
+				got, err := st.Get(ctx, node.Metadata())
+				require.NoError(b, err)
+				require.Equal(b, kube.NamespaceName, got.Metadata().Namespace())
+
+				list, err := st.List(ctx, node.Metadata())
+				require.NoError(b, err)
+				require.Len(b, list.Items, 1)
+			}
+		})
+	}
+}

@@ -83,7 +83,7 @@ func (st *prefixedState) Get(ctx context.Context, ptr resource.Pointer, opts ...
 
 // List implements state.CoreState.
 func (st *prefixedState) List(ctx context.Context, kind resource.Kind, opts ...state.ListOption) (resource.List, error) {
-	hostKind, err := st.hostPointer(resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
+	hostKind, err := st.hostKind(kind)
 	if err != nil {
 		return resource.List{}, fmt.Errorf("failed to list %s: %w", kind.Type(), err)
 	}
@@ -169,7 +169,7 @@ func (st *prefixedState) Watch(ctx context.Context, ptr resource.Pointer, ch cha
 
 // WatchKind implements state.CoreState.
 func (st *prefixedState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- state.Event, opts ...state.WatchKindOption) error {
-	hostKind, err := st.hostPointer(resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
+	hostKind, err := st.hostKind(kind)
 	if err != nil {
 		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
 	}
@@ -181,7 +181,7 @@ func (st *prefixedState) WatchKind(ctx context.Context, kind resource.Kind, ch c
 
 // WatchKindAggregated implements state.CoreState.
 func (st *prefixedState) WatchKindAggregated(ctx context.Context, kind resource.Kind, ch chan<- []state.Event, opts ...state.WatchKindOption) error {
-	hostKind, err := st.hostPointer(resource.NewMetadata(kind.Namespace(), kind.Type(), "", resource.VersionUndefined))
+	hostKind, err := st.hostKind(kind)
 	if err != nil {
 		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
 	}
@@ -333,15 +333,46 @@ func (st *prefixedState) viewNamespace(ns resource.Namespace) (resource.Namespac
 	return viewNs, nil
 }
 
-// hostPointer returns the host's pointer (or kind, with an empty ID) of ptr.
-func (st *prefixedState) hostPointer(ptr resource.Pointer) (resource.Pointer, error) {
+// hostPointer returns the host's pointer of ptr.
+func (st *prefixedState) hostPointer(ptr resource.Pointer) (resource.Pointer, error) { //nolint:ireturn
 	ns, err := st.hostNamespace(ptr.Namespace())
 	if err != nil {
 		return nil, err
 	}
 
-	return resource.NewMetadata(ns, ptr.Type(), ptr.ID(), resource.VersionUndefined), nil
+	return hostRef{ns: ns, typ: ptr.Type(), id: ptr.ID()}, nil
 }
+
+// hostKind returns the host's kind of kind.
+func (st *prefixedState) hostKind(kind resource.Kind) (resource.Kind, error) { //nolint:ireturn
+	ns, err := st.hostNamespace(kind.Namespace())
+	if err != nil {
+		return nil, err
+	}
+
+	return hostRef{ns: ns, typ: kind.Type()}, nil
+}
+
+// hostRef names a resource (or a kind, with no ID) of the host's state in the view's reads, watches and
+// destroys: a resource.Metadata would do too, at a few hundred bytes per call instead of a few dozen, and
+// every read of every embedded cluster makes one.
+type hostRef struct {
+	ns  resource.Namespace
+	typ resource.Type
+	id  resource.ID
+}
+
+// Namespace implements resource.Pointer.
+func (r hostRef) Namespace() resource.Namespace { return r.ns }
+
+// Type implements resource.Pointer.
+func (r hostRef) Type() resource.Type { return r.typ }
+
+// ID implements resource.Pointer.
+func (r hostRef) ID() resource.ID { return r.id }
+
+// String names the resource in the host's errors, as resource.Metadata does.
+func (r hostRef) String() string { return pointerString(r) }
 
 // hostResource returns a copy of r in the host's namespace.
 func (st *prefixedState) hostResource(r resource.Resource) (resource.Resource, error) { //nolint:ireturn
