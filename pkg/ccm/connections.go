@@ -126,7 +126,8 @@ func (c *connections) innerTransport(base *rest.Config) (http.RoundTripper, erro
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 
-	cfg.Dial = c.tracker.dialer(dial)
+	first := &firstDial{}
+	cfg.Dial = c.tracker.dialer(dial, &first.open)
 
 	// A configuration with a proxy function of its own is one client-go does not keep in its process-wide
 	// cache of transports by TLS settings: the transport is this pipeline's alone anyway (the dialer is), and
@@ -145,7 +146,9 @@ func (c *connections) innerTransport(base *rest.Config) (http.RoundTripper, erro
 		lengthenHealthCheck(rt)
 	}
 
-	return rt, nil
+	first.next = rt
+
+	return first, nil
 }
 
 // rotate switches every client to base's credentials and closes the connections of the old ones. It
@@ -288,8 +291,8 @@ func newConnTracker() *connTracker {
 	return &connTracker{conns: map[*trackedConn]struct{}{}}
 }
 
-// dialer returns dial with its connections tracked.
-func (t *connTracker) dialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+// dialer returns dial with its connections tracked, and counted in open while they are.
+func (t *connTracker) dialer(dial func(ctx context.Context, network, address string) (net.Conn, error), open *atomic.Int32) func(ctx context.Context, network, address string) (net.Conn, error) {
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		if t.isClosed() {
 			return nil, errConnectionsClosed
@@ -309,8 +312,9 @@ func (t *connTracker) dialer(dial func(ctx context.Context, network, address str
 			return nil, errConnectionsClosed
 		}
 
-		tracked := &trackedConn{Conn: conn, tracker: t}
+		tracked := &trackedConn{Conn: conn, tracker: t, open: open}
 		t.conns[tracked] = struct{}{}
+		open.Add(1)
 
 		return tracked, nil
 	}
@@ -332,21 +336,26 @@ func (t *connTracker) closeAll() {
 	t.mu.Unlock()
 
 	for conn := range conns {
+		conn.open.Add(-1)
 		_ = conn.Conn.Close() // Closing for good; nothing to do about a failure.
 	}
 }
 
-// trackedConn leaves its tracker when closed.
+// trackedConn leaves its tracker, and its transport's count of open connections, when closed.
 type trackedConn struct {
 	net.Conn
 
 	tracker *connTracker
+	open    *atomic.Int32
 }
 
 // Close implements net.Conn.
 func (c *trackedConn) Close() error {
 	c.tracker.mu.Lock()
-	delete(c.tracker.conns, c)
+	if _, tracked := c.tracker.conns[c]; tracked {
+		delete(c.tracker.conns, c)
+		c.open.Add(-1)
+	}
 	c.tracker.mu.Unlock()
 
 	return c.Conn.Close() //nolint:wrapcheck // A connection's own error.
