@@ -161,6 +161,11 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 	// Where the host's CPU goes while they start.
 	profiled := profileCPU(ctx, host, opts, opts.profile, "burst")
 
+	cpuBefore, err := readMachineCPU()
+	if err != nil {
+		return nil, err
+	}
+
 	declaredAt := time.Now()
 
 	if err = host.declare(ctx, p.clusters[first:]); err != nil {
@@ -170,6 +175,14 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 	if err = watch.waitFirst(ctx, p.nodes[first:], opts.timeout); err != nil {
 		return nil, fmt.Errorf("the clusters declared at once: %w", err)
 	}
+
+	cpuAfter, err := readMachineCPU()
+	if err != nil {
+		return nil, err
+	}
+
+	burst := cpuBetween(cpuBefore, cpuAfter, time.Since(declaredAt), host.pid())
+	res.burstCPU = &burst
 
 	for _, nodes := range p.nodes[first:] {
 		at, _ := watch.first(nodes)

@@ -53,6 +53,8 @@ type results struct {
 	// startLatencies are, for each of the burst clusters declared at once, the time from their declaration to
 	// their first Node initialized.
 	startLatencies []time.Duration
+	// burstCPU is where the machine's CPU went from their declaration until each had its first Node.
+	burstCPU *burstCPU
 
 	// joinIdle is a single joining Node's time to be initialized on an idle host; joinBusy the same while
 	// another cluster initializes bigNodes Nodes; bigInit is how long that cluster took for all of them.
@@ -155,6 +157,7 @@ func (r *results) rows() []row {
 			target: "under " + seconds(targetStartP99),
 			met:    len(r.startLatencies) > 0 && p99 < targetStartP99,
 		},
+		r.burstCPURow(),
 		{
 			what: "Heap after removing every cluster, vs the empty host (after a warm-up cluster)",
 			value: fmt.Sprintf("%+.1f%% (%.1f MiB, empty %.1f MiB; before any cluster %.1f MiB)",
@@ -172,6 +175,17 @@ func (r *results) rows() []row {
 		target: "O(clusters changed): none",
 		met:    r.statusWrites == 0,
 	})
+}
+
+// burstCPURow says where the machine's CPU went while the clusters declared at once started: a time the
+// host spends waiting on apiservers that share its processors is not the host's alone.
+func (r *results) burstCPURow() row {
+	value := "not measured"
+	if r.burstCPU != nil {
+		value = r.burstCPU.String()
+	}
+
+	return row{what: "of which the machine's CPU, until each had its first Node", value: value, target: "-", verdict: "-"}
 }
 
 // descriptorsRows say what part of the heap left after the removal is the descriptors the Go runtime keeps

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// machineCPU is the CPU time the machine's processors and processes used, from /proc: what the host, the
+// apiservers and their etcds each took while the burst's clusters started, and whether the processors had
+// any left.
+type machineCPU struct {
+	// busy and capacity are the time the machine's processors ran anything, and could have, summed over
+	// them (/proc/stat).
+	busy, capacity time.Duration
+	// byPID is each process's CPU time (user and system), and byName its command.
+	byPID  map[int]time.Duration
+	byName map[int]string
+}
+
+// readMachineCPU reads the machine's CPU times.
+func readMachineCPU() (machineCPU, error) {
+	m := machineCPU{byPID: map[int]time.Duration{}, byName: map[int]string{}}
+
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return m, fmt.Errorf("failed to read the machine's CPU time: %w", err)
+	}
+
+	// "cpu  user nice system idle iowait irq softirq steal ...": idle and iowait are the unused time.
+	line, _, _ := strings.Cut(string(stat), "\n")
+	for i, field := range strings.Fields(line)[1:] {
+		ticks, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return m, fmt.Errorf("failed to parse /proc/stat: %w", err)
+		}
+
+		d := time.Duration(ticks) * time.Second / clockTicks
+		if i < 8 { // guest time is counted in user time already
+			m.capacity += d
+
+			if i != 3 && i != 4 {
+				m.busy += d
+			}
+		}
+	}
+
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return m, fmt.Errorf("failed to list the machine's processes: %w", err)
+	}
+
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+
+		cpu, err := cpuTime(pid)
+		if err != nil {
+			continue // ended meanwhile
+		}
+
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+
+		m.byPID[pid], m.byName[pid] = cpu, strings.TrimSpace(string(comm))
+	}
+
+	return m, nil
+}
+
+// burstCPU is what the machine's processes took between two readings, by role.
+type burstCPU struct {
+	wall                           time.Duration
+	busy, capacity                 time.Duration
+	host, apiservers, etcd, others time.Duration
+}
+
+// cpuBetween returns what the machine used from before to after, over wall; hostPID is the host's process.
+// A process that started meanwhile counts whole.
+func cpuBetween(before, after machineCPU, wall time.Duration, hostPID int) burstCPU {
+	b := burstCPU{wall: wall, busy: after.busy - before.busy, capacity: after.capacity - before.capacity}
+
+	for pid, cpu := range after.byPID {
+		used := cpu - before.byPID[pid]
+
+		switch {
+		case pid == hostPID:
+			b.host += used
+		case after.byName[pid] == "kube-apiserver":
+			b.apiservers += used
+		case after.byName[pid] == "etcd":
+			b.etcd += used
+		default:
+			b.others += used
+		}
+	}
+
+	return b
+}
+
+// String says where the machine's CPU went.
+func (b burstCPU) String() string {
+	busy := 0.0
+	if b.capacity > 0 {
+		busy = 100 * b.busy.Seconds() / b.capacity.Seconds()
+	}
+
+	return fmt.Sprintf("%.0f%% of the processors busy over %s: the host %.2f s, the apiservers %.2f s, their etcds %.2f s, the rest %.2f s",
+		busy, seconds(b.wall), b.host.Seconds(), b.apiservers.Seconds(), b.etcd.Seconds(), b.others.Seconds())
+}
