@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +25,8 @@ import (
 // each resource type in its definition's default namespace, and the view moves that namespace per
 // cluster. Options (owners, label and ID queries, bookmarks, tail events, unmarshal options) pass through
 // unchanged, so the host's state enforces owners, versions, phases and finalizers as it does for its own
-// resources. Every resource crosses the view as a copy.
+// resources. Every resource crosses the view as a copy: a written one whole, a read one with the host's spec
+// (what is read is never changed).
 func NewPrefixedState(host state.CoreState, prefix string) (state.State, error) {
 	if host == nil {
 		return nil, errors.New("failed to create a prefixed state: no host state")
@@ -384,14 +386,15 @@ func (st *prefixedState) hostResource(r resource.Resource) (resource.Resource, e
 	return copyInNamespace(r, ns)
 }
 
-// viewResource returns a copy of the host's resource r in the view's namespace.
+// viewResource returns the host's resource r in the view's namespace: a copy of r whose metadata is its
+// own and whose spec is r's (see sharedInNamespace).
 func (st *prefixedState) viewResource(r resource.Resource) (resource.Resource, error) { //nolint:ireturn
 	ns, err := st.viewNamespace(r.Metadata().Namespace())
 	if err != nil {
 		return nil, err
 	}
 
-	return copyInNamespace(r, ns)
+	return sharedInNamespace(r, ns)
 }
 
 // viewEvent translates an event of the host's state: its resource, its old resource and its error. An
@@ -426,6 +429,34 @@ func copyInNamespace(r resource.Resource, ns resource.Namespace) (resource.Resou
 	*out.Metadata() = withNamespace(r.Metadata(), ns)
 
 	if out.Metadata().Namespace() != ns {
+		return nil, fmt.Errorf("failed to move %s to namespace %q: its Metadata() is not a pointer to its own metadata", resource.String(r), ns)
+	}
+
+	return out, nil
+}
+
+// sharedInNamespace returns r in the namespace ns: a copy of r's struct with metadata of its own, whose
+// spec is r's. What the view reads from the host is read, never changed (the rule of talos-ccm's in-memory
+// state, whose reads are its stored resources, checked in the tests: checkSharedReads): so its spec need
+// not be copied, which was the larger part of an embedded cluster's allocations, the spec of every
+// resource each of its controllers reads. A resource that is not a pointer to a struct is copied whole.
+func sharedInNamespace(r resource.Resource, ns resource.Namespace) (resource.Resource, error) { //nolint:ireturn
+	v := reflect.ValueOf(r)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return copyInNamespace(r, ns)
+	}
+
+	shallow := reflect.New(v.Elem().Type())
+	shallow.Elem().Set(v.Elem())
+
+	out, ok := shallow.Interface().(resource.Resource)
+	if !ok {
+		return copyInNamespace(r, ns)
+	}
+
+	*out.Metadata() = withNamespace(r.Metadata(), ns)
+
+	if out.Metadata().Namespace() != ns || r.Metadata().Namespace() == ns {
 		return nil, fmt.Errorf("failed to move %s to namespace %q: its Metadata() is not a pointer to its own metadata", resource.String(r), ns)
 	}
 

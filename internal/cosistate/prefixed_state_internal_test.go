@@ -8,6 +8,9 @@ import (
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 )
 
 // TestWithNamespace: a copy in another namespace keeps every other field of the metadata, and moving it
@@ -80,4 +83,30 @@ func TestWithNamespaceCoversMetadata(t *testing.T) {
 
 	assert.ElementsMatch(t, []string{"created", "updated", "ns", "typ", "id", "ver", "owner", "labels", "annotations", "fins", "phase"}, fields,
 		"resource.Metadata changed: update withNamespace")
+}
+
+// TestSharedInNamespace: a resource moved into the view's namespace has metadata of its own and the spec
+// of the host's resource, which keeps its namespace, labels and spec.
+func TestSharedInNamespace(t *testing.T) {
+	t.Parallel()
+
+	host := kube.NewKubeNode("c1:"+kube.NamespaceName, "n")
+	host.TypedSpec().Value = &specs.KubeNodeSpec{Uid: "uid"}
+	host.Metadata().Labels().Set("role", "worker")
+
+	out, err := sharedInNamespace(host, kube.NamespaceName)
+	require.NoError(t, err)
+
+	viewed, ok := out.(*kube.KubeNode)
+	require.True(t, ok, "the view's resource is of the host's type: %T", out)
+
+	assert.Equal(t, kube.NamespaceName, viewed.Metadata().Namespace())
+	assert.Equal(t, "c1:"+kube.NamespaceName, host.Metadata().Namespace(), "the host's resource keeps its namespace")
+	assert.Same(t, host.TypedSpec().Value, viewed.TypedSpec().Value, "the spec is the host's, not copied")
+	assert.True(t, viewed.Metadata().Version().Equal(host.Metadata().Version()))
+
+	viewed.Metadata().Labels().Set("role", "changed")
+
+	role, _ := host.Metadata().Labels().Get("role")
+	assert.Equal(t, "worker", role, "the host's labels are its own")
 }
