@@ -70,7 +70,7 @@ type prefixedState struct {
 
 // Get implements state.CoreState.
 func (st *prefixedState) Get(ctx context.Context, ptr resource.Pointer, opts ...state.GetOption) (resource.Resource, error) { //nolint:ireturn
-	hostPtr, err := st.hostPointer(ptr)
+	hostPtr, err := st.hostRef(ptr, ptr.ID())
 	if err != nil {
 		return nil, fmt.Errorf("failed to get %s: %w", pointerString(ptr), err)
 	}
@@ -85,7 +85,7 @@ func (st *prefixedState) Get(ctx context.Context, ptr resource.Pointer, opts ...
 
 // List implements state.CoreState.
 func (st *prefixedState) List(ctx context.Context, kind resource.Kind, opts ...state.ListOption) (resource.List, error) {
-	hostKind, err := st.hostKind(kind)
+	hostKind, err := st.hostRef(kind, "")
 	if err != nil {
 		return resource.List{}, fmt.Errorf("failed to list %s: %w", kind.Type(), err)
 	}
@@ -145,7 +145,7 @@ func (st *prefixedState) Update(ctx context.Context, r resource.Resource, opts .
 
 // Destroy implements state.CoreState.
 func (st *prefixedState) Destroy(ctx context.Context, ptr resource.Pointer, opts ...state.DestroyOption) error {
-	hostPtr, err := st.hostPointer(ptr)
+	hostPtr, err := st.hostRef(ptr, ptr.ID())
 	if err != nil {
 		return fmt.Errorf("failed to destroy %s: %w", pointerString(ptr), err)
 	}
@@ -159,7 +159,7 @@ func (st *prefixedState) Destroy(ctx context.Context, ptr resource.Pointer, opts
 
 // Watch implements state.CoreState.
 func (st *prefixedState) Watch(ctx context.Context, ptr resource.Pointer, ch chan<- state.Event, opts ...state.WatchOption) error {
-	hostPtr, err := st.hostPointer(ptr)
+	hostPtr, err := st.hostRef(ptr, ptr.ID())
 	if err != nil {
 		return fmt.Errorf("failed to watch %s: %w", pointerString(ptr), err)
 	}
@@ -171,7 +171,7 @@ func (st *prefixedState) Watch(ctx context.Context, ptr resource.Pointer, ch cha
 
 // WatchKind implements state.CoreState.
 func (st *prefixedState) WatchKind(ctx context.Context, kind resource.Kind, ch chan<- state.Event, opts ...state.WatchKindOption) error {
-	hostKind, err := st.hostKind(kind)
+	hostKind, err := st.hostRef(kind, "")
 	if err != nil {
 		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
 	}
@@ -183,7 +183,7 @@ func (st *prefixedState) WatchKind(ctx context.Context, kind resource.Kind, ch c
 
 // WatchKindAggregated implements state.CoreState.
 func (st *prefixedState) WatchKindAggregated(ctx context.Context, kind resource.Kind, ch chan<- []state.Event, opts ...state.WatchKindOption) error {
-	hostKind, err := st.hostKind(kind)
+	hostKind, err := st.hostRef(kind, "")
 	if err != nil {
 		return fmt.Errorf("failed to watch %s: %w", kind.Type(), err)
 	}
@@ -335,24 +335,14 @@ func (st *prefixedState) viewNamespace(ns resource.Namespace) (resource.Namespac
 	return viewNs, nil
 }
 
-// hostPointer returns the host's pointer of ptr.
-func (st *prefixedState) hostPointer(ptr resource.Pointer) (resource.Pointer, error) { //nolint:ireturn
-	ns, err := st.hostNamespace(ptr.Namespace())
-	if err != nil {
-		return nil, err
-	}
-
-	return hostRef{ns: ns, typ: ptr.Type(), id: ptr.ID()}, nil
-}
-
-// hostKind returns the host's kind of kind.
-func (st *prefixedState) hostKind(kind resource.Kind) (resource.Kind, error) { //nolint:ireturn
+// hostRef returns the host's reference of the resource id of kind (the kind itself when id is empty).
+func (st *prefixedState) hostRef(kind resource.Kind, id resource.ID) (hostRef, error) {
 	ns, err := st.hostNamespace(kind.Namespace())
 	if err != nil {
-		return nil, err
+		return hostRef{}, err
 	}
 
-	return hostRef{ns: ns, typ: kind.Type()}, nil
+	return hostRef{ns: ns, typ: kind.Type(), id: id}, nil
 }
 
 // hostRef names a resource (or a kind, with no ID) of the host's state in the view's reads, watches and
@@ -421,18 +411,9 @@ func (st *prefixedState) viewEvent(e state.Event) state.Event {
 	return e
 }
 
-// copyInNamespace returns a deep copy of r in the namespace ns. Every resource implementation of the COSI
-// runtime (typed, protobuf, Any, tombstones) returns a pointer to its own metadata, which is what replacing
-// it relies on; a resource that does not is refused rather than written to the wrong namespace.
+// copyInNamespace returns a deep copy of r in the namespace ns.
 func copyInNamespace(r resource.Resource, ns resource.Namespace) (resource.Resource, error) { //nolint:ireturn
-	out := r.DeepCopy()
-	*out.Metadata() = withNamespace(r.Metadata(), ns)
-
-	if out.Metadata().Namespace() != ns {
-		return nil, fmt.Errorf("failed to move %s to namespace %q: its Metadata() is not a pointer to its own metadata", resource.String(r), ns)
-	}
-
-	return out, nil
+	return moved(r, r.DeepCopy(), ns)
 }
 
 // sharedInNamespace returns r in the namespace ns: a copy of r's struct with metadata of its own, whose
@@ -454,13 +435,30 @@ func sharedInNamespace(r resource.Resource, ns resource.Namespace) (resource.Res
 		return copyInNamespace(r, ns)
 	}
 
+	return moved(r, out, ns)
+}
+
+// moved gives out, a copy of r, r's metadata in the namespace ns, and returns it. Every resource
+// implementation of the COSI runtime (typed, protobuf, Any, tombstones) returns a pointer to its own
+// metadata, which is what replacing it relies on; a copy whose metadata is still r's (refused before r is
+// written to) or is not its own is refused rather than written to the wrong namespace.
+func moved(r, out resource.Resource, ns resource.Namespace) (resource.Resource, error) { //nolint:ireturn
+	if out.Metadata() == r.Metadata() {
+		return nil, errNotOwnMetadata(r, ns)
+	}
+
 	*out.Metadata() = withNamespace(r.Metadata(), ns)
 
-	if out.Metadata().Namespace() != ns || r.Metadata().Namespace() == ns {
-		return nil, fmt.Errorf("failed to move %s to namespace %q: its Metadata() is not a pointer to its own metadata", resource.String(r), ns)
+	if out.Metadata().Namespace() != ns {
+		return nil, errNotOwnMetadata(r, ns)
 	}
 
 	return out, nil
+}
+
+// errNotOwnMetadata is moved's error for a resource r whose Metadata() is not its own.
+func errNotOwnMetadata(r resource.Resource, ns resource.Namespace) error {
+	return fmt.Errorf("failed to move %s to namespace %q: its Metadata() is not a pointer to its own metadata", resource.String(r), ns)
 }
 
 // withNamespace returns a copy of md in the namespace ns. resource.Metadata has no namespace setter: the
