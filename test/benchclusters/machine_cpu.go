@@ -58,17 +58,12 @@ func readMachineCPU() (machineCPU, error) {
 			continue
 		}
 
-		cpu, err := cpuTime(pid)
+		name, cpu, err := procStat(pid)
 		if err != nil {
 			continue // ended meanwhile
 		}
 
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil {
-			continue
-		}
-
-		m.byPID[pid], m.byName[pid] = cpu, strings.TrimSpace(string(comm))
+		m.byPID[pid], m.byName[pid] = cpu, name
 	}
 
 	return m, nil

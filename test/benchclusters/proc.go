@@ -15,30 +15,44 @@ const clockTicks = 100
 
 // cpuTime reads a process's CPU time (user and system) from /proc/PID/stat.
 func cpuTime(pid int) (time.Duration, error) {
+	_, cpu, err := procStat(pid)
+
+	return cpu, err
+}
+
+// procStat reads a process's command name and CPU time (user and system) from /proc/PID/stat.
+func procStat(pid int) (string, time.Duration, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, fmt.Errorf("failed to read the host's CPU time: %w", err)
+		return "", 0, fmt.Errorf("failed to read the CPU time of process %d: %w", pid, err)
 	}
 
-	// The command name may contain spaces: the fields start after its closing parenthesis.
+	// "PID (COMMAND) STATE ...": the command name may contain spaces and parentheses, the fields start
+	// after its last closing parenthesis.
 	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+
+	if open < 0 || end < open {
+		return "", 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+
+	fields := strings.Fields(s[end+1:])
 
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+		return "", 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 
 	utime, err := strconv.ParseInt(fields[11], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("failed to parse utime: %w", err)
+		return "", 0, fmt.Errorf("failed to parse utime: %w", err)
 	}
 
 	stime, err := strconv.ParseInt(fields[12], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("failed to parse stime: %w", err)
+		return "", 0, fmt.Errorf("failed to parse stime: %w", err)
 	}
 
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return s[open+1 : end], time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
 // tcpEstablished is the state of an established connection in /proc/net/tcp.
