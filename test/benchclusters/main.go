@@ -29,12 +29,14 @@ import (
 type options struct {
 	clusters, nodesPerCluster, burst, bigNodes, apiservers int
 
-	idle     time.Duration
-	settle   time.Duration
-	profile  time.Duration
-	timeout  time.Duration
-	outDir   string
-	logLevel string
+	idle    time.Duration
+	settle  time.Duration
+	profile time.Duration
+	// apiserverProfile is how long each apiserver's CPU is profiled from the burst's declaration (0: not).
+	apiserverProfile time.Duration
+	timeout          time.Duration
+	outDir           string
+	logLevel         string
 	// memProfileRate is the host's bytes per heap profile sample (0: Go's default).
 	memProfileRate int
 }
@@ -50,6 +52,7 @@ func main() {
 	flag.DurationVar(&opts.idle, "idle", 5*time.Minute, "window of the idle CPU, the status writes and the CPU profile cpu-idle.pprof (the Go runtime collects at least every 2 minutes, which a shorter window catches zero to two times); the connections are counted at its start and end")
 	flag.DurationVar(&opts.settle, "settle", 10*time.Second, "wait before a measure of the idle host")
 	flag.DurationVar(&opts.profile, "cpu-profile", 20*time.Second, "how long the host's CPU profile runs from the burst's declaration (cpu-burst.pprof)")
+	flag.DurationVar(&opts.apiserverProfile, "apiserver-cpu-profile", 0, "how long each apiserver's CPU profile runs from the burst's declaration (apiserver-N-burst.pprof; 0: none)")
 	flag.DurationVar(&opts.timeout, "timeout", 20*time.Minute, "bound of each wait for the host")
 	flag.StringVar(&opts.outDir, "out", "bench/clusters", "directory of the report, the host's log and its profiles")
 	flag.StringVar(&opts.logLevel, "host-log-level", "warn", "log level of the host")

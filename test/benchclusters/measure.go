@@ -160,6 +160,12 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 
 	// Where the host's CPU goes while they start.
 	profiled := profileCPU(ctx, host, opts, opts.profile, "burst")
+	apiserversProfiled := profileAPIServers(ctx, f.clients, opts.outDir, opts.apiserverProfile, "burst")
+
+	requestsBefore, err := readRequests(ctx, f.clients)
+	if err != nil {
+		return nil, err
+	}
 
 	cpuBefore, err := readMachineCPU()
 	if err != nil {
@@ -184,6 +190,13 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 	burst := cpuBetween(cpuBefore, cpuAfter, time.Since(declaredAt), host.pid())
 	res.burstCPU = &burst
 
+	requestsAfter, err := readRequests(ctx, f.clients)
+	if err != nil {
+		return nil, err
+	}
+
+	res.burstRequests = requestsAfter.since(requestsBefore, opts.burst)
+
 	for _, nodes := range p.nodes[first:] {
 		at, _ := watch.first(nodes)
 		res.startLatencies = append(res.startLatencies, at.Sub(declaredAt))
@@ -193,7 +206,7 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		return nil, fmt.Errorf("every cluster: %w", err)
 	}
 
-	if err = <-profiled; err != nil {
+	if err = errors.Join(<-profiled, <-apiserversProfiled); err != nil {
 		return nil, err
 	}
 

@@ -50,7 +50,9 @@ func (n benchNode) machine() factsv1.Machine {
 	}
 }
 
-// node is the Node a kubelet with --cloud-provider=external and --node-labels for its cluster registers.
+// node is the Node a kubelet with --cloud-provider=external, --node-ip (which Talos always passes) and
+// --node-labels for its cluster registers: with a node IP given, a kubelet announces it in an annotation and
+// posts it, with its hostname, as the Node's first addresses, which the cloud provider then replaces.
 func (n benchNode) node() *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -60,6 +62,12 @@ func (n benchNode) node() *corev1.Node {
 		},
 		Spec: corev1.NodeSpec{
 			Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		},
+		Status: corev1.NodeStatus{
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: n.ip.String()},
+				{Type: corev1.NodeHostName, Address: n.name},
+			},
 		},
 	}
 }

@@ -55,6 +55,8 @@ type results struct {
 	startLatencies []time.Duration
 	// burstCPU is where the machine's CPU went from their declaration until each had its first Node.
 	burstCPU *burstCPU
+	// burstRequests are the requests the apiservers finished meanwhile, per cluster declared at once.
+	burstRequests requestTally
 
 	// joinIdle is a single joining Node's time to be initialized on an idle host; joinBusy the same while
 	// another cluster initializes bigNodes Nodes; bigInit is how long that cluster took for all of them.
@@ -158,6 +160,10 @@ func (r *results) rows() []row {
 			met:    len(r.startLatencies) > 0 && p99 < targetStartP99,
 		},
 		r.burstCPURow(),
+		{
+			what:  "of which the apiservers' requests per starting cluster, until each had its first Node (a watch counts once it ends)",
+			value: r.burstRequests.String(), target: "-", verdict: "-",
+		},
 		{
 			what: "Heap after removing every cluster, vs the empty host (after a warm-up cluster)",
 			value: fmt.Sprintf("%+.1f%% (%.1f MiB, empty %.1f MiB; before any cluster %.1f MiB)",
