@@ -226,9 +226,10 @@ func TestNodeApplierEnvtest(t *testing.T) {
 	t.Run("resync writes nothing", func(t *testing.T) {
 		applyExpectingNoRequest(t, applier, counter, clientset, desired)
 
-		// Nor with the addresses desired in another order.
+		// Nor with the types of the addresses desired in another order (within a type, the order is the
+		// Node's: the first InternalIP of each family is its host IP).
 		reordered := desired
-		reordered.Addresses = []corev1.NodeAddress{desired.Addresses[2], desired.Addresses[1], desired.Addresses[0]}
+		reordered.Addresses = []corev1.NodeAddress{desired.Addresses[2], desired.Addresses[0], desired.Addresses[1]}
 		applyExpectingNoRequest(t, applier, counter, clientset, reordered)
 	})
 

@@ -337,8 +337,8 @@ func planKeys(current, desired map[string]string, owned, after []string, listed,
 	return plan
 }
 
-// planAddresses returns the addresses to write, or nil when they are left alone or already equal
-// to the desired ones in any order.
+// planAddresses returns the addresses to write, or nil when they are left alone or already equal to the
+// desired ones (see sameAddresses).
 func planAddresses(current *corev1.Node, desired NodeDesired) []corev1.NodeAddress {
 	if len(desired.Addresses) == 0 || sameAddresses(current.Status.Addresses, desired.Addresses) {
 		return nil
@@ -347,17 +347,26 @@ func planAddresses(current *corev1.Node, desired NodeDesired) []corev1.NodeAddre
 	return slices.Clone(desired.Addresses)
 }
 
-// sameAddresses compares two address lists as multisets.
+// sameAddresses tells whether two address lists hold the same addresses in the same order within each type.
+// The order of the types does not matter, the order within a type does: the first InternalIP of each family
+// is the Node's host IP (the kubelet's, its Pods' status.hostIPs), and the apiserver reaches a kubelet at the
+// first address of the first type it prefers.
 func sameAddresses(a, b []corev1.NodeAddress) bool {
 	if len(a) != len(b) {
 		return false
 	}
 
-	compare := func(x, y corev1.NodeAddress) int {
-		return cmp.Or(cmp.Compare(x.Type, y.Type), cmp.Compare(x.Address, y.Address))
-	}
+	byType := func(x, y corev1.NodeAddress) int { return cmp.Compare(x.Type, y.Type) }
 
-	return slices.Equal(slices.SortedFunc(slices.Values(a), compare), slices.SortedFunc(slices.Values(b), compare))
+	return slices.Equal(sortedStable(a, byType), sortedStable(b, byType))
+}
+
+// sortedStable returns a sorted copy of s, whose equal elements keep their order.
+func sortedStable[E any](s []E, compare func(E, E) int) []E {
+	sorted := slices.Clone(s)
+	slices.SortStableFunc(sorted, compare)
+
+	return sorted
 }
 
 // planSpec computes the read-modify-write change of node: the providerID when the Node has none,

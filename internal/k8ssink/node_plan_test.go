@@ -378,9 +378,20 @@ func TestPlanAddresses(t *testing.T) {
 			desired: []corev1.NodeAddress{internalIP1, hostname},
 		},
 		{
-			name:    "equal in another order",
+			name:    "equal, the types in another order",
+			current: []corev1.NodeAddress{hostname, internalIP1, internalIP2},
+			desired: []corev1.NodeAddress{internalIP1, internalIP2, hostname},
+		},
+		{
+			name:    "the same internal IPs in another order: the first is the Node's host IP",
 			current: []corev1.NodeAddress{hostname, internalIP2, internalIP1},
 			desired: []corev1.NodeAddress{internalIP1, internalIP2, hostname},
+			want:    []corev1.NodeAddress{internalIP1, internalIP2, hostname},
+		},
+		{
+			name:    "the kubelet's first addresses, as decided",
+			current: []corev1.NodeAddress{internalIP1, hostname},
+			desired: []corev1.NodeAddress{hostname, internalIP1},
 		},
 		{
 			name:    "first addresses",
