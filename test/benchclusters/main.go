@@ -28,6 +28,8 @@ import (
 
 type options struct {
 	clusters, nodesPerCluster, burst, bigNodes, apiservers int
+	// removeBatch is how many clusters one request removes at the end (0: all in one).
+	removeBatch int
 
 	idle    time.Duration
 	settle  time.Duration
@@ -53,6 +55,7 @@ func main() {
 	flag.DurationVar(&opts.settle, "settle", 10*time.Second, "wait before a measure of the idle host")
 	flag.DurationVar(&opts.profile, "cpu-profile", 20*time.Second, "how long the host's CPU profile runs from the burst's declaration (cpu-burst.pprof)")
 	flag.DurationVar(&opts.apiserverProfile, "apiserver-cpu-profile", 0, "how long each apiserver's CPU profile runs from the burst's declaration (apiserver-N-burst.pprof; 0: none)")
+	flag.IntVar(&opts.removeBatch, "remove-batch", 0, "clusters removed per request to the host at the end (0: every cluster in one request); the host's COSI runtime keeps a map of room for the most changes of its resources it had pending at once")
 	flag.DurationVar(&opts.timeout, "timeout", 20*time.Minute, "bound of each wait for the host")
 	flag.StringVar(&opts.outDir, "out", "bench/clusters", "directory of the report, the host's log and its profiles")
 	flag.StringVar(&opts.logLevel, "host-log-level", "warn", "log level of the host")

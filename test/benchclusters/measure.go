@@ -106,7 +106,7 @@ func (p plan) byAPIServer(n int) [][]benchNode {
 func measure(ctx context.Context, opts options, f *fleet, bin string) (*results, error) {
 	res := &results{
 		clusters: opts.clusters, nodesPerCluster: opts.nodesPerCluster, burst: opts.burst,
-		bigNodes: opts.bigNodes, apiservers: opts.apiservers, idleWindow: opts.idle,
+		bigNodes: opts.bigNodes, apiservers: opts.apiservers, idleWindow: opts.idle, removeBatch: opts.removeBatch,
 	}
 
 	p := newPlan(opts)
@@ -222,6 +222,13 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 
 	step("removing every cluster")
 
+	if opts.removeBatch > 0 {
+		if err = removeInBatches(ctx, host, p.clusters, opts.removeBatch); err != nil {
+			return nil, err
+		}
+	}
+
+	// Every cluster left (all of them, unless removed in batches above).
 	if res.removed, err = removeAndSample(ctx, opts, host, nil, f.ports); err != nil {
 		return nil, err
 	}
@@ -277,6 +284,22 @@ func measureEmpty(ctx context.Context, opts options, res *results, p plan, host 
 	res.empty.descriptors, err = keptDescriptors(ctx, host)
 
 	return err
+}
+
+// removeInBatches removes the clusters batch at a time, one request each.
+func removeInBatches(ctx context.Context, host *hostProcess, clusters []hostapi.Cluster, batch int) error {
+	for b := 0; b < len(clusters); b += batch {
+		ids := make([]string, 0, batch)
+		for _, c := range clusters[b:min(b+batch, len(clusters))] {
+			ids = append(ids, c.ID)
+		}
+
+		if err := host.remove(ctx, ids); err != nil {
+			return err
+		}
+	}
+
+	return nil
 }
 
 // removeAndSample removes the clusters of ids (none: every cluster), and samples the host once their

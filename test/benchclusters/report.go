@@ -32,6 +32,8 @@ type sample struct {
 // results is everything one run measured.
 type results struct {
 	clusters, nodesPerCluster, burst, bigNodes, apiservers int
+	// removeBatch is how many clusters one request removed at the end (0: all in one).
+	removeBatch int
 
 	// cold is the host before any cluster ran; empty the same host once a warm-up cluster was declared,
 	// initialized its first Node, and was removed: the process's one-time initializations (protobuf
@@ -165,7 +167,7 @@ func (r *results) rows() []row {
 			value: r.burstRequests.String(), target: "-", verdict: "-",
 		},
 		{
-			what: "Heap after removing every cluster, vs the empty host (after a warm-up cluster)",
+			what: fmt.Sprintf("Heap after removing every cluster%s, vs the empty host (after a warm-up cluster)", r.removal()),
 			value: fmt.Sprintf("%+.1f%% (%.1f MiB, empty %.1f MiB; before any cluster %.1f MiB)",
 				100*back, r.removed.heap/(1<<20), r.empty.heap/(1<<20), r.cold.heap/(1<<20)),
 			target: fmt.Sprintf("within %g%%", 100*targetHeapReturn),
@@ -181,6 +183,15 @@ func (r *results) rows() []row {
 		target: "O(clusters changed): none",
 		met:    r.statusWrites == 0,
 	})
+}
+
+// removal says how the clusters were removed, when not all in one request.
+func (r *results) removal() string {
+	if r.removeBatch > 0 {
+		return fmt.Sprintf(" (%d per request)", r.removeBatch)
+	}
+
+	return ""
 }
 
 // burstCPURow says where the machine's CPU went while the clusters declared at once started: a time the

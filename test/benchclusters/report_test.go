@@ -142,6 +142,11 @@ func TestHeapAfterRemovalAgainstTheWarmHost(t *testing.T) {
 
 	rest = rowNamed(t, r.rows(), "Heap after removing every cluster, besides")
 	assert.False(t, rest.met, rest.value)
+
+	// Removed in batches (--remove-batch), the line says so.
+	r.removeBatch = 100
+	removal = rowNamed(t, r.rows(), "Heap after removing every cluster (100 per request), vs")
+	assert.False(t, removal.met, removal.value)
 }
 
 // TestFairnessSkipped: a run without a busy cluster (--big-nodes 0) says the fairness measure was skipped,
