@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -20,73 +23,91 @@ import (
 // Client is a Kubernetes client of the resources talos-ccm reads and writes. As client-go's Clientset, it
 // sends every request of every group through one HTTP client and one client-side rate limiter, those of the
 // configuration it was built from.
+//
+// The REST client of each API group is made on the group's first use: talos-ccm gives each controller a
+// client of its own (see pkg/ccm), which uses one or two of the seven, and an embedding host keeps a
+// pipeline's clients for each of its clusters.
 type Client struct {
-	core, certificates, coordination, discovery, authentication, authorization rest.Interface
-	// nodes is core/v1 whose protobuf decoder trims Nodes (see trimmingNodes): the Nodes client's.
+	// config is the configuration every group's client is made of, with the shared rate limiter.
+	config     rest.Config
+	httpClient *http.Client
+
+	core, certificates, coordination, discovery, authentication, authorization lazyGroup
+	// nodes is core/v1 whose protobuf decoder trims Nodes (see trimmingNodes): the Nodes client's. It is
+	// made at once: making it checks the configuration every group's client is made of.
 	nodes rest.Interface
 }
+
+// lazyGroup is the REST client of one API group, made on the group's first use.
+type lazyGroup struct {
+	once   sync.Once
+	client rest.Interface
+}
+
+// groupSerializer is what every group's client encodes and decodes with; it keeps no state of a client.
+var groupSerializer = sync.OnceValue(func() runtime.NegotiatedSerializer { //nolint:gochecknoglobals // Made once, shared.
+	return rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()
+})
 
 // NewForConfig returns a client of cfg: its server, credentials, transport, content types, user agent (client-go's
 // default when empty) and rate limit (QPS and Burst, or RateLimiter), as kubernetes.NewForConfig would.
 func NewForConfig(cfg *rest.Config) (*Client, error) {
-	shared := *cfg
+	c := &Client{config: *cfg}
 
-	if shared.UserAgent == "" {
-		shared.UserAgent = rest.DefaultKubernetesUserAgent()
+	if c.config.UserAgent == "" {
+		c.config.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 
 	// One limiter for every group, as in a Clientset: a client's QPS is the client's, whichever group it asks.
-	if shared.RateLimiter == nil && shared.QPS > 0 {
-		if shared.Burst <= 0 {
+	if c.config.RateLimiter == nil && c.config.QPS > 0 {
+		if c.config.Burst <= 0 {
 			return nil, errors.New("failed to create Kubernetes client: burst must be positive when QPS is")
 		}
 
-		shared.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(shared.QPS, shared.Burst)
+		c.config.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.config.QPS, c.config.Burst)
 	}
 
-	httpClient, err := rest.HTTPClientFor(&shared)
-	if err != nil {
+	var err error
+
+	if c.httpClient, err = rest.HTTPClientFor(&c.config); err != nil {
 		return nil, fmt.Errorf("failed to create Kubernetes client: %w", err)
 	}
 
-	c := &Client{}
-
-	for _, g := range []struct {
-		client *rest.Interface
-		gv     schema.GroupVersion
-	}{
-		{&c.core, corev1.SchemeGroupVersion},
-		{&c.certificates, certificatesv1.SchemeGroupVersion},
-		{&c.coordination, coordinationv1.SchemeGroupVersion},
-		{&c.discovery, discoveryv1.SchemeGroupVersion},
-		{&c.authentication, authenticationv1.SchemeGroupVersion},
-		{&c.authorization, authorizationv1.SchemeGroupVersion},
-	} {
-		groupConfig := shared
-		groupConfig.GroupVersion = &g.gv
-		groupConfig.APIPath = "/apis"
-
-		if g.gv.Group == "" {
-			groupConfig.APIPath = "/api"
-		}
-
-		groupConfig.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()
-
-		if *g.client, err = newNegotiatingClient(&groupConfig, httpClient); err != nil {
-			return nil, fmt.Errorf("failed to create Kubernetes client of %s: %w", g.gv, err)
-		}
-	}
-
-	nodesConfig := shared
-	nodesConfig.GroupVersion = &corev1.SchemeGroupVersion
-	nodesConfig.APIPath = "/api"
-	nodesConfig.NegotiatedSerializer = trimmingNodes{rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()}
-
-	if c.nodes, err = newNegotiatingClient(&nodesConfig, httpClient); err != nil {
+	if c.nodes, err = c.newGroupClient(corev1.SchemeGroupVersion, trimmingNodes{groupSerializer()}); err != nil {
 		return nil, fmt.Errorf("failed to create Kubernetes client of %s: %w", corev1.SchemeGroupVersion, err)
 	}
 
 	return c, nil
+}
+
+// newGroupClient makes the REST client of the group gv, which decodes with s.
+func (c *Client) newGroupClient(gv schema.GroupVersion, s runtime.NegotiatedSerializer) (rest.Interface, error) { //nolint:ireturn
+	groupConfig := c.config
+	groupConfig.GroupVersion = &gv
+	groupConfig.APIPath = "/apis"
+	groupConfig.NegotiatedSerializer = s
+
+	if gv.Group == "" {
+		groupConfig.APIPath = "/api"
+	}
+
+	return newNegotiatingClient(&groupConfig, c.httpClient)
+}
+
+// group returns the REST client of the group gv, made on its first use.
+func (c *Client) group(g *lazyGroup, gv schema.GroupVersion) rest.Interface { //nolint:ireturn
+	g.once.Do(func() {
+		client, err := c.newGroupClient(gv, groupSerializer())
+		if err != nil {
+			// The groups' clients differ in their group and API path alone, and NewForConfig made the Nodes
+			// client of the same configuration: a group's cannot fail.
+			panic(fmt.Sprintf("failed to create the Kubernetes client of %s: %v", gv, err))
+		}
+
+		g.client = client
+	})
+
+	return g.client
 }
 
 // Typed clients of the resources talos-ccm uses. Their methods are those of client-go's typed clients, with
@@ -124,45 +145,45 @@ func (c *Client) Nodes() *NodeClient {
 
 // Services returns the client of the Services of namespace ("" for every namespace, to list and watch).
 func (c *Client) Services(namespace string) *ServiceClient {
-	return &ServiceClient{TypedClient: TypedClient[*corev1.Service, corev1.Service]{c.core, "services", namespace}}
+	return &ServiceClient{TypedClient: TypedClient[*corev1.Service, corev1.Service]{c.group(&c.core, corev1.SchemeGroupVersion), "services", namespace}}
 }
 
 // Namespaces returns the client of Namespaces, which talos-ccm only lists and watches (for the labels the
 // LoadBalancer pools select namespaces by).
 func (c *Client) Namespaces() *NamespaceClient {
-	return &NamespaceClient{TypedClient: TypedClient[*corev1.Namespace, corev1.Namespace]{c.core, "namespaces", ""}}
+	return &NamespaceClient{TypedClient: TypedClient[*corev1.Namespace, corev1.Namespace]{c.group(&c.core, corev1.SchemeGroupVersion), "namespaces", ""}}
 }
 
 // Events returns the client of the Events of namespace.
 func (c *Client) Events(namespace string) *EventClient {
-	return &EventClient{c.core, "events", namespace}
+	return &EventClient{c.group(&c.core, corev1.SchemeGroupVersion), "events", namespace}
 }
 
 // CertificateSigningRequests returns the client of CertificateSigningRequests.
 func (c *Client) CertificateSigningRequests() CSRClient {
 	return CSRClient{&csrListClient{TypedClient: TypedClient[*certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequest]{
-		c.certificates, "certificatesigningrequests", "",
+		c.group(&c.certificates, certificatesv1.SchemeGroupVersion), "certificatesigningrequests", "",
 	}}}
 }
 
 // Leases returns the client of the Leases of namespace.
 func (c *Client) Leases(namespace string) *LeaseClient {
-	return &LeaseClient{c.coordination, "leases", namespace}
+	return &LeaseClient{c.group(&c.coordination, coordinationv1.SchemeGroupVersion), "leases", namespace}
 }
 
 // EndpointSlices returns the client of the EndpointSlices of namespace.
 func (c *Client) EndpointSlices(namespace string) *EndpointSliceClient {
-	return &EndpointSliceClient{TypedClient: TypedClient[*discoveryv1.EndpointSlice, discoveryv1.EndpointSlice]{c.discovery, "endpointslices", namespace}}
+	return &EndpointSliceClient{TypedClient: TypedClient[*discoveryv1.EndpointSlice, discoveryv1.EndpointSlice]{c.group(&c.discovery, discoveryv1.SchemeGroupVersion), "endpointslices", namespace}}
 }
 
 // TokenReviews returns the client of TokenReviews.
 func (c *Client) TokenReviews() *TokenReviewClient {
-	return &TokenReviewClient{c.authentication, "tokenreviews", ""}
+	return &TokenReviewClient{c.group(&c.authentication, authenticationv1.SchemeGroupVersion), "tokenreviews", ""}
 }
 
 // SubjectAccessReviews returns the client of SubjectAccessReviews.
 func (c *Client) SubjectAccessReviews() *SubjectAccessReviewClient {
-	return &SubjectAccessReviewClient{c.authorization, "subjectaccessreviews", ""}
+	return &SubjectAccessReviewClient{c.group(&c.authorization, authorizationv1.SchemeGroupVersion), "subjectaccessreviews", ""}
 }
 
 // CSRClient reads CertificateSigningRequests and approves or denies them.
