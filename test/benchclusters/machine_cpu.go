@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -99,13 +100,48 @@ func cpuBetween(before, after machineCPU, wall time.Duration, hostPID int) burst
 	return b
 }
 
-// String says where the machine's CPU went.
-func (b burstCPU) String() string {
-	busy := 0.0
-	if b.capacity > 0 {
-		busy = 100 * b.busy.Seconds() / b.capacity.Seconds()
+// busyShare is the share of the processors' time they were busy.
+func (b burstCPU) busyShare() float64 {
+	if b.capacity <= 0 {
+		return 0
 	}
 
+	return b.busy.Seconds() / b.capacity.Seconds()
+}
+
+// String says where the machine's CPU went.
+func (b burstCPU) String() string {
 	return fmt.Sprintf("%.0f%% of the processors busy over %s: the host %.2f s, the apiservers %.2f s, their etcds %.2f s, the rest %.2f s",
-		busy, seconds(b.wall), b.host.Seconds(), b.apiservers.Seconds(), b.etcd.Seconds(), b.others.Seconds())
+		100*b.busyShare(), seconds(b.wall), b.host.Seconds(), b.apiservers.Seconds(), b.etcd.Seconds(), b.others.Seconds())
+}
+
+// quietBusy is the share of the processors under which the machine counts as quiet.
+const quietBusy = 0.25
+
+// waitQuiet waits until the machine's processors were busy under quietBusy over a second, or d passed, and
+// returns what the machine used over the last second it watched: the clusters started before may still be
+// at work (their informers, their Nodes' second passes) when the last of their Nodes is initialized.
+func waitQuiet(ctx context.Context, d time.Duration, hostPID int) (burstCPU, error) {
+	deadline := time.Now().Add(d)
+
+	for {
+		before, err := readMachineCPU()
+		if err != nil {
+			return burstCPU{}, err
+		}
+
+		start := time.Now()
+		sleep(ctx, time.Second)
+
+		after, err := readMachineCPU()
+		if err != nil {
+			return burstCPU{}, err
+		}
+
+		used := cpuBetween(before, after, time.Since(start), hostPID)
+
+		if used.busyShare() < quietBusy || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return used, ctx.Err()
+		}
+	}
 }

@@ -51,3 +51,23 @@ func TestReadMachineCPU(t *testing.T) {
 	assert.LessOrEqual(t, m.busy, m.capacity)
 	assert.Contains(t, m.byPID, os.Getpid())
 }
+
+func TestBusyShare(t *testing.T) {
+	t.Parallel()
+
+	assert.InDelta(t, 0.25, burstCPU{busy: time.Second, capacity: 4 * time.Second}.busyShare(), 1e-9)
+	assert.Zero(t, burstCPU{busy: time.Second}.busyShare(), "no capacity read: nothing to share")
+}
+
+// TestWaitQuietReadsASecond: past its wait, waitQuiet returns the machine's use over the last second it
+// watched.
+func TestWaitQuietReadsASecond(t *testing.T) {
+	t.Parallel()
+
+	used, err := waitQuiet(t.Context(), 0, os.Getpid())
+	require.NoError(t, err)
+
+	assert.GreaterOrEqual(t, used.wall, time.Second)
+	assert.Positive(t, used.capacity, "the processors' time over the second")
+	assert.LessOrEqual(t, used.busy, used.capacity)
+}

@@ -156,7 +156,14 @@ func measure(ctx context.Context, opts options, f *fleet, bin string) (*results,
 		return nil, fmt.Errorf("the first %d clusters: %w", first, err)
 	}
 
-	step("declaring %d clusters at once", opts.burst)
+	quiet, err := waitQuiet(ctx, opts.settle, host.pid())
+	if err != nil {
+		return nil, err
+	}
+
+	res.beforeBurst = &quiet
+
+	step("declaring %d clusters at once; the second before: %s", opts.burst, quiet)
 
 	// Where the host's CPU goes while they start.
 	profiled := profileCPU(ctx, host, opts, opts.profile, "burst")

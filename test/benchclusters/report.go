@@ -55,8 +55,9 @@ type results struct {
 	// startLatencies are, for each of the burst clusters declared at once, the time from their declaration to
 	// their first Node initialized.
 	startLatencies []time.Duration
-	// burstCPU is where the machine's CPU went from their declaration until each had its first Node.
-	burstCPU *burstCPU
+	// burstCPU is where the machine's CPU went from their declaration until each had its first Node;
+	// beforeBurst in the second before their declaration, once the machine was quiet (or --settle passed).
+	burstCPU, beforeBurst *burstCPU
 	// burstRequests are the requests the apiservers finished meanwhile, per cluster declared at once.
 	burstRequests requestTally
 
@@ -202,7 +203,15 @@ func (r *results) burstCPURow() row {
 		value = r.burstCPU.String()
 	}
 
-	return row{what: "of which the machine's CPU, until each had its first Node", value: value, target: "-", verdict: "-"}
+	before := "not measured"
+	if r.beforeBurst != nil {
+		before = r.beforeBurst.String()
+	}
+
+	return row{
+		what:  "of which the machine's CPU, until each had its first Node",
+		value: fmt.Sprintf("%s (in the second before their declaration: %s)", value, before), target: "-", verdict: "-",
+	}
 }
 
 // descriptorsRows say what part of the heap left after the removal is the descriptors the Go runtime keeps
