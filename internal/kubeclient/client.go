@@ -38,8 +38,9 @@ type Client struct {
 	nodes rest.Interface
 }
 
-// lazyGroup is the REST client of one API group, made on the group's first use.
+// lazyGroup is the REST client of the API group gv, made on the group's first use.
 type lazyGroup struct {
+	gv     schema.GroupVersion
 	once   sync.Once
 	client rest.Interface
 }
@@ -52,7 +53,15 @@ var groupSerializer = sync.OnceValue(func() runtime.NegotiatedSerializer { //nol
 // NewForConfig returns a client of cfg: its server, credentials, transport, content types, user agent (client-go's
 // default when empty) and rate limit (QPS and Burst, or RateLimiter), as kubernetes.NewForConfig would.
 func NewForConfig(cfg *rest.Config) (*Client, error) {
-	c := &Client{config: *cfg}
+	c := &Client{
+		config:         *cfg,
+		core:           lazyGroup{gv: corev1.SchemeGroupVersion},
+		certificates:   lazyGroup{gv: certificatesv1.SchemeGroupVersion},
+		coordination:   lazyGroup{gv: coordinationv1.SchemeGroupVersion},
+		discovery:      lazyGroup{gv: discoveryv1.SchemeGroupVersion},
+		authentication: lazyGroup{gv: authenticationv1.SchemeGroupVersion},
+		authorization:  lazyGroup{gv: authorizationv1.SchemeGroupVersion},
+	}
 
 	if c.config.UserAgent == "" {
 		c.config.UserAgent = rest.DefaultKubernetesUserAgent()
@@ -94,14 +103,14 @@ func (c *Client) newGroupClient(gv schema.GroupVersion, s runtime.NegotiatedSeri
 	return newNegotiatingClient(&groupConfig, c.httpClient)
 }
 
-// group returns the REST client of the group gv, made on its first use.
-func (c *Client) group(g *lazyGroup, gv schema.GroupVersion) rest.Interface { //nolint:ireturn
+// group returns the REST client of the group g, made on its first use.
+func (c *Client) group(g *lazyGroup) rest.Interface { //nolint:ireturn
 	g.once.Do(func() {
-		client, err := c.newGroupClient(gv, groupSerializer())
+		client, err := c.newGroupClient(g.gv, groupSerializer())
 		if err != nil {
 			// The groups' clients differ in their group and API path alone, and NewForConfig made the Nodes
 			// client of the same configuration: a group's cannot fail.
-			panic(fmt.Sprintf("failed to create the Kubernetes client of %s: %v", gv, err))
+			panic(fmt.Sprintf("failed to create the Kubernetes client of %s: %v", g.gv, err))
 		}
 
 		g.client = client
@@ -145,45 +154,45 @@ func (c *Client) Nodes() *NodeClient {
 
 // Services returns the client of the Services of namespace ("" for every namespace, to list and watch).
 func (c *Client) Services(namespace string) *ServiceClient {
-	return &ServiceClient{TypedClient: TypedClient[*corev1.Service, corev1.Service]{c.group(&c.core, corev1.SchemeGroupVersion), "services", namespace}}
+	return &ServiceClient{TypedClient: TypedClient[*corev1.Service, corev1.Service]{c.group(&c.core), "services", namespace}}
 }
 
 // Namespaces returns the client of Namespaces, which talos-ccm only lists and watches (for the labels the
 // LoadBalancer pools select namespaces by).
 func (c *Client) Namespaces() *NamespaceClient {
-	return &NamespaceClient{TypedClient: TypedClient[*corev1.Namespace, corev1.Namespace]{c.group(&c.core, corev1.SchemeGroupVersion), "namespaces", ""}}
+	return &NamespaceClient{TypedClient: TypedClient[*corev1.Namespace, corev1.Namespace]{c.group(&c.core), "namespaces", ""}}
 }
 
 // Events returns the client of the Events of namespace.
 func (c *Client) Events(namespace string) *EventClient {
-	return &EventClient{c.group(&c.core, corev1.SchemeGroupVersion), "events", namespace}
+	return &EventClient{c.group(&c.core), "events", namespace}
 }
 
 // CertificateSigningRequests returns the client of CertificateSigningRequests.
 func (c *Client) CertificateSigningRequests() CSRClient {
 	return CSRClient{&csrListClient{TypedClient: TypedClient[*certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequest]{
-		c.group(&c.certificates, certificatesv1.SchemeGroupVersion), "certificatesigningrequests", "",
+		c.group(&c.certificates), "certificatesigningrequests", "",
 	}}}
 }
 
 // Leases returns the client of the Leases of namespace.
 func (c *Client) Leases(namespace string) *LeaseClient {
-	return &LeaseClient{c.group(&c.coordination, coordinationv1.SchemeGroupVersion), "leases", namespace}
+	return &LeaseClient{c.group(&c.coordination), "leases", namespace}
 }
 
 // EndpointSlices returns the client of the EndpointSlices of namespace.
 func (c *Client) EndpointSlices(namespace string) *EndpointSliceClient {
-	return &EndpointSliceClient{TypedClient: TypedClient[*discoveryv1.EndpointSlice, discoveryv1.EndpointSlice]{c.group(&c.discovery, discoveryv1.SchemeGroupVersion), "endpointslices", namespace}}
+	return &EndpointSliceClient{TypedClient: TypedClient[*discoveryv1.EndpointSlice, discoveryv1.EndpointSlice]{c.group(&c.discovery), "endpointslices", namespace}}
 }
 
 // TokenReviews returns the client of TokenReviews.
 func (c *Client) TokenReviews() *TokenReviewClient {
-	return &TokenReviewClient{c.group(&c.authentication, authenticationv1.SchemeGroupVersion), "tokenreviews", ""}
+	return &TokenReviewClient{c.group(&c.authentication), "tokenreviews", ""}
 }
 
 // SubjectAccessReviews returns the client of SubjectAccessReviews.
 func (c *Client) SubjectAccessReviews() *SubjectAccessReviewClient {
-	return &SubjectAccessReviewClient{c.group(&c.authorization, authorizationv1.SchemeGroupVersion), "subjectaccessreviews", ""}
+	return &SubjectAccessReviewClient{c.group(&c.authorization), "subjectaccessreviews", ""}
 }
 
 // CSRClient reads CertificateSigningRequests and approves or denies them.
