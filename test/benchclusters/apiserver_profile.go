@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -25,20 +26,19 @@ func profileAPIServers(ctx context.Context, clients []*kubernetes.Clientset, dir
 	}
 
 	go func() {
-		errs := make(chan error, len(clients))
+		var wg sync.WaitGroup
+
+		errs := make([]error, len(clients))
 
 		for i, client := range clients {
-			go func() {
-				errs <- saveAPIServerProfile(ctx, client, d, filepath.Join(dir, fmt.Sprintf("apiserver-%d-%s.pprof", i+1, moment)))
-			}()
+			wg.Go(func() {
+				errs[i] = saveAPIServerProfile(ctx, client, d, filepath.Join(dir, fmt.Sprintf("apiserver-%d-%s.pprof", i+1, moment)))
+			})
 		}
 
-		var all []error
-		for range clients {
-			all = append(all, <-errs)
-		}
+		wg.Wait()
 
-		profiled <- errors.Join(all...)
+		profiled <- errors.Join(errs...)
 	}()
 
 	return profiled

@@ -124,12 +124,12 @@ const quietBusy = 0.25
 func waitQuiet(ctx context.Context, d time.Duration, hostPID int) (burstCPU, error) {
 	deadline := time.Now().Add(d)
 
-	for {
-		before, err := readMachineCPU()
-		if err != nil {
-			return burstCPU{}, err
-		}
+	before, err := readMachineCPU()
+	if err != nil {
+		return burstCPU{}, err
+	}
 
+	for {
 		start := time.Now()
 		sleep(ctx, time.Second)
 
@@ -143,5 +143,8 @@ func waitQuiet(ctx context.Context, d time.Duration, hostPID int) (burstCPU, err
 		if used.busyShare() < quietBusy || !time.Now().Before(deadline) || ctx.Err() != nil {
 			return used, ctx.Err()
 		}
+
+		// The next second starts where this one ended.
+		before = after
 	}
 }
