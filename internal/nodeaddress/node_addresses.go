@@ -417,13 +417,16 @@ func Choose(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadat
 		add(AddressExternalIP, c.ip.String(), c.origin)
 	}
 
-	hostname := pm.GetHostname()
-	if hostname == "" || !addName(AddressHostname, hostname, hostnameOrigin) {
-		hostname, hostnameOrigin = nodeName, "Node name"
-		add(AddressHostname, hostname, hostnameOrigin)
+	// The Hostname address is the Node name: on Talos the kubelet's hostname, which it posts as its
+	// first Hostname address and puts into its first serving certificate request. Talos names the Node
+	// after the machine's short hostname (unless the kubelet registers with its FQDN), and the machine is
+	// bound to the Node by its Nodename, so the name is the machine's own. A FQDN hostname is an
+	// InternalDNS name besides.
+	if nodeName == "" || !addName(AddressHostname, nodeName, originNodeName) {
+		addName(AddressHostname, pm.GetHostname(), hostnameOrigin)
 	}
 
-	if strings.Contains(hostname, ".") {
+	if hostname := pm.GetHostname(); strings.Contains(hostname, ".") {
 		addName(AddressInternalDNS, hostname, hostnameOrigin+" (FQDN)")
 	}
 
@@ -437,6 +440,9 @@ func Choose(nodeName string, node *specs.KubeNodeSpec, pm *specs.PlatformMetadat
 
 	return out
 }
+
+// originNodeName is the origin of the Hostname address.
+const originNodeName = "Node name (the kubelet's hostname)"
 
 // shorten keeps a value readable in a warning.
 func shorten(s string) string {

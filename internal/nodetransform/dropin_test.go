@@ -221,34 +221,32 @@ func TestDropInHostnameFallback(t *testing.T) {
 	ma := &specs.MachineAddressesSpec{Addresses: []*specs.MachineAddress{flagged("eno1", "172.20.0.3/24")}}
 
 	for _, tc := range []struct {
-		name         string
-		pm           *specs.PlatformMetadataSpec
-		wantMatched  bool
-		wantHost     string
-		wantOrigin   string
-		wantHostAddr string
+		name        string
+		pm          *specs.PlatformMetadataSpec
+		wantMatched bool
+		wantHost    string
+		wantOrigin  string
 	}{
 		{
-			name:         "metal without a hostname: the Node name",
-			pm:           &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal"},
-			wantMatched:  true,
-			wantHost:     "web-3",
-			wantOrigin:   "Node name (Talos platformMetadata has no hostname)",
-			wantHostAddr: "Node name (Talos platformMetadata has no hostname)",
+			name:        "metal without a hostname: the Node name",
+			pm:          &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal"},
+			wantMatched: true,
+			wantHost:    "web-3",
+			wantOrigin:  "Node name (Talos platformMetadata has no hostname)",
 		},
 		{
-			name:         "no PlatformMetadata at all: the Node name",
-			pm:           &specs.PlatformMetadataSpec{},
-			wantMatched:  true,
-			wantHost:     "web-3",
-			wantOrigin:   "Node name (Talos platformMetadata has no hostname)",
-			wantHostAddr: "Node name (Talos platformMetadata has no hostname)",
+			name:        "no PlatformMetadata at all: the Node name",
+			pm:          &specs.PlatformMetadataSpec{},
+			wantMatched: true,
+			wantHost:    "web-3",
+			wantOrigin:  "Node name (Talos platformMetadata has no hostname)",
 		},
 		{
-			name:         "a hostname from Talos wins",
-			pm:           &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "db-1"},
-			wantMatched:  false,
-			wantHostAddr: "Talos platformMetadata.hostname",
+			// The hostname from Talos is the selectors' and templates' (the Node name only stands in for it),
+			// while the Hostname address is the Node name always: the kubelet's hostname.
+			name:        "a hostname from Talos wins in selectors",
+			pm:          &specs.PlatformMetadataSpec{HasPlatformMetadata: true, Platform: "metal", Hostname: "db-1"},
+			wantMatched: false,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,13 +272,8 @@ func TestDropInHostnameFallback(t *testing.T) {
 				}
 			}
 
-			want := "Hostname=" + tc.pm.GetHostname()
-			if tc.pm.GetHostname() == "" {
-				want = "Hostname=web-3"
-			}
-
-			assert.Equal(t, []string{want}, hostAddrs)
-			assert.Equal(t, tc.wantHostAddr, noderes.AddressOrigin(spec, &specs.NodeAddress{Type: "Hostname", Address: want[len("Hostname="):]}))
+			assert.Equal(t, []string{"Hostname=web-3"}, hostAddrs)
+			assert.Equal(t, "Node name (the kubelet's hostname)", noderes.AddressOrigin(spec, &specs.NodeAddress{Type: "Hostname", Address: "web-3"}))
 		})
 	}
 }

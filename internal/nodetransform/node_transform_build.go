@@ -99,8 +99,8 @@ func build(in Input) (*specs.NodeTransformSpec, time.Duration) {
 	facts.Platform = out.Platform
 
 	// Talos's metal platform fills the hostname only from the talos.hostname= kernel argument, so most
-	// metal machines report none: the Node name stands in for it, in selectors, templates and the Hostname
-	// address, as in the Talos CCM.
+	// metal machines report none: the Node name stands in for it in selectors and templates, as in the
+	// Talos CCM. (The Hostname address is the Node name always, see nodeaddress.Choose.)
 	hostnameOrigin := originTalosHostname
 	if facts.GetHostname() == "" && in.NodeName != "" {
 		facts.Hostname = in.NodeName

@@ -153,13 +153,13 @@ func TestNodeAddresses(t *testing.T) {
 		{
 			name:      "names that are not DNS names are never Node addresses, and said",
 			platform:  "aws",
-			hostname:  "Not A Hostname!",
+			hostname:  "Not A Hostname!.example.com",
 			provided:  []string{"10.0.0.8"},
 			addresses: addrs(),
 			dns:       [2]string{"not a dns name!", "ok.example.com"},
 			want:      []string{"InternalIP=10.0.0.8", "Hostname=bad-host", "ExternalDNS=ok.example.com"},
 			warnings: []string{
-				`Hostname "Not A Hostname!" from Talos platformMetadata.hostname left out: not a DNS name (RFC 1123, at most 253 characters)`,
+				`InternalDNS "Not A Hostname!.example.com" from Talos platformMetadata.hostname (FQDN) left out: not a DNS name (RFC 1123, at most 253 characters)`,
 				`InternalDNS "not a dns name!" from Talos platformMetadata.internalDNS left out: not a DNS name (RFC 1123, at most 253 characters)`,
 			},
 		},

@@ -81,14 +81,11 @@ func expect(m talossim.Machine, clusterName string) expectedNode {
 		add(corev1.NodeExternalIP, ip.String())
 	}
 
-	hostname := m.Name
-	if !m.NoPlatformMetadata {
-		hostname = m.Hostname()
-	}
+	// The Hostname address is the Node name (the kubelet's hostname); Talos's FQDN hostname an InternalDNS
+	// name besides.
+	add(corev1.NodeHostName, m.Name)
 
-	add(corev1.NodeHostName, hostname)
-
-	if strings.Contains(hostname, ".") {
+	if hostname := m.Hostname(); !m.NoPlatformMetadata && !m.NoPlatformHostname && strings.Contains(hostname, ".") {
 		add(corev1.NodeInternalDNS, hostname)
 	}
 
