@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,14 +63,22 @@ type NodeTimes struct {
 	Ready time.Time `json:"ready"`
 	// Initialized is when the kubelet first saw the Node without the uninitialized taint.
 	Initialized time.Time `json:"initialized,omitzero"`
-	// CSRSubmitted is when the serving CSR was created, CSRName its name.
+	// CSRSubmitted is when the newest serving CSR was created, CSRName its name, CSRs how many the kubelet
+	// filed.
 	CSRSubmitted time.Time `json:"csrSubmitted,omitzero"`
 	CSRName      string    `json:"csrName,omitempty"`
+	CSRs         int       `json:"csrs,omitempty"`
+	// CSRSettled is when the kubelet stopped asking: its newest request was seen approved with every name
+	// and IP of its Node's addresses then, or denied with the names and IPs its Node still has. It is zero
+	// until then, and again once its Node's addresses call for another request.
+	CSRSettled time.Time `json:"csrSettled,omitzero"`
 }
 
 // Kubelets acts as the kubelets of a fleet: it registers a Node for every machine as a kubelet with
-// --cloud-provider=external does, then, once the cloud controller manager has removed a Node's
-// uninitialized taint and set its addresses, submits one kubelet-serving CSR as that node.
+// --cloud-provider=external and --node-ip (which Talos always passes) does, with the node IPs and its
+// hostname as the Node's first addresses, and asks for a serving certificate as a kubelet's certificate
+// manager does (requestDue): at once for those addresses, and again, once that request is approved, when
+// the cloud controller manager gave the Node a name or IP that the certificate lacks.
 //
 // Every write a kubelet makes (its Node, its status, its CSRs) is made as that node (user
 // system:node:NAME in groups system:nodes and system:authenticated, by impersonation), so the
@@ -87,10 +96,13 @@ type Kubelets struct {
 	queue   workqueue.TypedRateLimitingInterface[kubeletTask]
 	factory informers.SharedInformerFactory
 	nodes   cache.SharedIndexInformer
+	csrs    cache.SharedIndexInformer
 
 	mu       sync.Mutex
 	machines map[string]Machine
 	times    map[string]*NodeTimes
+	// requests holds each kubelet's newest serving certificate request.
+	requests map[string]*servingRequest
 	// waiting holds the initial machines whose Node is not registered yet; registered closes when
 	// it becomes empty.
 	waiting    map[string]bool
@@ -157,6 +169,7 @@ func NewKubelets(config *rest.Config, machines []Machine, opts KubeletOptions) (
 		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[kubeletTask]()),
 		machines:   make(map[string]Machine, len(machines)),
 		times:      make(map[string]*NodeTimes, len(machines)),
+		requests:   make(map[string]*servingRequest, len(machines)),
 		waiting:    make(map[string]bool, len(machines)),
 		registered: make(chan struct{}),
 	}
@@ -179,6 +192,15 @@ func NewKubelets(config *rest.Config, machines []Machine, opts KubeletOptions) (
 		UpdateFunc: func(_, obj any) { k.observe(obj) },
 	}); err != nil {
 		return nil, fmt.Errorf("failed to watch nodes: %w", err)
+	}
+
+	k.csrs = k.factory.Certificates().V1().CertificateSigningRequests().Informer()
+
+	if _, err = k.csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    k.observeRequest,
+		UpdateFunc: func(_, obj any) { k.observeRequest(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("failed to watch certificate requests: %w", err)
 	}
 
 	return k, nil
@@ -282,26 +304,90 @@ func (k *Kubelets) SetReady(ctx context.Context, name string, ready bool) error 
 	return nil
 }
 
-// observe queues the CSR of a node that the CCM has just initialized.
+// observe records when a kubelet's Node is first seen initialized, and queues its serving certificate
+// request when one is due.
 func (k *Kubelets) observe(obj any) {
 	node, ok := obj.(*corev1.Node)
-	if !ok || hasTaint(node, kubekeys.TaintUninitialized) || len(node.Status.Addresses) == 0 {
+	if !ok {
 		return
 	}
 
 	k.mu.Lock()
 	t, known := k.times[node.Name]
-	queue := known && t.CSRName == ""
 
-	if known && t.Initialized.IsZero() {
+	if known && t.Initialized.IsZero() && !hasTaint(node, kubekeys.TaintUninitialized) && len(node.Status.Addresses) > 0 {
 		t.Initialized = time.Now()
 	}
 
+	due := known && k.requestDueLocked(node)
 	k.mu.Unlock()
 
-	if queue {
+	if due {
 		k.queue.Add(kubeletTask{op: opCSR, name: node.Name})
 	}
+}
+
+// observeRequest follows the verdict of each kubelet's newest serving certificate request, and queues the
+// next request when one is due.
+func (k *Kubelets) observeRequest(obj any) {
+	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+	if !ok {
+		return
+	}
+
+	name := requester(csr)
+	if name == "" {
+		return
+	}
+
+	if k.recordVerdict(name, csr) {
+		k.queue.Add(kubeletTask{op: opCSR, name: name})
+	}
+}
+
+// recordVerdict records the verdict of csr if it is the node's newest request, and reports whether another
+// request is due.
+func (k *Kubelets) recordVerdict(name string, csr *certificatesv1.CertificateSigningRequest) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	r, t := k.requests[name], k.times[name]
+	verdict := requestVerdictOf(csr)
+
+	if r == nil || t == nil || r.name != csr.Name || r.verdict == verdict {
+		return false
+	}
+
+	r.verdict = verdict
+
+	obj, exists, _ := k.nodes.GetStore().GetByKey(name)
+	node, _ := obj.(*corev1.Node)
+
+	if exists && node != nil && k.requestDueLocked(node) {
+		return true
+	}
+
+	t.CSRSettled = time.Now()
+
+	return false
+}
+
+// requestDueLocked reports whether the node's kubelet files a serving certificate request for the Node's
+// addresses, and forgets when it settled if so. k.mu is held.
+func (k *Kubelets) requestDueLocked(node *corev1.Node) bool {
+	t, ok := k.times[node.Name]
+	if !ok {
+		return false
+	}
+
+	dnsNames, ips := servingSANStrings(node)
+	if !requestDue(k.requests[node.Name], dnsNames, ips) {
+		return false
+	}
+
+	t.CSRSettled = time.Time{}
+
+	return true
 }
 
 func (k *Kubelets) processNext(ctx context.Context) bool {
@@ -389,7 +475,7 @@ func (k *Kubelets) register(ctx context.Context, name string) error {
 
 	k.markRegistered(name)
 
-	// The CCM may have initialized the Node before its status was posted.
+	// The informer may have seen the Node before it was recorded above.
 	if obj, exists, _ := k.nodes.GetStore().GetByKey(name); exists {
 		k.observe(obj)
 	}
@@ -441,17 +527,9 @@ func (k *Kubelets) markRegistered(name string) {
 	}
 }
 
-// submitCSR creates the node's kubelet-serving CSR, impersonating the node.
+// submitCSR creates the node's kubelet-serving CSR for its Node's addresses, impersonating the node, when
+// one is due.
 func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
-	k.mu.Lock()
-	t, ok := k.times[name]
-	done := !ok || t.CSRName != ""
-	k.mu.Unlock()
-
-	if done {
-		return nil
-	}
-
 	obj, exists, err := k.nodes.GetStore().GetByKey(name)
 	if err != nil || !exists {
 		return err
@@ -459,11 +537,16 @@ func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
 
 	node, _ := obj.(*corev1.Node)
 
-	dnsNames, ips := servingSANs(node)
-	if len(dnsNames) == 0 && len(ips) == 0 {
-		// Like a kubelet, wait for addresses; the informer queues the node again when they come.
+	k.mu.Lock()
+	due := k.requestDueLocked(node)
+	k.mu.Unlock()
+
+	if !due {
+		// Nothing yet, or the request before is pending: the informers queue the node again.
 		return nil
 	}
+
+	dnsNames, ips := servingSANs(node)
 
 	csr, err := NewServingCSR(name, dnsNames, ips)
 	if err != nil {
@@ -481,11 +564,22 @@ func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
 	}
 
 	k.mu.Lock()
+	t := k.times[name]
 	t.CSRSubmitted = time.Now()
 	t.CSRName = created.Name
+	t.CSRs++
+
+	request := &servingRequest{name: created.Name, verdict: requestPending}
+	request.dnsNames, request.ips = servingSANStrings(node)
+	k.requests[name] = request
 	k.mu.Unlock()
 
 	k.logger.Debug("csr submitted", zap.String("node", name), zap.String("csr", created.Name))
+
+	// A verdict the informer delivered before the request was recorded above.
+	if obj, exists, _ = k.csrs.GetStore().GetByKey(created.Name); exists {
+		k.observeRequest(obj)
+	}
 
 	return nil
 }
@@ -554,12 +648,31 @@ func newNode(m Machine) *corev1.Node {
 		Spec: corev1.NodeSpec{
 			Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		},
+		Status: corev1.NodeStatus{Addresses: KubeletFirstAddresses(m)},
 	}
 }
 
+// KubeletFirstAddresses are the addresses a kubelet with --cloud-provider=external posts when its Node has
+// none: with node IPs given (--node-ip, at most one of each family), each as an InternalIP, then its
+// hostname (Talos names the Node after it); without, none, and it waits for the cloud provider's.
+func KubeletFirstAddresses(m Machine) []corev1.NodeAddress {
+	if len(m.NodeIPs) == 0 {
+		return nil
+	}
+
+	ips := m.NodeIPs[:min(len(m.NodeIPs), 2)]
+	addresses := make([]corev1.NodeAddress, 0, len(ips)+1)
+
+	for _, ip := range ips {
+		addresses = append(addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
+	}
+
+	return append(addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: m.Name})
+}
+
 // setNodeStatus fills the status a kubelet posts (KubeletStatus, or its bare part), keeping the
-// transition times of the conditions that did not change. Addresses are left alone: with an external
-// cloud provider the CCM sets them.
+// transition times of the conditions that did not change. Addresses the Node has are left alone (with an
+// external cloud provider the CCM sets them); a Node without any gets the kubelet's first addresses.
 func setNodeStatus(node *corev1.Node, m Machine, opts KubeletOptions, now time.Time) {
 	status := KubeletStatus(m, opts.KubeletVersion, now)
 	if opts.BareStatus {
@@ -568,6 +681,11 @@ func setNodeStatus(node *corev1.Node, m Machine, opts KubeletOptions, now time.T
 
 	conditions := status.Conditions
 	status.Conditions, status.Addresses = node.Status.Conditions, node.Status.Addresses
+
+	if len(status.Addresses) == 0 {
+		status.Addresses = KubeletFirstAddresses(m)
+	}
+
 	node.Status = status
 
 	for _, cond := range conditions {

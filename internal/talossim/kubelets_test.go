@@ -70,7 +70,13 @@ func TestKubelets(t *testing.T) {
 		_, controlPlane := node.Labels[kubekeys.LabelControlPlane]
 		assert.Equal(t, m.ControlPlane, controlPlane, m.Name)
 		assert.Empty(t, node.Spec.ProviderID)
-		assert.Empty(t, node.Status.Addresses)
+		// A kubelet given node IPs posts them, and its hostname, as the Node's first addresses.
+		want := []corev1.NodeAddress{}
+		for _, ip := range m.NodeIPs {
+			want = append(want, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip.String()})
+		}
+
+		assert.Equal(t, append(want, corev1.NodeAddress{Type: corev1.NodeHostName, Address: m.Name}), node.Status.Addresses, m.Name)
 		assert.Equal(t, corev1.ConditionTrue, readyStatus(node), m.Name)
 		assert.Len(t, node.Status.Images, talossim.NodeStatusImages, m.Name)
 
@@ -91,6 +97,17 @@ func TestKubelets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.10,2001:db8:0:1::10", node.Annotations[kubekeys.AnnotationProvidedNodeIP])
 
+	// Every kubelet asks for a serving certificate for its first addresses at once, before its Node is
+	// initialized.
+	for _, m := range testMachines() {
+		csr := waitCSR(ctx, t, cs, "system:node:"+m.Name, 1)[0]
+		req := parseRequest(t, csr)
+		assert.Equal(t, []string{m.Name}, req.DNSNames, m.Name)
+		assert.Len(t, req.IPAddresses, len(m.NodeIPs), m.Name)
+	}
+
+	first := waitCSR(ctx, t, cs, "system:node:aws-0000", 1)[0]
+
 	// Initialize the node as the CCM would: addresses, then the taint removed.
 	node.Status.Addresses = []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "10.0.0.10"},
@@ -106,7 +123,14 @@ func TestKubelets(t *testing.T) {
 	_, err = cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	csr := waitCSR(ctx, t, cs, "system:node:aws-0000")
+	// While its first request is pending, the kubelet files no other.
+	time.Sleep(time.Second)
+	waitCSR(ctx, t, cs, "system:node:aws-0000", 1)
+
+	// Once it is approved, the certificate lacks names and IPs the Node now has: another request, for all.
+	approve(ctx, t, cs, first, certificatesv1.CertificateApproved)
+
+	csr := waitCSR(ctx, t, cs, "system:node:aws-0000", 2)[1]
 
 	assert.Equal(t, certificatesv1.KubeletServingSignerName, csr.Spec.SignerName)
 	assert.Contains(t, csr.Spec.Groups, "system:nodes")
@@ -114,11 +138,7 @@ func TestKubelets(t *testing.T) {
 		certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageServerAuth,
 	}, csr.Spec.Usages)
 
-	block, _ := pem.Decode(csr.Spec.Request)
-	require.NotNil(t, block)
-
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	require.NoError(t, err)
+	req := parseRequest(t, csr)
 	assert.Equal(t, "system:node:aws-0000", req.Subject.CommonName)
 	assert.Equal(t, []string{"system:nodes"}, req.Subject.Organization)
 	assert.Equal(t, []string{"aws-0000", "ip-10-0-0-10.ec2.internal"}, req.DNSNames)
@@ -129,8 +149,26 @@ func TestKubelets(t *testing.T) {
 		times, ok := kubelets.Times("aws-0000")
 		require.True(c, ok)
 		assert.Equal(c, csr.Name, times.CSRName)
+		assert.Equal(c, 2, times.CSRs)
 		assert.False(c, times.CSRSubmitted.IsZero())
 		assert.False(c, times.Initialized.IsZero())
+		assert.True(c, times.CSRSettled.IsZero(), "its newest request is pending")
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// Approved for every name and IP of its Node, the kubelet has settled.
+	approve(ctx, t, cs, csr, certificatesv1.CertificateApproved)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		times, _ := kubelets.Times("aws-0000")
+		assert.False(c, times.CSRSettled.IsZero())
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// A denied request is not filed again for the same addresses: the kubelet settles on it.
+	denied := waitCSR(ctx, t, cs, "system:node:metal-0002", 1)[0]
+	approve(ctx, t, cs, denied, certificatesv1.CertificateDenied)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		times, _ := kubelets.Times("metal-0002")
+		assert.Equal(c, denied.Name, times.CSRName)
+		assert.False(c, times.CSRSettled.IsZero())
 	}, 10*time.Second, 20*time.Millisecond)
 
 	require.NoError(t, kubelets.SetReady(ctx, "gcp-0001", false))
@@ -139,10 +177,34 @@ func TestKubelets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, corev1.ConditionFalse, readyStatus(node))
 
-	// One CSR per node, and none for nodes still tainted.
+	// Two requests of aws-0000, one of every other node.
 	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, csrs.Items, 1)
+	require.Len(t, csrs.Items, len(testMachines())+1)
+}
+
+// approve sets the condition (Approved or Denied) on the request, as an approver does.
+func approve(ctx context.Context, t *testing.T, cs kubernetes.Interface, csr certificatesv1.CertificateSigningRequest, verdict certificatesv1.RequestConditionType) {
+	t.Helper()
+
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: verdict, Status: corev1.ConditionTrue, Reason: "Test", Message: "by the test",
+	})
+
+	_, err := cs.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, &csr, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+func parseRequest(t *testing.T, csr certificatesv1.CertificateSigningRequest) *x509.CertificateRequest {
+	t.Helper()
+
+	block, _ := pem.Decode(csr.Spec.Request)
+	require.NotNil(t, block)
+
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	require.NoError(t, err)
+
+	return req
 }
 
 func readyStatus(node *corev1.Node) corev1.ConditionStatus {
@@ -155,24 +217,22 @@ func readyStatus(node *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
-func waitCSR(ctx context.Context, t *testing.T, cs kubernetes.Interface, username string) certificatesv1.CertificateSigningRequest {
+// waitCSR waits until the user has filed exactly count requests, and returns them, oldest first.
+func waitCSR(ctx context.Context, t *testing.T, cs kubernetes.Interface, username string, count int) []certificatesv1.CertificateSigningRequest {
 	t.Helper()
 
-	var found certificatesv1.CertificateSigningRequest
+	var found []certificatesv1.CertificateSigningRequest
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		list, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		require.NoError(c, err)
 
-		for _, csr := range list.Items {
-			if csr.Spec.Username == username {
-				found = csr
+		found = slices.DeleteFunc(list.Items, func(csr certificatesv1.CertificateSigningRequest) bool { return csr.Spec.Username != username })
+		slices.SortFunc(found, func(a, b certificatesv1.CertificateSigningRequest) int {
+			return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+		})
 
-				return
-			}
-		}
-
-		c.Errorf("no csr from %s yet", username)
+		assert.Len(c, found, count, "requests of %s", username)
 	}, 30*time.Second, 50*time.Millisecond)
 
 	return found

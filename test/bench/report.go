@@ -89,7 +89,8 @@ func report(w io.Writer, results []*result, what measured, opts options) {
 			row("p99 without the slow machine", round(r.ccmOthers.p99).String(), "-")
 		}
 
-		row("CSR approval p50 / p99", fmt.Sprintf("%s / %s", round(r.csr.p50), round(r.csr.p99)), fmt.Sprintf("(%d of %d approved)", r.csr.n, r.csrSubmitted))
+		row("CSR approval after init p50 / p99", fmt.Sprintf("%s / %s", round(r.csr.p50), round(r.csr.p99)),
+			fmt.Sprintf("(the newest request of %d of %d nodes approved; %.2f requests per node)", r.csr.n, r.nodes, float64(r.csrSubmitted)/float64(max(r.nodes, 1))))
 		line("Node writes per node", nodeWritesText(r.requests), fmt.Sprint(opts.floor.writes),
 			fmt.Sprintf("%.2fx", total(r.requests.nodeWrites)/float64(opts.floor.writes)), "-", "-")
 		row("other writes per node", otherWritesText(r.requests), "-")

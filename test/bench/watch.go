@@ -165,18 +165,20 @@ func nodeLatencies(names []string, w *watcher, kubelets *talossim.Kubelets, star
 	return summarize(per, done)
 }
 
-// csrLatencies waits up to timeout for every node's serving CSR to be approved, and measures each from
-// its submission to its approval, and to its first event on a watch of the apiserver's (what talos-ccm
-// cannot be faster than). It returns how many CSRs were submitted.
+// csrLatencies waits up to timeout until every node's kubelet has settled its serving certificate (its
+// newest request approved for every name and IP of its Node, or denied; see talossim.NodeTimes), and
+// measures each node's newest request from the later of its submission and its Node's initialization
+// (talos-ccm approves nothing for a Node it has not initialized, and a kubelet asks as soon as it
+// registers) to its approval, and from its submission to its first event on a watch of the apiserver's
+// (what talos-ccm cannot be faster than). It returns how many requests the kubelets filed in all.
 func (w *watcher) csrLatencies(ctx context.Context, kubelets *talossim.Kubelets, names []string, timeout time.Duration) (approval, watched latencies, submitted int) {
 	deadline := time.Now().Add(timeout)
 
 	for {
 		submitted = 0
-		approved := 0
+		settled := 0
 
 		per := make([]time.Duration, 0, len(names))
-		done := make([]time.Duration, 0, len(names))
 		seen := make([]time.Duration, 0, len(names))
 
 		for _, name := range names {
@@ -185,22 +187,28 @@ func (w *watcher) csrLatencies(ctx context.Context, kubelets *talossim.Kubelets,
 				continue
 			}
 
-			submitted++
+			submitted += t.CSRs
+
+			if !t.CSRSettled.IsZero() {
+				settled++
+			}
 
 			if at, ok := w.get(w.seen, t.CSRName); ok {
 				seen = append(seen, max(at.Sub(t.CSRSubmitted), 0))
 			}
 
 			if at, ok := w.get(w.approved, t.CSRName); ok {
-				approved++
+				from := t.CSRSubmitted
+				if initialized, ok := w.get(w.initialized, name); ok && initialized.After(from) {
+					from = initialized
+				}
 
-				per = append(per, at.Sub(t.CSRSubmitted))
-				done = append(done, at.Sub(t.CSRSubmitted))
+				per = append(per, max(at.Sub(from), 0))
 			}
 		}
 
-		if (submitted == len(names) && approved == submitted) || time.Now().After(deadline) || ctx.Err() != nil {
-			return summarize(per, done), summarize(seen, seen), submitted
+		if settled == len(names) || time.Now().After(deadline) || ctx.Err() != nil {
+			return summarize(per, slices.Clone(per)), summarize(seen, seen), submitted
 		}
 
 		time.Sleep(100 * time.Millisecond)
