@@ -52,15 +52,16 @@
 //	PUT    /machines/{name}/stage              {"stage": "shutting down"}
 //	DELETE /machines/{name}/resources/{kind}   remove the resources of a kind
 //	PUT    /machines/{name}/resources/{kind}   restore them
-//	GET    /kubelets/times                     per node: created, ready, initialized, csrSubmitted, csrName
+//	GET    /kubelets/times                     per node: created, ready, initialized, csrSubmitted, csrName, csrs, csrSettled
 //	PUT    /kubelets/{name}/ready              {"ready": false} flips the Node's Ready condition (204)
 //
 // # Kubelets
 //
-// Kubelets registers a Node per machine as a kubelet with --cloud-provider=external does (the
-// uninitialized taint, the provided-node-ip annotation, a Ready status, no addresses), and once the
-// CCM has removed the taint and set addresses, submits one kubelet-serving CSR, with the SANs a
-// kubelet takes from the Node's addresses. Every write of a kubelet is made impersonating
+// Kubelets registers a Node per machine as a kubelet with --cloud-provider=external and --node-ip does
+// (the uninitialized taint, the provided-node-ip annotation, a Ready status, the node IPs and the Node
+// name as its first addresses), and asks for a serving certificate as a kubelet's certificate manager
+// does, with the SANs a kubelet takes from the Node's addresses: at once, and again once that request is
+// approved if the CCM gave the Node names or IPs it lacks. Every write of a kubelet is made impersonating
 // system:node:NAME in system:nodes, so an apiserver with the Node authorizer and NodeRestriction
 // holds it to what a real kubelet may do; the control-plane role label, which a kubelet may not set,
 // is applied as the admin, as Talos's machined applies it.
