@@ -1,11 +1,11 @@
 package talossim
 
 import (
+	"net"
 	"slices"
 	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // requestVerdict is what a kubelet knows of its newest serving certificate request.
@@ -22,7 +22,7 @@ const (
 type servingRequest struct {
 	name     string
 	dnsNames []string
-	ips      []string
+	ips      []net.IP
 	verdict  requestVerdict
 }
 
@@ -36,7 +36,7 @@ type servingRequest struct {
 //     that its certificate still satisfies the template made of the Node's addresses);
 //   - after a denial, another only for other names or IPs (a kubelet retries after a backoff, with the
 //     same request when nothing changed, which would be denied again: the simulation files none).
-func requestDue(last *servingRequest, dnsNames, ips []string) bool {
+func requestDue(last *servingRequest, dnsNames []string, ips []net.IP) bool {
 	switch {
 	case len(dnsNames) == 0 && len(ips) == 0:
 		return false
@@ -45,22 +45,10 @@ func requestDue(last *servingRequest, dnsNames, ips []string) bool {
 	case last.verdict == requestPending:
 		return false
 	case last.verdict == requestApproved:
-		return !containsAll(last.dnsNames, dnsNames) || !containsAll(last.ips, ips)
+		return !containsAll(last.dnsNames, dnsNames, sameName) || !containsAll(last.ips, ips, net.IP.Equal)
 	default:
-		return !sameSet(last.dnsNames, dnsNames) || !sameSet(last.ips, ips)
+		return !sameSet(last.dnsNames, dnsNames, sameName) || !sameSet(last.ips, ips, net.IP.Equal)
 	}
-}
-
-// servingSANStrings returns servingSANs with the IPs as text.
-func servingSANStrings(node *corev1.Node) (dnsNames, ips []string) {
-	dnsNames, netIPs := servingSANs(node)
-
-	ips = make([]string, 0, len(netIPs))
-	for _, ip := range netIPs {
-		ips = append(ips, ip.String())
-	}
-
-	return dnsNames, ips
 }
 
 // requestVerdictOf reads the verdict of a request from its conditions: Denied and Failed are final
@@ -95,9 +83,11 @@ func requester(csr *certificatesv1.CertificateSigningRequest) string {
 	return name
 }
 
-func containsAll(have, want []string) bool {
+func sameName(a, b string) bool { return a == b }
+
+func containsAll[E any](have, want []E, equal func(E, E) bool) bool {
 	for _, w := range want {
-		if !slices.Contains(have, w) {
+		if !slices.ContainsFunc(have, func(h E) bool { return equal(h, w) }) {
 			return false
 		}
 	}
@@ -105,6 +95,6 @@ func containsAll(have, want []string) bool {
 	return true
 }
 
-func sameSet(a, b []string) bool {
-	return containsAll(a, b) && containsAll(b, a)
+func sameSet[E any](a, b []E, equal func(E, E) bool) bool {
+	return containsAll(a, b, equal) && containsAll(b, a, equal)
 }

@@ -1,6 +1,7 @@
 package talossim
 
 import (
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,8 +15,17 @@ func TestRequestDue(t *testing.T) {
 	all := []string{"node-1", "node-1.internal"}
 	allIPs := []string{"10.0.0.1", "203.0.113.1"}
 
+	parse := func(ips []string) []net.IP {
+		out := make([]net.IP, 0, len(ips))
+		for _, ip := range ips {
+			out = append(out, net.ParseIP(ip))
+		}
+
+		return out
+	}
+
 	request := func(verdict requestVerdict, dnsNames, ips []string) *servingRequest {
-		return &servingRequest{name: "csr-1", dnsNames: dnsNames, ips: ips, verdict: verdict}
+		return &servingRequest{name: "csr-1", dnsNames: dnsNames, ips: parse(ips), verdict: verdict}
 	}
 
 	for _, tc := range []struct {
@@ -42,7 +52,7 @@ func TestRequestDue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 
-			assert.Equal(t, tc.want, requestDue(tc.last, tc.dnsNames, tc.ips))
+			assert.Equal(t, tc.want, requestDue(tc.last, tc.dnsNames, parse(tc.ips)))
 		})
 	}
 }

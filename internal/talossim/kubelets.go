@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -312,6 +313,8 @@ func (k *Kubelets) observe(obj any) {
 		return
 	}
 
+	dnsNames, ips := servingSANs(node)
+
 	k.mu.Lock()
 	t, known := k.times[node.Name]
 
@@ -319,7 +322,7 @@ func (k *Kubelets) observe(obj any) {
 		t.Initialized = time.Now()
 	}
 
-	due := known && k.requestDueLocked(node)
+	due := known && k.requestDueLocked(node.Name, dnsNames, ips)
 	k.mu.Unlock()
 
 	if due {
@@ -363,8 +366,10 @@ func (k *Kubelets) recordVerdict(name string, csr *certificatesv1.CertificateSig
 	obj, exists, _ := k.nodes.GetStore().GetByKey(name)
 	node, _ := obj.(*corev1.Node)
 
-	if exists && node != nil && k.requestDueLocked(node) {
-		return true
+	if exists && node != nil {
+		if dnsNames, ips := servingSANs(node); k.requestDueLocked(name, dnsNames, ips) {
+			return true
+		}
 	}
 
 	t.CSRSettled = time.Now()
@@ -372,16 +377,15 @@ func (k *Kubelets) recordVerdict(name string, csr *certificatesv1.CertificateSig
 	return false
 }
 
-// requestDueLocked reports whether the node's kubelet files a serving certificate request for the Node's
-// addresses, and forgets when it settled if so. k.mu is held.
-func (k *Kubelets) requestDueLocked(node *corev1.Node) bool {
-	t, ok := k.times[node.Name]
+// requestDueLocked reports whether the node's kubelet files a serving certificate request for the names
+// and IPs of its Node's addresses (servingSANs), and forgets when it settled if so. k.mu is held.
+func (k *Kubelets) requestDueLocked(name string, dnsNames []string, ips []net.IP) bool {
+	t, ok := k.times[name]
 	if !ok {
 		return false
 	}
 
-	dnsNames, ips := servingSANStrings(node)
-	if !requestDue(k.requests[node.Name], dnsNames, ips) {
+	if !requestDue(k.requests[name], dnsNames, ips) {
 		return false
 	}
 
@@ -536,17 +540,16 @@ func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
 	}
 
 	node, _ := obj.(*corev1.Node)
+	dnsNames, ips := servingSANs(node)
 
 	k.mu.Lock()
-	due := k.requestDueLocked(node)
+	due := k.requestDueLocked(name, dnsNames, ips)
 	k.mu.Unlock()
 
 	if !due {
 		// Nothing yet, or the request before is pending: the informers queue the node again.
 		return nil
 	}
-
-	dnsNames, ips := servingSANs(node)
 
 	csr, err := NewServingCSR(name, dnsNames, ips)
 	if err != nil {
@@ -569,9 +572,7 @@ func (k *Kubelets) submitCSR(ctx context.Context, name string) error {
 	t.CSRName = created.Name
 	t.CSRs++
 
-	request := &servingRequest{name: created.Name, verdict: requestPending}
-	request.dnsNames, request.ips = servingSANStrings(node)
-	k.requests[name] = request
+	k.requests[name] = &servingRequest{name: created.Name, dnsNames: dnsNames, ips: ips, verdict: requestPending}
 	k.mu.Unlock()
 
 	k.logger.Debug("csr submitted", zap.String("node", name), zap.String("csr", created.Name))
