@@ -26,7 +26,8 @@ import (
 //     decision first changed (flushDelay for IP allocations, nodeWriteDelay, csrWriteDelay) plus the
 //     time to write what came before: the changes to one decision in that time (created, then a
 //     finalizer, then an update) are one write of its latest version, and a decision made and dropped
-//     within it is never written. Close writes what is left.
+//     within it is never written, nor is a decision that a request waits (unwritten). Close writes what
+//     is left.
 //   - A crash (SIGKILL, OOM) loses at most the changes of that time, which are decisions rebuilt
 //     from Kubernetes and Talos: allocators take the pod CIDRs and LoadBalancer IPs found on Nodes and
 //     Services as facts.
@@ -73,11 +74,14 @@ func (s *sqliteStore) keyOf(ptr resource.Pointer) resourceKey {
 	return resourceKey{kind: s.kinds.number(ptr.Namespace(), ptr.Type()), id: ptr.ID()}
 }
 
-// pendingWrite is the latest version of a decision not written yet (nil: destroyed), and when it first
-// changed since it was last written.
+// pendingWrite is the latest version of a decision not written yet (nil: destroyed), when it first
+// changed since it was last written, and, computed when it is queued (a pass reads every pending change),
+// when it is due (see due) and whether this version is not written (see unwritten).
 type pendingWrite struct {
-	res   resource.Resource
-	since time.Time
+	res       resource.Resource
+	since     time.Time
+	due       time.Time
+	unwritten bool
 }
 
 type typedResource struct {
@@ -158,6 +162,13 @@ const (
 	// shrinkPendingAt is the most changes pending from which the map of those left is made again once most
 	// are written: below it, the map's room is a few kilobytes.
 	shrinkPendingAt = 256
+	// unwritten is the delay of a change that is not written: the decision about a request that waits. A
+	// restart decides it again from what it waits for (the request, its Node and machine), and every
+	// kubelet's first request waits for its Node's initialization, up to minutes while thousands of Nodes
+	// join: written, each was a row created, rewritten as its reason changed, and deleted (two of the seven
+	// writes per Node at 5,000 Nodes). Only a decision that has a row already is written (after
+	// csrWriteDelay): the row would otherwise keep an older verdict.
+	unwritten time.Duration = -1
 )
 
 // newSQLiteStore reads every decision of kinds from the database, and starts the writer.
@@ -201,12 +212,18 @@ func (s *sqliteStore) namespace(ns resource.Namespace) inmem.BackingStore {
 
 // writeDelay is the delay of a change to a decision of a namespace (res nil: destroyed). The decision that
 // a request is superseded is written at once: it is what keeps the request from being approved after a
-// restart once its superseder is approved and gone.
+// restart once its superseder is approved and gone. The decision that a request waits is not written
+// (unwritten).
 func writeDelay(ns resource.Namespace, res resource.Resource) time.Duration {
 	switch ns {
 	case csr.NamespaceName:
-		if d, ok := res.(*csr.CSRDecision); ok && d.TypedSpec().Value.GetSupersededBy() != "" {
+		d, ok := res.(*csr.CSRDecision)
+
+		switch {
+		case ok && d.TypedSpec().Value.GetSupersededBy() != "":
 			return flushDelay
+		case ok && d.TypedSpec().Value.GetVerdict() == csr.VerdictWait:
+			return unwritten
 		}
 
 		return csrWriteDelay
@@ -276,7 +293,7 @@ func (s *sqliteStore) signal() {
 	}
 }
 
-func (s *sqliteStore) queue(key resourceKey, res resource.Resource) {
+func (s *sqliteStore) queue(key resourceKey, ns resource.Namespace, res resource.Resource) {
 	s.mu.Lock()
 
 	p, queued := s.pending[key]
@@ -285,7 +302,7 @@ func (s *sqliteStore) queue(key resourceKey, res resource.Resource) {
 	}
 
 	p.res = res
-	s.pending[key] = p
+	s.pending[key] = s.schedule(ns, p)
 	s.peak = max(s.peak, len(s.pending))
 	metrics.StatePendingWrites.Set(float64(len(s.pending)))
 	s.mu.Unlock()
@@ -293,13 +310,32 @@ func (s *sqliteStore) queue(key resourceKey, res resource.Resource) {
 	s.signal()
 }
 
-// due is when a pending change of a namespace is written at the next pass: its namespace's delay after it
-// was made, less flushDelay, the most a pass waits after a change. An IP allocation is written by the next
-// pass, within flushDelay; a decision about a Node by the first pass nodeWriteDelay-flushDelay after it.
-func (s *sqliteStore) due(key resourceKey, p pendingWrite) time.Time {
-	ns, _ := s.kinds.name(key.kind)
+// schedule sets when a pending change of a decision of namespace ns is written at the next pass (due): its
+// delay after the decision first changed, less flushDelay, the most a pass waits after a change. An IP
+// allocation is written by the next pass, within flushDelay; a decision about a Node by the first pass
+// nodeWriteDelay-flushDelay after it. A version that is not written (unwritten) is pending only until the
+// next pass drops it (nothingToWrite), unless it replaces a row that says otherwise, csrWriteDelay after.
+func (s *sqliteStore) schedule(ns resource.Namespace, p pendingWrite) pendingWrite {
+	delay := s.delay(ns, p.res)
 
-	return p.since.Add(s.delay(ns, p.res) - flushDelay)
+	p.unwritten = p.res != nil && delay == unwritten
+	if p.unwritten {
+		delay = csrWriteDelay
+	}
+
+	p.due = p.since.Add(delay - flushDelay)
+
+	return p
+}
+
+// nothingToWrite says whether a pending change leaves the database as it is: the decision has no row, and
+// it is destroyed or its version is not written. Called under flushMu, which guards stored.
+func (s *sqliteStore) nothingToWrite(key resourceKey, p pendingWrite) bool {
+	if _, exists := s.stored[key]; exists {
+		return false
+	}
+
+	return p.res == nil || p.unwritten
 }
 
 func later(a, b time.Time) time.Time {
@@ -321,7 +357,10 @@ func (s *sqliteStore) flush(ctx context.Context, now time.Time) (time.Time, erro
 	batch := map[resourceKey]pendingWrite{}
 
 	for key, p := range s.pending {
-		if now.IsZero() || !now.Before(s.due(key, p)) {
+		switch {
+		case s.nothingToWrite(key, p):
+			delete(s.pending, key)
+		case now.IsZero() || !now.Before(p.due):
 			batch[key] = p
 			delete(s.pending, key)
 		}
@@ -352,8 +391,9 @@ func (s *sqliteStore) flush(ctx context.Context, now time.Time) (time.Time, erro
 	for key, p := range failed {
 		if newer, ok := s.pending[key]; ok {
 			// The newer version is written instead, as soon as the failed one would have been.
+			ns, _ := s.kinds.name(key.kind)
 			newer.since = p.since
-			s.pending[key] = newer
+			s.pending[key] = s.schedule(ns, newer)
 		} else {
 			s.pending[key] = p
 		}
@@ -375,9 +415,9 @@ func (s *sqliteStore) flush(ctx context.Context, now time.Time) (time.Time, erro
 
 	var next time.Time
 
-	for key, p := range s.pending {
-		if due := s.due(key, p); next.IsZero() || due.Before(next) {
-			next = due
+	for _, p := range s.pending {
+		if next.IsZero() || p.due.Before(next) {
+			next = p.due
 		}
 	}
 
@@ -477,14 +517,14 @@ func (n namespaceStore) Load(_ context.Context, handler inmem.LoadHandler) error
 
 // Put queues the write of a resource, which the in-memory state never changes once stored.
 func (n namespaceStore) Put(_ context.Context, _ resource.Type, res resource.Resource) error {
-	n.store.queue(n.store.keyOf(res.Metadata()), res)
+	n.store.queue(n.store.keyOf(res.Metadata()), n.ns, res)
 
 	return nil
 }
 
 // Destroy queues the removal of a resource.
 func (n namespaceStore) Destroy(_ context.Context, _ resource.Type, ptr resource.Pointer) error {
-	n.store.queue(n.store.keyOf(ptr), nil)
+	n.store.queue(n.store.keyOf(ptr), n.ns, nil)
 
 	return nil
 }

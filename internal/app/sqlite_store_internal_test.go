@@ -53,6 +53,14 @@ func (c *countingState) Update(ctx context.Context, res resource.Resource, opts 
 	return c.CoreState.Update(ctx, res, opts...)
 }
 
+func (c *countingState) Destroy(ctx context.Context, ptr resource.Pointer, opts ...state.DestroyOption) error {
+	if err := c.write(); err != nil {
+		return err
+	}
+
+	return c.CoreState.Destroy(ctx, ptr, opts...)
+}
+
 func transformPtr(id string) resource.Pointer {
 	return resource.NewMetadata(node.NamespaceName, node.NodeTransformType, id, resource.VersionUndefined)
 }
@@ -299,9 +307,120 @@ func TestWriteDelay(t *testing.T) {
 		"IP allocations are written within flushDelay")
 
 	decision := csrres.NewCSRDecision(csrres.NamespaceName, "csr-2")
+	decision.TypedSpec().Value.Verdict = csrres.VerdictApprove
 	require.Equal(t, csrWriteDelay, writeDelay(csrres.NamespaceName, decision))
 	require.Equal(t, csrWriteDelay, writeDelay(csrres.NamespaceName, nil), "a destroyed decision")
 
+	decision.TypedSpec().Value.Verdict = csrres.VerdictWait
+	require.Equal(t, unwritten, writeDelay(csrres.NamespaceName, decision), "a waiting request's decision is not written")
+
 	decision.TypedSpec().Value.SupersededBy = "csr-3"
 	require.Equal(t, flushDelay, writeDelay(csrres.NamespaceName, decision), "a superseded request's decision is written at once")
+}
+
+func csrDecisionPtr(id string) resource.Pointer {
+	return resource.NewMetadata(csrres.NamespaceName, csrres.CSRDecisionType, id, resource.VersionUndefined)
+}
+
+// storedVerdict is the verdict of the database's row of a CSR decision, "" when it has none.
+func storedVerdict(t *testing.T, db state.CoreState, id string) string {
+	t.Helper()
+
+	res, err := db.Get(t.Context(), csrDecisionPtr(id))
+	if state.IsNotFoundError(err) {
+		return ""
+	}
+
+	require.NoError(t, err)
+
+	return res.(*csrres.CSRDecision).TypedSpec().Value.GetVerdict() //nolint:forcetypeassert
+}
+
+// The decision that a request waits is never written (a restart decides it again), unless the database has
+// a row of the decision that it would leave saying otherwise; a decision that was never written leaves no
+// write when it is destroyed.
+func TestSQLiteStoreLeavesWaitingCSRDecisionsUnwritten(t *testing.T) {
+	t.Parallel()
+
+	synctest.Test(t, func(t *testing.T) {
+		db, closeDB := openTestDatabase(t, t.TempDir())
+		defer closeDB()
+
+		decisions, err := newSQLiteStore(t.Context(), db, []resource.Kind{csrDecisionPtr("")}, zaptest.NewLogger(t))
+		require.NoError(t, err)
+
+		mem := state.WrapCore(memoryWithStore(decisions, csrres.NamespaceName))
+
+		decide := func(id, verdict string) {
+			current, err := mem.Get(t.Context(), csrDecisionPtr(id))
+			if state.IsNotFoundError(err) {
+				d := csrres.NewCSRDecision(csrres.NamespaceName, id)
+				d.TypedSpec().Value.Verdict = verdict
+				require.NoError(t, mem.Create(t.Context(), d))
+
+				return
+			}
+
+			require.NoError(t, err)
+
+			d := current.DeepCopy().(*csrres.CSRDecision) //nolint:forcetypeassert
+			d.TypedSpec().Value.Verdict = verdict
+			require.NoError(t, mem.Update(t.Context(), d))
+		}
+
+		// A request that waits for an hour, its reason changing, leaves no row.
+		decide("csr-1", csrres.VerdictWait)
+
+		for range 6 {
+			time.Sleep(10 * time.Minute)
+			decide("csr-1", csrres.VerdictWait)
+		}
+
+		// One that waits and leaves (denied by a kubelet's newer request, say) leaves no write at all.
+		decide("csr-2", csrres.VerdictWait)
+		require.NoError(t, mem.Destroy(t.Context(), csrDecisionPtr("csr-2")))
+
+		time.Sleep(time.Hour)
+		synctest.Wait()
+
+		require.Zero(t, db.writes.Load(), "a waiting decision, or one never written and destroyed, was written")
+		require.Empty(t, storedVerdict(t, db, "csr-1"))
+
+		// Approved, and lasting: written csrWriteDelay after the approval, not after the first wait.
+		decide("csr-1", csrres.VerdictApprove)
+
+		time.Sleep(csrWriteDelay - flushDelay - time.Millisecond)
+		synctest.Wait()
+		require.Empty(t, storedVerdict(t, db, "csr-1"), "the approval was written before it was due")
+
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, csrres.VerdictApprove, storedVerdict(t, db, "csr-1"))
+		require.Equal(t, int64(1), db.writes.Load())
+
+		// Waiting again (its Node lost its binding before the approval was applied): the row is replaced, or a
+		// restart would find the approval.
+		decide("csr-1", csrres.VerdictWait)
+
+		time.Sleep(csrWriteDelay)
+		synctest.Wait()
+		require.Equal(t, csrres.VerdictWait, storedVerdict(t, db, "csr-1"))
+		require.Equal(t, int64(2), db.writes.Load())
+
+		// Destroyed: its row goes.
+		require.NoError(t, mem.Destroy(t.Context(), csrDecisionPtr("csr-1")))
+
+		time.Sleep(csrWriteDelay)
+		synctest.Wait()
+		require.Empty(t, storedVerdict(t, db, "csr-1"))
+		require.Equal(t, int64(3), db.writes.Load())
+
+		// Close writes what is pending, but not a waiting decision without a row.
+		decide("csr-3", csrres.VerdictWait)
+		decide("csr-4", csrres.VerdictDeny)
+		require.NoError(t, decisions.Close())
+
+		require.Empty(t, storedVerdict(t, db, "csr-3"))
+		require.Equal(t, csrres.VerdictDeny, storedVerdict(t, db, "csr-4"))
+	})
 }
