@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"encoding/asn1"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -361,41 +360,33 @@ func (d *decider) subject() outcome {
 
 	var problems []string
 
-	subject := d.req.Subject
-	if !slices.Equal(subject.Organization, []string{NodesGroup}) {
-		problems = append(problems, fmt.Sprintf("O is %q, not exactly [%q]", subject.Organization, NodesGroup))
-	}
-
-	commonNames := 0
-
-	for _, attr := range subject.Names {
-		if attr.Type.Equal(asn1.ObjectIdentifier{2, 5, 4, 3}) {
-			commonNames++
-		}
+	subject := d.req
+	if !slices.Equal(subject.organization, []string{NodesGroup}) {
+		problems = append(problems, fmt.Sprintf("O is %q, not exactly [%q]", subject.organization, NodesGroup))
 	}
 
 	switch {
-	case commonNames > 1:
-		problems = append(problems, fmt.Sprintf("the subject has %d CNs", commonNames))
-	case subject.CommonName != d.csr.GetUsername():
-		problems = append(problems, fmt.Sprintf("CN %q is not the requester %q", subject.CommonName, d.csr.GetUsername()))
+	case subject.commonNames > 1:
+		problems = append(problems, fmt.Sprintf("the subject has %d CNs", subject.commonNames))
+	case subject.commonName != d.csr.GetUsername():
+		problems = append(problems, fmt.Sprintf("CN %q is not the requester %q", subject.commonName, d.csr.GetUsername()))
 	}
 
-	if len(d.req.EmailAddresses) > 0 || len(d.req.URIs) > 0 || len(d.otherSANs) > 0 {
+	if subject.emails > 0 || subject.uris > 0 || len(d.otherSANs) > 0 {
 		kinds := slices.Clone(d.otherSANs)
 
-		if len(d.req.EmailAddresses) > 0 && !slices.Contains(kinds, "email") {
+		if subject.emails > 0 && !slices.Contains(kinds, "email") {
 			kinds = append(kinds, "email")
 		}
 
-		if len(d.req.URIs) > 0 && !slices.Contains(kinds, "URI") {
+		if subject.uris > 0 && !slices.Contains(kinds, "URI") {
 			kinds = append(kinds, "URI")
 		}
 
 		problems = append(problems, "subject alternative names of a forbidden type: "+strings.Join(kinds, ", "))
 	}
 
-	if len(d.req.DNSNames)+len(d.req.IPAddresses) == 0 {
+	if len(d.dnsNames)+len(d.ips) == 0 {
 		problems = append(problems, "no DNS name or IP address")
 	}
 
@@ -403,7 +394,7 @@ func (d *decider) subject() outcome {
 		return fail("%s", strings.Join(problems, "; "))
 	}
 
-	return pass("O=%s, CN=%s, %d DNS names, %d IP addresses", NodesGroup, subject.CommonName, len(d.req.DNSNames), len(d.req.IPAddresses))
+	return pass("O=%s, CN=%s, %d DNS names, %d IP addresses", NodesGroup, subject.commonName, len(d.dnsNames), len(d.ips))
 }
 
 // usages is rule 4: digital signature and server auth, optionally key encipherment, nothing else.
