@@ -71,7 +71,7 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 
 	first := start("first")
 
-	joinNodes(t, machines)
+	kubelets := joinNodes(t, machines)
 
 	testenv.Eventually(t, 90*time.Second, 20*time.Millisecond, "the first process allocates 30 pod CIDRs", func(context.Context) error {
 		if n := len(withPodCIDRs()); n < 30 {
@@ -103,7 +103,14 @@ func TestPodCIDRAllocationSurvivesKill(t *testing.T) {
 	t.Logf("killed after %d of %d Nodes got their pod CIDRs, with %d allocations persisted", len(before), len(machines), len(persisted))
 	require.Less(t, len(before), len(machines), "the kill must land in the middle of the allocation")
 
-	// While it is down, Nodes go away: some with pod CIDRs, some that had an allocation but no CIDR yet.
+	// While it is down, the kubelets finish registering (the kill may come before the last of them did), and
+	// Nodes go away: some with pod CIDRs, some that had an allocation but no CIDR yet.
+	select {
+	case <-kubelets.Registered():
+	case <-time.After(90 * time.Second):
+		t.Fatal("the kubelets did not register every Node within 90 s")
+	}
+
 	deleted := map[string]bool{}
 
 	for i, m := range machines {
