@@ -240,7 +240,7 @@ func TestSQLiteStoreWritesDecisionsOnceTheyAreDue(t *testing.T) {
 		}
 
 		start := time.Now()
-		due := start.Add(time.Hour - flushDelay) // see sqliteStore.due
+		due := start.Add(time.Hour - flushDelay) // see sqliteStore.scheduled
 
 		// Made and dropped within the delay.
 		require.NoError(t, mem.Create(t.Context(), node.NewNodeTransform(node.NamespaceName, "brief")))

@@ -17,13 +17,16 @@ import (
 // decodedMachine is the PlatformMetadata and SystemInformation of one AWS machine, every string its own copy,
 // as each session decodes its machine's.
 func decodedMachine(name string) (*rtpb.PlatformMetadataSpec, *hwpb.SystemInformationSpec) {
-	return &rtpb.PlatformMetadataSpec{
+	platform := &rtpb.PlatformMetadataSpec{
 		Platform: strings.Clone("aws"), Region: strings.Clone("eu-west-1"), Zone: strings.Clone("eu-west-1b"),
 		InstanceType: strings.Clone("m5.large"), InstanceId: "i-" + name, ProviderId: "aws:///eu-west-1b/i-" + name,
 		Hostname: name, Tags: map[string]string{strings.Clone("Name"): name, strings.Clone("team"): strings.Clone("infra")},
-	}, &hwpb.SystemInformationSpec{
+	}
+	system := &hwpb.SystemInformationSpec{
 		Manufacturer: strings.Clone("Amazon EC2"), ProductName: strings.Clone("m5.large"), SerialNumber: "ec2-" + name,
 	}
+
+	return platform, system
 }
 
 // Two machines' facts hold one copy of the values that repeat from machine to machine (and so do the
