@@ -294,7 +294,12 @@ func countDecision(decision *specs.CSRDecisionSpec) {
 // siblings: a node that files thousands of requests delays no other node. A request answered from the
 // memory of superseded requests is released from it once its persisted decision names the superseder.
 func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
-	by, remembered := d.index.observe(name, request.GetUsername(), request.GetCreated().AsTime())
+	decidedHead, err := d.decidedHead(ctx, r, name, request.GetUsername())
+	if err != nil {
+		return "", err
+	}
+
+	by, remembered := d.index.observe(name, request.GetUsername(), request.GetCreated().AsTime(), decidedHead)
 	if !remembered {
 		return by, nil
 	}
@@ -309,4 +314,28 @@ func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name
 	}
 
 	return by, nil
+}
+
+// decidedHead returns the head of the requester of request name when its decision approves or denies it
+// (see requesterIndex.observe), "" otherwise: one read of the state for a request that is not the head.
+func (d *csrDecider) decidedHead(ctx context.Context, r controller.Reader, name, username string) (string, error) {
+	head := d.index.head(username)
+	if head == "" || head == name {
+		return "", nil
+	}
+
+	decision, err := stateread.Get[*csrres.CSRDecision](ctx, r, head)
+
+	switch {
+	case state.IsNotFoundError(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("failed to read the decision about %s: %w", head, err)
+	}
+
+	if verdict := decision.TypedSpec().Value.GetVerdict(); verdict == csrres.VerdictApprove || verdict == csrres.VerdictDeny {
+		return head, nil
+	}
+
+	return "", nil
 }

@@ -335,3 +335,45 @@ func TestCSRDecisionControllerThrottles(t *testing.T) {
 		a.NotEmpty(d.TypedSpec().Value.GetRules(), "decided in full")
 	})
 }
+
+// A kubelet whose request was approved asks again at once when its Node gained names or IPs, often within the
+// same second: the new request follows the approved one, whatever their names, and is decided in full instead
+// of being denied as superseded by the request it follows.
+func TestCSRDecisionControllerNextRequestOfTheSameSecond(t *testing.T) {
+	s, valid := startDecider(t, csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }})
+
+	node := kube.NewKubeNode(kube.NamespaceName, "w1")
+	node.TypedSpec().Value = proto.CloneOf(valid.Node)
+	s.Create(node)
+
+	machine := talos.NewMachineAddresses(talos.NamespaceName, "w1")
+	machine.TypedSpec().Value = proto.CloneOf(valid.Machine)
+	s.Create(machine)
+
+	transform := noderes.NewNodeTransform(noderes.NamespaceName, "w1")
+	transform.TypedSpec().Value = &specs.NodeTransformSpec{Verified: true, Initialize: true, Addresses: valid.Node.GetAddresses()}
+	s.Create(transform)
+
+	fileRequest(s, "csr-zzz", valid.CSR, now)
+
+	ctest.AssertResource(s, "csr-zzz", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+	})
+
+	// The next request, of the same second, with a name that sorts before: approved.
+	fileRequest(s, "csr-aaa", valid.CSR, now)
+
+	ctest.AssertResource(s, "csr-aaa", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
+		a.Empty(d.TypedSpec().Value.GetSupersededBy())
+	})
+
+	// The one it follows, while it has not left, is superseded by it once decided again.
+	machine.TypedSpec().Value.Addresses = append(machine.TypedSpec().Value.Addresses, &specs.MachineAddress{Address: "10.0.0.99/32"})
+	s.Update(machine)
+
+	ctest.AssertResource(s, "csr-zzz", func(d *csrres.CSRDecision, a *assert.Assertions) {
+		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict())
+		a.Equal("csr-aaa", d.TypedSpec().Value.GetSupersededBy())
+	})
+}

@@ -87,7 +87,13 @@ func newRequesterIndex(now func() time.Time) *requesterIndex {
 // decision was reached while it was the head, and says nothing of it). The memory outlives the superseding
 // request: once that is approved and leaves, an older sibling decided again must not look like the newest.
 // A request observed after the head left was never pending beside it, and becomes the head itself.
-func (x *requesterIndex) observe(name, username string, created time.Time) (by string, remembered bool) {
+//
+// Requests are created with a precision of one second, and two of one second are ordered by name, which
+// says nothing of which came first. decidedHead names the head when the caller found it decided (approved or
+// denied) before this request was observed: a request of the same second is then the newer one, as a
+// kubelet's request filed once its previous one was approved is (it asks again at once when its Node gained
+// names or IPs), where the order of names would have it superseded by the request it follows.
+func (x *requesterIndex) observe(name, username string, created time.Time, decidedHead string) (by string, remembered bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 
@@ -110,7 +116,9 @@ func (x *requesterIndex) observe(name, username string, created time.Time) (by s
 		return by, true
 	}
 
-	if r.head.name != "" && !this.newerThan(r.head) {
+	followsHead := decidedHead != "" && r.head.name == decidedHead && this.created.Equal(r.head.created)
+
+	if r.head.name != "" && !this.newerThan(r.head) && !followsHead {
 		x.rememberLocked(r, this, r.head.name, now)
 
 		return r.head.name, true
@@ -149,6 +157,18 @@ func (x *requesterIndex) rememberLocked(r *requester, older request, newer strin
 }
 
 // remove forgets request name of username: it left (approved, denied, deleted or expired).
+// head returns the head of username, "" when it has none.
+func (x *requesterIndex) head(username string) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+
+	if r := x.by[username]; r != nil {
+		return r.head.name
+	}
+
+	return ""
+}
+
 func (x *requesterIndex) remove(name, username string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // observed returns only the superseding request of observe.
 func observed(x *requesterIndex, name, username string, created time.Time) string {
-	by, _ := x.observe(name, username, created)
+	by, _ := x.observe(name, username, created, "")
 
 	return by
 }
@@ -38,7 +38,7 @@ func TestRequesterIndexHead(t *testing.T) {
 	assert.Empty(t, observed(x, "csr-b", "system:node:w1", t0))
 
 	// An older one is superseded by the head, and remembered until its decision says so.
-	by, remembered := x.observe("csr-a", "system:node:w1", t0.Add(-time.Minute))
+	by, remembered := x.observe("csr-a", "system:node:w1", t0.Add(-time.Minute), "")
 	assert.Equal(t, "csr-b", by)
 	assert.True(t, remembered)
 
@@ -164,7 +164,7 @@ func BenchmarkRequesterIndexFlood(b *testing.B) {
 
 			for i := range flood {
 				// Each one displaces the previous, whose decision then says so.
-				x.observe(fmt.Sprintf("csr-%06d", i), "system:node:flood", t0.Add(time.Duration(i)*time.Millisecond))
+				x.observe(fmt.Sprintf("csr-%06d", i), "system:node:flood", t0.Add(time.Duration(i)*time.Millisecond), "")
 				x.confirm(fmt.Sprintf("csr-%06d", i-1), "system:node:flood")
 			}
 
@@ -173,8 +173,8 @@ func BenchmarkRequesterIndexFlood(b *testing.B) {
 			for i := range b.N {
 				// A newer request of the flooder displaces the head, another node's request is observed,
 				// and the flooder's Node changes.
-				x.observe(fmt.Sprintf("csr-n%09d", i), "system:node:flood", t0.Add(time.Hour+time.Duration(i)))
-				x.observe("csr-other", "system:node:other", t0)
+				x.observe(fmt.Sprintf("csr-n%09d", i), "system:node:flood", t0.Add(time.Hour+time.Duration(i)), "")
+				x.observe("csr-other", "system:node:other", t0, "")
 
 				if len(x.requests("system:node:flood")) > 3 {
 					b.Fatal("a change of the flooder's Node decides more than its head and the displaced one")
@@ -184,4 +184,35 @@ func BenchmarkRequesterIndexFlood(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A request of the same second as a head that was decided before it came is the newer one: a kubelet asks
+// again at once when its approved request's certificate lacks names its Node gained, and the order of names
+// would have that request superseded by the one it follows.
+func TestRequesterIndexFollowsADecidedHead(t *testing.T) {
+	t.Parallel()
+
+	x := newRequesterIndex(func() time.Time { return t0 })
+
+	assert.Empty(t, observed(x, "csr-z", "system:node:w1", t0))
+	assert.Equal(t, "csr-z", x.head("system:node:w1"))
+
+	// Undecided head: the name orders, as before.
+	assert.Equal(t, "csr-z", observed(x, "csr-a", "system:node:w1", t0))
+
+	// Decided head: the request that follows it is the head, and the decided one is remembered as
+	// superseded by it.
+	by, _ := x.observe("csr-b", "system:node:w1", t0, "csr-z")
+	assert.Empty(t, by)
+	assert.Equal(t, "csr-b", x.head("system:node:w1"))
+	assert.Equal(t, "csr-b", observed(x, "csr-z", "system:node:w1", t0))
+
+	// Only for the head named, and only within its second: an older request is still superseded.
+	assert.Equal(t, "csr-b", observed(x, "csr-0", "system:node:w1", t0))
+
+	by, _ = x.observe("csr-1", "system:node:w1", t0.Add(-time.Second), "csr-b")
+	assert.Equal(t, "csr-b", by, "a request of an earlier second")
+
+	by, _ = x.observe("csr-2", "system:node:w1", t0, "csr-other")
+	assert.Equal(t, "csr-b", by, "a head that is not the one found decided")
 }
