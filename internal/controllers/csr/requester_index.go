@@ -156,7 +156,6 @@ func (x *requesterIndex) rememberLocked(r *requester, older request, newer strin
 	x.remembered += r.superseded.remember(older.name, newer)
 }
 
-// remove forgets request name of username: it left (approved, denied, deleted or expired).
 // head returns the head of username, "" when it has none.
 func (x *requesterIndex) head(username string) string {
 	x.mu.Lock()
@@ -169,6 +168,7 @@ func (x *requesterIndex) head(username string) string {
 	return ""
 }
 
+// remove forgets request name of username: it left (approved, denied, deleted or expired).
 func (x *requesterIndex) remove(name, username string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
