@@ -294,7 +294,7 @@ func countDecision(decision *specs.CSRDecisionSpec) {
 // siblings: a node that files thousands of requests delays no other node. A request answered from the
 // memory of superseded requests is released from it once its persisted decision names the superseder.
 func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name string, request *specs.KubeCSRSpec) (string, error) {
-	decidedHead, err := d.decidedHead(ctx, r, name, request.GetUsername())
+	decidedHead, err := d.decidedHead(ctx, r, name, request.GetUsername(), request.GetCreated().AsTime())
 	if err != nil {
 		return "", err
 	}
@@ -316,11 +316,12 @@ func (d *csrDecider) supersededBy(ctx context.Context, r controller.Reader, name
 	return by, nil
 }
 
-// decidedHead returns the head of the requester of request name when its decision approves or denies it
-// (see requesterIndex.observe), "" otherwise: one read of the state for a request that is not the head.
-func (d *csrDecider) decidedHead(ctx context.Context, r controller.Reader, name, username string) (string, error) {
-	head := d.index.head(username)
-	if head == "" || head == name {
+// decidedHead returns the head of the requester of request name (created at created) when its decision
+// approves or denies it (see requesterIndex.observe), "" otherwise. Only a request of the head's second
+// needs it: only then does the state hold a read for it.
+func (d *csrDecider) decidedHead(ctx context.Context, r controller.Reader, name, username string, created time.Time) (string, error) {
+	head, headCreated := d.index.head(username)
+	if head == "" || head == name || !created.Equal(headCreated) {
 		return "", nil
 	}
 

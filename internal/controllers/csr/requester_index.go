@@ -156,16 +156,16 @@ func (x *requesterIndex) rememberLocked(r *requester, older request, newer strin
 	x.remembered += r.superseded.remember(older.name, newer)
 }
 
-// head returns the head of username, "" when it has none.
-func (x *requesterIndex) head(username string) string {
+// head returns the head of username and when it was created, "" when it has none.
+func (x *requesterIndex) head(username string) (string, time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 
 	if r := x.by[username]; r != nil {
-		return r.head.name
+		return r.head.name, r.head.created
 	}
 
-	return ""
+	return "", time.Time{}
 }
 
 // remove forgets request name of username: it left (approved, denied, deleted or expired).
