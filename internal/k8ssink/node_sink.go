@@ -18,7 +18,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -172,7 +171,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	if !decision.GetInitialize() {
 		// Nothing is applied before the decision is complete: a half-initialized Node is worse than an
 		// uninitialized one.
-		return skipped("").withInitialized(!hasTaint(current, kubekeys.TaintUninitialized)), nil
+		return skipped("").withInitialized(current), nil
 	}
 
 	record, err := stateread.Get[*node.NodeOwnership](ctx, rw, name)
@@ -186,7 +185,6 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	}
 
 	result, err := s.applier.Apply(ctx, current, desiredNode(name, decision), owned)
-	initialized := result.Node != nil && !hasTaint(result.Node, kubekeys.TaintUninitialized)
 
 	if result.Writes > 0 && result.Node != nil {
 		s.behind.wrote(name, result.Superseded, result.Node.ResourceVersion)
@@ -200,7 +198,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	if err != nil {
 		logger.Warn("failed to apply node", zap.String("node", name), zap.Int32("failures", last.GetConsecutiveFailures()+1), zap.Error(err))
 
-		return failed(err, writes...).withInitialized(initialized), nil
+		return failed(err, writes...).withInitialized(result.Node), nil
 	}
 
 	if !result.Owned.Equal(owned) {
@@ -238,7 +236,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 		logger.Log(level, "node applied", zap.String("node", name), zap.Strings("writes", writes), zap.Bool("initialized", result.Initialized))
 	}
 
-	return applied(writes...).withNote(strings.Join(notes, "; ")).withInitialized(initialized), nil
+	return applied(writes...).withNote(strings.Join(notes, "; ")).withInitialized(result.Node), nil
 }
 
 // teardown drops the record of what talos-ccm owns on the Node of a NodeTransform that goes away. The keys

@@ -29,6 +29,7 @@ func (m *ApplyStatusSpec) CloneVT() *ApplyStatusSpec {
 	r.Error = m.Error
 	r.Initialized = m.Initialized
 	r.ConsecutiveFailures = m.ConsecutiveFailures
+	r.Uid = m.Uid
 	if rhs := m.Writes; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -76,6 +77,9 @@ func (this *ApplyStatusSpec) EqualVT(that *ApplyStatusSpec) bool {
 		return false
 	}
 	if this.ConsecutiveFailures != that.ConsecutiveFailures {
+		return false
+	}
+	if this.Uid != that.Uid {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
