@@ -7,11 +7,9 @@ import (
 	"github.com/cosi-project/runtime/pkg/controller"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 // outcomeKind tells how a pass of a sink over its input ended.
@@ -41,9 +39,8 @@ type outcome struct {
 	err error
 	// note is the error of a pass that did not fail.
 	note string
-	// initialized, when set, is whether the Node is initialized, and uid the UID of that Node.
+	// initialized, when set, is whether the Node is initialized.
 	initialized *bool
-	uid         string
 	// again, when set, runs the pass again after it, whatever else happens meanwhile.
 	again time.Duration
 }
@@ -104,16 +101,9 @@ func (o outcome) withNote(note string) outcome {
 	return o
 }
 
-// withInitialized records whether the Node n is initialized (a Node the pass has none of is not), and which
-// Node that is: the CSR decisions take a Node talos-ccm's write initialized for initialized before the
-// Node informer shows that write.
-func (o outcome) withInitialized(n *corev1.Node) outcome {
-	initialized := n != nil && !hasTaint(n, kubekeys.TaintUninitialized)
+// withInitialized records whether the Node is initialized.
+func (o outcome) withInitialized(initialized bool) outcome {
 	o.initialized = &initialized
-
-	if n != nil {
-		o.uid = string(n.UID)
-	}
 
 	return o
 }
@@ -128,7 +118,6 @@ func (o outcome) withInitialized(n *corev1.Node) outcome {
 func recordOutcome(status *specs.ApplyStatusSpec, version resource.Version, o outcome) error {
 	if o.initialized != nil {
 		status.Initialized = *o.initialized
-		status.Uid = o.uid
 	}
 
 	switch o.kind {

@@ -11,11 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
-	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 )
 
 func TestRecordOutcome(t *testing.T) {
@@ -39,13 +36,6 @@ func TestRecordOutcome(t *testing.T) {
 
 		return s
 	}
-
-	// The Node a pass found or wrote, before and after talos-ccm took its uninitialized taint off.
-	uninitializedNode := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{UID: "uid-1"},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: kubekeys.TaintUninitialized, Effect: corev1.TaintEffectNoSchedule}}},
-	}
-	initializedNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{UID: "uid-1"}}
 
 	for _, tc := range []struct {
 		status *specs.ApplyStatusSpec
@@ -72,14 +62,8 @@ func TestRecordOutcome(t *testing.T) {
 		{
 			name:   "skipped without a note clears the error",
 			status: failing(),
-			o:      skipped("").withInitialized(initializedNode),
-			want:   &specs.ApplyStatusSpec{AppliedVersion: "3", AppliedAt: earlier, Writes: []string{"labels and annotations"}, ConsecutiveFailures: 2, Initialized: true, Uid: "uid-1"},
-		},
-		{
-			name:   "a Node with the uninitialized taint is not initialized",
-			status: &specs.ApplyStatusSpec{Initialized: true, Uid: "uid-0"},
-			o:      skipped("").withInitialized(uninitializedNode),
-			want:   &specs.ApplyStatusSpec{Uid: "uid-1"},
+			o:      skipped("").withInitialized(true),
+			want:   &specs.ApplyStatusSpec{AppliedVersion: "3", AppliedAt: earlier, Writes: []string{"labels and annotations"}, ConsecutiveFailures: 2, Initialized: true},
 		},
 		{
 			name:    "applied with writes",
@@ -117,7 +101,7 @@ func TestRecordOutcome(t *testing.T) {
 		{
 			name:    "failed after some writes records them",
 			status:  written(),
-			o:       failed(errors.New("timeout"), "labels and annotations", "status.addresses").withInitialized(nil),
+			o:       failed(errors.New("timeout"), "labels and annotations", "status.addresses").withInitialized(false),
 			want:    &specs.ApplyStatusSpec{AppliedVersion: "7", Writes: []string{"labels and annotations", "status.addresses"}, Error: "timeout", ConsecutiveFailures: 1},
 			retry:   time.Second,
 			stamped: true,

@@ -18,6 +18,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/talos-ccm/talos-ccm/api/proto/specs"
+	"github.com/talos-ccm/talos-ccm/internal/kubekeys"
 	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -171,7 +172,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	if !decision.GetInitialize() {
 		// Nothing is applied before the decision is complete: a half-initialized Node is worse than an
 		// uninitialized one.
-		return skipped("").withInitialized(current), nil
+		return skipped("").withInitialized(!hasTaint(current, kubekeys.TaintUninitialized)), nil
 	}
 
 	record, err := stateread.Get[*node.NodeOwnership](ctx, rw, name)
@@ -185,6 +186,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	}
 
 	result, err := s.applier.Apply(ctx, current, desiredNode(name, decision), owned)
+	initialized := result.Node != nil && !hasTaint(result.Node, kubekeys.TaintUninitialized)
 
 	if result.Writes > 0 && result.Node != nil {
 		s.behind.wrote(name, result.Superseded, result.Node.ResourceVersion)
@@ -198,7 +200,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 	if err != nil {
 		logger.Warn("failed to apply node", zap.String("node", name), zap.Int32("failures", last.GetConsecutiveFailures()+1), zap.Error(err))
 
-		return failed(err, writes...).withInitialized(result.Node), nil
+		return failed(err, writes...).withInitialized(initialized), nil
 	}
 
 	if !result.Owned.Equal(owned) {
@@ -236,7 +238,7 @@ func (s *nodeSink) apply(ctx context.Context, rw controller.ReaderWriter, logger
 		logger.Log(level, "node applied", zap.String("node", name), zap.Strings("writes", writes), zap.Bool("initialized", result.Initialized))
 	}
 
-	return applied(writes...).withNote(strings.Join(notes, "; ")).withInitialized(result.Node), nil
+	return applied(writes...).withNote(strings.Join(notes, "; ")).withInitialized(initialized), nil
 }
 
 // teardown drops the record of what talos-ccm owns on the Node of a NodeTransform that goes away. The keys

@@ -38,11 +38,8 @@ type ApplyStatusSpec struct {
 	Initialized bool     `protobuf:"varint,6,opt,name=initialized,proto3" json:"initialized,omitempty"`
 	// Failed applies in a row; drives the retry backoff and resets on success.
 	ConsecutiveFailures int32 `protobuf:"varint,7,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
-	// The UID of the object whose state initialized describes (the Node sink): the object the last pass
-	// found, or the one its write returned.
-	Uid           string `protobuf:"bytes,8,opt,name=uid,proto3" json:"uid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ApplyStatusSpec) Reset() {
@@ -124,19 +121,12 @@ func (x *ApplyStatusSpec) GetConsecutiveFailures() int32 {
 	return 0
 }
 
-func (x *ApplyStatusSpec) GetUid() string {
-	if x != nil {
-		return x.Uid
-	}
-	return ""
-}
-
 var File_specs_sink_proto protoreflect.FileDescriptor
 
 const file_specs_sink_proto_rawDesc = "" +
 	"\n" +
 	"\x10specs/sink.proto\x12\n" +
-	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x02\n" +
+	"tccm.specs\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x02\n" +
 	"\x0fApplyStatusSpec\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12'\n" +
 	"\x0fapplied_version\x18\x02 \x01(\tR\x0eappliedVersion\x129\n" +
@@ -145,8 +135,7 @@ const file_specs_sink_proto_rawDesc = "" +
 	"\x06writes\x18\x04 \x03(\tR\x06writes\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12 \n" +
 	"\vinitialized\x18\x06 \x01(\bR\vinitialized\x121\n" +
-	"\x14consecutive_failures\x18\a \x01(\x05R\x13consecutiveFailures\x12\x10\n" +
-	"\x03uid\x18\b \x01(\tR\x03uidB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
+	"\x14consecutive_failures\x18\a \x01(\x05R\x13consecutiveFailuresB0Z.github.com/talos-ccm/talos-ccm/api/proto/specsb\x06proto3"
 
 var (
 	file_specs_sink_proto_rawDescOnce sync.Once

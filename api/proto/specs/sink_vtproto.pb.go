@@ -29,7 +29,6 @@ func (m *ApplyStatusSpec) CloneVT() *ApplyStatusSpec {
 	r.Error = m.Error
 	r.Initialized = m.Initialized
 	r.ConsecutiveFailures = m.ConsecutiveFailures
-	r.Uid = m.Uid
 	if rhs := m.Writes; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -77,9 +76,6 @@ func (this *ApplyStatusSpec) EqualVT(that *ApplyStatusSpec) bool {
 		return false
 	}
 	if this.ConsecutiveFailures != that.ConsecutiveFailures {
-		return false
-	}
-	if this.Uid != that.Uid {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

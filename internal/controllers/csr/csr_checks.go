@@ -117,11 +117,6 @@ type DecisionInput struct {
 	// Unverified says why the Node is not bound to its machine (the NodeTransform's conflict or pending),
 	// when Verified is false.
 	Unverified string
-	// Applied is the Node sink's record of its last pass over the requesting node's Node (its
-	// ApplyStatus), nil when there is none: with Talos facts, a Node whose uninitialized taint talos-ccm's
-	// own write took off is initialized, though the Node informer, behind a busy apiserver, may show that
-	// write seconds later.
-	Applied *specs.ApplyStatusSpec
 	// Throttled is how long until the requester's budget allows this request to be decided in full (it
 	// filed more requests than Config's requestsPerMinute), zero when it does: the request then waits,
 	// unread.
@@ -456,24 +451,6 @@ func (d *decider) expiration() outcome {
 // kubeletClaim marks the reasons of decisions made without Talos facts.
 const kubeletClaim = "evidence: the Node's status, the kubelet's own claim (no Talos API)"
 
-// initialized tells whether the Node is initialized: the Node informer shows it without the uninitialized
-// taint or, with Talos facts, talos-ccm's own write returned this very Node (the same UID: not a Node of the
-// same name registered since) without it, a write the informer has not shown yet. Without Talos facts the
-// informer alone counts: rule 7 then reads the Node's addresses, which must be those of its initialized
-// version.
-func (d *decider) initialized() bool {
-	switch {
-	case d.in.Node == nil:
-		return false
-	case !d.in.Node.GetUninitialized():
-		return true
-	}
-
-	applied := d.in.Applied
-
-	return d.in.TalosFacts && applied.GetInitialized() && applied.GetUid() != "" && applied.GetUid() == d.in.Node.GetUid()
-}
-
 // node is rule 6: the Node exists and talos-ccm initialized it from its machine's verified facts (without
 // Talos facts: the Node exists and has no uninitialized taint). It waits, never fails.
 func (d *decider) node() outcome {
@@ -482,7 +459,7 @@ func (d *decider) node() outcome {
 		return skip("the requester is not a node")
 	case d.in.Node == nil:
 		return wait("Node %q does not exist yet", d.nodeName)
-	case !d.initialized():
+	case d.in.Node.GetUninitialized():
 		return wait("Node %q is not initialized yet", d.nodeName)
 	case !d.in.TalosFacts:
 		return pass("Node %q exists and is initialized (%s)", d.nodeName, kubeletClaim)
@@ -518,7 +495,7 @@ func (d *decider) nodeAddresses() outcome {
 		return skip("the requester is not a node")
 	}
 
-	if !d.initialized() {
+	if d.in.Node == nil || d.in.Node.GetUninitialized() {
 		return wait("the Node's addresses are not final until it is initialized")
 	}
 

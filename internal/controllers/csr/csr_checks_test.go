@@ -485,57 +485,6 @@ func TestDecideCSR(t *testing.T) {
 			modify: func(_ testing.TB, in *csrctrl.DecisionInput) { in.Node.Uninitialized = true },
 			want:   []want{{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "not initialized"}},
 		},
-		// The Node sink's record: talos-ccm's own write took the taint off before the Node informer shows it.
-		{
-			name: "Node initialized by talos-ccm's write, which the informer does not show yet",
-			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
-				in.Node.Uid, in.Node.Uninitialized = "node-uid-1", true
-				in.Applied = &specs.ApplyStatusSpec{Initialized: true, Uid: "node-uid-1"}
-			},
-			want: []want{
-				{verdict: csr.VerdictApprove, rule: 6, result: csr.ResultPass, reason: "verified facts"},
-				{rule: 7, result: csr.ResultPass},
-			},
-		},
-		{
-			name: "a write that initialized an earlier Node of the same name, deleted and registered again",
-			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
-				in.Node.Uid, in.Node.Uninitialized = "node-uid-2", true
-				in.Applied = &specs.ApplyStatusSpec{Initialized: true, Uid: "node-uid-1"}
-			},
-			want: []want{
-				{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "not initialized"},
-				{rule: 7, result: csr.ResultWait, reason: "not final"},
-			},
-		},
-		{
-			name: "the Node sink's last pass found the Node uninitialized",
-			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
-				in.Node.Uid, in.Node.Uninitialized = "node-uid-1", true
-				in.Applied = &specs.ApplyStatusSpec{Uid: "node-uid-1", Error: "Node conflict"}
-			},
-			want: []want{{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "not initialized"}},
-		},
-		{
-			name: "a record of an initialized Node that names no Node",
-			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
-				in.Node.Uninitialized = true
-				in.Applied = &specs.ApplyStatusSpec{Initialized: true}
-			},
-			want: []want{{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "not initialized"}},
-		},
-		{
-			name: "without Talos, only the Node informer tells that the Node is initialized",
-			modify: func(_ testing.TB, in *csrctrl.DecisionInput) {
-				in.TalosFacts, in.Verified, in.Machine = false, false, nil
-				in.Node.Uid, in.Node.Uninitialized = "node-uid-1", true
-				in.Applied = &specs.ApplyStatusSpec{Initialized: true, Uid: "node-uid-1"}
-			},
-			want: []want{
-				{verdict: csr.VerdictWait, rule: 6, result: csr.ResultWait, reason: "not initialized"},
-				{rule: 7, result: csr.ResultWait, reason: "not final"},
-			},
-		},
 
 		// Rules 6 and 7 decide from what talos-ccm verified of the machine, not from what the kubelet wrote.
 		{
@@ -839,13 +788,7 @@ func checkInvariants(t testing.TB, in csrctrl.DecisionInput, decision *specs.CSR
 	name, ok := csrctrl.NodeName(in.CSR.GetUsername())
 	require.True(t, ok)
 	require.NotNil(t, in.Node)
-
-	// An initialized Node: as its informer shows it or, with Talos facts, as talos-ccm's write returned it.
-	if in.Node.GetUninitialized() {
-		require.True(t, in.TalosFacts, "approved for an uninitialized Node without Talos facts")
-		require.True(t, in.Applied.GetInitialized(), "approved for an uninitialized Node")
-		require.Equal(t, in.Node.GetUid(), in.Applied.GetUid(), "approved for a Node talos-ccm did not initialize")
-	}
+	require.False(t, in.Node.GetUninitialized())
 	require.Equal(t, name, decision.GetNode())
 }
 

@@ -23,7 +23,6 @@ import (
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
-	sinkres "github.com/talos-ccm/talos-ccm/internal/resources/sink"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 	"github.com/talos-ccm/talos-ccm/internal/stateread"
 )
@@ -81,14 +80,6 @@ func NewCSRDecisionController(opts CSRDecisionOptions) *CSRDecisionController {
 			mappers.Keys[*kube.KubeNode](byRequester),
 			mappers.Keys[*noderes.NodeTransform](byRequester),
 			mappers.Keys[*talos.MachineAddresses](byRequester),
-			// So does the Node sink's record of its write that initialized the Node (rule 6).
-			mappers.Keys[*sinkres.ApplyStatus](func(id resource.ID) []resource.Pointer {
-				if kind, name, ok := sinkres.ParseApplyStatusID(id); ok && kind == sinkres.KindNode {
-					return byRequester(name)
-				}
-
-				return nil
-			}),
 			// The configuration and the facts of rule 9 are the same for every request: a change decides every
 			// head again.
 			mappers.Keys[*config.Config](everyHead),
@@ -240,18 +231,6 @@ func (d *csrDecider) readFacts(ctx context.Context, r controller.Reader, input *
 
 	if !d.opts.TalosFacts {
 		return nil
-	}
-
-	// The Node sink's record counts only for a Node the informer still shows uninitialized.
-	if input.Node.GetUninitialized() {
-		applied, err := stateread.Running[*sinkres.ApplyStatus](ctx, r, sinkres.ApplyStatusID(sinkres.KindNode, nodeName))
-		if err != nil {
-			return err
-		}
-
-		if applied != nil {
-			input.Applied = applied.TypedSpec().Value
-		}
 	}
 
 	machine, err := stateread.Running[*talos.MachineAddresses](ctx, r, nodeName)

@@ -21,7 +21,6 @@ import (
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
-	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
@@ -376,46 +375,5 @@ func TestCSRDecisionControllerNextRequestOfTheSameSecond(t *testing.T) {
 	ctest.AssertResource(s, "csr-zzz", func(d *csrres.CSRDecision, a *assert.Assertions) {
 		a.Equal(csrres.VerdictDeny, d.TypedSpec().Value.GetVerdict())
 		a.Equal("csr-aaa", d.TypedSpec().Value.GetSupersededBy())
-	})
-}
-
-// A Node's initialization by talos-ccm's own write counts as soon as the Node sink records it, before the
-// Node informer shows that write (behind a busy apiserver, seconds later): the record's change decides the
-// node's request again. A record of another Node of the same name (deleted and registered again) does not
-// count.
-func TestCSRDecisionControllerTakesTheSinksInitialization(t *testing.T) {
-	s, valid := startDecider(t, csrctrl.CSRDecisionOptions{TalosFacts: true, Now: func() time.Time { return now }})
-
-	node := kube.NewKubeNode(kube.NamespaceName, "w1")
-	node.TypedSpec().Value = proto.CloneOf(valid.Node)
-	node.TypedSpec().Value.Uid, node.TypedSpec().Value.Uninitialized = "node-uid-2", true
-	s.Create(node)
-
-	machine := talos.NewMachineAddresses(talos.NamespaceName, "w1")
-	machine.TypedSpec().Value = proto.CloneOf(valid.Machine)
-	s.Create(machine)
-
-	transform := noderes.NewNodeTransform(noderes.NamespaceName, "w1")
-	transform.TypedSpec().Value = &specs.NodeTransformSpec{Verified: true, Initialize: true, Addresses: valid.Node.GetAddresses()}
-	s.Create(transform)
-
-	// The sink's record is of the Node of the same name before it was registered again.
-	applied := sink.NewApplyStatus(sink.NamespaceName, sink.ApplyStatusID(sink.KindNode, "w1"))
-	applied.TypedSpec().Value = &specs.ApplyStatusSpec{Object: "Node/w1", Initialized: true, Uid: "node-uid-1"}
-	s.Create(applied)
-
-	fileRequest(s, "csr-1", valid.CSR, time.Time{})
-
-	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrres.VerdictWait, d.TypedSpec().Value.GetVerdict())
-		a.Contains(d.TypedSpec().Value.GetReason(), "not initialized yet")
-	})
-
-	// The sink's write initialized the Node the informer shows: approved, with the informer still behind.
-	applied.TypedSpec().Value.Uid = "node-uid-2"
-	s.Update(applied)
-
-	ctest.AssertResource(s, "csr-1", func(d *csrres.CSRDecision, a *assert.Assertions) {
-		a.Equal(csrres.VerdictApprove, d.TypedSpec().Value.GetVerdict(), d.TypedSpec().Value.GetReason())
 	})
 }

@@ -11,7 +11,6 @@ import (
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/kube"
 	noderes "github.com/talos-ccm/talos-ccm/internal/resources/node"
-	"github.com/talos-ccm/talos-ccm/internal/resources/sink"
 	"github.com/talos-ccm/talos-ccm/internal/resources/talos"
 )
 
@@ -30,7 +29,6 @@ func TestCSRDecisionDeclares(t *testing.T) {
 		in(kube.NamespaceName, kube.KubeNodeType, controller.InputWeak),
 		in(noderes.NamespaceName, noderes.NodeTransformType, controller.InputWeak),
 		in(talos.NamespaceName, talos.MachineAddressesType, controller.InputWeak),
-		in(sink.NamespaceName, sink.ApplyStatusType, controller.InputWeak),
 		in(config.NamespaceName, config.ConfigType, controller.InputWeak),
 		in(talos.NamespaceName, talos.ControllerManagerConfigType, controller.InputWeak),
 		in(kube.NamespaceName, kube.KubeAPIServerType, controller.InputWeak),
