@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -183,9 +184,16 @@ func DecideCSR(in DecisionInput) (*specs.CSRDecisionSpec, time.Duration) {
 		}
 	}
 
-	for _, check := range checks {
+	// The results of one decision are made together: one allocation, where each was one.
+	results := make([]specs.CSRRuleResult, len(checks))
+	out.Rules = make([]*specs.CSRRuleResult, len(checks))
+
+	for i, check := range checks {
 		o := check.run(&d)
-		out.Rules = append(out.Rules, &specs.CSRRuleResult{Number: check.Number, Name: check.Name, Result: o.result, Reason: o.reason})
+
+		r := &results[i]
+		r.Number, r.Name, r.Result, r.Reason = check.Number, check.Name, o.result, o.reason
+		out.Rules[i] = r
 	}
 
 	out.Verdict, out.Reason = verdict(out.Rules)
@@ -222,17 +230,22 @@ func NodeName(username string) (string, bool) {
 func verdict(rules []*specs.CSRRuleResult) (string, string) {
 	var denied, waiting, skipped []string
 
+	// Only the rules that did not pass are named in the reason.
 	for _, r := range rules {
-		line := fmt.Sprintf("rule %d (%s): %s", r.GetNumber(), r.GetName(), r.GetReason())
+		var list *[]string
 
 		switch {
 		case r.GetResult() == csrres.ResultFail && denies(r.GetNumber()):
-			denied = append(denied, line)
+			list = &denied
 		case r.GetResult() == csrres.ResultFail || r.GetResult() == csrres.ResultWait:
-			waiting = append(waiting, line)
+			list = &waiting
 		case r.GetResult() == csrres.ResultSkip:
-			skipped = append(skipped, line)
+			list = &skipped
+		default:
+			continue
 		}
+
+		*list = append(*list, "rule "+strconv.Itoa(int(r.GetNumber()))+" ("+r.GetName()+"): "+r.GetReason())
 	}
 
 	switch {
@@ -274,8 +287,15 @@ func wait(format string, args ...any) outcome { return result(csrres.ResultWait,
 
 func skip(format string, args ...any) outcome { return result(csrres.ResultSkip, format, args...) }
 
+// result makes an outcome; a reason without arguments is the format itself, shared by every decision that
+// gives it, not a copy of it per decision.
 func result(res, format string, args ...any) outcome {
-	return outcome{result: res, reason: clean(fmt.Sprintf(format, args...))}
+	reason := format
+	if len(args) > 0 {
+		reason = fmt.Sprintf(format, args...)
+	}
+
+	return outcome{result: res, reason: clean(reason)}
 }
 
 // clean keeps text from a request printable in a decision (protobuf strings must be valid UTF-8) and
