@@ -479,8 +479,19 @@ func (c *conn) fail(err error, report bool) {
 	streams := c.streams
 	c.health.Stop()
 	c.streams = nil
+	c.mu.Unlock()
+
+	_ = c.nc.Close()
+
+	// The client hears of the failure before the streams' callers do: a caller that looks at its stream
+	// (after an earlier signal, say) sees its error only once it is set, after this.
+	if report && c.client.opts.OnConnection != nil {
+		c.client.opts.OnConnection(err, time.Now())
+	}
 
 	stops := make([]func() bool, 0, len(streams))
+
+	c.mu.Lock()
 
 	for _, s := range streams {
 		s.err = err
@@ -489,13 +500,6 @@ func (c *conn) fail(err error, report bool) {
 
 	c.cond.Broadcast()
 	c.mu.Unlock()
-
-	_ = c.nc.Close()
-
-	// The client hears of the failure before the streams' callers do.
-	if report && c.client.opts.OnConnection != nil {
-		c.client.opts.OnConnection(err, time.Now())
-	}
 
 	for _, stop := range stops {
 		stop()
