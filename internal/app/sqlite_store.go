@@ -374,8 +374,10 @@ func (s *sqliteStore) flush(ctx context.Context, now time.Time) (time.Time, erro
 	failed := map[resourceKey]pendingWrite{}
 
 	for key, p := range batch {
+		_, typ := s.kinds.name(key.kind)
+
 		if err := s.write(ctx, key, p.res); err != nil {
-			metrics.StateWrites.WithLabelValues("error").Inc()
+			metrics.StateWrites.WithLabelValues(typ, "error").Inc()
 
 			errs = append(errs, err)
 			failed[key] = p
@@ -383,7 +385,7 @@ func (s *sqliteStore) flush(ctx context.Context, now time.Time) (time.Time, erro
 			continue
 		}
 
-		metrics.StateWrites.WithLabelValues("ok").Inc()
+		metrics.StateWrites.WithLabelValues(typ, "ok").Inc()
 	}
 
 	s.mu.Lock()

@@ -11,9 +11,11 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/talos-ccm/talos-ccm/internal/metrics"
 	csrres "github.com/talos-ccm/talos-ccm/internal/resources/csr"
 	"github.com/talos-ccm/talos-ccm/internal/resources/ipam"
 	"github.com/talos-ccm/talos-ccm/internal/resources/node"
@@ -184,8 +186,12 @@ func TestSQLiteStoreKeepsMetadataAndDestroys(t *testing.T) {
 }
 
 // A write that fails stays pending and is tried again flushRetry later, until the database accepts it.
+// state_writes_total counts each attempt under the decision's type (no other test fails a write).
 func TestSQLiteStoreRetriesFailedWrites(t *testing.T) {
 	t.Parallel()
+
+	failures := metrics.StateWrites.WithLabelValues(node.NodeTransformType, "error")
+	failedBefore := testutil.ToFloat64(failures)
 
 	synctest.Test(t, func(t *testing.T) {
 		db, closeDB := openTestDatabase(t, t.TempDir())
@@ -218,6 +224,8 @@ func TestSQLiteStoreRetriesFailedWrites(t *testing.T) {
 
 		require.NoError(t, decisions.Close())
 	})
+
+	require.Equal(t, failedBefore+2, testutil.ToFloat64(failures), "the failed writes, by the decision's type")
 }
 
 // A decision waits its delay before it is written: one made and dropped within it (a CSR decision of a

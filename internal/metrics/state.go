@@ -12,12 +12,12 @@ var (
 		Help:      "Decisions changed in memory and not yet written to the state database.",
 	})
 
-	// StateWrites counts the writes to the state database by result.
+	// StateWrites counts the writes to the state database by resource type and result.
 	StateWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace,
 		Name:      "state_writes_total",
-		Help:      "Writes of decisions to the state database, by result (ok, error); a failed write is retried.",
-	}, []string{"result"})
+		Help:      "Writes of decisions to the state database (rows created, replaced or deleted), by resource type and result (ok, error); a failed write is retried.",
+	}, []string{"type", "result"})
 
 	// WatchEventsMerged counts the events of the in-memory state merged into a pending event of the same
 	// resource because its watcher fell behind (more than a few dozen events pending), by resource type: the

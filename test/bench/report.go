@@ -95,7 +95,8 @@ func report(w io.Writer, results []*result, what measured, opts options) {
 			fmt.Sprintf("%.2fx", total(r.requests.nodeWrites)/float64(opts.floor.writes)), "-", "-")
 		row("other writes per node", otherWritesText(r.requests), "-")
 		row("reads per node (no lease)", countsText(r.requests.reads, "%.2f"), "-")
-		row("state database writes per node", fmt.Sprintf("%.2f", r.stateWrites), "(decisions: NodeTransform, NodeLifecycle, CSRDecision, IPAllocation)")
+		row("state database writes per node", fmt.Sprintf("%.2f (%s)", total(r.stateWrites), countsText(r.stateWrites, "%.2f")),
+			"(rows created, replaced or deleted, by type)")
 		row("controller reconciles / state reads / state writes per node", r.runtimeWork.String(),
 			fmt.Sprintf("(reads share the stored resources, writes copy them; %.0f events merged for lagging watchers)", r.runtimeWork.merged))
 		row("log lines per node at --log-level="+opts.logLevel, fmt.Sprintf("%.2f", r.logLines), "(what an operator reads while Nodes join)")

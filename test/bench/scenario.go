@@ -84,8 +84,8 @@ type result struct {
 	floorCPU, initCPU cpuShares
 
 	// stateWrites are the rows written to the state database per node, up to the end of the initialization
-	// and the CSR approvals.
-	stateWrites float64
+	// and the CSR approvals, by resource type.
+	stateWrites map[string]float64
 	// runtimeWork is the controllers' work on the in-memory state, per node, over the same time.
 	runtimeWork runtimeWork
 	// logLines are the lines talos-ccm logged per node over the same time, at its --log-level and above
@@ -289,7 +289,7 @@ func runScenario(ctx context.Context, opts options, sc scenario) (*result, error
 	res.heapBytes = sum(before, "go_memstats_heap_inuse_bytes")
 	res.requests = countRequests(before).per(float64(sc.nodes))
 	res.talosCalls = perKey(talosCalls(before, "call"), float64(sc.nodes))
-	res.stateWrites = sum(before, "talos_ccm_state_writes_total") / float64(sc.nodes)
+	res.stateWrites = perKey(stateWrites(before), float64(sc.nodes))
 	res.runtimeWork = readRuntimeWork(metricsAddr, sc.nodes)
 	res.runtimeWork.merged = sum(before, "talos_ccm_state_watch_events_merged_total")
 	res.logLines = countLogLines(logPath) / float64(sc.nodes)

@@ -273,12 +273,30 @@ func (c requestCounts) per(n float64) requestCounts {
 // talosCalls are talos-ccm's Talos API calls by a label of talos_ccm_talos_api_calls_total (call,
 // resource or result).
 func talosCalls(series map[string]float64, by string) map[string]float64 {
+	return byLabel(series, "talos_ccm_talos_api_calls_total", by)
+}
+
+// byLabel sums the series of the metric name by the value of their label by.
+func byLabel(series map[string]float64, name, by string) map[string]float64 {
 	out := map[string]float64{}
 
 	for k, v := range series {
-		if strings.HasPrefix(k, "talos_ccm_talos_api_calls_total{") {
+		if strings.HasPrefix(k, name+"{") {
 			out[label(k, by)] += v
 		}
+	}
+
+	return out
+}
+
+// stateWrites sums the rows written to the state database by resource type, named without its group
+// (CSRDecisions.csr.tccm.dev: CSRDecisions).
+func stateWrites(series map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+
+	for typ, v := range byLabel(series, "talos_ccm_state_writes_total", "type") {
+		name, _, _ := strings.Cut(typ, ".")
+		out[name] += v
 	}
 
 	return out

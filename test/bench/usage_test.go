@@ -137,3 +137,20 @@ func TestPeakResident(t *testing.T) {
 	assert.GreaterOrEqual(t, peak.anon, now.anon/2)
 	assert.NotZero(t, peak.file)
 }
+
+func TestStateWrites(t *testing.T) {
+	t.Parallel()
+
+	series := map[string]float64{
+		`talos_ccm_state_writes_total{result="ok",type="CSRDecisions.csr.tccm.dev"}`:         40,
+		`talos_ccm_state_writes_total{result="error",type="CSRDecisions.csr.tccm.dev"}`:      2,
+		`talos_ccm_state_writes_total{result="ok",type="NodeTransforms.node.tccm.dev"}`:      50,
+		`talos_ccm_state_pending_writes`:                                                     7,
+		`talos_ccm_talos_api_calls_total{call="get",resource="Nodenames.talos.dev"}`:         3,
+		`talos_ccm_state_writes_total{result="ok",type="NodeLifecycles.lifecycle.tccm.dev"}`: 25,
+	}
+
+	writes := perKey(stateWrites(series), 25)
+	assert.Equal(t, map[string]float64{"CSRDecisions": 1.68, "NodeTransforms": 2, "NodeLifecycles": 1}, writes)
+	assert.Equal(t, "CSRDecisions 1.68, NodeLifecycles 1.00, NodeTransforms 2.00", countsText(writes, "%.2f"))
+}
