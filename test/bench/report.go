@@ -159,12 +159,7 @@ func otherWritesText(c requestCounts) string {
 
 // talosIdleText is the Talos calls per minute, in all and by resource type (without its group).
 func talosIdleText(byResource map[string]float64) string {
-	short := map[string]float64{}
-
-	for k, v := range byResource {
-		name, _, _ := strings.Cut(k, ".")
-		short[name] += v
-	}
+	short := withoutGroups(byResource)
 
 	if total(short) == 0 {
 		return "0.0"

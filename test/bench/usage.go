@@ -289,12 +289,17 @@ func byLabel(series map[string]float64, name, by string) map[string]float64 {
 	return out
 }
 
-// stateWrites sums the rows written to the state database by resource type, named without its group
-// (CSRDecisions.csr.tccm.dev: CSRDecisions).
+// stateWrites sums the rows written to the state database by resource type, named without its group.
 func stateWrites(series map[string]float64) map[string]float64 {
+	return withoutGroups(byLabel(series, "talos_ccm_state_writes_total", "type"))
+}
+
+// withoutGroups sums counts by resource type by the type's name without its group
+// (CSRDecisions.csr.tccm.dev: CSRDecisions).
+func withoutGroups(byType map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 
-	for typ, v := range byLabel(series, "talos_ccm_state_writes_total", "type") {
+	for typ, v := range byType {
 		name, _, _ := strings.Cut(typ, ".")
 		out[name] += v
 	}
